@@ -1,0 +1,37 @@
+# Every target installs what it needs into a local virtual environment (.venv); re-running is quick because the
+# install is redone only when pyproject.toml changes (the stamp file below).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.stamp-test
+
+.PHONY: demo test bench install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	@if [ -f examples/demo.py ]; then \
+		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python examples/demo.py; \
+	else \
+		echo "examples/demo.py is not written yet; parsing and printing examples/*.uop with uop-opt instead"; \
+		for f in examples/*.uop; do [ -e "$$f" ] || continue; echo "== uop-opt $$f -p canonicalize,dce"; \
+			$(BIN)/uop-opt "$$f" -p canonicalize,dce || exit 1; done; \
+		$(BIN)/uop-opt --list-passes; \
+	fi
+
+test: $(STAMP)
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tools/run_tests.py
+
+bench: $(STAMP)
+	@status=0; for f in bench/*.py; do [ -e "$$f" ] || continue; echo "== $$f"; \
+		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python "$$f" || status=1; done; exit $$status
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache
+	find . -name Output -path '*lit_tests*' -type d -prune -exec rm -rf {} +

@@ -1,0 +1,52 @@
+# ruff: noqa: F821  (lit injects `config` and `lit_config`)
+"""lit configuration for uopir.
+
+Substitutions available in RUN lines:
+  uop-opt      the uop-opt console script of the running Python environment (falls back to
+               `python -m uopir.tools.uop_opt` so a fresh clone works without the script on PATH)
+  filecheck    the Python `filecheck` program (also spelled FileCheck)
+  %roundtrip   `uop-opt %s --print-generic | uop-opt -`: print the file generically, parse that back and print it
+               pretty. Use as `// RUN: %roundtrip | filecheck %s`.
+  %python      the Python running lit
+Files in `Inputs/` folders are not tests.
+"""
+import os
+import shutil
+import sys
+
+import lit.formats
+
+config.name = "uopir"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".uop"]
+config.excludes = ["Inputs", "lit.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = config.test_source_root
+config.recursiveExpansionLimit = 10  # lets %roundtrip use %s
+
+_repo = os.path.dirname(config.test_source_root)
+_bin = os.path.dirname(sys.executable)
+
+
+def _tool(name: str) -> str | None:
+    cand = os.path.join(_bin, name)
+    return cand if os.access(cand, os.X_OK) else shutil.which(name)
+
+
+_uop_opt = _tool("uop-opt") or f'"{sys.executable}" -m uopir.tools.uop_opt'
+_filecheck = _tool("filecheck")
+if _filecheck is None:
+    lit_config.fatal("filecheck not found: pip install -e '.[test]' (or run `make test`)")
+
+# The package must be importable even when uopir is not installed (PYTHONPATH wins over nothing).
+config.environment["PYTHONPATH"] = os.pathsep.join(p for p in (_repo, os.environ.get("PYTHONPATH")) if p)
+config.environment["PATH"] = os.pathsep.join((_bin, os.environ.get("PATH", "")))
+config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+
+# A bare word that is not part of a path or a longer name.
+_word = r"(?<![\w/.%-]){}(?![\w.-])"
+config.substitutions.append(("%roundtrip", "uop-opt %s --print-generic | uop-opt -"))
+config.substitutions.append(("%python", f'"{sys.executable}"'))
+config.substitutions.append((_word.format("uop-opt"), _uop_opt))
+config.substitutions.append((_word.format("filecheck"), _filecheck))
+config.substitutions.append((_word.format("FileCheck"), _filecheck))

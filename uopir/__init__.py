@@ -1,0 +1,37 @@
+"""uopir: a multi-dialect compiler for tensor programs whose IR is hash-consed UOps.
+
+The public API. Heavier parts (Tensor, PassManager, backends) load on first use.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from uopir import dialects as dialects  # registers the core, tensor, kernel and device ops
+from uopir.ir.diagnostics import IRError, Location
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.uop import UOp
+
+__all__ = ["UOp", "DType", "dtypes", "IRError", "Location", "parse_ir", "print_ir", "verify", "Tensor",
+           "PassManager", "graph_rewrite", "UPat", "PatternMatcher"]
+
+_LAZY = {
+    "parse_ir": ("uopir.ir.parser", "parse_ir"),
+    "print_ir": ("uopir.ir.printer", "print_ir"),
+    "verify": ("uopir.ir.verify", "verify"),
+    "graph_rewrite": ("uopir.ir.pattern", "graph_rewrite"),
+    "UPat": ("uopir.ir.pattern", "UPat"),
+    "PatternMatcher": ("uopir.ir.pattern", "PatternMatcher"),
+    "PassManager": ("uopir.passes.manager", "PassManager"),
+    "Tensor": ("uopir.frontend.tensor", "Tensor"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(mod), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'uopir' has no attribute {name!r}")

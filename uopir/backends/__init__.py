@@ -1,0 +1,1 @@
+"""Ways out of the IR: renderers, compilers, runtimes and the reference interpreter."""

@@ -1,0 +1,290 @@
+"""The core dialect: constants, casts, the ALU, vector build/extract and graph roots; shared by every level.
+
+Dtype rules live in each op's `verify`, the elementwise shape rule in `elementwise_shape`; the hash-consed UOp
+constructor checks nothing (hot path), the verifier (uopir.ir.verify) runs these.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from uopir.ir.diagnostics import ShapeError
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.ops import INTS, SCALAR, SHAPE, Attr, AttrError, OpDef, OptionalAttr, Trait, def_op, register
+from uopir.ir.uop import UOp, normalize_const
+
+_PE = Trait.PURE | Trait.ELEMENTWISE
+_PEC = _PE | Trait.COMMUTATIVE
+
+
+# ---- shared helpers (module level so the shape/verify closures stay cheap) -------------------------------------------
+def fmt_shape(shape: tuple[int, ...]) -> str:
+    """`[4, 4]`: how a shape is spelled in messages and attributes."""
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def elementwise_shape(u: UOp) -> tuple[int, ...] | None:
+    """Operands with a shape must agree; shapeless ones (scalar consts, indices) broadcast."""
+    out = None
+    for s in u.src:
+        sh = s.shape
+        if sh is not None:
+            if out is None:
+                out = sh
+            elif sh != out:
+                raise ShapeError(f"elementwise operands have different shapes: {fmt_shape(out)} vs {fmt_shape(sh)}")
+    return out
+
+
+def _src0_shape(u: UOp) -> tuple[int, ...] | None:
+    return u.src[0].shape
+
+
+def _numeric(d: DType) -> bool:
+    return d.kind not in ("void", "ptr")
+
+
+def _check_value_dtype(d: DType, what: str) -> Iterator[str]:
+    if not _numeric(d):
+        yield f"{what} must be a number, bool or vector, got {d}"
+
+
+def _all_equal(u: UOp) -> Iterator[str]:
+    """Operands and result share one numeric dtype."""
+    first = u.src[0].dtype
+    for s in u.src[1:]:
+        if s.dtype is not first:
+            yield f"operand dtypes differ: {first} vs {s.dtype}"
+            return
+    if u.dtype is not first:
+        yield f"result dtype {u.dtype} differs from operand dtype {first}"
+        return
+    yield from _check_value_dtype(first, "operand dtype")
+
+
+def _verify_binary(u: UOp) -> Iterator[str]:
+    yield from _all_equal(u)
+
+
+def _verify_sub(u: UOp) -> Iterator[str]:
+    yield from _all_equal(u)
+    if u.dtype.scalar is dtypes.bool:
+        yield "sub is not defined on bool"
+
+
+def _verify_neg(u: UOp) -> Iterator[str]:
+    yield from _all_equal(u)
+    if u.dtype.scalar is dtypes.bool:
+        yield "neg is not defined on bool"
+
+
+def _verify_float(u: UOp) -> Iterator[str]:
+    errs = list(_all_equal(u))
+    yield from errs
+    if not errs and not u.dtype.is_float:
+        yield f"result dtype must be a float, got {u.dtype}"
+
+
+def _verify_int(u: UOp) -> Iterator[str]:
+    errs = list(_all_equal(u))
+    yield from errs
+    if not errs and not u.dtype.is_int:
+        yield f"result dtype must be an integer, got {u.dtype}"
+
+
+def _verify_logic(u: UOp) -> Iterator[str]:
+    errs = list(_all_equal(u))
+    yield from errs
+    if not errs and not (u.dtype.is_int or u.dtype.is_bool):
+        yield f"result dtype must be an integer or bool, got {u.dtype}"
+
+
+def _verify_cmp(u: UOp) -> Iterator[str]:
+    a, b = u.src[0].dtype, u.src[1].dtype
+    if a is not b:
+        yield f"operand dtypes differ: {a} vs {b}"
+        return
+    yield from _check_value_dtype(a, "operand dtype")
+    if _numeric(a) and u.dtype is not dtypes.bool.vec(a.count):
+        yield f"result dtype must be {dtypes.bool.vec(a.count)}, got {u.dtype}"
+
+
+def _verify_where(u: UOp) -> Iterator[str]:
+    c, a, b = (s.dtype for s in u.src)
+    if a is not b:
+        yield f"operand dtypes differ: {a} vs {b}"
+    elif u.dtype is not a:
+        yield f"result dtype {u.dtype} differs from operand dtype {a}"
+    elif not _numeric(a):
+        yield f"operand dtype must be a number, bool or vector, got {a}"
+    elif c is not dtypes.bool.vec(a.count) and c is not dtypes.bool:
+        yield f"condition must be {dtypes.bool.vec(a.count)}, got {c}"
+
+
+def _verify_mulacc(u: UOp) -> Iterator[str]:
+    yield from _all_equal(u)
+    if u.dtype.scalar is dtypes.bool:
+        yield "mulacc is not defined on bool"
+
+
+def _verify_cast(u: UOp) -> Iterator[str]:
+    x = u.src[0].dtype
+    yield from _check_value_dtype(x, "operand dtype")
+    yield from _check_value_dtype(u.dtype, "result dtype")
+    if _numeric(x) and _numeric(u.dtype) and x.count != u.dtype.count:
+        yield f"cast changes the lane count: {x} to {u.dtype}"
+
+
+def _bitwidth(d: DType) -> int:
+    return 64 if d.is_ptr else d.bits * d.count
+
+
+def _verify_bitcast(u: UOp) -> Iterator[str]:
+    x = u.src[0].dtype
+    if x is dtypes.void or u.dtype is dtypes.void:
+        yield f"cannot bitcast {x} to {u.dtype}"
+    elif _bitwidth(x) != _bitwidth(u.dtype):
+        yield f"bitcast changes the bit width: {x} ({_bitwidth(x)} bits) to {u.dtype} ({_bitwidth(u.dtype)} bits)"
+
+
+# ---- const ---------------------------------------------------------------------------------------------------------
+def _shaped(arg: Any) -> bool:
+    """A tensor-shaped const's arg is (value, shape); a vector const's arg is a tuple of lane values."""
+    return type(arg) is tuple and len(arg) == 2 and type(arg[1]) is tuple
+
+
+def const_value(u: UOp) -> Any:
+    """The value of a core.const, shaped or not."""
+    return u.arg[0] if _shaped(u.arg) else u.arg
+
+
+def const(dtype: DType, value: Any, shape: tuple[int, ...] | None = None) -> UOp:
+    """Build a const; with `shape` it is a tensor value (`core.const 0.0 : tensor<3x4xf32>`)."""
+    v = normalize_const(dtype, value)
+    return UOp(CONST, dtype, (), v if shape is None else (v, tuple(shape)))
+
+
+def _normalize_const_arg(dtype: DType, arg: Any) -> Any:
+    try:
+        if _shaped(arg):
+            if dtype.count != 1:
+                raise AttrError(f"a tensor-shaped const needs a scalar dtype, got {dtype}")
+            return (normalize_const(dtype, arg[0]), arg[1])
+        return normalize_const(dtype, arg)
+    except (ValueError, TypeError) as e:
+        raise AttrError(str(e)) from None
+
+
+def _verify_const(u: UOp) -> Iterator[str]:
+    d = u.dtype
+    if not _numeric(d):
+        yield f"const must have a number, bool or vector dtype, got {d}"
+
+
+def _const_shape(u: UOp) -> tuple[int, ...] | None:
+    a = u.arg
+    return a[1] if type(a) is tuple and len(a) == 2 and type(a[1]) is tuple else None
+
+
+class _ConstOp(OpDef):
+    """core.const keeps the bare value as its arg (as UOp.const builds it); only a shaped const carries a tuple."""
+
+    def attr_values(self, arg: Any) -> dict[str, Any]:
+        if _shaped(arg):
+            return {"value": arg[0], "shape": arg[1]}
+        return {"value": arg, "shape": None}
+
+    def make_arg(self, values: dict[str, Any]) -> Any:
+        arg = super().make_arg(values)
+        return arg[0] if arg[1] is None else arg
+
+
+CONST = register(_ConstOp("core.const", (0, 0), (Attr("value", SCALAR), Attr("shape", OptionalAttr(SHAPE), None, True)),
+                          Trait.PURE, _verify_const, _const_shape, 1, _normalize_const_arg,
+                          "a constant scalar, vector (one value per lane) or tensor (splat)"))
+
+# ---- casts and the ALU -----------------------------------------------------------------------------------------------
+CAST = def_op("core.cast", 1, traits=_PE, verify=_verify_cast, shape=_src0_shape,
+              summary="value conversion to the result dtype (same lane count)")
+BITCAST = def_op("core.bitcast", 1, traits=_PE, verify=_verify_bitcast, shape=_src0_shape,
+                 summary="reinterpret the bits as the result dtype (same total width)")
+
+_ew = elementwise_shape
+ADD = def_op("core.add", 2, traits=_PEC, verify=_verify_binary, shape=_ew, summary="a + b")
+SUB = def_op("core.sub", 2, traits=_PE, verify=_verify_sub, shape=_ew, summary="a - b")
+MUL = def_op("core.mul", 2, traits=_PEC, verify=_verify_binary, shape=_ew, summary="a * b")
+MAX = def_op("core.max", 2, traits=_PEC, verify=_verify_binary, shape=_ew, summary="the larger of a and b")
+FDIV = def_op("core.fdiv", 2, traits=_PE, verify=_verify_float, shape=_ew, summary="float division a / b")
+IDIV = def_op("core.idiv", 2, traits=_PE, verify=_verify_int, shape=_ew,
+              summary="integer division, truncating toward zero (C semantics)")
+MOD = def_op("core.mod", 2, traits=_PE, verify=_verify_int, shape=_ew,
+             summary="integer remainder with the sign of a (C semantics)")
+NEG = def_op("core.neg", 1, traits=_PE, verify=_verify_neg, shape=_ew, summary="-x")
+RECIP = def_op("core.recip", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="1 / x")
+EXP2 = def_op("core.exp2", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="2 ** x")
+LOG2 = def_op("core.log2", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="log base 2 of x")
+SIN = def_op("core.sin", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="sine of x (radians)")
+SQRT = def_op("core.sqrt", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="square root of x")
+TRUNC = def_op("core.trunc", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="x rounded toward zero")
+CMPLT = def_op("core.cmplt", 2, traits=_PE, verify=_verify_cmp, shape=_ew, summary="a < b, as bool")
+CMPNE = def_op("core.cmpne", 2, traits=_PEC, verify=_verify_cmp, shape=_ew, summary="a != b, as bool")
+CMPEQ = def_op("core.cmpeq", 2, traits=_PEC, verify=_verify_cmp, shape=_ew, summary="a == b, as bool")
+AND = def_op("core.and", 2, traits=_PEC, verify=_verify_logic, shape=_ew, summary="bitwise/logical and")
+OR = def_op("core.or", 2, traits=_PEC, verify=_verify_logic, shape=_ew, summary="bitwise/logical or")
+XOR = def_op("core.xor", 2, traits=_PEC, verify=_verify_logic, shape=_ew, summary="bitwise/logical xor")
+SHL = def_op("core.shl", 2, traits=_PE, verify=_verify_int, shape=_ew, summary="a << b")
+SHR = def_op("core.shr", 2, traits=_PE, verify=_verify_int, shape=_ew,
+             summary="a >> b (arithmetic for signed, logical for unsigned)")
+WHERE = def_op("core.where", 3, traits=_PE, verify=_verify_where, shape=_ew, summary="cond ? a : b")
+MULACC = def_op("core.mulacc", 3, traits=_PE, verify=_verify_mulacc, shape=_ew, summary="a * b + c")
+
+ALU_OPS: tuple[OpDef, ...] = (ADD, SUB, MUL, MAX, FDIV, IDIV, MOD, NEG, RECIP, EXP2, LOG2, SIN, SQRT, TRUNC, CMPLT,
+                              CMPNE, CMPEQ, AND, OR, XOR, SHL, SHR, WHERE, MULACC)
+
+
+# ---- vectors -------------------------------------------------------------------------------------------------------
+def _verify_vectorize(u: UOp) -> Iterator[str]:
+    s = u.src[0].dtype
+    for x in u.src[1:]:
+        if x.dtype is not s:
+            yield f"operand dtypes differ: {s} vs {x.dtype}"
+            return
+    if not _numeric(s) or s.count != 1:
+        yield f"vectorize operands must be scalars, got {s}"
+    elif u.dtype is not s.vec(len(u.src)):
+        yield f"result dtype must be {s.vec(len(u.src))}, got {u.dtype}"
+
+
+def _verify_gep(u: UOp) -> Iterator[str]:
+    v = u.src[0].dtype
+    idx = u.arg
+    if not _numeric(v):
+        yield f"gep operand must be a vector, got {v}"
+        return
+    if not idx:
+        yield "gep needs at least one index"
+        return
+    for i in idx:
+        if not 0 <= i < v.count:
+            yield f"gep index {i} out of range for {v} ({v.count} lanes)"
+            return
+    if u.dtype is not v.scalar.vec(len(idx)):
+        yield f"result dtype must be {v.scalar.vec(len(idx))}, got {u.dtype}"
+
+
+VECTORIZE = def_op("core.vectorize", (1, None), traits=Trait.PURE, verify=_verify_vectorize,
+                   summary="build a vector from one scalar per lane")
+GEP = def_op("core.gep", 1, (Attr("idx", INTS),), Trait.PURE, _verify_gep,
+             summary="extract lanes of a vector (one index: a scalar)")
+
+
+# ---- roots -----------------------------------------------------------------------------------------------------------
+def _verify_void(u: UOp) -> Iterator[str]:
+    if u.dtype is not dtypes.void:
+        yield f"result must be void, got {u.dtype}"
+
+
+SINK = def_op("core.sink", (0, None), traits=Trait.TERMINATOR, verify=_verify_void,
+              summary="the void root of a graph: keeps its operands alive")
+GROUP = def_op("core.group", (0, None), verify=_verify_void,
+               summary="groups effects into one void value without being a root")

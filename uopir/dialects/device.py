@@ -1,0 +1,92 @@
+"""The device dialect: what a target executes — thread ids, barriers, structured control flow markers,
+register accumulators, tensor-core multiplies, and the linearized program.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from uopir.ir.dtype import dtypes
+from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, TupleAttr, def_op
+from uopir.ir.uop import UOp
+
+SPECIAL_KINDS = ("group_id", "local_id", "global_id")
+_LOOPS = frozenset(("device.loop", "kernel.range"))
+
+
+def _void(u: UOp) -> Iterator[str]:
+    if u.dtype is not dtypes.void:
+        yield f"result must be void, got {u.dtype}"
+
+
+def _index_with_index_src(u: UOp) -> Iterator[str]:
+    if u.dtype is not dtypes.index:
+        yield f"result dtype must be index, got {u.dtype}"
+    if u.src[0].dtype is not dtypes.index:
+        yield f"size operand must be index, got {u.src[0].dtype}"
+
+
+def _first_is(name: str):
+    def check(u: UOp) -> Iterator[str]:
+        yield from _void(u)
+        if u.src[0].op.name != name:
+            yield f"first operand must be a {name}, got {u.src[0].op.name}"
+    return check
+
+
+def _verify_if(u: UOp) -> Iterator[str]:
+    yield from _void(u)
+    if u.src[0].dtype is not dtypes.bool:
+        yield f"condition must be bool, got {u.src[0].dtype}"
+
+
+def _verify_acc(u: UOp) -> Iterator[str]:
+    init = u.src[0].dtype
+    if u.dtype is not init:
+        yield f"result dtype {u.dtype} differs from init dtype {init}"
+    if init.kind in ("void", "ptr"):
+        yield f"accumulator must hold a number or vector, got {init}"
+    for i, s in enumerate(u.src[1:], 1):
+        if s.op.name not in _LOOPS:
+            yield f"operand {i} must be a device.loop (or kernel.range), got {s.op.name}"
+            return
+
+
+def _verify_accstore(u: UOp) -> Iterator[str]:
+    acc, val = u.src
+    if acc.op.name != "device.acc":
+        yield f"first operand must be a device.acc, got {acc.op.name}"
+    if val.dtype is not acc.dtype:
+        yield f"stored value dtype {val.dtype} differs from accumulator dtype {acc.dtype}"
+    if u.dtype is not dtypes.void and u.dtype is not acc.dtype:
+        yield f"result must be void or the accumulator dtype {acc.dtype}, got {u.dtype}"
+
+
+def _verify_wmma(u: UOp) -> Iterator[str]:
+    a, b, c = (s.dtype for s in u.src)
+    if u.dtype is not c:
+        yield f"result dtype {u.dtype} differs from accumulator operand dtype {c}"
+    for what, d in (("a", a), ("b", b), ("c", c)):
+        if d.count < 2 or d.kind in ("void", "ptr"):
+            yield f"operand {what} must be a vector, got {d}"
+            return
+
+
+SPECIAL = def_op("device.special", 1, (Attr("kind", EnumAttr(*SPECIAL_KINDS)), Attr("dim", IntAttr(0, 2))),
+                 Trait.PURE, _index_with_index_src, summary="a hardware thread/block id in [0, size) on one dim")
+BARRIER = def_op("device.barrier", (0, None), traits=Trait.SIDE_EFFECT, verify=_void,
+                 summary="workgroup barrier after its operands (local memory writes)")
+IF = def_op("device.if", (1, None), verify=_verify_if, summary="open a block run only where cond holds")
+ENDIF = def_op("device.endif", (1, None), verify=_first_is("device.if"),
+               summary="close the block of a device.if after its operands")
+LOOP = def_op("device.loop", 1, (Attr("id", INT),), verify=_index_with_index_src,
+              summary="a loop counter over [0, end): a range lowered to a sequential loop")
+ENDLOOP = def_op("device.endloop", (1, None), verify=_first_is("device.loop"),
+                 summary="close a device.loop after its operands")
+ACC = def_op("device.acc", (1, None), (Attr("id", INT),), verify=_verify_acc,
+             summary="a register accumulator initialized to init outside the given loops")
+ACCSTORE = def_op("device.accstore", 2, traits=Trait.SIDE_EFFECT, verify=_verify_accstore,
+                  summary="update an accumulator; a non-void result reads the updated value")
+WMMA = def_op("device.wmma", 3, (Attr("name", STR), Attr("dims", TupleAttr(IntAttr(lo=1), 3)), Attr("device", STR)),
+              Trait.PURE, _verify_wmma, summary="tensor-core multiply-accumulate a*b+c on fragments (vectors)")
+PROGRAM = def_op("device.program", (0, None), (Attr("name", STR),), Trait.TERMINATOR, _void,
+                 summary="the linearized program: its operands in execution order")

@@ -1,0 +1,153 @@
+"""The kernel dialect: one kernel with its loops explicit (ranges), memory access through pointers, and
+reductions over ranges. Values here have no tensor shape; the dtype carries everything.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from uopir.ir.dtype import dtypes
+from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, def_op
+from uopir.ir.uop import UOp
+
+AXIS_KINDS = ("global", "local", "loop", "reduce", "upcast", "unroll", "group")
+REDUCE_OPS = ("add", "mul", "max", "min")
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------------------
+def _void(u: UOp) -> Iterator[str]:
+    if u.dtype is not dtypes.void:
+        yield f"result must be void, got {u.dtype}"
+
+
+def _index_result(u: UOp) -> Iterator[str]:
+    if u.dtype is not dtypes.index:
+        yield f"result dtype must be index, got {u.dtype}"
+
+
+def _ranges(u: UOp, first: int) -> Iterator[str]:
+    for i, r in enumerate(u.src[first:], first):
+        if r.op.name != "kernel.range":
+            yield f"operand {i} must be a kernel.range, got {r.op.name}"
+            return
+
+
+def _gate(u: UOp, i: int) -> Iterator[str]:
+    if len(u.src) > i and u.src[i].dtype is not dtypes.bool:
+        yield f"gate must be bool, got {u.src[i].dtype}"
+
+
+def _pointer(u: UOp) -> Iterator[str]:
+    if not u.src[0].dtype.is_ptr:
+        yield f"first operand must be a pointer, got {u.src[0].dtype}"
+
+
+def _fits_pointee(ptr_base, d) -> bool:
+    """A load/store moves one element of the pointee or a vector of them."""
+    return d is ptr_base or (d.count > 1 and d.scalar is ptr_base)
+
+
+# ---- verifiers -------------------------------------------------------------------------------------------------------
+def _verify_def(u: UOp) -> Iterator[str]:
+    yield from _void(u)
+    for i, s in enumerate(u.src):
+        if s.dtype is not dtypes.void:
+            yield f"operand {i} must be an effect (void), got {s.dtype} from {s.op.name}"
+            return
+
+
+def _verify_param(u: UOp) -> Iterator[str]:
+    d = u.dtype
+    if not d.is_ptr or d.addrspace != "global":
+        yield f"result must be a global pointer, got {d}"
+
+
+def _verify_var(u: UOp) -> Iterator[str]:
+    yield from _index_result(u)
+    _, lo, hi = u.arg
+    if lo > hi:
+        yield f"variable range is empty: min {lo} > max {hi}"
+
+
+def _verify_range(u: UOp) -> Iterator[str]:
+    yield from _index_result(u)
+    if u.src[0].dtype is not dtypes.index:
+        yield f"range end must be index, got {u.src[0].dtype}"
+
+
+def _verify_end(u: UOp) -> Iterator[str]:
+    yield from _void(u)
+    yield from _ranges(u, 1)
+
+
+def _verify_index(u: UOp) -> Iterator[str]:
+    p = u.src[0].dtype
+    if not p.is_ptr:
+        yield f"first operand must be a pointer, got {p}"
+    elif u.dtype is not p:
+        yield f"result dtype {u.dtype} differs from pointer dtype {p}"
+    if u.src[1].dtype is not dtypes.index:
+        yield f"offset must be index, got {u.src[1].dtype}"
+    yield from _gate(u, 2)
+
+
+def _verify_load(u: UOp) -> Iterator[str]:
+    p = u.src[0].dtype
+    if not p.is_ptr:
+        yield f"first operand must be a pointer, got {p}"
+        return
+    if not _fits_pointee(p.base, u.dtype):
+        yield f"result dtype must be {p.base} or a vector of it, got {u.dtype}"
+    if len(u.src) == 2:
+        yield "a load takes an alternative value and a gate together (3 operands), not 2"
+    elif len(u.src) == 3:
+        if u.src[1].dtype is not u.dtype:
+            yield f"alternative value dtype {u.src[1].dtype} differs from result dtype {u.dtype}"
+        yield from _gate(u, 2)
+
+
+def _verify_store(u: UOp) -> Iterator[str]:
+    yield from _void(u)
+    p = u.src[0].dtype
+    if not p.is_ptr:
+        yield f"first operand must be a pointer, got {p}"
+    elif not _fits_pointee(p.base, u.src[1].dtype):
+        yield f"stored value dtype must be {p.base} or a vector of it, got {u.src[1].dtype}"
+    yield from _gate(u, 2)
+
+
+def _verify_reduce(u: UOp) -> Iterator[str]:
+    if u.dtype is not u.src[0].dtype:
+        yield f"result dtype {u.dtype} differs from operand dtype {u.src[0].dtype}"
+    yield from _ranges(u, 1)
+
+
+def _sized_ptr(space: str):
+    def check(u: UOp) -> Iterator[str]:
+        d = u.dtype
+        if not d.is_ptr or d.addrspace != space or d.size < 0:
+            yield f"result must be a {space} pointer with a size (ptr<T, {space}, N>), got {d}"
+    return check
+
+
+# ---- the ops ---------------------------------------------------------------------------------------------------------
+DEF = def_op("kernel.def", (0, None), (Attr("name", STR),), Trait.TERMINATOR, _verify_def,
+             summary="the root of a kernel body: its effects (stores, ends)")
+PARAM = def_op("kernel.param", 0, (Attr("idx", IntAttr(lo=0)),), Trait.PURE, _verify_param,
+               summary="the idx-th buffer argument, a global pointer")
+VAR = def_op("kernel.var", 0, (Attr("name", STR), Attr("min", INT), Attr("max", INT)), Trait.PURE, _verify_var,
+             summary="a symbolic integer argument in [min, max]")
+RANGE = def_op("kernel.range", 1, (Attr("axis", IntAttr(lo=0)), Attr("kind", EnumAttr(*AXIS_KINDS), "loop")),
+               Trait.PURE, _verify_range, summary="an index running over [0, end) on an axis of the given kind")
+END = def_op("kernel.end", (2, None), verify=_verify_end, summary="closes ranges after the value (usually a store)")
+INDEX = def_op("kernel.index", (2, 3), traits=Trait.PURE, verify=_verify_index,
+               summary="pointer + offset (in elements), optionally gated")
+LOAD = def_op("kernel.load", (1, 3), verify=_verify_load,
+              summary="read an element (or vector); with alt and gate, alt where the gate is false")
+STORE = def_op("kernel.store", (2, 3), traits=Trait.SIDE_EFFECT, verify=_verify_store,
+               summary="write a value through a pointer, optionally gated")
+REDUCE = def_op("kernel.reduce", (1, None), (Attr("op", EnumAttr(*REDUCE_OPS)),), Trait.PURE, _verify_reduce,
+                summary="reduce the value over the given ranges")
+LOCAL = def_op("kernel.local", 0, (Attr("id", INT),), verify=_sized_ptr("local"),
+               summary="a buffer in workgroup-local memory")
+REGISTER = def_op("kernel.register", 0, (Attr("id", INT),), verify=_sized_ptr("register"),
+                  summary="a buffer in registers (private memory)")

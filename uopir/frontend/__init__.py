@@ -1,0 +1,1 @@
+"""Ways into the IR: the lazy Tensor API."""

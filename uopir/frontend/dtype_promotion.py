@@ -1,0 +1,135 @@
+"""Dtype rules of the Tensor frontend: numpy's promotion lattice, weak Python scalars, accumulation dtypes.
+
+Choices (and where they leave numpy):
+- Tensor ⊕ Tensor follows `np.result_type` of the numpy equivalents (so int64 ⊕ uint64 → float64, as numpy).
+- bfloat16 (which numpy lacks) sits beside float16: bf16 ⊕ bool/int → bf16, bf16 ⊕ f16 → f32, bf16 ⊕ f32/f64 → that.
+- Python scalars are *weak* (numpy 2 / tinygrad): `int8 tensor + 1` stays int8, `f16 tensor * 2.0` stays f16.
+  A float scalar with a bool/int tensor gives the default float, float32 (numpy would give float64): the one
+  deliberate deviation, shared with tinygrad. An int scalar with a bool tensor gives the default int, int32.
+- Python data without a dtype: floats → float32, ints → int32, bools → bool (tinygrad's defaults); numpy arrays
+  keep their dtype.
+- Sums and products accumulate like numpy on a 64-bit machine: bool and signed ints → int64, unsigned → uint64;
+  float16/bfloat16 accumulate in float32 and the result is cast back (numpy keeps float16 too).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from uopir.ir.dtype import DType, dtypes
+
+DEFAULT_FLOAT: DType = dtypes.float32
+DEFAULT_INT: DType = dtypes.int32
+
+Scalar = bool | int | float
+
+
+def to_np(d: DType) -> np.dtype:
+    """The numpy dtype that stores `d` on the host (bfloat16 is carried in float32)."""
+    name = d.np_name
+    if name is None or d.kind == "index":
+        raise TypeError(f"{d!r} has no host storage type")
+    return np.dtype(name)
+
+
+def from_np(npd: np.dtype | type) -> DType:
+    """The uopir dtype of a numpy dtype; TypeError for ones uopir lacks (complex, strings, objects)."""
+    try:
+        return dtypes.from_numpy(npd)
+    except TypeError:
+        raise TypeError(f"numpy dtype {np.dtype(npd).name} has no uopir equivalent") from None
+
+
+def to_dtype(d: DType | str | np.dtype | type | None) -> DType | None:
+    """Accept a DType, a name (`'float32'`, `'f32'`) or a numpy dtype/type."""
+    if d is None or isinstance(d, DType):
+        return d
+    if isinstance(d, str) and (r := dtypes.from_name(d)) is not None:
+        return r
+    try:
+        return from_np(np.dtype(d))
+    except TypeError:
+        raise TypeError(f"unknown dtype {d!r}") from None
+
+
+def promote(*ds: DType) -> DType:
+    """The common dtype of tensor operands (numpy's lattice, bfloat16 added beside float16)."""
+    if len(ds) == 1:
+        return ds[0]
+    if all(d is ds[0] for d in ds):
+        return ds[0]
+    if dtypes.bfloat16 in ds:
+        rest = [d for d in ds if d is not dtypes.bfloat16]
+        r = promote(*rest)
+        if r.kind in ("bool", "int", "uint"):
+            return dtypes.bfloat16
+        return dtypes.float32 if r is dtypes.float16 else r
+    return from_np(np.result_type(*(to_np(d) for d in ds)))
+
+
+def is_scalar(v: object) -> bool:
+    """A Python number or bool (weak for promotion); numpy scalars are strong and become 0-d tensors."""
+    return type(v) in (bool, int, float)
+
+
+def promote_scalar(d: DType, v: Scalar) -> DType:
+    """The dtype of `tensor(d) ⊕ v` for a weak Python scalar v."""
+    if type(v) is float:
+        return d if d.is_float else DEFAULT_FLOAT
+    if type(v) is int:
+        return DEFAULT_INT if d.is_bool else d
+    return d
+
+
+def scalar_dtype(v: Scalar) -> DType:
+    """The dtype a Python scalar has when it stands alone."""
+    return dtypes.bool if type(v) is bool else DEFAULT_INT if type(v) is int else DEFAULT_FLOAT
+
+
+def float_of(d: DType) -> DType:
+    """The dtype transcendental ops and true division compute in: d itself if float, else the default float."""
+    return d if d.is_float else DEFAULT_FLOAT
+
+
+def sum_acc(d: DType) -> DType:
+    """The dtype a sum/product accumulates in (see the module docstring)."""
+    if d.is_bool or d.kind == "int":
+        return dtypes.int64
+    if d.kind == "uint":
+        return dtypes.uint64
+    if d in (dtypes.float16, dtypes.bfloat16):
+        return dtypes.float32
+    return d
+
+
+def sum_result(d: DType) -> DType:
+    """The dtype of a sum/product result: the accumulator, except half floats come back as themselves."""
+    return d if d in (dtypes.float16, dtypes.bfloat16) else sum_acc(d)
+
+
+def round_bf16(a: np.ndarray) -> np.ndarray:
+    """Round float32 values to the nearest bfloat16 (ties to even) and keep them in float32."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    bits = a.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    out = rounded.view(np.float32).copy()
+    nan = np.isnan(a)
+    out[nan] = a[nan]
+    return out
+
+
+def host_array(data: object, d: DType) -> np.ndarray:
+    """`data` as a contiguous numpy array holding dtype d (bfloat16 rounded, carried in float32)."""
+    arr = np.array(data, dtype=to_np(d), copy=True, order="C")
+    return round_bf16(arr) if d is dtypes.bfloat16 else arr
+
+
+def infer_dtype(arr: np.ndarray) -> DType:
+    """The default dtype of Python data converted by numpy: bool, int32 or float32 (tinygrad's defaults)."""
+    k = arr.dtype.kind
+    if k == "b":
+        return dtypes.bool
+    if k in "iu":
+        return DEFAULT_INT
+    if k == "f":
+        return DEFAULT_FLOAT
+    raise TypeError(f"cannot make a Tensor from data of numpy dtype {arr.dtype.name}")

@@ -1,0 +1,1371 @@
+"""The lazy Tensor: a tinygrad-style frontend that builds tensor-dialect IR and runs nothing until asked.
+
+Every method returns a new Tensor whose `.uop` is a tensor-dialect graph (buffers, movement ops, core ALU ops,
+tensor.reduce). `.realize()` / `.numpy()` / `.tolist()` / `.item()` evaluate that graph on the tensor's device,
+store the result in a fresh buffer and make the tensor point at it, so a second realize costs nothing.
+
+Semantics follow tinygrad's names and numpy's numbers: numpy broadcasting (made explicit in the IR with
+tensor.reshape + tensor.expand), numpy dtype promotion with weak Python scalars (see dtype_promotion.py),
+Python floor semantics for `//` and `%`. High-level ops decompose into the dialect's primitives; nothing here adds
+an opaque op. Bad use (shapes, axes, dtypes) raises ValueError/TypeError where the call is made, not at realize.
+
+Random tensors (rand, randn, ...) and data tensors are created on the host at creation time, from a numpy
+Generator that `Tensor.manual_seed(n)` reseeds; they enter the graph as buffers.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from uopir.dialects import core as C
+from uopir.dialects import tensor as T
+from uopir.frontend import device as D
+from uopir.frontend import dtype_promotion as P
+from uopir.ir.diagnostics import ShapeError
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.ops import OpDef
+from uopir.ir.uop import UOp
+
+Scalar = bool | int | float
+Operand = "Tensor | Scalar"
+DTypeLike = DType | str | np.dtype | type | None
+LOG2_E = math.log2(math.e)
+LN_2 = math.log(2)
+
+
+# ---- small helpers --------------------------------------------------------------------------------------------------
+def _shape_args(shape: Any, rest: tuple) -> tuple:
+    """Accept f(2, 3), f((2, 3)) and f([2, 3])."""
+    if isinstance(shape, Sequence) and not isinstance(shape, str):
+        if rest:
+            raise TypeError(f"give the shape either as one sequence or as separate ints, not {shape!r} and {rest!r}")
+        return tuple(shape)
+    return (shape, *rest)
+
+
+def _check_shape(shape: tuple, what: str = "shape") -> tuple[int, ...]:
+    for s in shape:
+        if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < 0:
+            raise ValueError(f"{what} {shape} must be non-negative ints")
+    return tuple(int(s) for s in shape)
+
+
+def _prod(xs: Sequence[int]) -> int:
+    return math.prod(xs)
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy broadcasting of shapes; ValueError names every shape."""
+    n = max(len(s) for s in shapes)
+    out = []
+    for i in range(n):
+        dims = {s[i - n + len(s)] for s in shapes if i - n + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise ValueError(f"shapes {', '.join(str(s) for s in shapes)} cannot be broadcast together")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def _norm_axis(axis: int, ndim: int, shape: tuple[int, ...] | None = None) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise TypeError(f"axis must be an int, got {type(axis).__name__}")
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not lo <= axis <= hi:
+        raise ValueError(f"axis {axis} is out of range for a tensor of shape {shape if shape is not None else ''}"
+                         f" (ndim {ndim})")
+    return int(axis) % max(ndim, 1)
+
+
+def _tensor_type(t: Tensor) -> str:
+    return T.tensor_type(t.shape, t.dtype)
+
+
+# ---- the Tensor -----------------------------------------------------------------------------------------------------
+class Tensor:
+    """A lazy n-d array. `.uop` is its tensor-dialect graph; `.device` the device it lives on."""
+
+    __slots__ = ("uop", "device", "requires_grad", "__weakref__")
+    __hash__ = object.__hash__  # == builds a Tensor, so hashing must not go through it
+    __array_ufunc__ = None  # `np_array + tensor` calls Tensor.__radd__ instead of converting the tensor
+
+    training: ClassVar[bool] = False
+    _rng: ClassVar[np.random.Generator] = np.random.default_rng()
+
+    uop: UOp
+    device: str
+
+    def __init__(self, data: Any, dtype: DTypeLike = None, device: str | None = None,
+                 requires_grad: bool | None = None) -> None:
+        if isinstance(dtype, str) and P.dtypes.from_name(dtype) is None and dtype.lower() in D.DEVICES:
+            dtype, device = None, dtype  # Tensor(x, "python"): tinygrad's positional device
+        dt = P.to_dtype(dtype)
+        self.requires_grad = requires_grad
+        if isinstance(data, UOp):
+            if data.shape is None:
+                raise TypeError(f"a Tensor needs a UOp with a shape, got {data.op.name} of type {data.dtype}")
+            self.uop, self.device = (data if dt is None else data.cast(dt)), D.canonical(device)
+            return
+        if isinstance(data, Tensor):
+            src = data.cast(dt) if dt is not None else data
+            src = src.to(device) if device is not None else src
+            self.uop, self.device = src.uop, src.device
+            return
+        self.device = D.canonical(device)
+        if P.is_scalar(data):
+            d = dt if dt is not None else P.scalar_dtype(data)
+            self.uop = C.const(d, data, ())
+            return
+        if isinstance(data, np.ndarray | np.generic):
+            arr = np.asarray(data)
+            d = dt if dt is not None else P.from_np(arr.dtype)
+        elif isinstance(data, list | tuple | range):
+            arr = np.array(data) if len(data) else np.zeros((0,), np.float32)
+            if arr.dtype == object:
+                raise ValueError("cannot make a Tensor from ragged or non-numeric nested data")
+            d = dt if dt is not None else P.infer_dtype(arr)
+        elif isinstance(data, bytes | bytearray):
+            arr = np.frombuffer(bytes(data), np.uint8)
+            d = dt if dt is not None else dtypes.uint8
+        else:
+            raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
+        self.uop = D.new_buffer(P.host_array(arr, d), d, self.device)
+
+    # ---- internal construction --------------------------------------------------------------------------------------
+    def _new(self, u: UOp, device: str | None = None) -> Tensor:
+        t = object.__new__(Tensor)
+        t.uop, t.device, t.requires_grad = u, device if device is not None else self.device, None
+        return t
+
+    def _op(self, op: OpDef, *srcs: Tensor | Scalar, dtype: DType | None = None, arg: Any = None) -> Tensor:
+        """Apply one op; the operands already agree on shape and dtype, Python scalars become shapeless consts."""
+        cd = self.dtype
+        us = (self.uop,) + tuple(s.uop if isinstance(s, Tensor) else C.const(cd, s) for s in srcs)
+        return self._new(UOp(op, dtype if dtype is not None else cd, us, arg))
+
+    def _mv(self, op: OpDef, arg: Any) -> Tensor:
+        return self._new(UOp(op, self.dtype, (self.uop,), arg))
+
+    # ---- introspection ----------------------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.uop.shape  # type: ignore[return-value]
+
+    @property
+    def dtype(self) -> DType:
+        return self.uop.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return _prod(self.shape)
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    def size(self, dim: int | None = None) -> int | tuple[int, ...]:
+        return self.shape if dim is None else self.shape[_norm_axis(dim, self.ndim, self.shape)]
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_float
+
+    def __repr__(self) -> str:
+        state = "realized" if self.uop.op is T.BUFFER else self.uop.op.name
+        return f"<Tensor {state} on {self.device} with shape {self.shape} and dtype {self.dtype!r}>"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return (self[i] for i in range(len(self)))
+
+    # ---- running ----------------------------------------------------------------------------------------------------
+    def realize(self) -> Tensor:
+        """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it."""
+        if self.uop.op is not T.BUFFER:
+            arr = D.run(self.uop, self.device)
+            arr = np.ascontiguousarray(arr.reshape(self.shape), dtype=P.to_np(self.dtype))
+            self.uop = D.new_buffer(arr, self.dtype, self.device)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """A fresh numpy copy of the value (bfloat16 comes back as float32)."""
+        return D.buffer_data(self.realize().uop).copy()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def item(self) -> Scalar:
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def data(self) -> np.ndarray:
+        return self.numpy()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if not self.dtype.is_int:
+            raise TypeError(f"only integer tensors can be used as an index, got {self.dtype!r}")
+        return int(self.item())
+
+    # ---- devices ----------------------------------------------------------------------------------------------------
+    def to(self, device: str | None) -> Tensor:
+        """The same value on another device (a tensor.copy)."""
+        d = D.canonical(device)
+        return self if d == self.device else self._new(UOp(T.COPY, self.dtype, (self.uop,), d), d)
+
+    def clone(self) -> Tensor:
+        return self._mv(T.CONTIGUOUS, None)
+
+    def contiguous(self) -> Tensor:
+        return self._mv(T.CONTIGUOUS, None)
+
+    def detach(self) -> Tensor:
+        return self._mv(T.DETACH, None)
+
+    # ---- creation ---------------------------------------------------------------------------------------------------
+    @staticmethod
+    def manual_seed(seed: int = 0) -> None:
+        """Reseed the host generator behind rand/randn/randint/uniform/normal, for reproducible programs."""
+        Tensor._rng = np.random.default_rng(seed)
+
+    @staticmethod
+    def full(shape: int | Sequence[int], fill_value: Scalar, dtype: DTypeLike = None,
+             device: str | None = None) -> Tensor:
+        """A splat value: one shaped core.const, no buffer."""
+        shp = _check_shape(_shape_args(shape, ()))
+        d = P.to_dtype(dtype) or P.scalar_dtype(fill_value)
+        if not P.is_scalar(fill_value):
+            fill_value = np.asarray(fill_value).item()
+        return Tensor(C.const(d, fill_value, shp), device=device)
+
+    @staticmethod
+    def zeros(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        return Tensor.full(_shape_args(shape[0], shape[1:]) if shape else (), 0.0, P.to_dtype(dtype) or
+                           P.DEFAULT_FLOAT, device)
+
+    @staticmethod
+    def ones(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        return Tensor.full(_shape_args(shape[0], shape[1:]) if shape else (), 1.0, P.to_dtype(dtype) or
+                           P.DEFAULT_FLOAT, device)
+
+    @staticmethod
+    def empty(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        """A fresh buffer (zero-filled here, so programs stay deterministic)."""
+        shp = _check_shape(_shape_args(shape[0], shape[1:]) if shape else ())
+        d = P.to_dtype(dtype) or P.DEFAULT_FLOAT
+        return Tensor(np.zeros(shp, P.to_np(d)), dtype=d, device=device)
+
+    @staticmethod
+    def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DTypeLike = None,
+               device: str | None = None) -> Tensor:
+        """start, start+step, ... < stop; int32 when all bounds are ints, else float32 (tinygrad's defaults)."""
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange step must not be zero")
+        d = P.to_dtype(dtype) or (P.DEFAULT_INT if all(isinstance(v, int) for v in (start, stop, step))
+                                  else P.DEFAULT_FLOAT)
+        n = max(0, math.ceil((stop - start) / step))
+        vals = start + np.arange(n, dtype=np.float64 if d.is_float else np.int64) * step
+        return Tensor(vals, dtype=d, device=device)
+
+    @staticmethod
+    def linspace(start: float, stop: float, steps: int, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        if steps < 0:
+            raise ValueError(f"linspace steps must be >= 0, got {steps}")
+        return Tensor(np.linspace(start, stop, steps), dtype=P.to_dtype(dtype) or P.DEFAULT_FLOAT, device=device)
+
+    @staticmethod
+    def eye(n: int, m: int | None = None, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        """Ones on the diagonal, built lazily: a column of ones padded by one and re-read row by row."""
+        m = n if m is None else m
+        _check_shape((n, m))
+        k = max(n, m)
+        d = P.to_dtype(dtype) or P.DEFAULT_FLOAT
+        if k == 0:
+            return Tensor.zeros(n, m, dtype=d, device=device)
+        sq = Tensor.ones(k, 1, dtype=d, device=device).pad(((0, 0), (0, k))).flatten().shrink(((0, k * k),))
+        return sq.reshape(k, k).shrink(((0, n), (0, m)))
+
+    def full_like(self, fill_value: Scalar, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        return Tensor.full(self.shape, fill_value, P.to_dtype(dtype) or self.dtype, device or self.device)
+
+    def zeros_like(self, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        return self.full_like(0, dtype, device)
+
+    def ones_like(self, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        return self.full_like(1, dtype, device)
+
+    @staticmethod
+    def _random(shape: tuple, dtype: DTypeLike, device: str | None, gen: Any, default: DType) -> Tensor:
+        shp = _check_shape(_shape_args(shape[0], shape[1:]) if shape else ())
+        return Tensor(gen(shp), dtype=P.to_dtype(dtype) or default, device=device)
+
+    @staticmethod
+    def rand(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        """Uniform in [0, 1)."""
+        return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.random(s), P.DEFAULT_FLOAT)
+
+    @staticmethod
+    def randn(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        """Standard normal."""
+        return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.standard_normal(s), P.DEFAULT_FLOAT)
+
+    @staticmethod
+    def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DTypeLike = None,
+                device: str | None = None) -> Tensor:
+        """Uniform integers in [low, high)."""
+        if high <= low:
+            raise ValueError(f"randint needs low < high, got low={low} high={high}")
+        return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.integers(low, high, s), P.DEFAULT_INT)
+
+    @staticmethod
+    def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DTypeLike = None,
+                device: str | None = None) -> Tensor:
+        return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.uniform(low, high, s), P.DEFAULT_FLOAT)
+
+    @staticmethod
+    def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, dtype: DTypeLike = None,
+               device: str | None = None) -> Tensor:
+        return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.normal(mean, std, s), P.DEFAULT_FLOAT)
+
+    @staticmethod
+    def scaled_uniform(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        """Uniform in [-1, 1) scaled by 1/sqrt(numel) (tinygrad's default layer init)."""
+        shp = _shape_args(shape[0], shape[1:]) if shape else ()
+        return Tensor.uniform(shp, low=-1.0, high=1.0, dtype=dtype, device=device) * (_prod(shp) ** -0.5)
+
+    @staticmethod
+    def glorot_uniform(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        shp = _shape_args(shape[0], shape[1:]) if shape else ()
+        bound = math.sqrt(6 / (shp[0] + _prod(shp[1:]))) if shp else 1.0
+        return Tensor.uniform(shp, low=-bound, high=bound, dtype=dtype, device=device)
+
+    @staticmethod
+    def kaiming_uniform(*shape: Any, a: float = 0.01, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        shp = _shape_args(shape[0], shape[1:]) if shape else ()
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(_prod(shp[1:]) or 1)
+        return Tensor.uniform(shp, low=-bound, high=bound, dtype=dtype, device=device)
+
+    # ---- dtypes -----------------------------------------------------------------------------------------------------
+    def cast(self, dtype: DTypeLike) -> Tensor:
+        d = P.to_dtype(dtype)
+        if d is None:
+            raise TypeError("cast needs a dtype")
+        return self if d is self.dtype else self._new(self.uop.cast(d))
+
+    def bitcast(self, dtype: DTypeLike) -> Tensor:
+        """Reinterpret the bits; the element size must not change."""
+        d = P.to_dtype(dtype)
+        if d is None:
+            raise TypeError("bitcast needs a dtype")
+        if d.itemsize != self.dtype.itemsize or d.bits != self.dtype.bits:
+            raise ValueError(f"bitcast of {_tensor_type(self)} to {d!r} changes the element size "
+                             f"({self.dtype.bits} bits vs {d.bits} bits)")
+        return self if d is self.dtype else self._new(UOp(C.BITCAST, d, (self.uop,)))
+
+    def float(self) -> Tensor:
+        return self.cast(dtypes.float32)
+
+    def half(self) -> Tensor:
+        return self.cast(dtypes.float16)
+
+    def double(self) -> Tensor:
+        return self.cast(dtypes.float64)
+
+    def bfloat16(self) -> Tensor:
+        return self.cast(dtypes.bfloat16)
+
+    def int(self) -> Tensor:
+        return self.cast(dtypes.int32)
+
+    def long(self) -> Tensor:
+        return self.cast(dtypes.int64)
+
+    def short(self) -> Tensor:
+        return self.cast(dtypes.int16)
+
+    def bool(self) -> Tensor:
+        return self.cast(dtypes.bool)
+
+    # ---- broadcasting -----------------------------------------------------------------------------------------------
+    def _to_tensor(self, y: Any) -> Tensor | Scalar:
+        if isinstance(y, Tensor):
+            if y.device != self.device:
+                raise ValueError(f"operands are on different devices: {self.device} and {y.device}; use .to()")
+            return y
+        if P.is_scalar(y):
+            return y
+        if isinstance(y, np.generic | np.ndarray | list | tuple):
+            return Tensor(y, device=self.device)
+        raise TypeError(f"unsupported operand type for a Tensor op: {type(y).__name__}")
+
+    def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
+        if self.shape == shape:
+            return self
+        if len(shape) < self.ndim:
+            raise ValueError(f"cannot broadcast {self.shape} to {shape}: the target has fewer dims")
+        x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) != self.ndim else self
+        for s, t in zip(x.shape, shape):
+            if s != t and s != 1:
+                raise ValueError(f"cannot broadcast {self.shape} to {shape}")
+        return x if x.shape == shape else x._mv(T.EXPAND, shape)
+
+    def _broadcasted(self, y: Any, reverse: bool = False, dtype: DType | None = None
+                     ) -> tuple[Tensor | Scalar, Tensor | Scalar]:
+        """Both operands at their common dtype and shape (a Python scalar stays a scalar), in call order."""
+        y = self._to_tensor(y)
+        if isinstance(y, Tensor):
+            d = dtype or P.promote(self.dtype, y.dtype)
+            shape = broadcast_shape(self.shape, y.shape)
+            a, b = self.cast(d)._broadcast_to(shape), y.cast(d)._broadcast_to(shape)
+        else:
+            d = dtype or P.promote_scalar(self.dtype, y)
+            a, b = self.cast(d), y
+        return (b, a) if reverse else (a, b)
+
+    @staticmethod
+    def _first(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+        return a if isinstance(a, Tensor) else b  # type: ignore[return-value]
+
+    def _binary(self, op: OpDef, y: Any, reverse: bool = False, dtype: DType | None = None,
+                out: DType | None = None) -> Tensor:
+        a, b = self._broadcasted(y, reverse, dtype)
+        if isinstance(a, Tensor):
+            return a._op(op, b, dtype=out)
+        t = self._first(a, b)
+        return t._new(UOp(op, out or t.dtype, (C.const(t.dtype, a), t.uop)))  # type: ignore[arg-type]
+
+    # ---- arithmetic -------------------------------------------------------------------------------------------------
+    def add(self, y: Any, reverse: bool = False) -> Tensor:
+        a, b = self._broadcasted(y, reverse)
+        t = self._first(a, b)
+        if t.dtype.is_bool:
+            return self._binary(C.OR, y, reverse)
+        return self._binary(C.ADD, y, reverse)
+
+    def sub(self, y: Any, reverse: bool = False) -> Tensor:
+        a, b = self._broadcasted(y, reverse)
+        if self._first(a, b).dtype.is_bool:
+            raise TypeError("subtraction of bool tensors is not supported; use ^ or logical_not instead")
+        return self._binary(C.SUB, y, reverse)
+
+    def mul(self, y: Any, reverse: bool = False) -> Tensor:
+        a, b = self._broadcasted(y, reverse)
+        if self._first(a, b).dtype.is_bool:
+            return self._binary(C.AND, y, reverse)
+        return self._binary(C.MUL, y, reverse)
+
+    def div(self, y: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+        """True division; ints and bools divide in the default float (float32). rounding_mode: trunc|floor."""
+        if rounding_mode == "floor":
+            return self.floordiv(y, reverse)
+        if rounding_mode == "trunc":
+            a, b = self._broadcasted(y, reverse)
+            t = self._first(a, b)
+            if t.dtype.is_int:
+                return t._binary(C.IDIV, b, False) if t is a else t._binary(C.IDIV, a, True)
+            return (a / b).trunc()  # type: ignore[operator]
+        if rounding_mode is not None:
+            raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        a, b = self._broadcasted(y, reverse)
+        d = P.float_of(self._first(a, b).dtype)
+        return self._binary(C.FDIV, y, reverse, dtype=d)
+
+    def floordiv(self, y: Any, reverse: bool = False) -> Tensor:
+        """Python/numpy floor division: ints from C truncation plus a sign fix-up, floats as floor(a / b)."""
+        a, b = self._broadcasted(y, reverse)
+        t = self._first(a, b)
+        d = t.dtype
+        if d.is_bool:
+            return Tensor._as(a, dtypes.int8).floordiv(Tensor._as(b, dtypes.int8))
+        if d.is_float:
+            return (a / b).floor()  # type: ignore[operator]
+        q = t._binary(C.IDIV, b if t is a else a, t is not a)
+        if d.is_unsigned:
+            return q
+        r = t._binary(C.MOD, b if t is a else a, t is not a)
+        fix = (r != 0) & ((r < 0) ^ (b < 0))
+        return q - fix.cast(d)
+
+    def mod(self, y: Any, reverse: bool = False) -> Tensor:
+        """Python/numpy remainder: the result has the sign of the divisor."""
+        a, b = self._broadcasted(y, reverse)
+        t = self._first(a, b)
+        d = t.dtype
+        if d.is_bool:
+            return Tensor._as(a, dtypes.int8).mod(Tensor._as(b, dtypes.int8))
+        if d.is_float:
+            return a - (a / b).floor() * b  # type: ignore[operator]
+        r = t._binary(C.MOD, b if t is a else a, t is not a)
+        if d.is_unsigned:
+            return r
+        fix = (r != 0) & ((r < 0) ^ (b < 0))
+        return fix.where(r + b, r)
+
+    @staticmethod
+    def _as(v: Tensor | Scalar, d: DType) -> Tensor | Scalar:
+        return v.cast(d) if isinstance(v, Tensor) else int(v)
+
+    def pow(self, y: Any, reverse: bool = False) -> Tensor:
+        """x ** y. Small non-negative integer exponents multiply (exact); otherwise exp2(y * log2|x|) with numpy's
+        sign rules for negative bases; integer results are computed in float64 and rounded."""
+        y = self._to_tensor(y)
+        if not reverse and P.is_scalar(y) and not isinstance(y, bool) and float(y).is_integer() and 0 <= y <= 64:
+            n = int(y)
+            d = P.promote_scalar(self.dtype, y)
+            base, acc = self.cast(d), None
+            while True:
+                if n & 1:
+                    acc = base if acc is None else acc * base
+                n >>= 1
+                if not n:
+                    break
+                base = base * base
+            return acc if acc is not None else self.cast(d).ones_like()
+        a, b = self._broadcasted(y, reverse)
+        t = self._first(a, b)
+        d = t.dtype
+        A = a if isinstance(a, Tensor) else t.full_like(a)
+        B = b if isinstance(b, Tensor) else t.full_like(b)
+        if not d.is_float:
+            return Tensor._fpow(A.cast(dtypes.float64), B.cast(dtypes.float64)).round().cast(d)
+        return Tensor._fpow(A, B)
+
+    @staticmethod
+    def _fpow(a: Tensor, b: Tensor) -> Tensor:
+        mag = (b * a.abs().log2()).exp2()
+        bi = b.trunc()
+        is_int = bi == b
+        odd = is_int & ((bi - (bi * 0.5).trunc() * 2) != 0)
+        neg = (a < 0).where(is_int.where(odd.where(-mag, mag), float("nan")), mag)
+        return (b == 0).where(1.0, (a == 1).where(1.0, neg))
+
+    def __add__(self, y: Any) -> Tensor:
+        return self.add(y)
+
+    def __radd__(self, y: Any) -> Tensor:
+        return self.add(y, True)
+
+    def __sub__(self, y: Any) -> Tensor:
+        return self.sub(y)
+
+    def __rsub__(self, y: Any) -> Tensor:
+        return self.sub(y, True)
+
+    def __mul__(self, y: Any) -> Tensor:
+        return self.mul(y)
+
+    def __rmul__(self, y: Any) -> Tensor:
+        return self.mul(y, True)
+
+    def __truediv__(self, y: Any) -> Tensor:
+        return self.div(y)
+
+    def __rtruediv__(self, y: Any) -> Tensor:
+        return self.div(y, True)
+
+    def __floordiv__(self, y: Any) -> Tensor:
+        return self.floordiv(y)
+
+    def __rfloordiv__(self, y: Any) -> Tensor:
+        return self.floordiv(y, True)
+
+    def __mod__(self, y: Any) -> Tensor:
+        return self.mod(y)
+
+    def __rmod__(self, y: Any) -> Tensor:
+        return self.mod(y, True)
+
+    def __pow__(self, y: Any) -> Tensor:
+        return self.pow(y)
+
+    def __rpow__(self, y: Any) -> Tensor:
+        return self.pow(y, True)
+
+    def __matmul__(self, y: Tensor) -> Tensor:
+        return self.matmul(y)
+
+    def __rmatmul__(self, y: Any) -> Tensor:
+        return Tensor(y, device=self.device).matmul(self)
+
+    def __neg__(self) -> Tensor:
+        return self.neg()
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return self.abs()
+
+    def __invert__(self) -> Tensor:
+        return self.bitwise_not()
+
+    def neg(self) -> Tensor:
+        """-x; for bool the logical not (tinygrad)."""
+        return self.logical_not() if self.dtype.is_bool else self._op(C.NEG)
+
+    # ---- comparisons and logic --------------------------------------------------------------------------------------
+    def __lt__(self, y: Any) -> Tensor:
+        return self._binary(C.CMPLT, y, out=dtypes.bool)
+
+    def __gt__(self, y: Any) -> Tensor:
+        return self._binary(C.CMPLT, y, reverse=True, out=dtypes.bool)
+
+    def __le__(self, y: Any) -> Tensor:
+        return (self < y) | (self == y)
+
+    def __ge__(self, y: Any) -> Tensor:
+        return (self > y) | (self == y)
+
+    def __eq__(self, y: Any) -> Tensor:  # type: ignore[override]
+        return self._binary(C.CMPEQ, y, out=dtypes.bool)
+
+    def __ne__(self, y: Any) -> Tensor:  # type: ignore[override]
+        return self._binary(C.CMPNE, y, out=dtypes.bool)
+
+    def _bitwise(self, op: OpDef, y: Any, reverse: bool = False) -> Tensor:
+        a, b = self._broadcasted(y, reverse)
+        d = self._first(a, b).dtype
+        if not (d.is_int or d.is_bool):
+            raise TypeError(f"{op.mnemonic} needs int or bool tensors, got {d!r}")
+        return self._binary(op, y, reverse)
+
+    def bitwise_and(self, y: Any, reverse: bool = False) -> Tensor:
+        return self._bitwise(C.AND, y, reverse)
+
+    def bitwise_or(self, y: Any, reverse: bool = False) -> Tensor:
+        return self._bitwise(C.OR, y, reverse)
+
+    def bitwise_xor(self, y: Any, reverse: bool = False) -> Tensor:
+        return self._bitwise(C.XOR, y, reverse)
+
+    def __and__(self, y: Any) -> Tensor:
+        return self.bitwise_and(y)
+
+    def __rand__(self, y: Any) -> Tensor:
+        return self.bitwise_and(y, True)
+
+    def __or__(self, y: Any) -> Tensor:
+        return self.bitwise_or(y)
+
+    def __ror__(self, y: Any) -> Tensor:
+        return self.bitwise_or(y, True)
+
+    def __xor__(self, y: Any) -> Tensor:
+        return self.bitwise_xor(y)
+
+    def __rxor__(self, y: Any) -> Tensor:
+        return self.bitwise_xor(y, True)
+
+    def bitwise_not(self) -> Tensor:
+        if self.dtype.is_bool:
+            return self._op(C.XOR, True)
+        if not self.dtype.is_int:
+            raise TypeError(f"~ needs an int or bool tensor, got {self.dtype!r}")
+        return self._op(C.XOR, -1)
+
+    def logical_not(self) -> Tensor:
+        return self.cast(dtypes.bool)._op(C.XOR, True)
+
+    def _shift(self, op: OpDef, y: Any, reverse: bool = False) -> Tensor:
+        a, b = self._broadcasted(y, reverse)
+        d = self._first(a, b).dtype
+        if not d.is_int:
+            raise TypeError(f"shifts need int tensors, got {d!r}")
+        return self._binary(op, y, reverse)
+
+    def lshift(self, y: Any) -> Tensor:
+        return self._shift(C.SHL, y)
+
+    def rshift(self, y: Any) -> Tensor:
+        return self._shift(C.SHR, y)
+
+    def __lshift__(self, y: Any) -> Tensor:
+        return self._shift(C.SHL, y)
+
+    def __rshift__(self, y: Any) -> Tensor:
+        return self._shift(C.SHR, y)
+
+    def __rlshift__(self, y: Any) -> Tensor:
+        return self._shift(C.SHL, y, True)
+
+    def __rrshift__(self, y: Any) -> Tensor:
+        return self._shift(C.SHR, y, True)
+
+    def where(self: Tensor, x: Any, y: Any) -> Tensor:
+        """self ? x : y, with the three broadcast together; x and y promote like a binary op."""
+        cond = self.cast(dtypes.bool)
+        xt, yt = cond._to_tensor(x), cond._to_tensor(y)
+        if isinstance(xt, Tensor) and isinstance(yt, Tensor):
+            d = P.promote(xt.dtype, yt.dtype)
+        elif isinstance(xt, Tensor):
+            d = P.promote_scalar(xt.dtype, yt)  # type: ignore[arg-type]
+        elif isinstance(yt, Tensor):
+            d = P.promote_scalar(yt.dtype, xt)  # type: ignore[arg-type]
+        else:
+            d = P.promote(P.scalar_dtype(xt), P.scalar_dtype(yt))  # type: ignore[arg-type]
+        shapes = [v.shape for v in (cond, xt, yt) if isinstance(v, Tensor)]
+        shape = broadcast_shape(*shapes)
+        us = tuple(v.cast(d)._broadcast_to(shape).uop if isinstance(v, Tensor) else C.const(d, v) for v in (xt, yt))
+        return self._new(UOp(C.WHERE, d, (cond._broadcast_to(shape).uop, *us)))
+
+    def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
+        return mask.where(value, self)
+
+    def maximum(self, y: Any) -> Tensor:
+        a, b = self._broadcasted(y)
+        if self._first(a, b).dtype.is_bool:
+            return a | b  # type: ignore[operator]
+        return self._binary(C.MAX, y)
+
+    def minimum(self, y: Any) -> Tensor:
+        a, b = self._broadcasted(y)
+        t = self._first(a, b)
+        if t.dtype.is_bool:
+            return a & b  # type: ignore[operator]
+        if t.dtype.is_float:
+            return -((-a).maximum(-b))  # type: ignore[operator]
+        return (a < b).where(a, b) if isinstance(a, Tensor) else (b > a).where(a, b)  # type: ignore[operator]
+
+    def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
+        """numpy clip: minimum(maximum(x, min_), max_)."""
+        if min_ is None and max_ is None:
+            raise ValueError("clip needs min_ or max_")
+        x = self if min_ is None else self.maximum(min_)
+        return x if max_ is None else x.minimum(max_)
+
+    clamp = clip
+
+    # ---- unary math -------------------------------------------------------------------------------------------------
+    def _float(self) -> Tensor:
+        return self.cast(P.float_of(self.dtype))
+
+    def exp2(self) -> Tensor:
+        return self._float()._op(C.EXP2)
+
+    def log2(self) -> Tensor:
+        return self._float()._op(C.LOG2)
+
+    def exp(self) -> Tensor:
+        return (self._float() * LOG2_E).exp2()
+
+    def log(self) -> Tensor:
+        return self.log2() * LN_2
+
+    def sqrt(self) -> Tensor:
+        return self._float()._op(C.SQRT)
+
+    def rsqrt(self) -> Tensor:
+        return self.sqrt().reciprocal()
+
+    def reciprocal(self) -> Tensor:
+        return self._float()._op(C.RECIP)
+
+    def sin(self) -> Tensor:
+        return self._float()._op(C.SIN)
+
+    def cos(self) -> Tensor:
+        return (math.pi / 2 - self._float()).sin()
+
+    def tan(self) -> Tensor:
+        return self.sin() / self.cos()
+
+    def square(self) -> Tensor:
+        return self * self
+
+    def trunc(self) -> Tensor:
+        return self._op(C.TRUNC) if self.dtype.is_float else self
+
+    def floor(self) -> Tensor:
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        return t - (t > self).cast(self.dtype)
+
+    def ceil(self) -> Tensor:
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        return t + (t < self).cast(self.dtype)
+
+    def round(self) -> Tensor:
+        """Round half to even (numpy)."""
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        frac = self - t
+        away = t + self.sign()
+        odd = (t - (t * 0.5).trunc() * 2) != 0
+        half = frac.abs() == 0.5
+        return (frac.abs() > 0.5).where(away, (half & odd).where(away, t))
+
+    def abs(self) -> Tensor:
+        if self.dtype.is_bool or self.dtype.is_unsigned:
+            return self
+        return (self < 0).where(-self, self)
+
+    def sign(self) -> Tensor:
+        d = self.dtype
+        if d.is_bool:
+            return self
+        pos = (self > 0).cast(d)
+        if d.is_unsigned:
+            return pos
+        if d.is_float:
+            return (self > 0).where(1.0, (self < 0).where(-1.0, self * 0))
+        return pos - (self < 0).cast(d)
+
+    def isnan(self) -> Tensor:
+        return self != self
+
+    def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+        pos = self == float("inf") if detect_positive and self.dtype.is_float else self.zeros_like(dtypes.bool)
+        neg = self == float("-inf") if detect_negative and self.dtype.is_float else self.zeros_like(dtypes.bool)
+        return pos | neg
+
+    def isfinite(self) -> Tensor:
+        return (self.isinf() | self.isnan()).logical_not()
+
+    def lerp(self, end: Any, weight: Any) -> Tensor:
+        return self + (end - self) * weight
+
+    # ---- activations ------------------------------------------------------------------------------------------------
+    def relu(self) -> Tensor:
+        return self.maximum(0)
+
+    def relu6(self) -> Tensor:
+        return self.relu().minimum(6)
+
+    def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
+        return (self < 0).where(self * neg_slope, self)
+
+    def sigmoid(self) -> Tensor:
+        return (1 + (-self._float()).exp()).reciprocal()
+
+    def tanh(self) -> Tensor:
+        return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+
+    def gelu(self) -> Tensor:
+        """The tanh approximation (tinygrad's gelu)."""
+        x = self._float()
+        return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+
+    def quick_gelu(self) -> Tensor:
+        return self * (self * 1.702).sigmoid()
+
+    def silu(self) -> Tensor:
+        return self * self.sigmoid()
+
+    swish = silu
+
+    def softplus(self, beta: float = 1.0) -> Tensor:
+        """log(1 + exp(beta x)) / beta, in the overflow-free form max(z, 0) + log(1 + exp(-|z|))."""
+        z = self._float() * beta
+        return (z.relu() + (1 + (-z.abs()).exp()).log()) * (1.0 / beta)
+
+    def mish(self) -> Tensor:
+        return self * self.softplus().tanh()
+
+    def elu(self, alpha: float = 1.0) -> Tensor:
+        x = self._float()
+        return (x > 0).where(x, alpha * (x.exp() - 1))
+
+    def celu(self, alpha: float = 1.0) -> Tensor:
+        x = self._float()
+        return x.maximum(0) + (alpha * ((x / alpha).exp() - 1)).minimum(0)
+
+    def hardswish(self) -> Tensor:
+        return self * (self + 3).relu6() * (1 / 6)
+
+    def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
+        return (alpha * self + beta).relu().minimum(1)
+
+    def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
+        return self.clip(min_val, max_val)
+
+    def erf(self) -> Tensor:
+        """Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7)."""
+        x = self._float()
+        t = 1.0 / (1.0 + 0.3275911 * x.abs())
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+        return x.sign() * (1.0 - poly * (-(x * x)).exp())
+
+    # ---- movement ---------------------------------------------------------------------------------------------------
+    def reshape(self, shape: Any, *args: int) -> Tensor:
+        """New shape with the same elements; one -1 is inferred, None keeps that dim."""
+        new = list(_shape_args(shape, args))
+        new = [self.shape[i] if s is None else s for i, s in enumerate(new)]
+        for s in new:
+            if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < -1:
+                raise ValueError(f"cannot reshape {self.shape} to {tuple(new)}: dims must be ints >= -1")
+        if new.count(-1) > 1:
+            raise ValueError(f"cannot reshape {self.shape} to {tuple(new)}: only one dim can be -1")
+        if -1 in new:
+            known = _prod(s for s in new if s != -1)
+            if known == 0 or self.numel() % known:
+                raise ValueError(f"cannot reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
+            new[new.index(-1)] = self.numel() // known
+        shp = tuple(int(s) for s in new)
+        if _prod(shp) != self.numel():
+            raise ValueError(f"cannot reshape {self.shape} ({self.numel()} elements) to {shp} "
+                             f"({_prod(shp)} elements)")
+        return self if shp == self.shape else self._mv(T.RESHAPE, shp)
+
+    def view(self, shape: Any, *args: int) -> Tensor:
+        return self.reshape(shape, *args)
+
+    def permute(self, order: Any, *args: int) -> Tensor:
+        perm = tuple(_norm_axis(a, self.ndim, self.shape) for a in _shape_args(order, args))
+        if sorted(perm) != list(range(self.ndim)):
+            raise ValueError(f"{_shape_args(order, args)} is not a permutation of the axes of shape {self.shape}")
+        return self if perm == tuple(range(self.ndim)) else self._mv(T.PERMUTE, perm)
+
+    def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+        """Swap two axes (defaults as tinygrad: 1 and 0)."""
+        order = list(range(self.ndim))
+        a, b = _norm_axis(dim0, self.ndim, self.shape), _norm_axis(dim1, self.ndim, self.shape)
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - tinygrad's name
+        """transpose(1, 0), as tinygrad (numpy's .T reverses all axes; the two agree for 2-d)."""
+        return self.transpose()
+
+    def expand(self, shape: Any, *args: int) -> Tensor:
+        """Broadcast to a shape; -1 keeps a dim; new leading dims may be added."""
+        new = _shape_args(shape, args)
+        if len(new) < self.ndim:
+            raise ValueError(f"cannot expand {self.shape} to {tuple(new)}: the target has fewer dims")
+        lead = len(new) - self.ndim
+        full = tuple(self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(new))
+        _check_shape(full, "expand shape")
+        for i, s in enumerate(self.shape):
+            if s != full[i + lead] and s != 1:
+                raise ValueError(f"cannot expand {self.shape} to {full}: dim {i} has size {s}, not 1")
+        return self._broadcast_to(full)
+
+    def broadcast_to(self, shape: Any) -> Tensor:
+        return self.expand(shape)
+
+    def pad(self, padding: Sequence[Any], value: Scalar = 0.0) -> Tensor:
+        """Pad with a constant. padding: one (before, after) pair (or None) per dim, or a flat torch-style
+        (left, right, top, bottom, ...) tuple starting at the last dim. Negative amounts crop."""
+        if not isinstance(padding, Sequence):
+            raise TypeError(f"padding must be a sequence, got {type(padding).__name__}")
+        if all(isinstance(p, int | np.integer) for p in padding):
+            if len(padding) % 2 or len(padding) > 2 * self.ndim:
+                raise ValueError(f"flat padding {tuple(padding)} needs an even length <= {2 * self.ndim} "
+                                 f"for shape {self.shape}")
+            pairs = [(0, 0)] * self.ndim
+            for i in range(len(padding) // 2):
+                pairs[self.ndim - 1 - i] = (int(padding[2 * i]), int(padding[2 * i + 1]))
+        else:
+            if len(padding) != self.ndim:
+                raise ValueError(f"padding {tuple(padding)} needs {self.ndim} (before, after) pairs for shape "
+                                 f"{self.shape}")
+            pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
+        x = self
+        if any(b < 0 or a < 0 for b, a in pairs):
+            bounds = tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, self.shape))
+            if any(lo > hi for lo, hi in bounds):
+                raise ValueError(f"padding {tuple(pairs)} crops more than shape {self.shape} has")
+            x = x.shrink(bounds)
+            pairs = [(max(0, b), max(0, a)) for b, a in pairs]
+        if all(b == 0 and a == 0 for b, a in pairs):
+            return x
+        pads = tuple(pairs)
+        out = x._mv(T.PAD, pads)
+        if value == 0:
+            return out
+        mask = self._new(C.const(dtypes.bool, True, x.shape))._mv(T.PAD, pads)
+        return mask.where(out, value)
+
+    def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+        """Keep [start, end) on each dim (None keeps the dim)."""
+        if len(arg) != self.ndim:
+            raise ValueError(f"shrink {tuple(arg)} needs one (start, end) per dim of shape {self.shape}")
+        bounds = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape))
+        for (lo, hi), s in zip(bounds, self.shape):
+            if not 0 <= lo <= hi <= s:
+                raise ValueError(f"shrink {bounds} is out of bounds for shape {self.shape}")
+        if all(b == (0, s) for b, s in zip(bounds, self.shape)):
+            return self
+        return self._mv(T.SHRINK, bounds)
+
+    def flip(self, axis: Any, *args: int) -> Tensor:
+        axes = tuple(_norm_axis(a, self.ndim, self.shape) for a in _shape_args(axis, args))
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"flip axes {axes} repeat an axis")
+        return self._mv(T.FLIP, axes) if axes else self
+
+    def squeeze(self, dim: int | None = None) -> Tensor:
+        """Drop size-1 dims (all, or just `dim` when it has size 1)."""
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        if self.ndim == 0:
+            return self
+        d = _norm_axis(dim, self.ndim, self.shape)
+        return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        d = _norm_axis(dim, self.ndim + 1, self.shape)
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = _norm_axis(start_dim, self.ndim, self.shape), _norm_axis(end_dim, self.ndim, self.shape)
+        if s > e:
+            raise ValueError(f"flatten start_dim {start_dim} comes after end_dim {end_dim} for shape {self.shape}")
+        return self.reshape(self.shape[:s] + (_prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+        d = _norm_axis(dim, self.ndim, self.shape)
+        return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
+    def repeat(self, repeats: Any, *args: int) -> Tensor:
+        """Tile the tensor (torch's repeat / numpy's tile): repeats has at least ndim entries."""
+        reps = _shape_args(repeats, args)
+        if len(reps) < self.ndim:
+            raise ValueError(f"repeat {reps} needs at least {self.ndim} entries for shape {self.shape}")
+        _check_shape(reps, "repeats")
+        base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+        inter = tuple(v for s in base.shape for v in (1, s))
+        target = tuple(v for r, s in zip(reps, base.shape) for v in (r, s))
+        return base.reshape(inter).expand(target).reshape(tuple(r * s for r, s in zip(reps, base.shape)))
+
+    def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+        """Join along an existing dim: each piece padded into place, then summed (or-ed for bool)."""
+        ts = [self, *args]
+        for t in ts:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"cat takes Tensors, got {type(t).__name__}")
+            if t.ndim != self.ndim:
+                raise ValueError(f"cat needs tensors of one rank, got shapes {', '.join(str(x.shape) for x in ts)}")
+        if self.ndim == 0:
+            raise ValueError("cannot cat 0-d tensors; use stack")
+        d = _norm_axis(dim, self.ndim, self.shape)
+        for t in ts:
+            if t.shape[:d] + t.shape[d + 1:] != self.shape[:d] + self.shape[d + 1:]:
+                raise ValueError(f"cat along dim {d} needs equal other dims, got shapes "
+                                 f"{', '.join(str(x.shape) for x in ts)}")
+        dt = P.promote(*(t.dtype for t in ts))
+        total = sum(t.shape[d] for t in ts)
+        out: Tensor | None = None
+        off = 0
+        for t in ts:
+            pads = [(0, 0)] * self.ndim
+            pads[d] = (off, total - off - t.shape[d])
+            off += t.shape[d]
+            p = t.cast(dt).pad(pads)
+            out = p if out is None else out + p
+        return out  # type: ignore[return-value]
+
+    def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+        ts = [self, *args]
+        for t in ts:
+            if t.shape != self.shape:
+                raise ValueError(f"stack needs equal shapes, got {', '.join(str(x.shape) for x in ts)}")
+        d = _norm_axis(dim, self.ndim + 1, self.shape)
+        return ts[0].unsqueeze(d).cat(*(t.unsqueeze(d) for t in ts[1:]), dim=d)
+
+    def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """Pieces of `sizes` along dim (an int: equal pieces, the last may be smaller)."""
+        d = _norm_axis(dim, self.ndim, self.shape)
+        n = self.shape[d]
+        if isinstance(sizes, int):
+            if sizes <= 0:
+                raise ValueError(f"split size must be positive, got {sizes}")
+            sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+        if sum(sizes) != n:
+            raise ValueError(f"split sizes {tuple(sizes)} do not add up to dim {d} of shape {self.shape}")
+        out, off = [], 0
+        for s in sizes:
+            bounds = [None] * self.ndim
+            bounds[d] = (off, off + s)  # type: ignore[call-overload]
+            out.append(self.shrink(bounds))
+            off += s
+        return tuple(out)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        if chunks <= 0:
+            raise ValueError(f"chunk count must be positive, got {chunks}")
+        d = _norm_axis(dim, self.ndim, self.shape)
+        return self.split(max(1, math.ceil(self.shape[d] / chunks)), d)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        return self._triangle(diagonal, lower=True)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        return self._triangle(diagonal, lower=False)
+
+    def _triangle(self, diagonal: int, lower: bool) -> Tensor:
+        if self.ndim < 2:
+            raise ValueError(f"tril/triu need at least 2 dims, got shape {self.shape}")
+        r, c = self.shape[-2:]
+        rows = Tensor.arange(r, device=self.device).reshape(r, 1)
+        cols = Tensor.arange(c, device=self.device).reshape(1, c)
+        keep = (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
+        return keep.where(self, self.zeros_like())
+
+    def __getitem__(self, index: Any) -> Tensor:
+        from uopir.frontend.indexing import getitem
+
+        return getitem(self, index)
+
+    # ---- reductions -------------------------------------------------------------------------------------------------
+    def _axes(self, axis: Any) -> tuple[int, ...]:
+        if axis is None:
+            return tuple(range(self.ndim))
+        axes = tuple(_norm_axis(a, self.ndim, self.shape) for a in (axis if isinstance(axis, Sequence) else (axis,)))
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"axis {axis} repeats an axis of shape {self.shape}")
+        return tuple(sorted(axes)) if self.ndim else ()
+
+    def _reduce(self, op: str, axis: Any = None, keepdim: bool = False) -> Tensor:
+        """One tensor.reduce in the tensor's dtype (the op keeps reduced dims as 1; drop them unless keepdim)."""
+        axes = self._axes(axis)
+        out = self._mv(T.REDUCE, (op, axes)) if axes else self
+        if keepdim:
+            return out
+        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def sum(self, axis: Any = None, keepdim: bool = False, dtype: DTypeLike = None) -> Tensor:
+        """Sum; bool/int accumulate in int64 (uint in uint64), half floats in float32 (see dtype_promotion)."""
+        acc = P.to_dtype(dtype) or P.sum_acc(self.dtype)
+        out = self.cast(acc)._reduce("add", axis, keepdim)
+        return out if dtype is not None else out.cast(P.sum_result(self.dtype))
+
+    def prod(self, axis: Any = None, keepdim: bool = False, dtype: DTypeLike = None) -> Tensor:
+        acc = P.to_dtype(dtype) or P.sum_acc(self.dtype)
+        out = self.cast(acc)._reduce("mul", axis, keepdim)
+        return out if dtype is not None else out.cast(P.sum_result(self.dtype))
+
+    def _check_nonempty(self, axis: Any, what: str) -> None:
+        if any(self.shape[a] == 0 for a in self._axes(axis)):
+            raise ValueError(f"{what} of an empty axis of shape {self.shape} has no identity")
+
+    def max(self, axis: Any = None, keepdim: bool = False) -> Tensor:
+        self._check_nonempty(axis, "max")
+        return self._reduce("max", axis, keepdim)
+
+    def min(self, axis: Any = None, keepdim: bool = False) -> Tensor:
+        self._check_nonempty(axis, "min")
+        return self._reduce("min", axis, keepdim)
+
+    def any(self, axis: Any = None, keepdim: bool = False) -> Tensor:
+        return (self if self.dtype.is_bool else self != 0)._reduce("max", axis, keepdim)
+
+    def all(self, axis: Any = None, keepdim: bool = False) -> Tensor:
+        return (self if self.dtype.is_bool else self != 0)._reduce("min", axis, keepdim)
+
+    def mean(self, axis: Any = None, keepdim: bool = False) -> Tensor:
+        """Mean in the default float for ints (numpy gives float64); half floats keep their dtype."""
+        x = self._float()
+        n = _prod(self.shape[a] for a in self._axes(axis))
+        s = x.sum(axis, keepdim)
+        return s / n if n else s * float("nan")
+
+    def var(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        """Variance with `correction` (Bessel's, 1, by default as tinygrad/torch; numpy's ddof=0 is correction=0)."""
+        x = self._float()
+        d = x - x.mean(axis, keepdim=True)
+        n = _prod(self.shape[a] for a in self._axes(axis))
+        s = (d * d).sum(axis, keepdim)
+        return s / max(0, n - correction) if n - correction > 0 else s * float("inf") * 0 + s / 0.0
+
+    def std(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def var_mean(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+        return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def std_mean(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+        return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def _arg_extreme(self, op: str, axis: int | None, keepdim: bool) -> Tensor:
+        if axis is None:
+            out = self.flatten()._arg_extreme(op, 0, False)
+            return out.reshape((1,) * self.ndim) if keepdim else out
+        a = _norm_axis(axis, self.ndim, self.shape)
+        n = self.shape[a]
+        if n == 0:
+            raise ValueError(f"arg{op} of an empty axis of shape {self.shape}")
+        m = self._reduce(op, a, keepdim=True)
+        hit = self == m
+        if self.dtype.is_float:
+            hit = hit | self.isnan()
+        idx = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
+        first = hit.where(idx, 0)._reduce("max", a, keepdim)
+        return (n - first).cast(P.DEFAULT_INT)
+
+    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """Index of the first maximum (int32, tinygrad's dtype; numpy returns int64)."""
+        return self._arg_extreme("max", axis, keepdim)
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        return self._arg_extreme("min", axis, keepdim)
+
+    def logsumexp(self, axis: Any = None, keepdim: bool = False) -> Tensor:
+        x = self._float()
+        m = x.max(axis, keepdim=True)
+        m = m.isinf().where(0.0, m)
+        s = (x - m).exp().sum(axis, keepdim=True).log() + m
+        return s if keepdim else s.reshape(tuple(d for i, d in enumerate(x.shape) if i not in x._axes(axis)))
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        x = self._float()
+        e = (x - x.max(axis, keepdim=True)).exp()
+        return e / e.sum(axis, keepdim=True)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        x = self._float()
+        return x - x.logsumexp(axis, keepdim=True)
+
+    def _cumulative(self, axis: int, fill: Scalar, combine: str) -> Tensor:
+        a = _norm_axis(axis, self.ndim, self.shape)
+        if self.ndim == 0:
+            return self
+        x = self.transpose(a, -1)
+        n = x.shape[-1]
+        rows = Tensor.arange(n, device=self.device).reshape(n, 1)
+        cols = Tensor.arange(n, device=self.device).reshape(1, n)
+        tri = x.unsqueeze(-2).expand(x.shape[:-1] + (n, n))
+        vals = (cols <= rows).where(tri, fill)
+        out = vals.sum(-1) if combine == "add" else vals.prod(-1)
+        return out.transpose(a, -1)
+
+    def cumsum(self, axis: int = 0) -> Tensor:
+        """Running sum along an axis (accumulating like sum); built as a masked triangle sum."""
+        return self._cumulative(axis, 0, "add")
+
+    def cumprod(self, axis: int = 0) -> Tensor:
+        return self._cumulative(axis, 1, "mul")
+
+    # ---- linear algebra and nn (decompositions live in nn_ops) ------------------------------------------------------
+    def dot(self, w: Tensor) -> Tensor:
+        from uopir.frontend import nn_ops
+
+        return nn_ops.matmul(self, w)
+
+    def matmul(self, w: Tensor, reverse: bool = False) -> Tensor:
+        from uopir.frontend import nn_ops
+
+        return nn_ops.matmul(w, self) if reverse else nn_ops.matmul(self, w)
+
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """x @ weight + bias, weight of shape (in, out) as tinygrad (a 1-d weight scales elementwise)."""
+        x = self * weight if weight.ndim == 1 else self.dot(weight)
+        return x + bias if bias is not None else x
+
+    def sequential(self, layers: Sequence[Any]) -> Tensor:
+        x = self
+        for f in layers:
+            x = f(x)
+        return x
+
+    def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1,
+               dilation: Any = 1, padding: Any = 0) -> Tensor:
+        from uopir.frontend import nn_ops
+
+        return nn_ops.conv2d(self, weight, bias, groups, stride, dilation, padding)
+
+    def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1,
+                   padding: Any = 0) -> Tensor:
+        from uopir.frontend import nn_ops
+
+        return nn_ops.max_pool(self, kernel_size, stride, dilation, padding)
+
+    def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
+                   count_include_pad: bool = True) -> Tensor:
+        from uopir.frontend import nn_ops
+
+        return nn_ops.avg_pool(self, kernel_size, stride, dilation, padding, count_include_pad)
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        from uopir.frontend import nn_ops
+
+        return nn_ops.gather(self, dim, index)
+
+    def one_hot(self, num_classes: int = -1) -> Tensor:
+        from uopir.frontend import nn_ops
+
+        return nn_ops.one_hot(self, num_classes)
+
+    def layernorm(self, axis: Any = -1, eps: float = 1e-5) -> Tensor:
+        """(x - mean) / sqrt(var + eps) over axis (biased variance), no affine part (tinygrad)."""
+        x = self._float()
+        y = x - x.mean(axis, keepdim=True)
+        return y * ((y * y).mean(axis, keepdim=True) + eps).rsqrt()
+
+    def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
+                  axis: int | tuple[int, ...] = 1) -> Tensor:
+        """Inference batchnorm: (x - mean) * weight * invstd + bias, the 1-d parameters along `axis`."""
+        from uopir.frontend import nn_ops
+
+        return nn_ops.batchnorm(self, weight, bias, mean, invstd, axis)
+
+    def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                     dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+        from uopir.frontend import nn_ops
+
+        return nn_ops.scaled_dot_product_attention(self, key, value, attn_mask, dropout_p, is_causal)
+
+    def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:  # noqa: N803
+        from uopir.frontend import nn_ops
+
+        return nn_ops.cross_entropy(self, Y, reduction, label_smoothing)
+
+    def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1,  # noqa: N803
+                                        label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
+        from uopir.frontend import nn_ops
+
+        return nn_ops.sparse_categorical_crossentropy(self, Y, ignore_index, label_smoothing, reduction)
+
+    def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:  # noqa: N803
+        from uopir.frontend import nn_ops
+
+        return nn_ops.reduce_loss(-(Y * self.log() + (1 - Y) * (1 - self).log()), reduction)
+
+    def binary_crossentropy_logits(self, Y: Tensor, reduction: str = "mean") -> Tensor:  # noqa: N803
+        from uopir.frontend import nn_ops
+
+        return nn_ops.reduce_loss(self.relu() - self * Y + (1 + (-self.abs()).exp()).log(), reduction)
+
+    def dropout(self, p: float = 0.5) -> Tensor:
+        """Identity unless Tensor.training (then a host-drawn keep mask, scaled by 1/(1-p))."""
+        if not Tensor.training or p == 0:
+            return self
+        keep = Tensor(Tensor._rng.random(self.shape) >= p, device=self.device)
+        return keep.where(self, 0) * (1 / (1 - p))
+
+
+__all__ = ["Tensor", "broadcast_shape", "ShapeError"]

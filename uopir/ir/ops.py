@@ -1,0 +1,403 @@
+"""The op registry: every op is declared once, by the dialect that owns it, with its schema and verifier.
+
+An op's `arg` holds its attributes: None when it has none, the value itself when it has one, a tuple in
+declaration order when it has several. Attribute types convert parsed literals into that canonical form and
+print it back, so the text round trips exactly.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from uopir.ir.dtype import DType, dtypes
+
+if TYPE_CHECKING:
+    from uopir.ir.uop import UOp
+
+
+class Trait(enum.Flag):
+    NONE = 0
+    PURE = enum.auto()
+    COMMUTATIVE = enum.auto()
+    ELEMENTWISE = enum.auto()
+    SIDE_EFFECT = enum.auto()
+    TERMINATOR = enum.auto()
+
+
+# ---- literals the parser produces before an attribute type converts them --------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Ident:
+    """A bare word in attribute position: an enum member, a keyword, or a scalar type name."""
+
+    name: str
+
+
+class AttrError(ValueError):
+    """A value does not fit an attribute's type; the message says what was expected."""
+
+
+class AttrType:
+    """Converts a parsed literal into the canonical Python value and prints it back."""
+
+    name = "attr"
+
+    def convert(self, v: Any) -> Any:
+        raise NotImplementedError
+
+    def fmt(self, v: Any) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _fail(expected: str, v: Any) -> AttrError:
+    return AttrError(f"expected {expected}, got {fmt_literal(v)}")
+
+
+class IntAttr(AttrType):
+    name = "int"
+
+    def __init__(self, lo: int | None = None, hi: int | None = None):
+        self.lo, self.hi = lo, hi
+
+    def convert(self, v: Any) -> int:
+        if type(v) is not int:
+            raise _fail("an integer", v)
+        if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
+            raise AttrError(f"integer {v} out of range [{self.lo}, {self.hi}]")
+        return v
+
+    def fmt(self, v: int) -> str:
+        return str(v)
+
+
+class FloatAttr(AttrType):
+    name = "float"
+
+    def convert(self, v: Any) -> float:
+        if type(v) is int or type(v) is float:
+            return float(v)
+        raise _fail("a number", v)
+
+    def fmt(self, v: float) -> str:
+        return fmt_float(v)
+
+
+class BoolAttr(AttrType):
+    name = "bool"
+
+    def convert(self, v: Any) -> bool:
+        if type(v) is bool:
+            return v
+        raise _fail("true or false", v)
+
+    def fmt(self, v: bool) -> str:
+        return "true" if v else "false"
+
+
+class StrAttr(AttrType):
+    name = "string"
+
+    def convert(self, v: Any) -> str:
+        if type(v) is str:
+            return v
+        raise _fail("a string", v)
+
+    def fmt(self, v: str) -> str:
+        return quote(v)
+
+
+class EnumAttr(AttrType):
+    """One of a fixed set of bare words; the Python value is the word as a str."""
+
+    def __init__(self, *members: str):
+        self.members = tuple(members)
+        self.name = "enum(" + "|".join(members) + ")"
+
+    def convert(self, v: Any) -> str:
+        word = v.name if isinstance(v, Ident) else v
+        if type(word) is str and word in self.members:
+            return word
+        raise AttrError(f"expected one of {', '.join(self.members)}, got {fmt_literal(v)}")
+
+    def fmt(self, v: str) -> str:
+        return v
+
+
+class DTypeAttr(AttrType):
+    name = "type"
+
+    def convert(self, v: Any) -> DType:
+        if isinstance(v, DType):
+            return v
+        if isinstance(v, Ident) and (d := dtypes.from_name(v.name)) is not None and v.name == d.name:
+            return d
+        raise _fail("a type", v)
+
+    def fmt(self, v: DType) -> str:
+        return v.name
+
+
+class TupleAttr(AttrType):
+    """A list `[a, b]` of one element type, of any length (or exactly `length`)."""
+
+    def __init__(self, elem: AttrType, length: int | None = None):
+        self.elem, self.length = elem, length
+        self.name = f"list<{elem.name}>"
+
+    def convert(self, v: Any) -> tuple:
+        if type(v) is not tuple and type(v) is not list:
+            raise _fail(f"a list of {self.elem.name}", v)
+        if self.length is not None and len(v) != self.length:
+            raise AttrError(f"expected a list of {self.length} elements, got {len(v)}")
+        return tuple(self.elem.convert(x) for x in v)
+
+    def fmt(self, v: tuple) -> str:
+        return "[" + ", ".join(self.elem.fmt(x) for x in v) + "]"
+
+
+class OptionalAttr(AttrType):
+    """A value or `none`."""
+
+    def __init__(self, inner: AttrType):
+        self.inner = inner
+        self.name = f"optional<{inner.name}>"
+
+    def convert(self, v: Any) -> Any:
+        if v is None or (isinstance(v, Ident) and v.name == "none"):
+            return None
+        return self.inner.convert(v)
+
+    def fmt(self, v: Any) -> str:
+        return "none" if v is None else self.inner.fmt(v)
+
+
+class ScalarAttr(AttrType):
+    """A number, a bool, or a list of them (a const's value; its dtype normalizes it, see `normalize_const`)."""
+
+    name = "scalar"
+
+    def convert(self, v: Any) -> Any:
+        if type(v) in (int, float, bool):
+            return v
+        if type(v) in (tuple, list):
+            return tuple(self.convert(x) for x in v)
+        if isinstance(v, Ident) and v.name in ("inf", "nan"):
+            return float(v.name)
+        raise _fail("a number or a bool", v)
+
+    def fmt(self, v: Any) -> str:
+        if type(v) is tuple:
+            return "[" + ", ".join(self.fmt(x) for x in v) + "]"
+        return fmt_literal(v)
+
+
+class RegionAttr(AttrType):
+    """A nested graph, printed as a region `({ ... })`; its value is the region's root UOp."""
+
+    name = "region"
+
+    def convert(self, v: Any) -> Any:
+        from uopir.ir.uop import UOp
+
+        if isinstance(v, UOp):
+            return v
+        raise _fail("a region", v)
+
+    def fmt(self, v: Any) -> str:  # the printer handles regions itself
+        raise AssertionError("regions are printed by the printer")
+
+
+class AnyAttr(AttrType):
+    """Any literal (int, float, bool, string, word, list); used for tags and free-form args."""
+
+    name = "any"
+
+    def convert(self, v: Any) -> Any:
+        if type(v) is list:
+            return tuple(self.convert(x) for x in v)
+        if isinstance(v, Ident):
+            return v.name if v.name not in ("inf", "nan") else float(v.name)
+        if type(v) in (int, float, bool, str, tuple) or v is None or isinstance(v, DType):
+            return tuple(self.convert(x) for x in v) if type(v) is tuple else v
+        raise _fail("a literal", v)
+
+    def fmt(self, v: Any) -> str:
+        return fmt_literal(v)
+
+
+INT, FLOAT, BOOL, STR, DTYPE, SCALAR, REGION, ANY = (IntAttr(), FloatAttr(), BoolAttr(), StrAttr(), DTypeAttr(),
+                                                    ScalarAttr(), RegionAttr(), AnyAttr())
+SHAPE = TupleAttr(IntAttr(lo=0))
+INTS = TupleAttr(INT)
+
+
+def fmt_float(v: float) -> str:
+    """Shortest text that parses back to the same bits; always has a '.', 'e', 'inf' or 'nan' so it reads as float."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    r = repr(v)
+    return r if ("." in r or "e" in r) else r + ".0"
+
+
+_ESC = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def quote(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch in _ESC:
+            out.append(_ESC[ch])
+        elif ch < " " or ch == "\x7f":
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def fmt_literal(v: Any) -> str:
+    """Print any literal in the .uop syntax (used for tags, free-form args and error messages)."""
+    if v is None:
+        return "none"
+    if type(v) is bool:
+        return "true" if v else "false"
+    if type(v) is int:
+        return str(v)
+    if type(v) is float:
+        return fmt_float(v)
+    if type(v) is str:
+        return quote(v)
+    if isinstance(v, Ident):
+        return v.name
+    if isinstance(v, DType):
+        return v.name
+    if type(v) in (tuple, list):
+        return "[" + ", ".join(fmt_literal(x) for x in v) + "]"
+    return f"<{type(v).__name__}>"
+
+
+# ---- op declarations -------------------------------------------------------------------------------------------------
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    name: str
+    type: AttrType
+    default: Any = REQUIRED  # an attribute equal to its default is not printed
+    in_type: bool = False  # printed as the shape of the result type, not in the attribute dict (tensor.buffer)
+
+
+VerifyFn = Callable[["UOp"], Iterable[str]]
+ShapeFn = Callable[["UOp"], "tuple[int, ...] | None"]
+
+
+@dataclass(eq=False)
+class OpDef:
+    """One op of one dialect. Identity is the object itself; `name` is `dialect.mnemonic`."""
+
+    name: str
+    n_src: tuple[int, int | None]  # (min, max); max None = variadic
+    attrs: tuple[Attr, ...] = ()
+    traits: Trait = Trait.NONE
+    verify: VerifyFn | None = None  # yields error messages
+    shape: ShapeFn | None = None  # result shape from the sources (None: not a tensor value)
+    positional: int = 0  # leading attrs printed bare after the operands in the pretty form (core.const 1.0)
+    normalize_arg: Callable[[DType, Any], Any] | None = None  # dtype-aware arg canonicalization (parser)
+    summary: str = ""
+    dialect: str = field(init=False)
+    mnemonic: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.dialect, _, self.mnemonic = self.name.partition(".")
+        assert self.dialect and self.mnemonic, f"op name {self.name!r} must be dialect.mnemonic"
+        assert sum(a.in_type for a in self.attrs) <= 1
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __reduce__(self):
+        return (get_op, (self.name,))
+
+    def has(self, trait: Trait) -> bool:
+        return bool(self.traits & trait)
+
+    # --- arg <-> attribute dict --------------------------------------------------------------------------------
+    def attr_values(self, arg: Any) -> dict[str, Any]:
+        if not self.attrs:
+            return {}
+        if len(self.attrs) == 1:
+            return {self.attrs[0].name: arg}
+        return {a.name: v for a, v in zip(self.attrs, arg, strict=True)}
+
+    def make_arg(self, values: dict[str, Any]) -> Any:
+        """Build the canonical arg from named, already-parsed values; raises AttrError naming the attribute."""
+        unknown = set(values) - {a.name for a in self.attrs}
+        if unknown:
+            known = ", ".join(a.name for a in self.attrs) or "none"
+            raise AttrError(f"'{self.name}' has no attribute '{sorted(unknown)[0]}' (attributes: {known})")
+        out = []
+        for a in self.attrs:
+            if a.name in values:
+                try:
+                    out.append(a.type.convert(values[a.name]))
+                except AttrError as e:
+                    raise AttrError(f"attribute '{a.name}' of '{self.name}': {e}") from None
+            elif a.default is REQUIRED:
+                raise AttrError(f"'{self.name}' requires attribute '{a.name}'")
+            else:
+                out.append(a.default)
+        if not self.attrs:
+            return None
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def arity_ok(self, n: int) -> bool:
+        lo, hi = self.n_src
+        return n >= lo and (hi is None or n <= hi)
+
+    def arity_text(self) -> str:
+        lo, hi = self.n_src
+        if hi == lo:
+            return f"{lo} operand" + ("" if lo == 1 else "s")
+        if hi is None:
+            return f"at least {lo} operand" + ("" if lo == 1 else "s")
+        return f"{lo} to {hi} operands"
+
+
+REGISTRY: dict[str, OpDef] = {}
+DIALECTS: dict[str, list[OpDef]] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    assert op.name not in REGISTRY, f"op {op.name} declared twice"
+    REGISTRY[op.name] = op
+    DIALECTS.setdefault(op.dialect, []).append(op)
+    return op
+
+
+def def_op(name: str, n_src: int | tuple[int, int | None], attrs: Iterable[Attr] = (), traits: Trait = Trait.NONE,
+           verify: VerifyFn | None = None, shape: ShapeFn | None = None, positional: int = 0,
+           normalize_arg: Callable[[DType, Any], Any] | None = None, summary: str = "") -> OpDef:
+    """Declare and register one op. `n_src` is an exact count or (min, max) with max None for variadic."""
+    rng = (n_src, n_src) if isinstance(n_src, int) else n_src
+    return register(OpDef(name, rng, tuple(attrs), traits, verify, shape, positional, normalize_arg, summary))
+
+
+def get_op(name: str) -> OpDef:
+    """The registered op called `name`; KeyError if none (load the dialects first: `import uopir`)."""
+    return REGISTRY[name]
+
+
+def lookup_op(name: str) -> OpDef | None:
+    return REGISTRY.get(name)

@@ -1,0 +1,267 @@
+"""UOp: the immutable, hash-consed node of every graph at every level.
+
+Building an equal UOp twice returns the same object, so `is` is equality, CSE is free and rewrite memos are dicts.
+Nodes nobody references are freed (the cache holds weak references).
+"""
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.ops import OpDef, get_op
+
+class _FloatKey(tuple):
+    """Key of a float arg: bit-exact, so 0.0 and -0.0 stay apart and nan hash-conses."""
+
+
+def _argkey(a: Any) -> Any:
+    t = type(a)
+    if t is float:
+        return _FloatKey((a.hex(),))
+    if t is bool:
+        return (bool, a)
+    if t is tuple:
+        for x in a:
+            if type(x) in (float, bool, tuple):
+                return tuple(_argkey(x) for x in a)
+    return a
+
+
+_KEYED_ARGS = frozenset((float, bool, tuple))
+_ucache: dict[tuple, weakref.ReferenceType[UOp]] = {}
+
+
+class UOp:
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "_key", "_shape", "__weakref__")
+    op: OpDef
+    dtype: DType
+    src: tuple[UOp, ...]
+    arg: Any
+    tag: Any
+
+    def __new__(cls, op: OpDef, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None,
+                tag: Any = None) -> UOp:
+        key = (op, dtype, src, arg if type(arg) not in _KEYED_ARGS else _argkey(arg), tag)
+        ref = _ucache.get(key)
+        if ref is not None and (u := ref()) is not None:
+            return u
+        u = object.__new__(cls)
+        u.op = op
+        u.dtype = dtype
+        u.src = src
+        u.arg = arg
+        u.tag = tag
+        u._key = key
+        _ucache[key] = weakref.ref(u)
+        return u
+
+    def __del__(self) -> None:
+        try:
+            ref = _ucache.get(self._key)
+        except (AttributeError, TypeError):  # interpreter shutdown
+            return
+        if ref is not None:
+            live = ref()
+            if live is None or live is self:
+                del _ucache[self._key]
+
+    def __reduce__(self):
+        return (UOp, (self.op, self.dtype, self.src, self.arg, self.tag))
+
+    def __copy__(self) -> UOp:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> UOp:
+        return self
+
+    def __repr__(self) -> str:
+        parts = [self.op.name, str(self.dtype)]
+        if self.src:
+            parts.append(f"src=({len(self.src)})")
+        if self.arg is not None:
+            parts.append(f"arg={self.arg!r}" if not isinstance(self.arg, UOp) else "arg=<region>")
+        if self.tag is not None:
+            parts.append(f"tag={self.tag!r}")
+        return f"UOp({', '.join(parts)})"
+
+    # --- graph ---------------------------------------------------------------------------------------------------
+    def toposort(self, gate: Callable[[UOp], bool] | None = None) -> dict[UOp, None]:
+        """Every node reachable from self, sources before users (an ordered dict used as a set).
+
+        `gate(u)` False stops the walk below u (u itself is still included)."""
+        out: dict[UOp, None] = {}
+        stack: list[tuple[UOp, bool]] = [(self, False)]
+        while stack:
+            u, expanded = stack.pop()
+            if u in out:
+                continue
+            if expanded:
+                out[u] = None
+                continue
+            stack.append((u, True))
+            if gate is None or gate(u):
+                for s in reversed(u.src):
+                    if s not in out:
+                        stack.append((s, False))
+        return out
+
+    def replace(self, **kwargs: Any) -> UOp:
+        """A copy with some of op, dtype, src, arg, tag changed."""
+        return UOp(kwargs.get("op", self.op), kwargs.get("dtype", self.dtype), kwargs.get("src", self.src),
+                   kwargs.get("arg", self.arg), kwargs.get("tag", self.tag))
+
+    def substitute(self, mapping: Mapping[UOp, UOp]) -> UOp:
+        """Replace nodes by the mapping and rebuild everything above them."""
+        new: dict[UOp, UOp] = {}
+        for u in self.toposort():
+            if u in mapping:
+                new[u] = mapping[u]
+                continue
+            src = tuple(new[s] for s in u.src)
+            new[u] = u if src == u.src else u.replace(src=src)
+        return new[self]
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        """The tensor shape this value has (None for a scalar or kernel-level value). Raises ShapeError."""
+        try:
+            return self._shape
+        except AttributeError:
+            fn = self.op.shape
+            s = fn(self) if fn is not None else None
+            self._shape = s
+            return s
+
+    def sparents(self) -> Iterator[UOp]:
+        return iter(self.toposort())
+
+    # --- construction helpers ----------------------------------------------------------------------------------
+    @staticmethod
+    def const(dtype: DType, value: Any) -> UOp:
+        return UOp(_op("core.const"), dtype, (), normalize_const(dtype, value))
+
+    def const_like(self, value: Any) -> UOp:
+        return UOp.const(self.dtype, value)
+
+    @staticmethod
+    def sink(*srcs: UOp) -> UOp:
+        return UOp(_op("core.sink"), dtypes.void, srcs)
+
+    def alu(self, opname: str, *srcs: UOp | int | float | bool, dtype: DType | None = None) -> UOp:
+        """Apply a core ALU op; Python numbers become consts of self's dtype."""
+        ops = (self,) + tuple(s if isinstance(s, UOp) else self._scalar(s) for s in srcs)
+        return UOp(_op(opname), dtype if dtype is not None else self.dtype, ops)
+
+    def _scalar(self, v: int | float | bool) -> UOp:
+        d = self.dtype.scalar if not self.dtype.is_ptr else dtypes.index
+        return UOp.const(d, v)
+
+    def cast(self, dtype: DType) -> UOp:
+        return self if dtype is self.dtype else UOp(_op("core.cast"), dtype, (self,))
+
+    def __add__(self, x: UOp | int | float) -> UOp:
+        return self.alu("core.add", x)
+
+    def __radd__(self, x: int | float) -> UOp:
+        return self._scalar(x).alu("core.add", self)
+
+    def __sub__(self, x: UOp | int | float) -> UOp:
+        return self.alu("core.sub", x)
+
+    def __rsub__(self, x: int | float) -> UOp:
+        return self._scalar(x).alu("core.sub", self)
+
+    def __mul__(self, x: UOp | int | float) -> UOp:
+        return self.alu("core.mul", x)
+
+    def __rmul__(self, x: int | float) -> UOp:
+        return self._scalar(x).alu("core.mul", self)
+
+    def __floordiv__(self, x: UOp | int) -> UOp:
+        return self.alu("core.idiv", x)
+
+    def __rfloordiv__(self, x: int) -> UOp:
+        return self._scalar(x).alu("core.idiv", self)
+
+    def __truediv__(self, x: UOp | float) -> UOp:
+        return self.alu("core.fdiv", x)
+
+    def __mod__(self, x: UOp | int) -> UOp:
+        return self.alu("core.mod", x)
+
+    def __neg__(self) -> UOp:
+        return self.alu("core.neg")
+
+    def __and__(self, x: UOp | int | bool) -> UOp:
+        return self.alu("core.and", x)
+
+    def __or__(self, x: UOp | int | bool) -> UOp:
+        return self.alu("core.or", x)
+
+    def __xor__(self, x: UOp | int | bool) -> UOp:
+        return self.alu("core.xor", x)
+
+    def __lshift__(self, x: UOp | int) -> UOp:
+        return self.alu("core.shl", x)
+
+    def __rshift__(self, x: UOp | int) -> UOp:
+        return self.alu("core.shr", x)
+
+    def lt(self, x: UOp | int | float) -> UOp:
+        return self.alu("core.cmplt", x, dtype=dtypes.bool.vec(self.dtype.count))
+
+    def ne(self, x: UOp | int | float) -> UOp:
+        return self.alu("core.cmpne", x, dtype=dtypes.bool.vec(self.dtype.count))
+
+    def eq(self, x: UOp | int | float) -> UOp:
+        return self.alu("core.cmpeq", x, dtype=dtypes.bool.vec(self.dtype.count))
+
+    def maximum(self, x: UOp | int | float) -> UOp:
+        return self.alu("core.max", x)
+
+    def where(self, a: UOp | int | float, b: UOp | int | float) -> UOp:
+        ref = a if isinstance(a, UOp) else b
+        assert isinstance(ref, UOp), "where needs at least one UOp branch"
+        a_ = a if isinstance(a, UOp) else ref._scalar(a)
+        b_ = b if isinstance(b, UOp) else ref._scalar(b)
+        return UOp(_op("core.where"), a_.dtype, (self, a_, b_))
+
+
+def normalize_const(dtype: DType, value: Any) -> Any:
+    """The canonical Python value of a const of `dtype`: float for floats, int (wrapped) for ints, bool for bool.
+
+    A vector dtype takes one value per lane as a tuple (a single value is splat)."""
+    if dtype.count > 1:
+        if type(value) in (tuple, list):
+            if len(value) != dtype.count:
+                raise ValueError(f"a const of {dtype} needs {dtype.count} values, got {len(value)}")
+            return tuple(normalize_const(dtype.scalar, v) for v in value)
+        return (normalize_const(dtype.scalar, value),) * dtype.count
+    if type(value) in (tuple, list):
+        raise ValueError(f"a const of {dtype} takes one value, got a list")
+    if dtype.is_float:
+        return float(value)
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_int:
+        if type(value) is float:
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValueError(f"cannot make a {dtype} const from {value}")
+            value = int(value)
+        v = int(value)
+        if dtype.kind == "uint":
+            return v & ((1 << dtype.bits) - 1)
+        v &= (1 << dtype.bits) - 1
+        return v - (1 << dtype.bits) if v >> (dtype.bits - 1) else v
+    return value
+
+
+_OPS: dict[str, OpDef] = {}
+
+
+def _op(name: str) -> OpDef:
+    if (o := _OPS.get(name)) is None:
+        o = _OPS[name] = get_op(name)
+    return o

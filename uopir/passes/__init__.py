@@ -1,0 +1,1 @@
+"""Passes: transformations registered by name in the pass manager."""

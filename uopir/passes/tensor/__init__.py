@@ -1,0 +1,2 @@
+"""Tensor-level passes; importing this package registers them with the pass manager."""
+from uopir.passes.tensor import canonicalize as canonicalize  # noqa: F401
