@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import uopir  # noqa: F401  (registers the dialects)
-from uopir.backends.python import bf16_round, evaluate, values_equal
+from uopir.backends.python import bf16_round, evaluate, run_kernel, values_equal
 from uopir.dialects import core, kernel, tensor
 from uopir.ir.diagnostics import IRError
 from uopir.ir.dtype import DType, dtypes
@@ -293,6 +293,8 @@ def test_zero_d_and_empty_tensors():
     for op, want in [("mul", 1.0), ("max", -np.inf), ("min", np.inf)]:
         red = UOp(tensor.REDUCE, f32, (buf(0, f32, (0, 3)),), (op, (0,)))
         assert evaluate(red, {0: e}).tolist() == [[want] * 3]
+    red = UOp(tensor.REDUCE, f32, (buf(0, f32, (0, 3)),), ("add", (1,)))
+    assert evaluate(red, {0: e}).shape == (0, 1)
     red = UOp(tensor.REDUCE, i8, (buf(0, i8, (0,)),), ("max", (0,)))
     assert evaluate(red, {0: np.zeros((0,), np.int8)}).tolist() == [-128]
 
@@ -384,6 +386,11 @@ def test_identity_ops_and_sink():
     assert isinstance(outs, list) and len(outs) == 3 and all((o == x).all() for o in outs)
 
 
+def test_bf16_buffers_are_read_as_bf16():
+    x = np.array([1.0 + 2**-8 + 2**-20], np.float32)  # not a bf16 value: rounded when read
+    assert evaluate(buf(0, bf16, (1,)) * c(bf16, 1.0), {0: x}).tolist() == [1.0 + 2**-7]
+
+
 def test_results_do_not_alias_buffers():
     x = np.arange(4, dtype=np.float32)
     r = evaluate(UOp(tensor.RESHAPE, f32, (buf(0, f32, (4,)),), (2, 2)), {0: x})
@@ -456,9 +463,54 @@ def test_buffer_errors_are_clear():
         evaluate(b, {3: np.zeros(3, np.float32)})
 
 
-def test_kernel_ops_are_not_run_yet():
+def _idx(v: int) -> UOp:
+    return c(dtypes.index, v)
+
+
+def _matvec_kernel() -> UOp:
+    """out[i] = sum_j a[i*4 + j] * b[j] for i < 3, j < 4."""
+    pf = f32.ptr()
+    out, a, b = (UOp(kernel.PARAM, pf, (), i) for i in range(3))
+    ri = UOp(kernel.RANGE, dtypes.index, (_idx(3),), (0, "global"))
+    rj = UOp(kernel.RANGE, dtypes.index, (_idx(4),), (1, "reduce"))
+    la = UOp(kernel.LOAD, f32, (UOp(kernel.INDEX, pf, (a, ri * _idx(4) + rj)),))
+    lb = UOp(kernel.LOAD, f32, (UOp(kernel.INDEX, pf, (b, rj)),))
+    red = UOp(kernel.REDUCE, f32, (la * lb, rj), "add")
+    st = UOp(kernel.STORE, dtypes.void, (UOp(kernel.INDEX, pf, (out, ri)), red))
+    return UOp(kernel.DEF, dtypes.void, (UOp(kernel.END, dtypes.void, (st, ri)),), "matvec")
+
+
+def test_kernel_call_runs_the_body():
+    a = np.arange(12, dtype=np.float32)
+    b = np.array([1.0, -1.0, 2.0, 0.5], np.float32)
+    out = np.zeros(3, np.float32)
+    call = UOp(tensor.CALL, dtypes.void, (buf(0, f32, (3,)), buf(1, f32, (12,)), buf(2, f32, (4,))),
+               (_matvec_kernel(), "matvec"))
+    evaluate(UOp.sink(call), {0: out, 1: a, 2: b})
+    want = [sum(np.float32(a[i * 4 + j]) * b[j] for j in range(4)) for i in range(3)]
+    assert out.tolist() == [float(np.float32(w)) for w in want]
+
+
+def test_kernel_gated_load_and_store():
+    pi = i32.ptr()
+    out, a = UOp(kernel.PARAM, pi, (), 0), UOp(kernel.PARAM, pi, (), 1)
+    r = UOp(kernel.RANGE, dtypes.index, (_idx(4),), (0, "loop"))
+    inside = r.lt(_idx(2))
+    ld = UOp(kernel.LOAD, i32, (UOp(kernel.INDEX, pi, (a, r + _idx(10), inside)), c(i32, -1), inside))
+    st = UOp(kernel.STORE, dtypes.void, (UOp(kernel.INDEX, pi, (out, r)), ld + c(i32, 1)))
+    kdef = UOp(kernel.DEF, dtypes.void, (UOp(kernel.END, dtypes.void, (st, r)),), "k")
+    o = np.zeros(4, np.int32)
+    run_kernel(kdef, [o, np.arange(12, dtype=np.int32)])
+    assert o.tolist() == [11, 12, 0, 0]
+    bad = UOp(kernel.DEF, dtypes.void, (UOp(kernel.END, dtypes.void, (UOp(kernel.STORE, dtypes.void, (
+        UOp(kernel.INDEX, pi, (out, r + _idx(1))), c(i32, 0))), r)),), "bad")
+    with pytest.raises(IRError, match="out-of-bounds store"):
+        run_kernel(bad, [o, o])
+
+
+def test_kernel_ops_outside_a_call_are_errors():
     p = UOp(kernel.PARAM, f32.ptr(), (), 0)
-    with pytest.raises(IRError, match="does not run kernel-level"):
+    with pytest.raises(IRError, match="outside a tensor.call"):
         evaluate(UOp(kernel.LOAD, f32, (UOp(kernel.INDEX, f32.ptr(), (p, c(dtypes.index, 0))),)), {})
 
 

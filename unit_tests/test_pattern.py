@@ -238,12 +238,16 @@ def test_compiled_agrees_with_interpreter_on_random_graphs():
         r = rng.random()
         if depth == 0 or r < 0.3:
             return rng.choice([UPat.var("x"), UPat.var("y"), UPat.cvar("k"), UPat.const(i32, 0), UPat()])
+        if r < 0.4:
+            return UPat.any(rand_pat(depth - 1), rand_pat(depth - 1), name=rng.choice([None, "m"]))
+        if r < 0.5:  # every source matches one pattern
+            return UPat(rng.choice([core.MUL, None]), src=rand_pat(depth - 1), name=rng.choice([None, "m"]))
         opsel = rng.choice([core.ADD, core.SUB, (core.ADD, core.SUB), None])
         return UPat(opsel, src=(rand_pat(depth - 1), rand_pat(depth - 1)), name=rng.choice([None, "n"]))
 
     for _ in range(150):
         p = rand_pat(3)
-        pm = PatternMatcher([(p, lambda **kw: UOp.sink(*(kw[k] for k in sorted(kw))))])
+        pm = PatternMatcher([(p, lambda **kw: UOp.sink(*(kw[k] for k in sorted(kw) if kw[k] is not None)))])
         for _ in range(30):
             u = rand_node(3)
             expect = p.match(u)

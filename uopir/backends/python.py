@@ -36,9 +36,12 @@ Semantics, per dtype (the choices a C backend must reproduce):
   buffers as they were on entry; the result of an assign is the written value.
 - `tensor.copy` / `tensor.contiguous` / `tensor.detach` are the identity on values.
 - `tensor.var` needs a value in `var_vals` (by name); `tensor.bind` gives its const value (an index).
+- A bf16 buffer's float32 carrier is rounded to bf16 when read.
 - NaN payloads and signs are not part of the contract: any NaN equals any NaN.
 
-Kernel- and device-level ops (and tensor.call) are not interpreted yet: they raise IRError.
+Kernel level: `tensor.call` runs its kernel.def region on the buffers given as operands (`run_kernel`), data-
+parallel (each range is a numpy axis; see run_kernel). Device-level ops are not interpreted yet: they raise
+IRError.
 """
 from __future__ import annotations
 
@@ -51,8 +54,8 @@ from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
-__all__ = ["evaluate", "alu", "cast_array", "bitcast_array", "const_array", "bf16_round", "np_dtype", "to_python",
-           "values_equal"]
+__all__ = ["evaluate", "run_kernel", "alu", "cast_array", "bitcast_array", "const_array", "bf16_round", "np_dtype",
+           "to_python", "values_equal"]
 
 Value = Any  # np.ndarray, a list of values (sink) or None (void)
 
@@ -279,7 +282,10 @@ def _reduce(x: np.ndarray, op: str, axes: tuple[int, ...], d: DType) -> np.ndarr
     if not axes:
         return x
     keep = [i for i in range(x.ndim) if i not in axes]
-    flat = np.transpose(x, keep + list(axes)).reshape(tuple(x.shape[i] for i in keep) + (-1,))
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    flat = np.transpose(x, keep + list(axes)).reshape(tuple(x.shape[i] for i in keep) + (n,))
     to = np_dtype(d)
     with np.errstate(all="ignore"):
         if op in ("max", "min"):
@@ -386,6 +392,8 @@ def _eval_node(u: UOp, s: list[Value], ctx: _Ctx) -> Value:
         return r[..., 0] if len(u.arg) == 1 else r
     if name == "tensor.buffer":
         arr = _buffer_array(u, ctx.buffers)
+        if u.dtype is dtypes.bfloat16:  # the float32 carrier may hold more precision than bf16 has
+            return bf16_round(arr)
         if u.arg[0] in ctx.assigned:
             return arr.copy()
         view = arr.view()
@@ -418,8 +426,15 @@ def _eval_node(u: UOp, s: list[Value], ctx: _Ctx) -> Value:
         return np.asarray(ctx.var_vals[u.arg[0]], dtype=np.int64)
     if name == "tensor.bind":
         return np.asarray(s[1], dtype=np.int64)
-    if u.op.dialect in ("kernel", "device") or name == "tensor.call":
-        raise _err(u, f"the reference interpreter does not run {u.op.dialect}-level ops yet ({name})")
+    if name == "tensor.call":
+        arrays = [_buffer_array(x, ctx.buffers) for x in u.src if x.op.name == "tensor.buffer"]
+        if any(x.dtype is not dtypes.void and x.op.name != "tensor.buffer" for x in u.src):
+            raise _err(u, "tensor.call operands must be tensor.buffer values (or void values that order it)")
+        run_kernel(u.arg[0], arrays, ctx.var_vals)
+        return None
+    if u.op.dialect in ("kernel", "device"):
+        raise _err(u, f"{name} outside a tensor.call: the reference interpreter runs kernel-level ops only as the "
+                      f"body of a kernel (run_kernel); device-level ops are not interpreted yet")
     raise _err(u, f"the reference interpreter does not know {name}")
 
 
@@ -449,6 +464,8 @@ def evaluate(root: UOp, buffers: dict[int, np.ndarray],
     for u in order:
         if u.op.name == "tensor.bind" and u.src[0].op.name == "tensor.var":
             var_vals.setdefault(u.src[0].arg[0], int(u.src[1].arg))
+        if u.op.name == "tensor.call":
+            assigned.update(x.arg[0] for x in u.src if x.op.name == "tensor.buffer")
         if u.op.name == "tensor.assign":
             t = u.src[0]
             while t.src and t.op.name != "tensor.buffer":
@@ -472,3 +489,112 @@ def _own(v: Value) -> Value:
     if isinstance(v, list):
         return [_own(x) for x in v]
     return None if v is None else np.array(v, copy=True)
+
+
+# ---- kernel level ---------------------------------------------------------------------------------------------------
+class _Ptr:
+    """A pointer value: a flat buffer plus an offset array (and gate) over the iteration space."""
+
+    __slots__ = ("flat", "off", "gate")
+
+    def __init__(self, flat: np.ndarray, off: np.ndarray, gate: np.ndarray | None):
+        self.flat, self.off, self.gate = flat, off, gate
+
+
+def _and_gate(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    return b if a is None else (a if b is None else a & b)
+
+
+def run_kernel(kdef: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] | None = None) -> None:
+    """Run a kernel.def body on `buffers` (kernel.param idx i is buffers[i]); stores write them in place.
+
+    Data-parallel semantics: every kernel.range is one numpy axis, each op is evaluated over its whole iteration
+    space at once, in toposort order. A load sees a store of the same kernel only if it depends on it; when several
+    iterations store to one address, the last in row-major order of the ranges (toposort order) wins."""
+    if kdef.op.name != "kernel.def":
+        raise _err(kdef, f"run_kernel needs a kernel.def, got {kdef.op.name}")
+    order = kdef.toposort()
+    ranges = [u for u in order if u.op.name == "kernel.range"]
+    nd = len(ranges)
+    axis = {r: i for i, r in enumerate(ranges)}
+    vv = var_vals or {}
+    vals: dict[UOp, Any] = {}
+
+    def space(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        return x.reshape(x.shape + (1,) * (nd - x.ndim)) if x.ndim < nd else x
+
+    for u in order:
+        name = u.op.name
+        s = [vals.get(x) for x in u.src]
+        try:
+            if name == "kernel.param":
+                if not 0 <= u.arg < len(buffers):
+                    raise _err(u, f"kernel.param {u.arg}: the kernel got {len(buffers)} buffers")
+                arr = buffers[u.arg]
+                if arr.dtype != np_dtype(u.dtype.base):
+                    raise _err(u, f"kernel.param {u.arg} is {u.dtype}, but buffer {u.arg} is {arr.dtype}")
+                r: Any = _Ptr(arr.reshape(-1), space(np.zeros((), np.int64)), None)
+                if not np.shares_memory(r.flat, arr) and arr.size:
+                    raise _err(u, f"buffer {u.arg} must be contiguous to be written by a kernel")
+            elif name in ("kernel.local", "kernel.register"):
+                r = _Ptr(np.zeros(u.dtype.size, np_dtype(u.dtype.base)), space(np.zeros((), np.int64)), None)
+            elif name == "kernel.var":
+                if u.arg[0] not in vv:
+                    raise _err(u, f"variable {u.arg[0]!r} is not bound (pass var_vals)")
+                r = space(np.asarray(vv[u.arg[0]], np.int64))
+            elif name == "kernel.range":
+                end = np.asarray(s[0])
+                if end.size != 1:
+                    raise _err(u, "a range end must not depend on another range")
+                shape = [1] * nd
+                shape[axis[u]] = int(end.reshape(-1)[0])
+                r = np.arange(shape[axis[u]], dtype=np.int64).reshape(shape)
+            elif name == "kernel.index":
+                p = s[0]
+                r = _Ptr(p.flat, space(p.off + np.asarray(s[1], np.int64)),
+                         _and_gate(p.gate, space(s[2]) if len(s) > 2 else None))
+            elif name == "kernel.load":
+                p = s[0]
+                gate = _and_gate(p.gate, space(s[2]) if len(s) > 2 else None)
+                inb = (p.off >= 0) & (p.off < p.flat.size)
+                if np.any(~inb if gate is None else gate & ~inb):
+                    raise _err(u, f"out-of-bounds load (buffer of {p.flat.size} elements)")
+                off = np.where(inb, p.off, 0)
+                val = p.flat[off] if p.flat.size else np.zeros(off.shape, p.flat.dtype)
+                alt = s[1] if len(s) > 1 else np.zeros((), p.flat.dtype)
+                r = space(val if gate is None else np.where(gate, val, alt))
+            elif name == "kernel.store":
+                p = s[0]
+                gate = _and_gate(p.gate, space(s[2]) if len(s) > 2 else None)
+                off, val = np.broadcast_arrays(p.off, space(s[1]), *(() if gate is None else (gate,)))[:2]
+                mask = np.ones(off.shape, bool) if gate is None else np.broadcast_to(gate, off.shape)
+                o, v = off[mask], val[mask]
+                if o.size and (o.min() < 0 or o.max() >= p.flat.size):
+                    raise _err(u, f"out-of-bounds store (buffer of {p.flat.size} elements)")
+                p.flat[o] = v
+                r = None
+            elif name == "kernel.reduce":
+                x = space(s[0])
+                axes = tuple(sorted(axis[rr] for rr in u.src[1:]))
+                shape = list(x.shape)
+                for rr in u.src[1:]:
+                    shape[axis[rr]] = vals[rr].shape[axis[rr]]
+                r = _reduce(np.broadcast_to(x, shape), u.arg, axes, u.dtype)
+            elif name in ("kernel.end", "kernel.def", "core.group", "core.sink"):
+                r = None
+            elif name == "core.const":
+                r = space(const_array(u.dtype, u.arg))
+            elif name in ALU_NAMES:
+                r = alu(name, u.dtype, [np.asarray(x) for x in s], [x.dtype for x in u.src])
+            elif name == "core.cast":
+                r = cast_array(s[0], u.src[0].dtype, u.dtype)
+            elif name == "core.bitcast" and u.dtype.count == 1 and u.src[0].dtype.count == 1:
+                r = bitcast_array(s[0], u.src[0].dtype, u.dtype)
+            else:
+                raise _err(u, f"the reference interpreter does not run {name} inside a kernel yet")
+        except IRError:
+            raise
+        except (ValueError, TypeError, IndexError, KeyError) as e:
+            raise _err(u, f"the reference interpreter failed on {name}: {e}") from e
+        vals[u] = r

@@ -43,9 +43,6 @@ def register_runner(device: str, runner: Runner) -> None:
     _RUNNERS[canonical(device)] = runner
 
 
-register_runner("python", _python_runner)
-
-
 def available() -> list[str]:
     """The devices that can realize tensors now, best first."""
     return [d for d in _PREFERENCE if d in _RUNNERS]
@@ -69,6 +66,9 @@ def default_device() -> str:
     if env:
         return canonical(env)
     return available()[0]
+
+
+register_runner("python", _python_runner)
 
 
 def new_buffer(array: np.ndarray, dtype: DType, device: str) -> UOp:

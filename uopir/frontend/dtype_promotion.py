@@ -85,6 +85,13 @@ def scalar_dtype(v: Scalar) -> DType:
     return dtypes.bool if type(v) is bool else DEFAULT_INT if type(v) is int else DEFAULT_FLOAT
 
 
+def promote_scalars(*vs: Scalar) -> DType:
+    """The dtype of an expression of weak scalars only: float if any is a float, else int if any is an int."""
+    if any(type(v) is float for v in vs):
+        return DEFAULT_FLOAT
+    return DEFAULT_INT if any(type(v) is int for v in vs) else dtypes.bool
+
+
 def float_of(d: DType) -> DType:
     """The dtype transcendental ops and true division compute in: d itself if float, else the default float."""
     return d if d.is_float else DEFAULT_FLOAT
@@ -108,7 +115,8 @@ def sum_result(d: DType) -> DType:
 
 def round_bf16(a: np.ndarray) -> np.ndarray:
     """Round float32 values to the nearest bfloat16 (ties to even) and keep them in float32."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
+    shape = np.shape(a)
+    a = np.ascontiguousarray(a, dtype=np.float32).reshape(shape)
     bits = a.view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
     out = rounded.view(np.float32).copy()

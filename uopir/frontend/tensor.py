@@ -100,7 +100,7 @@ class Tensor:
 
     def __init__(self, data: Any, dtype: DTypeLike = None, device: str | None = None,
                  requires_grad: bool | None = None) -> None:
-        if isinstance(dtype, str) and P.dtypes.from_name(dtype) is None and dtype.lower() in D.DEVICES:
+        if isinstance(dtype, str) and dtypes.from_name(dtype) is None and dtype.lower() in D.DEVICES:
             dtype, device = None, dtype  # Tensor(x, "python"): tinygrad's positional device
         dt = P.to_dtype(dtype)
         self.requires_grad = requires_grad
@@ -123,7 +123,10 @@ class Tensor:
             arr = np.asarray(data)
             d = dt if dt is not None else P.from_np(arr.dtype)
         elif isinstance(data, list | tuple | range):
-            arr = np.array(data) if len(data) else np.zeros((0,), np.float32)
+            try:
+                arr = np.array(data) if len(data) else np.zeros((0,), np.float32)
+            except ValueError:
+                arr = np.array(None, dtype=object)
             if arr.dtype == object:
                 raise ValueError("cannot make a Tensor from ragged or non-numeric nested data")
             d = dt if dt is not None else P.infer_dtype(arr)
@@ -194,7 +197,7 @@ class Tensor:
         """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it."""
         if self.uop.op is not T.BUFFER:
             arr = D.run(self.uop, self.device)
-            arr = np.ascontiguousarray(arr.reshape(self.shape), dtype=P.to_np(self.dtype))
+            arr = np.array(arr.reshape(self.shape), dtype=P.to_np(self.dtype), order="C")
             self.uop = D.new_buffer(arr, self.dtype, self.device)
         return self
 
@@ -259,9 +262,9 @@ class Tensor:
              device: str | None = None) -> Tensor:
         """A splat value: one shaped core.const, no buffer."""
         shp = _check_shape(_shape_args(shape, ()))
-        d = P.to_dtype(dtype) or P.scalar_dtype(fill_value)
         if not P.is_scalar(fill_value):
             fill_value = np.asarray(fill_value).item()
+        d = P.to_dtype(dtype) or P.scalar_dtype(fill_value)
         return Tensor(C.const(d, fill_value, shp), device=device)
 
     @staticmethod
@@ -432,7 +435,7 @@ class Tensor:
         if len(shape) < self.ndim:
             raise ValueError(f"cannot broadcast {self.shape} to {shape}: the target has fewer dims")
         x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) != self.ndim else self
-        for s, t in zip(x.shape, shape):
+        for s, t in zip(x.shape, shape, strict=True):
             if s != t and s != 1:
                 raise ValueError(f"cannot broadcast {self.shape} to {shape}")
         return x if x.shape == shape else x._mv(T.EXPAND, shape)
@@ -447,6 +450,8 @@ class Tensor:
             a, b = self.cast(d)._broadcast_to(shape), y.cast(d)._broadcast_to(shape)
         else:
             d = dtype or P.promote_scalar(self.dtype, y)
+            if type(y) is int and d.is_int and not d.min <= y <= d.max:
+                raise OverflowError(f"Python integer {y} is out of bounds for {d!r} (numpy 2 rule)")
             a, b = self.cast(d), y
         return (b, a) if reverse else (a, b)
 
@@ -730,7 +735,7 @@ class Tensor:
         elif isinstance(yt, Tensor):
             d = P.promote_scalar(yt.dtype, xt)  # type: ignore[arg-type]
         else:
-            d = P.promote(P.scalar_dtype(xt), P.scalar_dtype(yt))  # type: ignore[arg-type]
+            d = P.promote_scalars(xt, yt)  # type: ignore[arg-type]
         shapes = [v.shape for v in (cond, xt, yt) if isinstance(v, Tensor)]
         shape = broadcast_shape(*shapes)
         us = tuple(v.cast(d)._broadcast_to(shape).uop if isinstance(v, Tensor) else C.const(d, v) for v in (xt, yt))
@@ -994,7 +999,7 @@ class Tensor:
             pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
         x = self
         if any(b < 0 or a < 0 for b, a in pairs):
-            bounds = tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, self.shape))
+            bounds = tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, self.shape, strict=True))
             if any(lo > hi for lo, hi in bounds):
                 raise ValueError(f"padding {tuple(pairs)} crops more than shape {self.shape} has")
             x = x.shrink(bounds)
@@ -1006,17 +1011,17 @@ class Tensor:
         if value == 0:
             return out
         mask = self._new(C.const(dtypes.bool, True, x.shape))._mv(T.PAD, pads)
-        return mask.where(out, value)
+        return out._new(UOp(C.WHERE, out.dtype, (mask.uop, out.uop, C.const(out.dtype, value))))
 
     def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
         """Keep [start, end) on each dim (None keeps the dim)."""
         if len(arg) != self.ndim:
             raise ValueError(f"shrink {tuple(arg)} needs one (start, end) per dim of shape {self.shape}")
-        bounds = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape))
-        for (lo, hi), s in zip(bounds, self.shape):
+        bounds = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape, strict=True))
+        for (lo, hi), s in zip(bounds, self.shape, strict=True):
             if not 0 <= lo <= hi <= s:
                 raise ValueError(f"shrink {bounds} is out of bounds for shape {self.shape}")
-        if all(b == (0, s) for b, s in zip(bounds, self.shape)):
+        if all(b == (0, s) for b, s in zip(bounds, self.shape, strict=True)):
             return self
         return self._mv(T.SHRINK, bounds)
 
@@ -1059,8 +1064,8 @@ class Tensor:
         _check_shape(reps, "repeats")
         base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
         inter = tuple(v for s in base.shape for v in (1, s))
-        target = tuple(v for r, s in zip(reps, base.shape) for v in (r, s))
-        return base.reshape(inter).expand(target).reshape(tuple(r * s for r, s in zip(reps, base.shape)))
+        target = tuple(v for r, s in zip(reps, base.shape, strict=True) for v in (r, s))
+        return base.reshape(inter).expand(target).reshape(tuple(r * s for r, s in zip(reps, base.shape, strict=True)))
 
     def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
         """Join along an existing dim: each piece padded into place, then summed (or-ed for bool)."""
@@ -1191,8 +1196,7 @@ class Tensor:
         """Mean in the default float for ints (numpy gives float64); half floats keep their dtype."""
         x = self._float()
         n = _prod(self.shape[a] for a in self._axes(axis))
-        s = x.sum(axis, keepdim)
-        return s / n if n else s * float("nan")
+        return x.sum(axis, keepdim) / float(n)
 
     def var(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Variance with `correction` (Bessel's, 1, by default as tinygrad/torch; numpy's ddof=0 is correction=0)."""
@@ -1200,7 +1204,7 @@ class Tensor:
         d = x - x.mean(axis, keepdim=True)
         n = _prod(self.shape[a] for a in self._axes(axis))
         s = (d * d).sum(axis, keepdim)
-        return s / max(0, n - correction) if n - correction > 0 else s * float("inf") * 0 + s / 0.0
+        return s / float(max(0, n - correction))
 
     def std(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         return self.var(axis, keepdim, correction).sqrt()

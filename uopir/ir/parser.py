@@ -8,6 +8,8 @@ regex per line and caches per-op and per-type facts, so that large graphs parse 
 from __future__ import annotations
 
 import difflib
+import gc
+import os
 import re
 from typing import Any, NoReturn
 
@@ -28,12 +30,16 @@ _SPLIT_MARK = "// -----"
 # one canonical pretty line: [%name = ] op [%a, %b] [number|true|false] [: type]
 _FAST = re.compile(r"[ \t]*(?:(%[\w.$-]+) = )?([A-Za-z_][\w.$]*)((?: %[\w.$-]+,)* %[\w.$-]+)?"
                    r"(?: (-?[0-9][\w.+-]*|true|false))?(?: : ([\w<>]+))?", re.ASCII).fullmatch
+# one canonical generic line: [%name = ] "op"(%a, %b) [{key = number|true|false}] : (T, T) -> T
+_FAST_GENERIC = re.compile(r"[ \t]*(?:(%[\w.$-]+) = )?\"([A-Za-z_][\w.$]*)\"\(((?:%[\w.$-]+, )*%[\w.$-]+)?\)"
+                           r"(?: \{([A-Za-z_]\w*) = (-?[0-9][\w.+-]*|true|false)\})?"
+                           r" : \(((?:[\w<>]+, )*[\w<>]+)?\) -> ([\w<>]+)", re.ASCII).fullmatch
 _NO_TOKS: list[int] = []
 _NO_KEYS: dict[str, int] = {}
 _NO_REGIONS: list = []
 
 
-# ---- types ------------------------------------------------------------------------------------------------------------
+# ---- types ----------------------------------------------------------------------------------------------------------
 _SCALAR_TYPES: dict[str, DType] = {d.name: d for d in SCALARS}
 _TYPES: dict[str, tuple[DType, tuple[int, ...] | None]] = {}
 _DIMS_RE = re.compile(r"((?:[0-9]+x)*)(.+)", re.ASCII)
@@ -142,11 +148,29 @@ def _info(name: str) -> _OpInfo | None:
     return info
 
 
+def _short(tok: str) -> str:
+    """A token as quoted in a message: long ones (a fuzzer's 5000-digit int) cut to a readable length."""
+    return tok if len(tok) <= 60 else tok[:57] + "..."
+
+
+def _closest(word: str, names: list[str]) -> str | None:
+    """The most similar name (difflib), ties going to the longest common prefix: 'core.ad' -> 'core.add'."""
+    cands = difflib.get_close_matches(word, names, n=5, cutoff=0.6)
+    if not cands:
+        return None
+
+    def score(c: str) -> tuple[float, int]:
+        return round(difflib.SequenceMatcher(None, word, c).ratio(), 6), len(os.path.commonprefix([word, c]))
+
+    return max(cands, key=score)
+
+
 def _unknown_op_message(name: str) -> str:
+    if len(name) > 100:
+        return f"unknown op '{_short(name)}'"
     dialect, dot, _ = name.partition(".")
-    names = list(REGISTRY)
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
+    close = _closest(name, list(REGISTRY))
+    hint = f"; did you mean '{close}'?" if close else ""
     if not dot:
         return f"unknown op '{name}' (ops are written dialect.name){hint}"
     if dialect not in DIALECTS:
@@ -155,6 +179,15 @@ def _unknown_op_message(name: str) -> str:
             hint = f"; did you mean '{dclose[0]}'?" if dclose else f" (dialects: {', '.join(sorted(DIALECTS))})"
         return f"unknown dialect '{dialect}' in op '{name}'{hint}"
     return f"unknown op '{name}'{hint}"
+
+
+def _tag_literal(v: Any) -> Any:
+    """A bare scalar type name in a tag is the DType (strings always print quoted, so `f32` cannot be one)."""
+    if type(v) is Ident and v.name in _SCALAR_TYPES:
+        return _SCALAR_TYPES[v.name]
+    if type(v) is list:
+        return [_tag_literal(x) for x in v]
+    return v
 
 
 def _join_or(items: list[str]) -> str:
@@ -179,7 +212,7 @@ class _Parser:
         raise IRError(msg, self.loc(li, token_col(line, k)), source_line=line.rstrip("\r"))
 
     def got(self, t: list[str], i: int) -> str:
-        return f"'{t[i]}'" if i < len(t) else "end of line"
+        return f"'{_short(t[i])}'" if i < len(t) else "end of line"
 
     # --- blocks ----------------------------------------------------------------------------------------------------
     def block(self, li: int, depth: int, open_at: tuple[int, int] | None) -> tuple[UOp, int]:
@@ -195,7 +228,11 @@ class _Parser:
         while li < n:
             line = lines[li]
             m = _FAST(line)
-            if m is not None and fast(m, line, li, env, defs, used):
+            if m is not None:
+                if fast(m, False, li, env, defs, used):
+                    li += 1
+                    continue
+            elif '"(' in line and (m := _FAST_GENERIC(line)) is not None and fast(m, True, li, env, defs, used):
                 li += 1
                 continue
             t = toks[li]
@@ -226,16 +263,21 @@ class _Parser:
                     self.err(dli, 0, f"{what} is not reachable from the root (the last op of the block)")
         return defs[-1][2], li
 
-    def fast(self, m: re.Match, line: str, li: int, env: dict[str, UOp], defs: list, used: set[str]) -> bool:
-        """The common canonical line (`%3 = core.add %1, %2 : f32`, `%0 = core.const 1.0 : f32`) in one regex
-        match. Anything unusual, including any error, returns False and the tokenizing path redoes the line."""
-        name, opname, ops, pos, ty = m.groups()
+    def fast(self, m: re.Match, generic: bool, li: int, env: dict[str, UOp], defs: list, used: set[str]) -> bool:
+        """A common canonical line (`%3 = core.add %1, %2 : f32`, `%0 = core.const 1.0 : f32`, and their generic
+        forms) from one regex match. Anything unusual, including any error, returns False and the tokenizing path
+        redoes the line (and reports the error at its token)."""
+        if generic:
+            name, opname, ops, key, val, optys, ty = m.groups()
+            names = ops.split(", ") if ops is not None else None
+        else:
+            name, opname, ops, val, ty = m.groups()
+            names = ops[1:].split(", ") if ops is not None else None
         info = _INFO.get(opname) or _info(opname)
         if info is None or (name is not None and name in env):
             return False
         src = []
-        if ops is not None:
-            names = ops[1:].split(", ")
+        if names is not None:
             for x in names:
                 u = env.get(x)
                 if u is None:
@@ -243,8 +285,9 @@ class _Parser:
                 src.append(u)
         if not info.od.arity_ok(len(src)):
             return False
+        types = _TYPES
         if ty is not None:
-            r = _TYPES.get(ty)
+            r = types.get(ty)
             if r is None:
                 try:
                     r = parse_type(ty)
@@ -254,25 +297,47 @@ class _Parser:
         else:
             dtype, shape = _VOID, None
         values = None
-        if pos is not None:
-            if not info.npos:
+        if val is not None:
+            if generic:
+                if key == "tag":
+                    return False
+            elif not info.npos:
                 return False
-            if pos in _KEYWORDS:
-                v = _KEYWORDS[pos]
+            else:
+                key = info.posnames[0]
+            if val in _KEYWORDS:
+                v = _KEYWORDS[val]
             else:
                 try:
-                    v = parse_number(pos)
+                    v = parse_number(val)
                 except ValueError:
                     return False
-            values = {info.posnames[0]: v}
-        try:
-            u = self.build(info, li, li, 0, src, _NO_TOKS, values, _NO_KEYS, None, _NO_REGIONS, dtype, shape,
-                           -1 if ty is None else 0, 0, None)
-        except IRError:
-            return False
-        if ops is not None:
+            values = {key: v}
+        if generic:  # the stated operand types must be the operands' types
+            tys = optys.split(", ") if optys is not None else ()
+            if len(tys) != len(src):
+                return False
+            for x, tx in zip(src, tys, strict=True):
+                r = types.get(tx)
+                if r is None or x.dtype is not r[0] or (x.shape if x.op.shape is not None else None) != r[1]:
+                    return False
+        od = info.od
+        if values is None and not info.has_attrs and od.normalize_arg is None:  # the ALU ops: no arg at all
+            try:
+                u = UOp(od, dtype, tuple(src))
+                if (u.shape if info.has_shape else None) != shape:
+                    return False
+            except Exception:
+                return False
+        else:
+            try:
+                u = self.build(info, li, li, 0, src, _NO_TOKS, values, _NO_KEYS, None, _NO_REGIONS, dtype, shape,
+                               -1 if ty is None else 0, 0, None)
+            except IRError:
+                return False
+        if names is not None:
             used.update(names)
-        c = m.start(1) if name is not None else m.start(2)
+        c = m.start(1) if name is not None else m.start(2) - generic
         set_loc(u, Location(self.file, li + self.first, c + 1))
         if name is not None:
             env[name] = u
@@ -290,7 +355,7 @@ class _Parser:
             if len(tok) == 1:
                 self.err(li, 0, "expected a value name after '%'")
             if n < 2 or t[1] != "=":
-                self.err(li, 1, f"expected '=' after '{tok}', got {self.got(t, 1)}")
+                self.err(li, 1, f"expected '=' after '{_short(tok)}', got {self.got(t, 1)}")
             name = tok
             if name in env:
                 first = next(d for d in defs if d[0] == name)
@@ -306,7 +371,7 @@ class _Parser:
         if info is None:
             if generic or tok[0] in WORD_START:
                 self.err(li, i, _unknown_op_message(opname))
-            self.err(li, i, f"expected an op name, got '{tok}'")
+            self.err(li, i, f"expected an op name, got '{_short(tok)}'")
         od = info.od
         op_k = i
         i += 1
@@ -350,8 +415,6 @@ class _Parser:
                     i += 1
                 else:
                     break
-        if not od.arity_ok(len(src)):
-            self.err(li, op_k, f"'{od.name}' takes {od.arity_text()}, got {len(src)}")
         after_operand = bool(src) and not generic
         values: dict[str, Any] | None = None
         keypos: dict[str, int] = {}
@@ -457,7 +520,8 @@ class _Parser:
             dtype, shape = self.type(t, cl, i)
             i += 1
         elif generic:
-            self.err(cl, i, f"expected ':' and the op's type (operand types) -> result type, got {self.got(t, i)}")
+            self.err(cl, i, f"expected ':' and the function type '(operand types) -> result type', "
+                            f"got {self.got(t, i)}")
         if i != n:
             exp = []
             if after_operand:
@@ -469,7 +533,7 @@ class _Parser:
             if ty_k < 0:
                 exp.append("':'")
             exp.append("end of line")
-            self.err(cl, i, f"expected {_join_or(exp)}, got '{t[i]}'")
+            self.err(cl, i, f"expected {_join_or(exp)}, got '{_short(t[i])}'")
         u = self.build(info, li, cl, op_k, src, src_toks, values, keypos, tag, regions, dtype, shape, ty_k, i,
                        stated if generic else None)
         line = self.lines[li]
@@ -484,6 +548,8 @@ class _Parser:
               shape: tuple[int, ...] | None, ty_k: int, end_k: int, stated: list | None) -> UOp:
         """Make the UOp from the parsed pieces and check it against the stated types (errors at the token)."""
         od = info.od
+        if not od.arity_ok(len(src)):
+            self.err(li, op_k, f"'{od.name}' takes {od.arity_text()}, got {len(src)}")
         if stated is not None and len(stated) != len(src):
             self.err(cl, stated[-1][0] if stated else ty_k - 2,
                      f"{len(stated)} operand types for {len(src)} operands")
@@ -498,13 +564,17 @@ class _Parser:
                                    f"{'' if len(info.regions) == 1 else 's'}, got {len(regions)}")
             if values is None:
                 values = {}
-            for rname, r in zip(free, regions):
+            for rname, r in zip(free, regions, strict=False):
                 values[rname] = r
         arg = None
         if values or info.has_attrs:
             try:
                 arg = od.make_arg(values or {})
             except AttrError as e:
+                if info.in_type is not None and shape is None and (values is None or info.in_type not in values):
+                    self.err(cl, ty_k if ty_k >= 0 else end_k,
+                             f"'{od.name}' needs a tensor result type (its '{info.in_type}' attribute is the "
+                             f"type's shape), got {dtype.name if ty_k >= 0 else 'no type'}")
                 self.err(li, self.attr_pos(str(e), keypos, op_k), str(e))
             except Exception as e:  # a dialect's make_arg that fails on odd input is still a located error
                 self.err(li, op_k, f"invalid attributes for '{od.name}': {e}")
@@ -515,7 +585,7 @@ class _Parser:
                 self.err(li, self.attr_pos(str(e), keypos, op_k), f"invalid '{od.name}': {e}")
         if tag is not None:
             try:
-                tag = ANY.convert(tag)
+                tag = ANY.convert(_tag_literal(tag))
             except AttrError as e:
                 self.err(li, keypos["tag"], f"bad tag: {e}")
         try:
@@ -550,8 +620,9 @@ class _Parser:
         if tok == "%":
             self.err(li, i, "expected a value name after '%'")
         if depth and any(tok in e for e in self.envs):
-            self.err(li, i, f"use of undefined value '{tok}' (a region cannot use values of the enclosing block)")
-        self.err(li, i, f"use of undefined value '{tok}'")
+            self.err(li, i, f"use of undefined value '{_short(tok)}' "
+                            "(a region cannot use values of the enclosing block)")
+        self.err(li, i, f"use of undefined value '{_short(tok)}'")
 
     def attr_pos(self, msg: str, keypos: dict[str, int], default: int) -> int:
         for key, k in keypos.items():
@@ -576,7 +647,7 @@ class _Parser:
         if r is not None:
             return r
         if tok[0] not in WORD_START:
-            self.err(li, i, f"expected a type, got '{tok}'")
+            self.err(li, i, f"expected a type, got '{_short(tok)}'")
         try:
             return parse_type(tok)
         except ValueError as e:
@@ -620,7 +691,7 @@ class _Parser:
                     return out, i + 1
                 else:
                     self.err(li, i, f"expected ',' or ']', got {self.got(t, i)}")
-        self.err(li, i, f"expected a value, got '{tok}'")
+        self.err(li, i, f"expected a value, got '{_short(tok)}'")
 
 
 def parse_ir(text: str, filename: str = "<string>", first_line: int = 1) -> UOp:
@@ -632,6 +703,8 @@ def parse_ir(text: str, filename: str = "<string>", first_line: int = 1) -> UOp:
         raise IRError(f"expected text, got {type(text).__name__}", Location(filename, first_line, 1))
     register_source(filename, text, first_line)
     p = _Parser(text, filename, first_line)
+    gc_was_on = gc.isenabled()
+    gc.disable()  # parsing allocates no cycles; the collector would rescan the growing graph (~40% of the time)
     try:
         return p.block(0, 0, None)[0]
     except IRError:
@@ -640,6 +713,9 @@ def parse_ir(text: str, filename: str = "<string>", first_line: int = 1) -> UOp:
         raise IRError("input nested too deeply", Location(filename, first_line, 1)) from None
     except Exception as e:  # a safety net: bad input must never surface as a Python traceback
         raise IRError(f"internal parser error: {type(e).__name__}: {e}", Location(filename, first_line, 1)) from e
+    finally:
+        if gc_was_on:
+            gc.enable()
 
 
 def split_input(text: str) -> list[tuple[int, str]]:

@@ -10,6 +10,7 @@ and rewrites to a fixed point, either top-down (sources first, then the node) or
 """
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 from collections import Counter
@@ -363,10 +364,14 @@ def _emit(g: _Gen, p: UPat, v: str, bound: dict[str, str], depth: int, k: Cont, 
     conds: list[str] = []
     newname = None
     if p.name is not None:
-        if p.name in bound:
-            conds.append(f"{v} is {bound[p.name]}")
-        else:
+        loc = bound.get(p.name)
+        if loc is None:
             newname = p.name
+        elif loc[0] == "?":  # maybe bound (by an all-sources pattern): None means not yet
+            conds.append(f"({loc[1:]} is None or {v} is {loc[1:]})")
+            newname = p.name
+        else:
+            conds.append(f"{v} is {loc}")
     if p.alts is not None:
         if conds:
             g.line(depth, f"if {conds[0]}:")
@@ -432,15 +437,15 @@ def _emit_all(g: _Gen, q: UPat, v: str, bound: dict[str, str], depth: int, k: Co
         k(bound, depth + 1)
         return
     # captures inside: enumerate every consistent assignment with the interpreter
-    known = {n: loc for n, loc in bound.items() if n in qnames}
+    known = {n: loc.lstrip("?") for n, loc in bound.items() if n in qnames}
     st = "{" + ", ".join(f"{n!r}: {loc}" for n, loc in known.items()) + "}"
     b = g.tmp()
     g.line(depth, f"for {b} in _all_match({g.const(q, 'Q')}, {v}.src, {st}):")
     bound = dict(bound)
-    for n in sorted(qnames - set(known)):
-        loc = f"c_{n}"
-        g.line(depth + 1, f"{loc} = {b}[{n!r}]")
-        bound[n] = loc
+    for n in sorted(qnames):
+        if n not in bound or bound[n][0] == "?":  # zero sources or another alternative may leave it unbound
+            g.line(depth + 1, f"c_{n} = {b}.get({n!r})")
+            bound[n] = f"?c_{n}"
     k(bound, depth + 1)
 
 
@@ -553,22 +558,23 @@ def _call_expr(g: _Gen, r: _Rule, bound: dict[str, str]) -> str:
     args = ["ctx"] if r.takes_ctx else []
     kw = False
     for nm, by_kw in r.params:
-        val = bound.get(nm, "None")
+        val = bound.get(nm, "None").lstrip("?")
         kw = kw or by_kw
         args.append(f"{nm}={val}" if kw else val)
     if r.var_kw:
         named = {nm for nm, _ in r.params}
-        args += [f"{nm}={loc}" for nm, loc in sorted(bound.items()) if nm not in named]
+        args += [f"{nm}={bound.get(nm, 'None').lstrip('?')}" for nm in sorted(r.pat.names() - named)]
     return f"{g.const(r.fn, 'F')}({', '.join(args)})"
 
 
 def _interp_caller(r: _Rule) -> Callable[[UOp, Any], UOp | None]:
     """A matcher for one rule that uses the interpreter (patterns too large to generate)."""
     fn, takes_ctx = r.fn, r.takes_ctx
+    names = r.pat.names() if r.var_kw else [nm for nm, _ in r.params]
 
     def run(u: UOp, ctx: Any) -> UOp | None:
         for caps in r.pat.match(u):
-            kw = caps if r.var_kw else {nm: caps.get(nm) for nm, _ in r.params}
+            kw = {nm: caps.get(nm) for nm in names}
             res = fn(ctx, **kw) if takes_ctx else fn(**kw)
             if res is not None and res is not u:
                 return res
@@ -595,9 +601,10 @@ class _Dispatch(dict):
 class PatternMatcher:
     """An ordered list of (UPat, callback[, name]). The first pattern whose callback returns a UOp wins.
 
-    A callback receives the captures as keyword arguments; if its first positional parameter is not a capture
-    (conventionally `ctx`), it also receives the rewrite context. Returning None (or the node itself) means
-    "no match": the next binding or pattern is tried.
+    A callback receives the captures as keyword arguments (None for a name this match did not bind, e.g. in an
+    alternative of UPat.any not taken); if its first positional parameter is not a capture (conventionally `ctx`),
+    it also receives the rewrite context. The signature is checked when the matcher is built. Returning None (or
+    the node itself) means "no match": the next binding or pattern is tried.
     """
 
     def __init__(self, patterns: Iterable[tuple], name: str | None = None):
@@ -725,12 +732,26 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     node (not counting rewrites to one of its own sources, which only shrink the graph), or a node rewritten
     into a graph containing itself, raises RewriteError naming the pattern.
     """
+    # Rewriting allocates many short-lived tuples and UOps; with the cyclic GC on, each allocation burst makes it
+    # traverse the whole (acyclic) graph again, which halves throughput on large graphs. Nothing here makes cycles.
+    if not gc.isenabled():
+        return _rewrite(root, pm, ctx, bottom_up, stats, max_iters)
+    gc.disable()
+    try:
+        return _rewrite(root, pm, ctx, bottom_up, stats, max_iters)
+    finally:
+        gc.enable()
+
+
+def _rewrite(root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, stats: RewriteStats | None,
+             max_iters: int) -> UOp:
     disp = pm.dispatch(stats is not None)
     fired = stats.fired if stats is not None else None
     memo: dict[UOp, UOp] = {}
-    active: set[UOp] = set()
+    active: set[UOp] = set()  # entered and not finished: meeting one again means a rewrite loop
     visits = changed = 0
-    # frames: (node, stage, other, chain); stage 0 = enter, 1 = sources done, 2 = take the result of `other`
+    # frames: (node, stage, other, chain). stage 0: enter n; 1: the sources of `other` (n itself, or in bottom-up
+    # what n was rewritten to) are done; 2: n's result is the result of `other`. chain counts successive rewrites.
     stack: list[tuple[UOp, int, Any, int]] = [(root, 0, None, 0)]
     push, pop = stack.append, stack.pop
     while stack:
@@ -743,27 +764,33 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
                 raise _loop_error(pm, again if pm.rewrite(again, ctx) is not None else n, ctx,
                                   "a node is rewritten into a graph that contains it (infinite rewrite)")
             visits += 1
-            m = n
+            x = n
             if bottom_up:
-                while (f := disp[m.op]) is not None and (r := f(m, ctx)) is not None:
+                while (f := disp[x.op]) is not None and (r := f(x, ctx)) is not None:
                     if fired is not None:
                         r, nm = r
                         fired[nm] += 1
-                    if r not in m.src:  # returning a source strictly shrinks the graph: not a loop step
+                    if r not in x.src:  # returning a source strictly shrinks the graph: not a loop step
                         chain += 1
                         if chain > max_iters:
-                            raise _loop_error(pm, m, ctx, f"no fixed point after {max_iters} rewrites of one node")
-                    m = r
-                if m is not n and m in memo:
-                    memo[n] = res = memo[m]
+                            raise _loop_error(pm, x, ctx, f"no fixed point after {max_iters} rewrites of one node")
+                    x = r
+                if x is not n and (res := memo.get(x)) is not None:
+                    memo[n] = res
                     changed += 1
                     continue
             active.add(n)
-            push((n, 1, m, chain))
-            for s in reversed(m.src):
+            waiting = False
+            for s in reversed(x.src):
                 if s not in memo:
+                    if not waiting:
+                        push((n, 1, x, chain))
+                        waiting = True
                     push((s, 0, None, 0))
-        elif stage == 1:
+            if waiting:
+                continue
+            stage = 1  # every source is done already: go on without a round trip through the stack
+        if stage == 1:
             src = x.src
             if src:
                 new = tuple([memo[s] for s in src])
@@ -783,7 +810,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
                     if fired is not None:
                         r, nm = r
                         fired[nm] += 1
-                    if r not in m.src:  # returning a source strictly shrinks the graph: not a loop step
+                    if r not in m.src:
                         chain += 1
                         if chain > max_iters:
                             raise _loop_error(pm, m, ctx, f"no fixed point after {max_iters} rewrites of one node")
@@ -798,12 +825,15 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
                 if res is not n:
                     changed += 1
                 continue
-            if not bottom_up and m not in active and all(memo.get(s) is s for s in m.src):
-                # no pattern fires on m and its sources are final: m is final (saves processing it again)
-                memo[n] = memo[m] = m
-                active.discard(n)
-                changed += 1
-                continue
+            if not bottom_up and m not in active:
+                for s in m.src:
+                    if memo.get(s) is not s:
+                        break
+                else:  # no pattern fires on m and its sources are final: m is final (no need to process it again)
+                    memo[n] = memo[m] = m
+                    active.discard(n)
+                    changed += 1
+                    continue
             push((n, 2, m, 0))
             push((m, 0, None, chain))
         else:

@@ -43,7 +43,8 @@ class UOp:
 
     def __new__(cls, op: OpDef, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None,
                 tag: Any = None) -> UOp:
-        key = (op, dtype, src, arg if type(arg) not in _KEYED_ARGS else _argkey(arg), tag)
+        key = (op, dtype, src, arg if type(arg) not in _KEYED_ARGS else _argkey(arg),
+               tag if type(tag) not in _KEYED_ARGS else _argkey(tag))
         ref = _ucache.get(key)
         if ref is not None and (u := ref()) is not None:
             return u

@@ -31,7 +31,7 @@ from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite, is_int
 from uopir.ir.uop import UOp, normalize_const
 from uopir.passes.manager import PassContext, map_regions, register_pass, register_pipeline
 
-# ---- exact scalar semantics -------------------------------------------------------------------------------------------
+# ---- exact scalar semantics ------------------------------------------------------------------------------------------
 _NP_FLOAT = {16: np.float16, 32: np.float32, 64: np.float64}
 
 
@@ -43,7 +43,8 @@ def _fl(d: DType, v: Any) -> Any:
     """v rounded to the float dtype d, as a numpy scalar of that width."""
     if d.scalar is dtypes.bfloat16:
         raise _NoFold
-    return _NP_FLOAT[d.scalar.bits](v)
+    with np.errstate(all="ignore"):  # a literal too large for the width becomes inf, as in C
+        return _NP_FLOAT[d.scalar.bits](v)
 
 
 def _idiv(a: int, b: int) -> int:

@@ -26,6 +26,7 @@ import io
 import os
 import pkgutil
 import re
+import shlex
 import sys
 import tempfile
 import time
@@ -44,7 +45,8 @@ from uopir.ir.uop import UOp
 
 __all__ = ["register_pass", "register_pipeline", "register_anchor", "PassManager", "PassContext", "PassInfo",
            "PipelineInfo", "AnchorInfo", "PipelineError", "PassCrash", "PassFailure", "RunReport", "PASSES",
-           "PIPELINES", "ANCHORS", "map_regions", "load_passes", "get_pass", "PASS_MODULES", "LOAD_ERRORS", "DUMP_HEADER"]
+           "PIPELINES", "ANCHORS", "map_regions", "check_pass_names", "load_passes", "get_pass", "PASS_MODULES",
+           "LOAD_ERRORS", "DUMP_HEADER"]
 
 # Modules that register passes. Every other module under uopir.passes is imported too (so a new pass file is seen
 # by --list-passes without editing this list); a module listed here that fails to import is an error.
@@ -510,7 +512,8 @@ class PassContext:
 
     def __init__(self, pass_name: str, options: Any, stats: RewriteStats, counters: Counter[str],
                  anchor: str | None = None):
-        self.pass_name, self.options, self.stats, self.counters, self.anchor = pass_name, options, stats, counters, anchor
+        self.pass_name, self.options, self.stats, self.counters = pass_name, options, stats, counters
+        self.anchor = anchor
         self.diagnostics: list[Diagnostic] = []
         self.failed = False
 
@@ -577,6 +580,14 @@ class _Inst:
     out: TextIO | None = None
     reproducer: str | Path | bool | None = None
     reproducer_flags: str = ""
+
+
+def check_pass_names(names: Iterable[str]) -> None:
+    """Raise PipelineError for a name (in a list or comma-separated) that is not a registered pass."""
+    load_passes()
+    for nm in sorted(_as_names(list(names))):
+        if nm not in PASSES:
+            raise PipelineError(f"unknown pass '{nm}' in --print-ir-before/--print-ir-after{_suggest(nm, PASSES)}")
 
 
 def _as_names(v: str | Iterable[str] | None) -> frozenset[str]:
@@ -661,11 +672,7 @@ class PassManager:
         reproducer: where a crashing pass's reproducer goes: a file path, a directory, None (the directory in
           $UOPIR_REPRODUCER_DIR, else the temp dir), or False (write none). Raises PassCrash with its path.
         """
-        load_passes()
-        unknown = (_as_names(print_ir_before) | _as_names(print_ir_after)) - set(PASSES)
-        if unknown:
-            nm = sorted(unknown)[0]
-            raise PipelineError(f"unknown pass '{nm}' in --print-ir-before/--print-ir-after{_suggest(nm, PASSES)}")
+        check_pass_names([*_as_names(print_ir_before), *_as_names(print_ir_after)])
         inst = _Inst(verify, _as_names(print_ir_before), _as_names(print_ir_after), print_ir_before_all,
                      print_ir_after_all, print_ir_after_change, print_ir_after_failure, timing, pass_statistics,
                      print_generic, out, reproducer, reproducer_flags)
@@ -802,9 +809,11 @@ class PassManager:
                 lines.append(f"{ind}  (S) {n:4d} {nm} - times the pattern fired")
             for nm, n in sorted(rec.counters.items()):
                 lines.append(f"{ind}  (S) {n:4d} {nm}")
-            lines.append(f"{ind}  (S) {rec.stats.visits:4d} nodes-visited - nodes the rewriter visited")
-            changed = rec.stats.changed if rec.stats.visits else rec.nodes_changed
-            lines.append(f"{ind}  (S) {changed:4d} nodes-changed - nodes replaced by a rewrite")
+            if rec.stats.visits:
+                lines.append(f"{ind}  (S) {rec.stats.visits:4d} nodes-visited - nodes the rewriter visited")
+                lines.append(f"{ind}  (S) {rec.stats.changed:4d} nodes-changed - nodes replaced by a rewrite")
+            else:
+                lines.append(f"{ind}  (S) {rec.nodes_changed:4d} nodes-changed - nodes new in the pass's output")
         return "\n".join(lines) + "\n"
 
     # --- reproducers -------------------------------------------------------------------------------------------------
@@ -821,7 +830,7 @@ class PassManager:
         msg = f"{type(crash.error).__name__}: {crash.error}".replace("\n", " ")
         flags = f" {inst.reproducer_flags}" if inst.reproducer_flags else ""
         text = (f"// uop-opt crash reproducer: pass '{crash.pass_name}' crashed: {msg}\n"
-                f"// configuration: --pass-pipeline='{pipeline}'{flags}\n"
+                f"// configuration: {shlex.quote('--pass-pipeline=' + pipeline)}{flags}\n"
                 f"// replay: uop-opt --run-reproducer <this file>\n{body}")
         target = inst.reproducer
         try:

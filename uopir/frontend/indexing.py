@@ -1,0 +1,152 @@
+"""Tensor.__getitem__: numpy basic indexing as movement ops, integer-tensor indexing as a masked reduction.
+
+Basic indices (ints, slices with any step, None, ...) become one shrink, flips, a pad/reshape/shrink per stepped
+dim, and a final reshape. Integer tensors (or lists) index "gather style": for each indexed dim a one-hot mask
+`index == arange(n)` selects the element and a sum over that dim (in the tensor's own dtype) reads it out. The
+indexed dims are placed as numpy does: where the first advanced index stood when the advanced indices (ints and
+tensors) are adjacent, else in front. Out-of-range tensor indices read 0 (they are not checked: that would need the
+data); negative ones count from the end. Boolean masks are rejected: their result shape depends on the data.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uopir.ir.dtype import dtypes
+
+if TYPE_CHECKING:
+    from uopir.frontend.tensor import Tensor
+
+
+def _as_index_tensor(x: Tensor, i: Any) -> Tensor:
+    from uopir.frontend.tensor import Tensor
+
+    t = i if isinstance(i, Tensor) else Tensor(np.asarray(i), device=x.device)
+    if t.dtype.is_bool:
+        raise IndexError("boolean mask indexing has a data-dependent shape; use where() or masked_fill() instead")
+    if not t.dtype.is_int:
+        raise IndexError(f"tensor indices must be integers, got {t.dtype!r}")
+    return t if t.dtype.itemsize >= 4 and not t.dtype.is_unsigned else t.cast(dtypes.int64)
+
+
+def _stride(x: Tensor, dim: int, step: int) -> Tensor:
+    """Every step-th element along dim, from the first (pad to a multiple, split the dim, keep column 0)."""
+    n = x.shape[dim]
+    count = -(-n // step)
+    pads = [(0, 0)] * x.ndim
+    pads[dim] = (0, count * step - n)
+    x = x.pad(pads)
+    x = x.reshape(x.shape[:dim] + (count, step) + x.shape[dim + 1:])
+    bounds: list[Any] = [None] * x.ndim
+    bounds[dim + 1] = (0, 1)
+    x = x.shrink(bounds)
+    return x.reshape(x.shape[:dim] + (count,) + x.shape[dim + 2:])
+
+
+def getitem(x: Tensor, index: Any) -> Tensor:
+    from uopir.frontend.tensor import Tensor
+
+    items = list(index) if isinstance(index, tuple) else [index]
+    for k, it in enumerate(items):
+        if isinstance(it, list | np.ndarray | Tensor):
+            items[k] = _as_index_tensor(x, it)
+        elif isinstance(it, bool):
+            raise IndexError("boolean indices are not supported; use where() instead")
+        elif isinstance(it, np.integer):
+            items[k] = int(it)
+        elif not (it is None or it is Ellipsis or isinstance(it, int | slice)):
+            raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}")
+    if sum(it is Ellipsis for it in items) > 1:
+        raise IndexError("an index can only have one ellipsis (...)")
+    consumed = sum(1 for it in items if it is not None and it is not Ellipsis)
+    if consumed > x.ndim:
+        raise IndexError(f"too many indices for a tensor of shape {x.shape}: {consumed} given")
+    fill = [slice(None)] * (x.ndim - consumed)
+    ell = [k for k, it in enumerate(items) if it is Ellipsis]
+    if ell:
+        e = ell[0]
+        items = items[:e] + fill + items[e + 1:]
+    else:
+        items = items + fill
+
+    # ---- basic indexing: one shrink, flips, strides, one reshape ----
+    bounds: list[tuple[int, int]] = []
+    flips: list[int] = []
+    strides: list[tuple[int, int]] = []
+    out_shape: list[int] = []
+    tensor_dims: list[tuple[int, Tensor, int]] = []  # (output dim, index tensor, size of that dim)
+    adv_pos: list[int] = []  # positions in `items` of ints and tensors (numpy's adjacency rule)
+    insert_at = None  # number of output dims before the first advanced index
+    d = 0
+    for pos, it in enumerate(items):
+        if it is None:
+            out_shape.append(1)
+            continue
+        n = x.shape[d]
+        if isinstance(it, int):
+            if not -n <= it < n:
+                raise IndexError(f"index {it} is out of bounds for dim {d} with size {n} (shape {x.shape})")
+            i = it % n
+            bounds.append((i, i + 1))
+            adv_pos.append(pos)
+            insert_at = len(out_shape) if insert_at is None else insert_at
+        elif isinstance(it, slice):
+            start, stop, step = it.indices(n)
+            count = len(range(start, stop, step))
+            if count == 0:
+                bounds.append((0, 0))
+            elif step > 0:
+                bounds.append((start, start + (count - 1) * step + 1))
+            else:
+                bounds.append((start + (count - 1) * step, start + 1))
+                flips.append(d)
+            if count > 1 and abs(step) > 1:
+                strides.append((d, abs(step)))
+            out_shape.append(count)
+        else:
+            bounds.append((0, n))
+            tensor_dims.append((len(out_shape), it, n))
+            adv_pos.append(pos)
+            insert_at = len(out_shape) if insert_at is None else insert_at
+            out_shape.append(n)
+        d += 1
+    x = x.shrink(tuple(bounds))
+    if flips:
+        x = x.flip(flips)
+    for dim, step in strides:
+        x = _stride(x, dim, step)
+    x = x.reshape(tuple(out_shape))
+    if not tensor_dims:
+        return x
+    return _advanced(x, tensor_dims, adjacent=adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos))),
+                     insert_at=insert_at or 0)
+
+
+def _advanced(x: Tensor, tensor_dims: list[tuple[int, Tensor, int]], adjacent: bool, insert_at: int) -> Tensor:
+    from uopir.frontend.tensor import Tensor, broadcast_shape
+
+    try:
+        bshape = broadcast_shape(*(t.shape for _, t, _ in tensor_dims))
+    except ValueError as e:
+        raise IndexError(f"index tensors cannot be broadcast together: {e}") from None
+    tdims = [p for p, _, _ in tensor_dims]
+    rest = [i for i in range(x.ndim) if i not in tdims]
+    k, nb, nr = len(tdims), len(bshape), len(rest)
+    xp = x.permute(tdims + rest)
+    xp = xp.reshape((1,) * nb + xp.shape).expand(bshape + xp.shape)
+    mask: Tensor | None = None
+    for j, (_, t, n) in enumerate(tensor_dims):
+        t = (t < 0).where(t + n, t)._broadcast_to(bshape)
+        lhs = t.reshape(bshape + (1,) * (k + nr))
+        onehot = (1,) * nb + tuple(n if i == j else 1 for i in range(k)) + (1,) * nr
+        m = lhs == Tensor.arange(n, device=x.device).reshape(onehot)
+        mask = m if mask is None else mask & m
+    assert mask is not None
+    zero: Any = False if x.dtype.is_bool else 0
+    picked = mask.where(xp, zero).cast(x.dtype)
+    out = picked._reduce("max" if x.dtype.is_bool else "add", tuple(range(nb, nb + k)))  # B + rest
+    if adjacent and insert_at:
+        order = list(range(nb, nb + insert_at)) + list(range(nb)) + list(range(nb + insert_at, nb + nr))
+        out = out.permute(order)
+    return out

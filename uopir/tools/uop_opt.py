@@ -1,0 +1,344 @@
+"""uop-opt: parse .uop text, verify it, run a pass pipeline, print the result (mlir-opt's habits).
+
+A thin layer over `uopir.passes.manager.PassManager`: everything here is argument handling, input splitting,
+--verify-diagnostics and turning every failure into `file:line:col: error: ...` on stderr with exit code 1.
+No input, however bad, ends in a Python traceback; a bug in uopir itself prints "internal error" and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+from uopir.ir.diagnostics import Diagnostic, IRError, Location, source_line
+
+PROG = "uop-opt"
+
+
+class UsageError(Exception):
+    """Bad command-line arguments: one `uop-opt: error: ...` line, exit 1."""
+
+
+class _ArgParser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print usage and exit 2
+        raise UsageError(message)
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    p = _ArgParser(prog=PROG, description="Parse, verify, transform and print .uop IR.",
+                   epilog="Pipeline syntax: 'a,b{opt=1 flag=true list=1,2},kernel(c)'. See --list-passes.")
+    p.add_argument("input", nargs="?", default=None, help="input .uop file, or - for stdin (default)")
+    p.add_argument("-o", "--output", default="-", metavar="OUT", help="output file (default stdout)")
+    p.add_argument("-p", "--pass-pipeline", action="append", default=[], metavar="PIPELINE",
+                   help="the passes to run, e.g. 'canonicalize,dce' (repeatable: appended)")
+    p.add_argument("--print-generic", action="store_true", help="print every op in the generic form")
+    p.add_argument("--no-verify", action="store_true", help="do not verify the input nor the IR after each pass")
+    p.add_argument("--split-input-file", action="store_true",
+                   help="treat '// -----' lines as separators of independent inputs")
+    p.add_argument("--verify-diagnostics", action="store_true",
+                   help="check the diagnostics against '// expected-error {{...}}' annotations")
+    p.add_argument("--print-ir-before", action="append", default=[], metavar="PASS",
+                   help="print the IR before PASS (repeatable, or comma-separated)")
+    p.add_argument("--print-ir-after", action="append", default=[], metavar="PASS",
+                   help="print the IR after PASS (repeatable, or comma-separated)")
+    p.add_argument("--print-ir-before-all", action="store_true", help="print the IR before every pass")
+    p.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every pass")
+    p.add_argument("--print-ir-after-change", action="store_true", help="print the IR after a pass that changed it")
+    p.add_argument("--print-ir-after-failure", action="store_true", help="print the IR after a pass that failed")
+    p.add_argument("--timing", action="store_true", help="print the wall time of each pass")
+    p.add_argument("--pass-statistics", action="store_true", help="print per-pass pattern and change counts")
+    p.add_argument("--list-passes", action="store_true", help="list the registered passes, pipelines and anchors")
+    p.add_argument("--dump-pass-pipeline", action="store_true",
+                   help="print the expanded pipeline with every option's value")
+    p.add_argument("--run-reproducer", action="store_true",
+                   help="INPUT is a crash reproducer: run it with the flags in its '// configuration:' header")
+    p.add_argument("--reproducer", metavar="PATH", default=None,
+                   help="where a crashing pass writes its reproducer (a file or a directory; default: "
+                        "$UOPIR_REPRODUCER_DIR or the temp directory; 'none' writes none, the default when "
+                        "replaying one)")
+    return p
+
+
+# ---- --verify-diagnostics ------------------------------------------------------------------------------------------
+_EXPECT = re.compile(r"expected-(error|warning|note|remark)\s*(?:@\s*(above|below|unknown|[+-]\d+))?\s*\{\{(.*?)\}\}")
+
+
+@dataclass
+class Expectation:
+    severity: str
+    text: str
+    line: int | None  # the line the diagnostic must be on (None: @unknown, an unlocated diagnostic)
+    at: Location  # where the annotation is written
+    matched: bool = False
+
+
+def parse_expectations(text: str, filename: str, first_line: int = 1) -> list[Expectation]:
+    """The `expected-*` annotations of one input chunk; raises IRError for a malformed one."""
+    out: list[Expectation] = []
+    lines = text.split("\n")
+
+    def plain(i: int) -> bool:  # a line that can carry a diagnostic: not blank, not only a comment
+        s = lines[i].strip()
+        return bool(s) and not s.startswith("//")
+
+    pending_below: list[Expectation] = []
+    for i, line in enumerate(lines):
+        lineno = first_line + i
+        cpos = line.find("//")
+        hits = list(_EXPECT.finditer(line, cpos)) if cpos >= 0 else []
+        if cpos >= 0 and not hits and re.search(r"expected-(error|warning|note|remark)", line[cpos:]):
+            col = line.find("expected-", cpos) + 1
+            raise IRError("malformed expected-* annotation: write // expected-error @+1 {{text}}",
+                          Location(filename, lineno, col), source_line=line)
+        if plain(i):
+            for e in pending_below:
+                e.line = lineno
+            pending_below = []
+        for m in hits:
+            sev, where, msg = m.group(1), m.group(2), m.group(3)
+            at = Location(filename, lineno, m.start() + 1)
+            e = Expectation(sev, msg.strip(), lineno, at)
+            if where is None:
+                pass
+            elif where == "unknown":
+                e.line = None
+            elif where == "above":
+                j = i - 1
+                while j >= 0 and not plain(j):
+                    j -= 1
+                if j < 0:
+                    raise IRError("'@above' has no line above it", at, source_line=line)
+                e.line = first_line + j
+            elif where == "below":
+                e.line = -1
+                pending_below.append(e)
+            else:
+                e.line = lineno + int(where)
+            out.append(e)
+    for e in pending_below:
+        raise IRError("'@below' has no line below it", e.at, source_line=lines[e.at.line - first_line])
+    return out
+
+
+def check_diagnostics(expected: list[Expectation], diags: list[Diagnostic], filename: str) -> list[Diagnostic]:
+    """Match produced diagnostics against expectations; the returned errors are the mismatches (empty: success).
+
+    A diagnostic matches an expectation of the same severity on its line whose text it contains."""
+    errors: list[Diagnostic] = []
+    for d in diags:
+        line = d.loc.line if d.loc is not None and d.loc.file == filename else None
+        cands = [e for e in expected if e.severity == d.severity and e.line == line and e.text in d.message]
+        pick = next((e for e in cands if not e.matched), cands[0] if cands else None)
+        if pick is None:
+            errors.append(Diagnostic("error", f"unexpected {d.severity}: {d.message}", d.loc,
+                                     d.source_line or source_line(d.loc)))
+        else:
+            pick.matched = True
+    for e in expected:
+        if not e.matched:
+            errors.append(Diagnostic("error", f'expected {e.severity} "{e.text}" was not produced', e.at,
+                                     source_line(e.at)))
+    return errors
+
+
+# ---- one input chunk -------------------------------------------------------------------------------------------------
+@dataclass
+class ChunkResult:
+    output: str | None  # the printed IR when everything succeeded
+    diagnostics: list[Diagnostic]  # what parsing, verifying and the passes reported (errors and warnings)
+    failed: bool
+    crash: str | None = None  # the crash message (already including the reproducer's path)
+
+
+def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Namespace, err: TextIO) -> ChunkResult:
+    from uopir.ir.parser import parse_ir
+    from uopir.ir.printer import print_ir
+    from uopir.ir.verify import collect_diagnostics
+    from uopir.passes.manager import PassCrash
+
+    try:
+        root = parse_ir(text, filename, first_line)
+    except IRError as e:
+        return ChunkResult(None, e.diagnostics, True)
+    diags: list[Diagnostic] = []
+    if not args.no_verify:
+        diags = collect_diagnostics(root)
+        if any(d.severity == "error" for d in diags):
+            return ChunkResult(None, diags, True)
+    try:
+        out = pm.run(root, verify=not args.no_verify, print_ir_before=args.print_ir_before,
+                     print_ir_after=args.print_ir_after, print_ir_before_all=args.print_ir_before_all,
+                     print_ir_after_all=args.print_ir_after_all, print_ir_after_change=args.print_ir_after_change,
+                     print_ir_after_failure=args.print_ir_after_failure, timing=args.timing,
+                     pass_statistics=args.pass_statistics, print_generic=args.print_generic, out=err,
+                     reproducer=False if args.reproducer == "none" else args.reproducer,
+                     reproducer_flags="--no-verify" if args.no_verify else "")
+    except IRError as e:
+        return ChunkResult(None, diags + pm.report.diagnostics + e.diagnostics, True)
+    except PassCrash as c:
+        lines = [f"{PROG}: error: {c}"]
+        if os.environ.get("UOPIR_DEBUG"):
+            lines.append(c.traceback.rstrip())
+        if c.reproducer:
+            lines.append(f"note: crash reproducer written to {c.reproducer}")
+            lines.append(f"note: replay it with: {PROG} --run-reproducer {c.reproducer}")
+        elif args.reproducer != "none":
+            lines.append("note: no reproducer could be written")
+        return ChunkResult(None, diags + pm.report.diagnostics, True, "\n".join(lines))
+    return ChunkResult(print_ir(out, generic=args.print_generic), diags + pm.report.diagnostics, False)
+
+
+# ---- main ------------------------------------------------------------------------------------------------------------
+def _read_input(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    except FileNotFoundError:
+        raise UsageError(f"cannot open '{path}': no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"cannot open '{path}': it is a directory") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"cannot read '{path}': not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise UsageError(f"cannot open '{path}': {e.strerror or e}") from None
+
+
+def _replay_argv(argv: list[str], args: argparse.Namespace) -> list[str]:
+    """The argument list a reproducer asks for: its configuration flags, the file, the user's other flags."""
+    from uopir.passes.manager import read_reproducer
+
+    text, _ = _read_input(args.input)
+    try:
+        config = shlex.split(read_reproducer(text))
+    except ValueError as e:
+        raise UsageError(f"bad reproducer configuration in '{args.input}': {e}") from None
+    rest = [a for a in argv if a != "--run-reproducer"]
+    if args.reproducer is None:
+        rest.append("--reproducer=none")  # replaying a crash should not write a new reproducer each time
+    return [*config, *rest]
+
+
+def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    args = build_arg_parser().parse_args(argv)
+    explicit_input = args.input is not None
+    if args.input is None:
+        args.input = "-"
+    if args.run_reproducer:
+        return _main(_replay_argv(argv, args), out, err)
+    from uopir.passes.manager import PassManager, check_pass_names, list_passes_text
+
+    if args.list_passes:
+        out.write(list_passes_text())
+        return 0
+    pipeline = ",".join(p for p in args.pass_pipeline if p.strip())
+    try:
+        pm = PassManager.parse(pipeline)
+        check_pass_names([*args.print_ir_before, *args.print_ir_after])
+    except IRError as e:
+        err.write(e.format() + "\n")
+        return 1
+    if args.dump_pass_pipeline:
+        n = len(pm.steps)
+        (err if explicit_input else out).write(f"Pass Manager with {n} pass{'es' if n != 1 else ''}:\n"
+                                               f"{pm.text()}\n")
+        if not explicit_input:
+            return 0
+    text, filename = _read_input(args.input)
+    if args.split_input_file:
+        from uopir.ir.parser import split_input
+
+        chunks = split_input(text)
+    else:
+        chunks = [(1, text)]
+    outputs: list[str] = []
+    ok = True
+    for first_line, chunk in chunks:
+        res = run_chunk(chunk, filename, first_line, pm, args, err)
+        if args.verify_diagnostics:
+            try:
+                expected = parse_expectations(chunk, filename, first_line)
+            except IRError as e:
+                err.write(e.format() + "\n")
+                ok = False
+                continue
+            mismatches = check_diagnostics(expected, res.diagnostics, filename)
+            if res.crash is not None:
+                err.write(res.crash + "\n")
+                ok = False
+            for d in mismatches:
+                err.write(d.format() + "\n")
+            if mismatches:
+                ok = False
+            if res.output is not None:
+                outputs.append(res.output)
+            continue
+        for d in res.diagnostics:
+            err.write(d.format() + "\n")
+        if res.crash is not None:
+            err.write(res.crash + "\n")
+        if res.failed:
+            ok = False
+        elif res.output is not None:
+            outputs.append(res.output)
+    _write_output(args.output, outputs, out)
+    return 0 if ok else 1
+
+
+def _write_output(path: str, outputs: list[str], out: TextIO) -> None:
+    text = "// -----\n".join(o if o.endswith("\n") else o + "\n" for o in outputs)
+    if path == "-":
+        out.write(text)
+        out.flush()
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise UsageError(f"cannot write '{path}': {e.strerror or e}") from None
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The uop-opt program; returns the exit code (0 ok, 1 bad input or failed checks, 2 internal error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    try:
+        return _main(argv, out, err)
+    except UsageError as e:
+        err.write(f"{PROG}: error: {e}\n")
+        return 1
+    except IRError as e:
+        err.write(e.format() + "\n")
+        return 1
+    except KeyboardInterrupt:
+        err.write(f"{PROG}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 1
+    except RecursionError:
+        err.write(f"{PROG}: error: input nested too deeply\n")
+        return 1
+    except SystemExit as e:  # argparse --help
+        return int(e.code or 0) if isinstance(e.code, int) else 0
+    except Exception as e:  # noqa: BLE001 - never a traceback for the user
+        import traceback
+
+        err.write(f"{PROG}: internal error: {type(e).__name__}: {e}\n"
+                  "note: this is a bug in uopir; rerun with UOPIR_DEBUG=1 for the traceback and report it\n")
+        if os.environ.get("UOPIR_DEBUG"):
+            traceback.print_exc(file=err)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
