@@ -347,6 +347,21 @@ def test_rewrite_loop_in_place_raises_naming_pattern():
             graph_rewrite(alu(core.SUB, a, b), pm, bottom_up=bottom_up, max_iters=50)
 
 
+def test_gc_state_is_restored():
+    import gc
+
+    pm = PatternMatcher([(UPat(core.SUB, name="x"), lambda x: alu(core.SUB, x.src[1], x.src[0]), "swap")])
+    assert gc.isenabled()
+    with pytest.raises(RewriteError):
+        graph_rewrite(alu(core.SUB, a, b), pm, max_iters=5)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert graph_rewrite(alu(core.ADD, c(1), c(2)), FOLD) is c(3) and not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_rewrite_into_own_user_raises():
     def wrap(x):
         return alu(core.NEG, x)

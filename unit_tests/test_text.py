@@ -330,6 +330,9 @@ def test_defaults_and_in_type_from_type():
     assert print_ir(u) == "%0 = testtext.pos2 4, x : i32\n"
     assert parse_ir("%0 = testtext.shaped : tensor<5x6xf32>\n").arg == (5, 6)
     assert parse_ir("%0 = testtext.leaf 0x1f : i32\n").arg == 31
+    assert parse_ir("%0 = testtext.leaf 1 {} : i32\n") is leaf(1)
+    assert parse_ir("%0 = testtext.leaf 1 {tag = 5} : i32\n") is leaf(1).replace(tag=5)
+    assert parse_ir("%0 = testtext.pos2 {a = 2, b = x} : i32\n").arg == (2, "x", 0.0, "")  # positional by name
 
 
 def test_locations_and_source_registered():

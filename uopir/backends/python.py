@@ -45,13 +45,24 @@ IRError.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from uopir.dialects.semantics import (
+    ALU_NAMES,
+    alu,
+    bf16_round,
+    bitcast_array,
+    cast_array,
+    const_array,
+    np_dtype,
+    reduce_array,
+    to_python,
+    values_equal,
+)
 from uopir.ir.diagnostics import IRError, diag_at
-from uopir.ir.dtype import DType, dtypes
+from uopir.ir.dtype import dtypes
 from uopir.ir.uop import UOp
 
 __all__ = ["evaluate", "run_kernel", "alu", "cast_array", "bitcast_array", "const_array", "bf16_round", "np_dtype",
@@ -60,263 +71,11 @@ __all__ = ["evaluate", "run_kernel", "alu", "cast_array", "bitcast_array", "cons
 Value = Any  # np.ndarray, a list of values (sink) or None (void)
 
 
-def np_dtype(d: DType) -> np.dtype:
-    """The numpy element type that carries `d` (bf16 rides in float32; index is int64)."""
-    name = d.scalar.np_name
-    if name is None:
-        raise IRError(f"the reference interpreter has no numpy type for {d}")
-    return np.dtype(name)
-
-
 def _err(u: UOp, msg: str) -> IRError:
     return IRError(diagnostics=[diag_at(u, msg)])
 
 
-# ---- bf16 and exact conversions -----------------------------------------------------------------------------------
-def _f64_to_f32_odd(x: np.ndarray) -> np.ndarray:
-    """Round f64 to f32 with round-to-odd, so that a later round-to-nearest to bf16 is not a double rounding."""
-    x = np.asarray(x).reshape(-1)
-    f = x.astype(np.float32)
-    back = f.astype(np.float64)
-    inexact = (back != x) & ~np.isnan(x)
-    f = np.where(inexact & (np.abs(back) > np.abs(x)), np.nextafter(f, np.float32(0)), f).astype(np.float32)
-    bits = f.view(np.uint32)
-    return np.where(inexact, bits | np.uint32(1), bits).astype(np.uint32).view(np.float32)
-
-
-def bf16_round(x: np.ndarray) -> np.ndarray:
-    """Round float32 (or float64, exactly) values to the nearest-even bf16 value, carried as float32."""
-    x = np.asarray(x)
-    shape = x.shape
-    if x.dtype == np.float64:
-        x = _f64_to_f32_odd(x)
-    x = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
-    b = x.view(np.uint32)
-    r = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    r = np.where(np.isnan(x), (b & np.uint32(0xFFFF0000)) | np.uint32(0x00400000), r).astype(np.uint32)
-    return r.view(np.float32).reshape(shape)
-
-
-def _int_to_f64_sticky(a: np.ndarray) -> np.ndarray:
-    """Ints as f64 that round correctly to any precision <= 51 bits: exact below 2**53, else with a sticky bit."""
-    a = np.asarray(a)
-    if a.dtype.itemsize < 8 or a.dtype == np.bool_:
-        return a.astype(np.float64)
-    neg = a < 0 if a.dtype.kind == "i" else np.zeros(a.shape, bool)
-    m = np.where(neg, (~a.view(np.uint64)) + np.uint64(1), a.view(np.uint64)).astype(np.uint64)
-    big = m >= np.uint64(1 << 53)
-    sticky = (m & np.uint64(0x7FF)) != 0
-    reduced = ((m >> np.uint64(11)) | sticky.astype(np.uint64)).astype(np.float64) * 2048.0
-    mag = np.where(big, reduced, m.astype(np.float64))
-    return np.where(neg, -mag, mag)
-
-
-def cast_array(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
-    """core.cast on a carrier array (see the module docstring for the rules)."""
-    s, d = src.scalar, dst.scalar
-    to = np_dtype(d)
-    x = np.asarray(x)
-    with np.errstate(all="ignore"):
-        if d.is_bool:
-            return np.asarray(x != 0)
-        if s.is_bool:
-            out = x.astype(to)
-        elif d.is_float:
-            if d is dtypes.bfloat16:
-                out = bf16_round(_int_to_f64_sticky(x) if not s.is_float else x.astype(np.float64))
-            else:
-                out = x.astype(to)
-        elif s.is_float:  # float -> int: truncate, saturate, NaN -> 0
-            t = np.trunc(x.astype(np.float64))
-            lo, hi = float(d.min), float(d.max) + 1.0  # hi is a power of two: exact
-            nan, over, under = np.isnan(t), t >= hi, t < lo
-            out = np.where(nan | over | under, 0.0, t).astype(to)
-            out = np.where(over, to.type(d.max), out)
-            out = np.where(under, to.type(d.min), out)
-            out = np.where(nan, to.type(0), out)
-        else:  # int -> int wraps
-            out = x.astype(to)
-    return np.asarray(out, dtype=to)
-
-
-def const_array(dtype: DType, value: Any, shape: tuple[int, ...] | None = None) -> np.ndarray:
-    """The carrier array of a const (a vector const gets a trailing lane axis)."""
-    to = np_dtype(dtype)
-    if dtype.count > 1:
-        lanes = value if type(value) is tuple else (value,) * dtype.count
-        return np.asarray([const_array(dtype.scalar, v) for v in lanes], dtype=to)
-    if dtype is dtypes.bfloat16:
-        arr = bf16_round(np.full(shape or (), value, dtype=np.float64))
-    else:
-        with np.errstate(all="ignore"):
-            arr = np.full(shape or (), value, dtype=to)
-    return arr
-
-
-def to_python(x: np.ndarray, dtype: DType) -> Any:
-    """A scalar carrier value as the canonical Python const value (float / int / bool, a tuple for vectors)."""
-    x = np.asarray(x)
-    if dtype.count > 1:
-        return tuple(to_python(x[..., i], dtype.scalar) for i in range(dtype.count))
-    v = x.reshape(-1)[0] if x.size else x.item()
-    if dtype.is_float:
-        return float(v)
-    if dtype.is_bool:
-        return bool(v)
-    return int(v)
-
-
-def values_equal(a: Any, b: Any) -> bool:
-    """Bit-exact equality of evaluated values (shape, dtype, bits; any NaN equals any NaN)."""
-    if isinstance(a, list) or isinstance(b, list):
-        return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and \
-            all(values_equal(x, y) for x, y in zip(a, b, strict=True))
-    if a is None or b is None:
-        return a is b
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.kind == "f":
-        na, nb = np.isnan(a), np.isnan(b)
-        if not np.array_equal(na, nb):
-            return False
-        u = np.dtype(f"u{a.dtype.itemsize}")
-        return bool(np.array_equal(np.ascontiguousarray(a).view(u)[~na], np.ascontiguousarray(b).view(u)[~nb]))
-    return bool(np.array_equal(a, b))
-
-
-# ---- the ALU -------------------------------------------------------------------------------------------------------
-def _fix_zero_sign(r: np.ndarray, a: np.ndarray, b: np.ndarray, want_positive: bool) -> np.ndarray:
-    """max/min of +0.0 and -0.0: +0.0 for max, -0.0 for min, whatever the operand order."""
-    both = (a == 0) & (b == 0)
-    if not np.any(both):
-        return r
-    sa, sb = np.signbit(a), np.signbit(b)
-    pick_neg = (sa & sb) if want_positive else (sa | sb)
-    zero = np.where(pick_neg, -np.zeros((), r.dtype), np.zeros((), r.dtype))
-    return np.where(both, zero, r)
-
-
-def _max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    r = np.maximum(a, b)
-    return _fix_zero_sign(r, a, b, True) if r.dtype.kind == "f" else r
-
-
-def _int_divmod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """C division and remainder in the operand dtype: truncating, x/0 = x%0 = 0, MIN/-1 wraps."""
-    a, b = np.broadcast_arrays(a, b)
-    zero = np.zeros((), a.dtype)
-    if a.dtype.kind == "u" or a.dtype == np.bool_:
-        b0 = np.where(b == 0, np.ones((), a.dtype), b)
-        q, r = a // b0, a % b0
-        return np.where(b == 0, zero, q), np.where(b == 0, zero, r)
-    minus1 = b == -1
-    special = (b == 0) | minus1
-    b0 = np.where(special, np.ones((), a.dtype), b)
-    q = a // b0
-    r = a - q * b0
-    adj = (r != 0) & ((a < 0) != (b0 < 0))
-    q = np.where(adj, q + 1, q)
-    r = np.where(adj, r - b0, r)
-    q = np.where(minus1, np.negative(a), np.where(b == 0, zero, q))
-    r = np.where(special, zero, r)
-    return q, r
-
-
-def _shift(a: np.ndarray, b: np.ndarray, left: bool) -> np.ndarray:
-    bits = a.dtype.itemsize * 8
-    u = np.dtype(f"u{a.dtype.itemsize}")
-    amt = (np.asarray(b).astype(u) & u.type(bits - 1))
-    if left:
-        return (np.asarray(a).astype(u) << amt).astype(a.dtype)
-    return np.right_shift(a, amt.astype(a.dtype))
-
-
-_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "core.add": np.add, "core.sub": np.subtract, "core.mul": np.multiply, "core.fdiv": np.divide,
-    "core.max": _max, "core.and": np.bitwise_and, "core.or": np.bitwise_or, "core.xor": np.bitwise_xor,
-    "core.cmplt": np.less, "core.cmpne": np.not_equal, "core.cmpeq": np.equal,
-    "core.idiv": lambda a, b: _int_divmod(a, b)[0], "core.mod": lambda a, b: _int_divmod(a, b)[1],
-    "core.shl": lambda a, b: _shift(a, b, True), "core.shr": lambda a, b: _shift(a, b, False),
-}
-_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "core.recip": np.reciprocal, "core.exp2": np.exp2, "core.log2": np.log2, "core.sin": np.sin,
-    "core.sqrt": np.sqrt, "core.trunc": np.trunc,
-}
-ALU_NAMES = frozenset(_BINARY) | frozenset(_UNARY) | {"core.neg", "core.where", "core.mulacc"}
-
-
-def _round(x: np.ndarray, d: DType) -> np.ndarray:
-    """Bring a result to its dtype's carrier (and to bf16 precision)."""
-    x = np.asarray(x, dtype=np_dtype(d))
-    return bf16_round(x) if d.scalar is dtypes.bfloat16 else x
-
-
-def alu(name: str, dtype: DType, srcs: list[np.ndarray], src_dtypes: list[DType] | None = None) -> np.ndarray:
-    """One elementwise core op on carrier arrays; `dtype` is the result dtype. Used by constant folding too."""
-    with np.errstate(all="ignore"):
-        if name in _BINARY:
-            a, b = srcs
-            r = _BINARY[name](a, b)
-            return np.asarray(r, dtype=np.bool_) if dtype.scalar.is_bool else _round(r, dtype)
-        if name in _UNARY:
-            return _round(_UNARY[name](srcs[0]), dtype)
-        if name == "core.neg":
-            x = srcs[0]
-            return np.asarray(np.logical_not(x)) if x.dtype == np.bool_ else _round(np.negative(x), dtype)
-        if name == "core.where":
-            c, a, b = srcs
-            if dtype.count > 1 and (src_dtypes is None or src_dtypes[0].count == 1) and c.ndim < a.ndim:
-                c = c[..., None]
-            return _round(np.where(c, a, b), dtype)
-        if name == "core.mulacc":
-            a, b, c = srcs
-            return _round(np.add(_round(np.multiply(a, b), dtype), c), dtype)
-    raise KeyError(name)
-
-
 # ---- tensor ops ----------------------------------------------------------------------------------------------------
-def _reduce(x: np.ndarray, op: str, axes: tuple[int, ...], d: DType) -> np.ndarray:
-    """tensor.reduce with keepdims: sequential accumulation from the identity, in the dtype."""
-    out_shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
-    if not axes:
-        return x
-    keep = [i for i in range(x.ndim) if i not in axes]
-    n = 1
-    for a in axes:
-        n *= x.shape[a]
-    flat = np.transpose(x, keep + list(axes)).reshape(tuple(x.shape[i] for i in keep) + (n,))
-    to = np_dtype(d)
-    with np.errstate(all="ignore"):
-        if op in ("max", "min"):
-            ident = to.type(d.min if op == "max" else d.max) if not d.is_bool else np.bool_(op == "min")
-            fn = np.maximum if op == "max" else np.minimum
-            r = fn.reduce(flat, axis=-1, initial=ident) if flat.shape[-1] else np.full(flat.shape[:-1], ident, to)
-            if to.kind == "f" and r.size:
-                # signed zeros: max picks +0.0 if any +0.0 is present, min picks -0.0 if any -0.0 is present
-                zmask = flat == 0
-                if op == "max":
-                    has = np.any(zmask & ~np.signbit(flat), axis=-1)
-                    r = np.where((r == 0) & has, np.zeros((), to), r)
-                else:
-                    has = np.any(zmask & np.signbit(flat), axis=-1)
-                    r = np.where((r == 0) & has, -np.zeros((), to), r)
-            return np.asarray(r, dtype=to).reshape(out_shape)
-        ufunc = np.add if op == "add" else np.multiply
-        ident_v = 0 if op == "add" else 1
-        if to.kind != "f":
-            r = ufunc.reduce(flat, axis=-1, dtype=to)
-            return np.asarray(r, dtype=to).reshape(out_shape)
-        if d.scalar is dtypes.bfloat16:
-            acc = np.full(flat.shape[:-1], ident_v, np.float32)
-            for i in range(flat.shape[-1]):
-                acc = bf16_round(ufunc(acc, flat[..., i]))
-            return acc.reshape(out_shape)
-        init = np.full(flat.shape[:-1] + (1,), ident_v, to)
-        r = ufunc.accumulate(np.concatenate([init, flat], axis=-1), axis=-1, dtype=to)[..., -1]
-        return np.asarray(r, dtype=to).reshape(out_shape)
-
-
 def _assign_view(u: UOp, target: UOp, buffers: dict[int, np.ndarray]) -> np.ndarray:
     """A writable numpy view of the buffer region that `target` denotes."""
     chain: list[UOp] = []
@@ -412,7 +171,7 @@ def _eval_node(u: UOp, s: list[Value], ctx: _Ctx) -> Value:
     if name == "tensor.flip":
         return np.flip(s[0], axis=u.arg) if u.arg else s[0]
     if name == "tensor.reduce":
-        return _reduce(s[0], u.arg[0], tuple(u.arg[1]), u.dtype)
+        return reduce_array(s[0], u.arg[0], tuple(u.arg[1]), u.dtype)
     if name in ("tensor.copy", "tensor.contiguous", "tensor.detach"):
         return s[0]
     if name == "tensor.assign":
@@ -436,20 +195,6 @@ def _eval_node(u: UOp, s: list[Value], ctx: _Ctx) -> Value:
         raise _err(u, f"{name} outside a tensor.call: the reference interpreter runs kernel-level ops only as the "
                       f"body of a kernel (run_kernel); device-level ops are not interpreted yet")
     raise _err(u, f"the reference interpreter does not know {name}")
-
-
-def bitcast_array(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
-    x = np.asarray(x)
-    shape = x.shape[:-1] if src.count > 1 else x.shape
-    x = np.ascontiguousarray(x).reshape(-1)
-    if src.scalar is dtypes.bfloat16:
-        x = (x.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
-    if dst.scalar is dtypes.bfloat16:
-        raw = np.ascontiguousarray(x).view(np.uint16).astype(np.uint32) << np.uint32(16)
-        out = raw.view(np.float32)
-    else:
-        out = np.ascontiguousarray(x).view(np_dtype(dst))
-    return out.reshape(shape + ((dst.count,) if dst.count > 1 else ()))
 
 
 def evaluate(root: UOp, buffers: dict[int, np.ndarray],
@@ -580,7 +325,7 @@ def run_kernel(kdef: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] | 
                 shape = list(x.shape)
                 for rr in u.src[1:]:
                     shape[axis[rr]] = vals[rr].shape[axis[rr]]
-                r = _reduce(np.broadcast_to(x, shape), u.arg, axes, u.dtype)
+                r = reduce_array(np.broadcast_to(x, shape), u.arg, axes, u.dtype)
             elif name in ("kernel.end", "kernel.def", "core.group", "core.sink"):
                 r = None
             elif name == "core.const":

@@ -29,7 +29,8 @@ _KEYWORDS: dict[str, Any] = {"true": True, "false": False, "none": None, "inf": 
 _SPLIT_MARK = "// -----"
 # one canonical pretty line: [%name = ] op [%a, %b] [number|true|false] [: type]
 _FAST = re.compile(r"[ \t]*(?:(%[\w.$-]+) = )?([A-Za-z_][\w.$]*)((?: %[\w.$-]+,)* %[\w.$-]+)?"
-                   r"(?: (-?[0-9][\w.+-]*|true|false))?(?: : ([\w<>]+))?", re.ASCII).fullmatch
+                   r"(?: (-?[0-9][\w.+-]*|true|false))?(?: \{([^{}]*)\})?(?: : ([\w<>]+))?", re.ASCII).fullmatch
+_DICTS: dict[str, tuple[tuple[str, Any], ...]] = {}  # attribute dict text -> parsed items (they repeat a lot)
 # one canonical generic line: [%name = ] "op"(%a, %b) [{key = number|true|false}] : (T, T) -> T
 _FAST_GENERIC = re.compile(r"[ \t]*(?:(%[\w.$-]+) = )?\"([A-Za-z_][\w.$]*)\"\(((?:%[\w.$-]+, )*%[\w.$-]+)?\)"
                            r"(?: \{([A-Za-z_]\w*) = (-?[0-9][\w.+-]*|true|false)\})?"
@@ -270,8 +271,9 @@ class _Parser:
         if generic:
             name, opname, ops, key, val, optys, ty = m.groups()
             names = ops.split(", ") if ops is not None else None
+            dct = None
         else:
-            name, opname, ops, val, ty = m.groups()
+            name, opname, ops, val, dct, ty = m.groups()
             names = ops[1:].split(", ") if ops is not None else None
         info = _INFO.get(opname) or _info(opname)
         if info is None or (name is not None and name in env):
@@ -313,6 +315,19 @@ class _Parser:
                 except ValueError:
                     return False
             values = {key: v}
+        if dct is not None:
+            items = _DICTS.get(dct)
+            if items is None:
+                items = self.fast_dict(dct)
+                if items is None:
+                    return False
+            if values is None:
+                values = dict(items)
+            else:
+                for k, v in items:
+                    if k in values:
+                        return False
+                    values[k] = v
         if generic:  # the stated operand types must be the operands' types
             tys = optys.split(", ") if optys is not None else ()
             if len(tys) != len(src):
@@ -343,6 +358,29 @@ class _Parser:
             env[name] = u
         defs.append((name, li, u))
         return True
+
+    def fast_dict(self, text: str) -> tuple[tuple[str, Any], ...] | None:
+        """The items of an attribute dict's text, cached; None (the slow path will report it) for anything odd."""
+        t = tokenize_line(text)
+        n = len(t)
+        items: dict[str, Any] = {}
+        i = 0
+        try:
+            while i < n:
+                key = t[i]
+                if key[0] not in WORD_START or key == "tag" or key in items or i + 1 >= n or t[i + 1] != "=":
+                    return None
+                items[key], i = self.literal(t, i + 2, -1, 0)
+                if i < n:
+                    if t[i] != "," or i + 1 == n:
+                        return None
+                    i += 1
+        except IRError:
+            return None
+        if len(_DICTS) > 10000:
+            _DICTS.clear()
+        r = _DICTS[text] = tuple(items.items())
+        return r
 
     # --- one op ----------------------------------------------------------------------------------------------------
     def op(self, t: list[str], li: int, env: dict[str, UOp], defs: list, used: set[str], depth: int) -> int:

@@ -142,7 +142,10 @@ class UPat:
         if self.op is None:
             return None
         if self._opset is None:
-            self._opset = frozenset(get_op(o) if isinstance(o, str) else o for o in self.op)
+            try:
+                self._opset = frozenset(get_op(o) if isinstance(o, str) else o for o in self.op)
+            except KeyError as e:
+                raise KeyError(f"UPat op {e.args[0]!r} is not registered (are the dialects loaded?)") from None
         return self._opset
 
     def top_ops(self) -> frozenset[OpDef] | None:

@@ -1,11 +1,10 @@
 """`canonicalize` and `dce`: the dialect-agnostic clean-up passes every pipeline uses between lowerings.
 
-canonicalize folds core ALU ops on constants with the exact semantics of the dtype (integers wrap, idiv/mod
-truncate like C, floats round in their own width through numpy scalars) and removes identities that hold for every
-value: `x+0`, `x*1`, `x*0` (integers only: for floats NaN and inf make them unsound), `--x`, `where` on a constant
-condition, `cast` of a constant or to the same type. It never folds what a target may define differently:
-division or remainder by zero, shifts by a negative amount or by the width or more, float-to-int casts out of range,
-`max` with a NaN, float `mulacc` (fused or not), and anything of type bf16.
+canonicalize folds core ALU ops and casts on constants with the semantics every backend implements — those of the
+reference interpreter (uopir.dialects.semantics: integers wrap, idiv/mod truncate like C with x/0 == 0, shifts take
+the amount modulo the width, float-to-int casts saturate, floats round in their own width, bf16 included) — and
+removes identities that hold for every value: `x+0`, `x*1`, `x*0` (integers only: for floats NaN and inf make them
+unsound), `--x`, `where` on a constant condition, `cast` of a constant or to the same type.
 
 dce: in a hash-consed graph every node is reachable from the root, so "dead" means *computed but unobservable*:
 a pure value (no side-effecting op anywhere below it) that is an operand of an op that only collects effects —
@@ -16,150 +15,29 @@ empty group disappears. Both passes also run inside every nested region (kernel 
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from uopir.dialects import core
 from uopir.dialects.core import const, const_value
+from uopir.dialects.semantics import alu, cast_array, const_array, to_python
+from uopir.ir.diagnostics import IRError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import Trait
 from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite, is_int
-from uopir.ir.uop import UOp, normalize_const
+from uopir.ir.uop import UOp
 from uopir.passes.manager import PassContext, map_regions, register_pass, register_pipeline
 
-# ---- exact scalar semantics ------------------------------------------------------------------------------------------
-_NP_FLOAT = {16: np.float16, 32: np.float32, 64: np.float64}
 
-
+# ---- exact scalar semantics: the interpreter's own (uopir.dialects.semantics), so folding never changes a result ---
 class _NoFold(Exception):
-    """This value is not folded (undefined or target-defined behaviour)."""
+    """This value is not folded."""
 
 
-def _fl(d: DType, v: Any) -> Any:
-    """v rounded to the float dtype d, as a numpy scalar of that width."""
-    if d.scalar is dtypes.bfloat16:
-        raise _NoFold
-    with np.errstate(all="ignore"):  # a literal too large for the width becomes inf, as in C
-        return _NP_FLOAT[d.scalar.bits](v)
-
-
-def _idiv(a: int, b: int) -> int:
-    if b == 0:
-        raise _NoFold
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-def _mod(a: int, b: int) -> int:
-    return a - b * _idiv(a, b)
-
-
-def _shift_amount(d: DType, b: int) -> int:
-    if b < 0 or b >= d.scalar.bits:
-        raise _NoFold
-    return b
-
-
-def _fold_lane(op: str, d: DType, vals: tuple[Any, ...]) -> Any:
-    """One lane of `op` on operands of dtype `d` (the operands' dtype; comparisons return bool)."""
-    s = d.scalar
-    if s.is_float:
-        x = [_fl(s, v) if type(v) is not bool else v for v in vals]
-        with np.errstate(all="ignore"):
-            if op == "core.add":
-                return float(x[0] + x[1])
-            if op == "core.sub":
-                return float(x[0] - x[1])
-            if op == "core.mul":
-                return float(x[0] * x[1])
-            if op == "core.fdiv":
-                if x[1] == 0:
-                    raise _NoFold
-                return float(x[0] / x[1])
-            if op == "core.recip":
-                if x[0] == 0:
-                    raise _NoFold
-                return float(_fl(s, 1.0) / x[0])
-            if op == "core.neg":
-                return float(-x[0])
-            if op == "core.max":
-                if math.isnan(x[0]) or math.isnan(x[1]):
-                    raise _NoFold
-                return float(max(x[0], x[1]))
-            unary: dict[str, Callable] = {"core.exp2": np.exp2, "core.log2": np.log2, "core.sin": np.sin,
-                                          "core.sqrt": np.sqrt, "core.trunc": np.trunc}
-            if op in unary:
-                return float(unary[op](x[0]))
-            if op == "core.cmplt":
-                return bool(x[0] < x[1])
-            if op == "core.cmpne":
-                return bool(x[0] != x[1])
-            if op == "core.cmpeq":
-                return bool(x[0] == x[1])
-        raise _NoFold
-    a = [int(v) for v in vals]  # bool and ints as Python ints: exact, then wrapped by normalize_const
-    if op == "core.add":
-        r: Any = a[0] + a[1] if not s.is_bool else (a[0] | a[1])
-    elif op == "core.sub":
-        r = a[0] - a[1]
-    elif op == "core.mul":
-        r = a[0] * a[1] if not s.is_bool else (a[0] & a[1])
-    elif op == "core.neg":
-        r = -a[0]
-    elif op == "core.max":
-        r = max(a[0], a[1])
-    elif op == "core.idiv":
-        r = _idiv(a[0], a[1])
-    elif op == "core.mod":
-        r = _mod(a[0], a[1])
-    elif op == "core.and":
-        r = a[0] & a[1]
-    elif op == "core.or":
-        r = a[0] | a[1]
-    elif op == "core.xor":
-        r = a[0] ^ a[1]
-    elif op == "core.shl":
-        r = a[0] << _shift_amount(s, a[1])
-    elif op == "core.shr":
-        r = a[0] >> _shift_amount(s, a[1])
-    elif op == "core.mulacc":
-        r = a[0] * a[1] + a[2]
-    elif op == "core.cmplt":
-        return a[0] < a[1]
-    elif op == "core.cmpne":
-        return a[0] != a[1]
-    elif op == "core.cmpeq":
-        return a[0] == a[1]
-    else:
-        raise _NoFold
-    return normalize_const(s, r)
-
-
-def _cast_lane(src: DType, dst: DType, v: Any) -> Any:
-    s, t = src.scalar, dst.scalar
-    if s is dtypes.bfloat16 or t is dtypes.bfloat16:
-        raise _NoFold
-    if s.is_float:
-        v = _fl(s, v)
-    if t.is_bool:
-        return bool(v != 0)
-    if t.is_float:
-        with np.errstate(all="ignore"):
-            return float(_fl(t, float(v) if s.is_float else int(v)))
-    if t.is_int:
-        if s.is_float:
-            if not math.isfinite(v):
-                raise _NoFold
-            iv = int(math.trunc(float(v)))
-            if not t.min <= iv <= t.max:
-                raise _NoFold
-            return iv
-        return normalize_const(t, int(v))
-    raise _NoFold
+def _fold_lanes(op: str, out: DType, srcs: list[UOp]) -> Any:
+    arrays = [const_array(s.dtype, const_value(s)) for s in srcs]
+    return to_python(alu(op, out, arrays, [s.dtype for s in srcs]), out)
 
 
 def _lanes(c: UOp) -> tuple[Any, ...]:
@@ -174,10 +52,6 @@ def _shape_ok(u: UOp) -> tuple[int, ...] | None:
         raise _NoFold from e
 
 
-def _make_const(u: UOp, lanes: list[Any]) -> UOp:
-    value: Any = lanes[0] if u.dtype.count == 1 else tuple(lanes)
-    return const(u.dtype, value, _shape_ok(u))
-
 
 # ---- patterns -------------------------------------------------------------------------------------------------------
 _FOLDABLE = tuple(o for o in core.ALU_OPS if o is not core.WHERE)
@@ -188,15 +62,12 @@ def fold_alu(u: UOp) -> UOp | None:
     d = u.src[0].dtype
     if any(s.dtype is not d for s in u.src) or d.count != u.dtype.count:
         return None
-    if d.is_float and u.op is core.MULACC:
-        return None
     if u.op not in (core.CMPLT, core.CMPNE, core.CMPEQ) and u.dtype is not d:
         return None  # malformed: leave it for the verifier
     try:
-        per = [_lanes(s) for s in u.src]
-        lanes = [_fold_lane(u.op.name, d, tuple(p[i] for p in per)) for i in range(max(1, d.count))]
-        return _make_const(u, lanes)
-    except (_NoFold, ValueError, TypeError, OverflowError):
+        value = _fold_lanes(u.op.name, u.dtype, list(u.src))
+        return const(u.dtype, value, _shape_ok(u))
+    except (_NoFold, ValueError, TypeError, OverflowError, KeyError, IRError):
         return None
 
 
@@ -204,8 +75,9 @@ def fold_cast(u: UOp, c: UOp) -> UOp | None:
     if c.dtype.count != u.dtype.count or u.dtype.is_ptr or c.dtype.is_ptr or u.dtype is dtypes.void:
         return None
     try:
-        return _make_const(u, [_cast_lane(c.dtype, u.dtype, v) for v in _lanes(c)])
-    except (_NoFold, ValueError, TypeError, OverflowError):
+        value = to_python(cast_array(const_array(c.dtype, const_value(c)), c.dtype, u.dtype), u.dtype)
+        return const(u.dtype, value, _shape_ok(u))
+    except (_NoFold, ValueError, TypeError, OverflowError, IRError):
         return None
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from uopir.backends.python import alu, bitcast_array, cast_array, const_array, to_python
 from uopir.dialects.core import ALU_OPS, const, const_value
+from uopir.dialects.semantics import alu, bitcast_array, cast_array, const_array, to_python
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import Trait
 from uopir.ir.pattern import PatternMatcher, RewriteStats, UPat, graph_rewrite
