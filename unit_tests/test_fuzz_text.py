@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from graphgen import random_graph
 
 import uopir  # noqa: F401 - registers the dialects
-from graphgen import random_graph
 from uopir.ir.diagnostics import IRError
 from uopir.ir.lexer import TOKEN_RE
 from uopir.ir.parser import parse_ir, split_input
@@ -325,3 +325,30 @@ def test_cli_on_mutated_text(tmp_path: Path) -> None:
             assert "error" in err.getvalue(), (flags, text_out[-2000:])
         seen_codes.add(code)
     assert seen_codes == {0, 1}
+
+
+# ---- known parser gaps (minimal reproducers; see the report to the lead) --------------------------------------------
+def test_trailing_split_marker_errors_stay_inside_the_file() -> None:
+    """A file ending in `// -----` (no newline): the empty last chunk's error must point into the file."""
+    text = "%0 = core.const 1.0 : f32\n// -----"
+    for first, chunk in split_input(text):
+        try:
+            parse_ir(chunk, "t.uop", first)
+        except IRError as e:
+            assert e.loc is not None and e.loc.line <= 2, e.format()
+
+
+def test_bad_const_value_names_the_value_attribute() -> None:
+    """`core.const "one" : f32` is a bad value, not a missing tensor type (the shape attribute is optional)."""
+    with pytest.raises(IRError) as ei:
+        parse_ir('%0 = core.const "one" : f32\n', "t.uop")
+    assert "attribute 'value'" in ei.value.message, ei.value.format()
+    assert ei.value.loc.col == 17, ei.value.format()
+
+
+def test_junk_after_the_type_expects_only_end_of_line() -> None:
+    """After `: type` only the end of the line can follow; offering ',' there is misleading."""
+    with pytest.raises(IRError) as ei:
+        parse_ir("%0 = core.const 1.0 : f32\n%1 = core.neg %0 : f32 ; trailing\ncore.sink %1\n", "t.uop")
+    assert ei.value.message == "expected end of line, got ';'", ei.value.format()
+    assert (ei.value.loc.line, ei.value.loc.col) == (2, 24)
