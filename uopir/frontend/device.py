@@ -32,10 +32,23 @@ BUFFERS: dict[int, np.ndarray] = {}
 _next_id = itertools.count()
 
 
+# What realize runs before the device executes the graph. The tensor-level cleanup is exact (checked against the
+# interpreter), so it changes how much work runs, never a value.
+REALIZE_PIPELINE = "tensor-canonicalize"
+
+
+def lower(root: UOp) -> UOp:
+    """The graph a device runs: `root` through REALIZE_PIPELINE (the pass manager, verification off: the frontend
+    builds valid IR and the pass is checked by its tests; set UOPIR_VERIFY=1 to verify after every pass)."""
+    from uopir.passes.manager import PassManager
+
+    return PassManager.parse(REALIZE_PIPELINE).run(root, verify=os.environ.get("UOPIR_VERIFY") == "1")
+
+
 def _python_runner(root: UOp, buffers: dict[int, np.ndarray]) -> np.ndarray | list[np.ndarray]:
     from uopir.backends.python import evaluate  # loaded on first realize: the frontend builds IR without it
 
-    return evaluate(root, buffers)
+    return evaluate(lower(root), buffers)
 
 
 def register_runner(device: str, runner: Runner) -> None:
