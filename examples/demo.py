@@ -15,10 +15,9 @@ import time
 import numpy as np
 
 try:
-    import uopir
+    import uopir  # noqa: F401 - checks that the package is importable
 except ModuleNotFoundError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    import uopir
 
 from uopir import PassManager, Tensor, parse_ir, print_ir, verify
 from uopir.backends.python import evaluate

@@ -12,6 +12,7 @@ from typing import Any
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import OpDef, get_op
 
+
 class _FloatKey(tuple):
     """Key of a float arg: bit-exact, so 0.0 and -0.0 stay apart and nan hash-conses."""
 
