@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
+from pathlib import Path
 
 import pytest
 from graphgen import BUILDERS, FLOAT_EDGES, INT_EDGES, NASTY_STRINGS, RandSource, build_graph, graphs, real_op_names
@@ -72,6 +73,19 @@ def test_random_graphs_round_trip_deterministic() -> None:
         g, _ = build_graph(RandSource(seed), 10 + seed % 40)
         verify(g)
         assert_roundtrip(g)
+
+
+def test_pretty_and_generic_lines_mix_freely() -> None:
+    """Both forms number values alike and have the same lines, so any line-wise mix of the two is the same graph."""
+    import random
+
+    rng = random.Random(7)
+    for seed in range(200):
+        g, _ = build_graph(RandSource(5_000 + seed), 20)
+        pretty, generic = print_ir(g).split("\n"), print_ir(g, generic=True).split("\n")
+        assert len(pretty) == len(generic)
+        mixed = "\n".join(p if rng.random() < 0.5 else q for p, q in zip(pretty, generic, strict=True))
+        assert parse_ir(mixed) is g, mixed
 
 
 # ---- coverage -------------------------------------------------------------------------------------------------------
@@ -254,3 +268,16 @@ def test_scalar_dtype_tag_round_trips() -> None:
     """A scalar DType tag prints as a bare word (`tag = i32`) and reads back as the DType, not the string "i32"."""
     c = UOp.const(f32, 1.0).replace(tag=i32)
     assert parse_ir(print_ir(c)) is c
+
+
+def test_every_op_has_a_lit_example() -> None:
+    """lit_tests/dialects/<dialect>/ops.uop shows every op of its dialect; invalid.uop exists next to it."""
+    root = Path(__file__).resolve().parents[1] / "lit_tests" / "dialects"
+    for dialect in sorted({REGISTRY[n].dialect for n in real_op_names()}):
+        ops = root / dialect / "ops.uop"
+        assert ops.is_file(), f"missing {ops}"
+        assert (root / dialect / "invalid.uop").is_file(), f"missing {root / dialect / 'invalid.uop'}"
+        text = ops.read_text(encoding="utf-8")
+        missing = [n for n in real_op_names() if REGISTRY[n].dialect == dialect
+                   and not any(f"{n} " in ln or ln.endswith(n) for ln in text.split("\n") if not ln.startswith("//"))]
+        assert not missing, f"{ops} does not use: {', '.join(missing)}"
