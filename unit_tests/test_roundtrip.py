@@ -76,7 +76,7 @@ def test_random_graphs_round_trip_deterministic() -> None:
 
 
 def test_pretty_and_generic_lines_mix_freely() -> None:
-    """Both forms number values alike and have the same lines, so any line-wise mix of the two is the same graph."""
+    """Both forms number values alike and have the same lines, so any op-wise mix of the two is the same graph."""
     import random
 
     rng = random.Random(7)
@@ -84,7 +84,14 @@ def test_pretty_and_generic_lines_mix_freely() -> None:
         g, _ = build_graph(RandSource(5_000 + seed), 20)
         pretty, generic = print_ir(g).split("\n"), print_ir(g, generic=True).split("\n")
         assert len(pretty) == len(generic)
-        mixed = "\n".join(p if rng.random() < 0.5 else q for p, q in zip(pretty, generic, strict=True))
+        out, opened = [], []  # an op with regions keeps one form from its `({` line to its last `})` line
+        for p, q in zip(pretty, generic, strict=True):
+            closes, opens = p.lstrip().startswith("})"), p.endswith("({")
+            use_pretty = opened.pop() if closes else rng.random() < 0.5
+            if opens:
+                opened.append(use_pretty)
+            out.append(p if use_pretty else q)
+        mixed = "\n".join(out)
         assert parse_ir(mixed) is g, mixed
 
 
