@@ -172,9 +172,13 @@ def test_const_forms():
     assert print_ir(v) == "%0 = core.const [1.0, -0.0, inf, nan] : vector<4xf32>\n"
     roundtrip(v)
     roundtrip(t)
-    # normalize_arg: an int literal for a float const is 1.0, a float for an int const is wrapped to the dtype
+    # normalize_arg: an int literal for a float const is 1.0; an int literal must fit its type (no silent wrap)
     assert parse_ir("%0 = core.const 1 : f32\n") is UOp.const(F32, 1.0)
-    assert parse_ir("%0 = core.const 255 : i8\n") is UOp.const(dtypes.int8, -1)
+    assert parse_ir("%0 = core.const -128 : i8\n") is UOp.const(dtypes.int8, -128)
+    with pytest.raises(IRError, match=r"integer 255 does not fit i8 \(range \[-128, 127\]\)"):
+        parse_ir("%0 = core.const 255 : i8\n")
+    with pytest.raises(IRError, match="expected an integer for i32, got 1.5"):
+        parse_ir("%0 = core.const 1.5 : i32\n")
     assert parse_ir("%0 = core.const true : bool\n").arg is True
 
 

@@ -114,7 +114,7 @@ def test_malformed_args(op, arg, expect):
 
 def test_multi_attr_errors_all_reported():
     assert msgs(UOp(TWO, dtypes.void, (), (-1, "x"))) == [
-        "'testverify.two' op attribute 'a': integer -1 out of range [0, None]",
+        "'testverify.two' op attribute 'a': expected an integer >= 0, got -1",
         "'testverify.two' op attribute 'b': expected an integer, got \"x\""]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import DType, dtypes
-from uopir.ir.ops import INTS, SCALAR, SHAPE, Attr, AttrError, OpDef, OptionalAttr, Trait, def_op, register
+from uopir.ir.ops import INTS, SCALAR, SHAPE, Attr, AttrError, OpDef, OptionalAttr, Trait, def_op, fmt_literal, register
 from uopir.ir.uop import UOp, normalize_const
 
 _PE = Trait.PURE | Trait.ELEMENTWISE
@@ -164,7 +164,26 @@ def const(dtype: DType, value: Any, shape: tuple[int, ...] | None = None) -> UOp
     return UOp(CONST, dtype, (), v if shape is None else (v, tuple(shape)))
 
 
+def _check_literal(dtype: DType, v: Any) -> None:
+    """Text input is exact: a literal that does not fit its type is an error, never silently wrapped/truncated."""
+    if type(v) is tuple:
+        for x in v:
+            _check_literal(dtype.scalar, x)
+        return
+    if dtype.is_bool and type(v) is not bool:
+        raise AttrError(f"expected true or false for {dtype}, got {fmt_literal(v)}")
+    if dtype.is_int:
+        if type(v) is not int:
+            raise AttrError(f"expected an integer for {dtype}, got {fmt_literal(v)}")
+        if not dtype.min <= v <= dtype.max:
+            raise AttrError(f"integer {v} does not fit {dtype} (range [{dtype.min}, {dtype.max}])")
+
+
 def _normalize_const_arg(dtype: DType, arg: Any) -> Any:
+    try:
+        _check_literal(dtype, arg[0] if _shaped(arg) else arg)
+    except AttrError as e:
+        raise AttrError(f"attribute 'value': {e}") from None
     try:
         if _shaped(arg):
             if dtype.count != 1:

@@ -22,7 +22,7 @@ def _index_with_index_src(u: UOp) -> Iterator[str]:
     if u.dtype is not dtypes.index:
         yield f"result dtype must be index, got {u.dtype}"
     if u.src[0].dtype is not dtypes.index:
-        yield f"size operand must be index, got {u.src[0].dtype}"
+        yield f"operand must be index, got {u.src[0].dtype}"
 
 
 def _first_is(name: str):

@@ -68,7 +68,11 @@ class IntAttr(AttrType):
         if type(v) is not int:
             raise _fail("an integer", v)
         if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
-            raise AttrError(f"integer {v} out of range [{self.lo}, {self.hi}]")
+            if self.hi is None:
+                raise AttrError(f"expected an integer >= {self.lo}, got {v}")
+            if self.lo is None:
+                raise AttrError(f"expected an integer <= {self.hi}, got {v}")
+            raise AttrError(f"expected an integer in [{self.lo}, {self.hi}], got {v}")
         return v
 
     def fmt(self, v: int) -> str:

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from uopir.ir.diagnostics import IRError, Location, ShapeError, register_source, set_loc
 from uopir.ir.dtype import ADDRSPACES, SCALARS, DType, dtypes
 from uopir.ir.lexer import NUM_START, WORD_START, parse_number, token_col, tokenize_line, unescape
-from uopir.ir.ops import ANY, DIALECTS, REGISTRY, AttrError, Ident, OpDef, OptionalAttr, RegionAttr
+from uopir.ir.ops import ANY, DIALECTS, REGISTRY, REQUIRED, AttrError, Ident, OpDef, OptionalAttr, RegionAttr
 from uopir.ir.printer import fmt_type
 from uopir.ir.uop import UOp
 
@@ -557,6 +557,7 @@ class _Parser:
             ty_k = i
             dtype, shape = self.type(t, cl, i)
             i += 1
+            after_operand = False
         elif generic:
             self.err(cl, i, f"expected ':' and the function type '(operand types) -> result type', "
                             f"got {self.got(t, i)}")
@@ -609,7 +610,8 @@ class _Parser:
             try:
                 arg = od.make_arg(values or {})
             except AttrError as e:
-                if info.in_type is not None and shape is None and (values is None or info.in_type not in values):
+                if (info.in_type is not None and shape is None and (values is None or info.in_type not in values)
+                        and od.attrs[[a.name for a in od.attrs].index(info.in_type)].default is REQUIRED):
                     self.err(cl, ty_k if ty_k >= 0 else end_k,
                              f"'{od.name}' needs a tensor result type (its '{info.in_type}' attribute is the "
                              f"type's shape), got {dtype.name if ty_k >= 0 else 'no type'}")
@@ -620,7 +622,7 @@ class _Parser:
             try:
                 arg = od.normalize_arg(dtype, arg)
             except Exception as e:
-                self.err(li, self.attr_pos(str(e), keypos, op_k), f"invalid '{od.name}': {e}")
+                self.err(li, self.attr_pos(str(e), keypos, op_k), f"'{od.name}' op {e}")
         if tag is not None:
             try:
                 tag = ANY.convert(_tag_literal(tag))
@@ -635,7 +637,7 @@ class _Parser:
             try:
                 ush = u.shape
             except ShapeError as e:
-                self.err(li, 0, str(e))
+                self.err(li, 0, f"'{od.name}' op {e}")
             except Exception as e:
                 self.err(li, 0, f"cannot infer the shape of '{od.name}': {type(e).__name__}: {e}")
         if ush is not None and type(ush) is not tuple:
@@ -767,5 +769,7 @@ def split_input(text: str) -> list[tuple[int, str]]:
         if line.rstrip() == _SPLIT_MARK:
             out.append((start + 1, "\n".join(lines[start:j]) + "\n"))
             start = j + 1
-    out.append((start + 1, "\n".join(lines[start:])))
+    rest = "\n".join(lines[start:])
+    if rest.strip() or not out:  # a file that ends with the marker has no empty last case
+        out.append((start + 1, rest))
     return out

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from uopir.dialects import core
 from uopir.dialects.core import const, const_value
 from uopir.dialects.semantics import alu, cast_array, const_array, to_python
@@ -36,8 +38,9 @@ class _NoFold(Exception):
 
 
 def _fold_lanes(op: str, out: DType, srcs: list[UOp]) -> Any:
-    arrays = [const_array(s.dtype, const_value(s)) for s in srcs]
-    return to_python(alu(op, out, arrays, [s.dtype for s in srcs]), out)
+    with np.errstate(all="ignore"):  # overflow, inf and NaN are defined results here, not accidents
+        arrays = [const_array(s.dtype, const_value(s)) for s in srcs]
+        return to_python(alu(op, out, arrays, [s.dtype for s in srcs]), out)
 
 
 def _lanes(c: UOp) -> tuple[Any, ...]:
@@ -75,7 +78,8 @@ def fold_cast(u: UOp, c: UOp) -> UOp | None:
     if c.dtype.count != u.dtype.count or u.dtype.is_ptr or c.dtype.is_ptr or u.dtype is dtypes.void:
         return None
     try:
-        value = to_python(cast_array(const_array(c.dtype, const_value(c)), c.dtype, u.dtype), u.dtype)
+        with np.errstate(all="ignore"):
+            value = to_python(cast_array(const_array(c.dtype, const_value(c)), c.dtype, u.dtype), u.dtype)
         return const(u.dtype, value, _shape_ok(u))
     except (_NoFold, ValueError, TypeError, OverflowError, IRError):
         return None
