@@ -11,6 +11,7 @@ from typing import Any
 from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import INTS, SCALAR, SHAPE, Attr, AttrError, OpDef, OptionalAttr, Trait, def_op, fmt_literal, register
+from uopir.ir.rules import void_result
 from uopir.ir.uop import UOp, normalize_const
 
 _PE = Trait.PURE | Trait.ELEMENTWISE
@@ -298,12 +299,7 @@ GEP = def_op("core.gep", 1, (Attr("idx", INTS),), Trait.PURE, _verify_gep,
 
 
 # ---- roots -----------------------------------------------------------------------------------------------------------
-def _verify_void(u: UOp) -> Iterator[str]:
-    if u.dtype is not dtypes.void:
-        yield f"result must be void, got {u.dtype}"
-
-
-SINK = def_op("core.sink", (0, None), traits=Trait.TERMINATOR, verify=_verify_void,
+SINK = def_op("core.sink", (0, None), traits=Trait.TERMINATOR, verify=void_result,
               summary="the void root of a graph: keeps its operands alive")
-GROUP = def_op("core.group", (0, None), verify=_verify_void,
+GROUP = def_op("core.group", (0, None), verify=void_result,
                summary="groups effects into one void value without being a root")

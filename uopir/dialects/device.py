@@ -7,34 +7,23 @@ from collections.abc import Iterator
 
 from uopir.ir.dtype import dtypes
 from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, TupleAttr, def_op
+from uopir.ir.rules import index_result_and_operand, void_result
 from uopir.ir.uop import UOp
 
 SPECIAL_KINDS = ("group_id", "local_id", "global_id")
 _LOOPS = frozenset(("device.loop", "kernel.range"))
 
 
-def _void(u: UOp) -> Iterator[str]:
-    if u.dtype is not dtypes.void:
-        yield f"result must be void, got {u.dtype}"
-
-
-def _index_with_index_src(u: UOp) -> Iterator[str]:
-    if u.dtype is not dtypes.index:
-        yield f"result dtype must be index, got {u.dtype}"
-    if u.src[0].dtype is not dtypes.index:
-        yield f"operand must be index, got {u.src[0].dtype}"
-
-
 def _first_is(name: str):
     def check(u: UOp) -> Iterator[str]:
-        yield from _void(u)
+        yield from void_result(u)
         if u.src[0].op.name != name:
             yield f"first operand must be a {name}, got {u.src[0].op.name}"
     return check
 
 
 def _verify_if(u: UOp) -> Iterator[str]:
-    yield from _void(u)
+    yield from void_result(u)
     if u.src[0].dtype is not dtypes.bool:
         yield f"condition must be bool, got {u.src[0].dtype}"
 
@@ -72,13 +61,13 @@ def _verify_wmma(u: UOp) -> Iterator[str]:
 
 
 SPECIAL = def_op("device.special", 1, (Attr("kind", EnumAttr(*SPECIAL_KINDS)), Attr("dim", IntAttr(0, 2))),
-                 Trait.PURE, _index_with_index_src, summary="a hardware thread/block id in [0, size) on one dim")
-BARRIER = def_op("device.barrier", (0, None), traits=Trait.SIDE_EFFECT, verify=_void,
+                 Trait.PURE, index_result_and_operand, summary="a hardware thread/block id in [0, size) on one dim")
+BARRIER = def_op("device.barrier", (0, None), traits=Trait.SIDE_EFFECT, verify=void_result,
                  summary="workgroup barrier after its operands (local memory writes)")
 IF = def_op("device.if", (1, None), verify=_verify_if, summary="open a block run only where cond holds")
 ENDIF = def_op("device.endif", (1, None), verify=_first_is("device.if"),
                summary="close the block of a device.if after its operands")
-LOOP = def_op("device.loop", 1, (Attr("id", INT),), verify=_index_with_index_src,
+LOOP = def_op("device.loop", 1, (Attr("id", INT),), verify=index_result_and_operand,
               summary="a loop counter over [0, end): a range lowered to a sequential loop")
 ENDLOOP = def_op("device.endloop", (1, None), verify=_first_is("device.loop"),
                  summary="close a device.loop after its operands")
@@ -88,5 +77,5 @@ ACCSTORE = def_op("device.accstore", 2, traits=Trait.SIDE_EFFECT, verify=_verify
                   summary="update an accumulator; a non-void result reads the updated value")
 WMMA = def_op("device.wmma", 3, (Attr("name", STR), Attr("dims", TupleAttr(IntAttr(lo=1), 3)), Attr("device", STR)),
               Trait.PURE, _verify_wmma, summary="tensor-core multiply-accumulate a*b+c on fragments (vectors)")
-PROGRAM = def_op("device.program", (0, None), (Attr("name", STR),), Trait.TERMINATOR, _void,
+PROGRAM = def_op("device.program", (0, None), (Attr("name", STR),), Trait.TERMINATOR, void_result,
                  summary="the linearized program: its operands in execution order")

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from uopir.ir.dtype import dtypes
 from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, def_op
+from uopir.ir.rules import index_result, symbolic_variable, void_result
 from uopir.ir.uop import UOp
 
 AXIS_KINDS = ("global", "local", "loop", "reduce", "upcast", "unroll", "group")
@@ -14,16 +15,6 @@ REDUCE_OPS = ("add", "mul", "max", "min")
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------------
-def _void(u: UOp) -> Iterator[str]:
-    if u.dtype is not dtypes.void:
-        yield f"result must be void, got {u.dtype}"
-
-
-def _index_result(u: UOp) -> Iterator[str]:
-    if u.dtype is not dtypes.index:
-        yield f"result dtype must be index, got {u.dtype}"
-
-
 def _ranges(u: UOp, first: int) -> Iterator[str]:
     for i, r in enumerate(u.src[first:], first):
         if r.op.name != "kernel.range":
@@ -48,7 +39,7 @@ def _fits_pointee(ptr_base, d) -> bool:
 
 # ---- verifiers -------------------------------------------------------------------------------------------------------
 def _verify_def(u: UOp) -> Iterator[str]:
-    yield from _void(u)
+    yield from void_result(u)
     for i, s in enumerate(u.src):
         if s.dtype is not dtypes.void:
             yield f"operand {i} must be an effect (void), got {s.dtype} from {s.op.name}"
@@ -61,21 +52,14 @@ def _verify_param(u: UOp) -> Iterator[str]:
         yield f"result must be a global pointer, got {d}"
 
 
-def _verify_var(u: UOp) -> Iterator[str]:
-    yield from _index_result(u)
-    _, lo, hi = u.arg
-    if lo > hi:
-        yield f"variable range is empty: min {lo} > max {hi}"
-
-
 def _verify_range(u: UOp) -> Iterator[str]:
-    yield from _index_result(u)
+    yield from index_result(u)
     if u.src[0].dtype is not dtypes.index:
         yield f"range end must be index, got {u.src[0].dtype}"
 
 
 def _verify_end(u: UOp) -> Iterator[str]:
-    yield from _void(u)
+    yield from void_result(u)
     yield from _ranges(u, 1)
 
 
@@ -106,7 +90,7 @@ def _verify_load(u: UOp) -> Iterator[str]:
 
 
 def _verify_store(u: UOp) -> Iterator[str]:
-    yield from _void(u)
+    yield from void_result(u)
     p = u.src[0].dtype
     if not p.is_ptr:
         yield f"first operand must be a pointer, got {p}"
@@ -134,7 +118,7 @@ DEF = def_op("kernel.def", (0, None), (Attr("name", STR),), Trait.TERMINATOR, _v
              summary="the root of a kernel body: its effects (stores, ends)")
 PARAM = def_op("kernel.param", 0, (Attr("idx", IntAttr(lo=0)),), Trait.PURE, _verify_param,
                summary="the idx-th buffer argument, a global pointer")
-VAR = def_op("kernel.var", 0, (Attr("name", STR), Attr("min", INT), Attr("max", INT)), Trait.PURE, _verify_var,
+VAR = def_op("kernel.var", 0, (Attr("name", STR), Attr("min", INT), Attr("max", INT)), Trait.PURE, symbolic_variable,
              summary="a symbolic integer argument in [min, max]")
 RANGE = def_op("kernel.range", 1, (Attr("axis", IntAttr(lo=0)), Attr("kind", EnumAttr(*AXIS_KINDS), "loop")),
                Trait.PURE, _verify_range, summary="an index running over [0, end) on an axis of the given kind")

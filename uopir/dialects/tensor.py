@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import INT, INTS, REGION, SHAPE, STR, Attr, EnumAttr, IntAttr, Trait, TupleAttr, def_op
+from uopir.ir.rules import index_result, symbolic_variable
 from uopir.ir.uop import UOp
 
 REDUCE_OPS = ("add", "mul", "max", "min")
@@ -162,20 +163,8 @@ def _verify_assign(u: UOp) -> Iterator[str]:
               f"{base.op.name}{via}"
 
 
-def _verify_index_result(u: UOp) -> Iterator[str]:
-    if u.dtype is not dtypes.index:
-        yield f"result dtype must be index, got {u.dtype}"
-
-
-def _verify_var(u: UOp) -> Iterator[str]:
-    yield from _verify_index_result(u)
-    _, lo, hi = u.arg
-    if lo > hi:
-        yield f"variable range is empty: min {lo} > max {hi}"
-
-
 def _verify_bind(u: UOp) -> Iterator[str]:
-    yield from _verify_index_result(u)
+    yield from index_result(u)
     var, val = u.src
     if var.op.name != "tensor.var":
         yield f"first operand must be a tensor.var, got {var.op.name}"
@@ -224,7 +213,7 @@ CONTIGUOUS = def_op("tensor.contiguous", 1, verify=_verify_like_src0, shape=_sam
                     summary="materialize the operand into its own buffer")
 DETACH = def_op("tensor.detach", 1, traits=Trait.PURE, verify=_verify_like_src0, shape=_same_shape,
                 summary="the same value, cut from the gradient graph")
-VAR = def_op("tensor.var", 0, (Attr("name", STR), Attr("min", INT), Attr("max", INT)), Trait.PURE, _verify_var,
+VAR = def_op("tensor.var", 0, (Attr("name", STR), Attr("min", INT), Attr("max", INT)), Trait.PURE, symbolic_variable,
              summary="a symbolic integer in [min, max]")
 BIND = def_op("tensor.bind", 2, traits=Trait.PURE, verify=_verify_bind,
               summary="a symbolic variable bound to a concrete value")
