@@ -1,10 +1,18 @@
-"""Shared pytest setup: tests marked `gpu` are skipped cleanly on machines without a usable GPU."""
+"""Shared pytest setup: tests marked `gpu` are skipped cleanly on machines without a usable GPU; property tests are
+derandomized under CI (a fixed example sequence, so a submission's result never depends on luck) and explore new
+random examples on a developer's machine."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 def _has_gpu() -> bool:

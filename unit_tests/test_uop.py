@@ -39,16 +39,16 @@ def test_float_args_are_keyed_bit_exactly() -> None:
 
 
 def test_unreferenced_uops_are_freed() -> None:
-    gc.collect()
-    before = len(uop_module._ucache)
     x = UOp.const(i32, 123456789)
     y = x * 7 + 1
-    ref = weakref.ref(y)
-    assert len(uop_module._ucache) == before + 5  # x, 7, x*7, 1, y
-    del x, y
+    nodes = list(y.toposort())
+    assert len(nodes) == 5  # x, 7, x*7, 1, y
+    assert all(uop_module._ucache[n._key]() is n for n in nodes)
+    refs = [weakref.ref(n) for n in nodes]
+    del x, y, nodes
     gc.collect()
-    assert ref() is None
-    assert len(uop_module._ucache) == before
+    assert all(r() is None for r in refs)  # nothing else holds them: the cache's weak references let them go
+    assert all(r() is not None for r in uop_module._ucache.values())  # and no dead entry stays in the cache
     # rebuilding gives a fresh object that is again unique
     z1 = UOp.const(i32, 123456789) * 7 + 1
     assert z1 is UOp.const(i32, 123456789) * 7 + 1
