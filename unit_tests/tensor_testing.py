@@ -15,7 +15,7 @@ SINTS = ("int8", "int16", "int32", "int64")
 UINTS = ("uint8", "uint16", "uint32", "uint64")
 ALL = FLOATS + SINTS + UINTS + ("bool",)
 
-_TOL = {"float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2), "float32": (1e-5, 1e-6), "float64": (1e-12, 1e-12)}
+_TOL = {"float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2), "float32": (1e-5, 1e-5), "float64": (1e-12, 1e-12)}
 
 
 def rnd(shape: tuple[int, ...], dtype: str = "float32", lo: float = -3, hi: float = 3) -> np.ndarray:
