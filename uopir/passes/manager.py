@@ -780,9 +780,22 @@ class PassManager:
                 if inst.after_failure:
                     self._dump(inst, "After", what + " Failed", out)
                 raise PassFailure(name, f"pass '{name}' produced invalid IR", diagnostics=errors, ir=out)
+            if step.info.produces and out is not root:
+                self._check_dialects(step.info, root, out)
         if inst.after_all or name in inst.print_after or (inst.after_change and out is not root):
             self._dump(inst, "After", what, out)
         return out
+
+    @staticmethod
+    def _check_dialects(info: PassInfo, root: UOp, out: UOp) -> None:
+        """A pass's output holds only what it declares it produces, plus what it was given and does not consume."""
+        allowed = set(info.produces) | (set(_ops_by_dialect(root)) - set(info.consumes))
+        extra = {d: op for d, op in _ops_by_dialect(out).items() if d not in allowed}
+        if extra:
+            found = ", ".join(f"'{op}'" for op in extra.values())
+            raise PassFailure(info.name, f"pass '{info.name}' produced ops of dialects it does not declare: {found} "
+                                         f"(it produces {', '.join(info.produces)} and consumes "
+                                         f"{', '.join(info.consumes) or 'nothing'})", ir=out)
 
     # --- reports -----------------------------------------------------------------------------------------------------
     def timing_report(self) -> str:
@@ -882,6 +895,24 @@ def _region_name(r: UOp) -> str | None:
         return None
     n = vals.get("name")
     return n if isinstance(n, str) else None
+
+
+def _ops_by_dialect(root: UOp) -> dict[str, str]:
+    """One op name per dialect present in the graph and in every region nested in it."""
+    out: dict[str, str] = {}
+    seen: set[UOp] = set()
+    stack = [root]
+    while stack:
+        for u in stack.pop().toposort():
+            if u in seen:
+                continue
+            seen.add(u)
+            out.setdefault(u.op.dialect, u.op.name)
+            for i in _region_indices(u):
+                r = u.arg if i == -1 else u.arg[i]
+                if isinstance(r, UOp):
+                    stack.append(r)
+    return out
 
 
 def map_regions(root: UOp, select: Callable[[UOp], bool], fn: Callable[[UOp], UOp]) -> UOp:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from uopir.ir.dtype import dtypes
+from uopir.ir.ops import get_op
 from uopir.ir.uop import UOp
 from uopir.passes.manager import PassContext, register_pass
 
@@ -60,3 +61,10 @@ class OptionsOptions:
 def test_options(root: UOp, options: OptionsOptions, ctx: PassContext) -> UOp:
     ctx.count("runs")
     return root
+
+
+@register_pass("test-undeclared-dialect", summary="add a kernel op while declaring core only (tests the check of "
+               "what a pass produces)", consumes=("core",), produces=("core",))
+def test_undeclared_dialect(root: UOp, options: None, ctx: PassContext) -> UOp:
+    var = UOp(get_op("kernel.var"), dtypes.index, (), ("n", 0, 8))
+    return UOp.sink(*root.src, var) if root.op.name == "core.sink" else UOp.sink(root, var)
