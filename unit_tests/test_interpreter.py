@@ -519,3 +519,13 @@ def test_values_equal_is_bit_exact():
     assert not values_equal(np.float32([0.0]), np.float32([-0.0]))
     assert not values_equal(np.int8([1]), np.int16([1]))
     assert values_equal([np.int8([1]), None], [np.int8([1]), None])
+
+
+def test_pad_of_a_0d_tensor_is_the_identity():
+    """Regression: `tensor.pad {pads = []}` of a 0-d tensor (valid IR) crashed in np.pad (empty pad list)."""
+    from uopir.ir.verify import verify
+    x = buf(0, dtypes.float32, ())
+    p = UOp(tensor.PAD, dtypes.float32, (x,), ())
+    verify(p)
+    out = evaluate(p, {0: np.array(-0.0, np.float32)})
+    assert values_equal(out, np.array(-0.0, np.float32))

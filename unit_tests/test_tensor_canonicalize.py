@@ -319,3 +319,12 @@ def graphs(draw):
 def test_canonicalize_preserves_semantics(case):
     root, d, shape, seed = case
     check_same(root, {0: sample(d, shape, seed)})
+
+
+def test_bitcast_of_const_to_pointer_is_not_folded():
+    """Regression: folding `core.bitcast <i64 const> : ptr<...>` asked numpy for a pointer type and failed the pass."""
+    p = UOp(core.BITCAST, f32.ptr(), (c(dtypes.int64, 5607961244665166271),))
+    verify(p)
+    g = UOp.sink(p)
+    assert tensor_canonicalize(g) is g
+    assert PassManager.parse("tensor-canonicalize").run(g) is g

@@ -372,3 +372,43 @@ def test_out_of_range_python_int_raises_like_numpy2():
     with pytest.raises(OverflowError):
         Tensor(np.array([1], np.uint8)) * -1
     check(Tensor(np.array([1], np.uint8)) + 255, np.array([0], np.uint8))
+
+
+def test_int_pow_wraps_like_numpy():
+    """Regression: integer ** went through float64 and saturated (uint8 3 ** 7 gave 255, numpy 139)."""
+    rng = np.random.default_rng(7)
+    for dt in SINTS + UINTS:
+        lo = -50 if dt in SINTS else 0
+        a = rng.integers(lo, 50, 40).astype(dt)
+        b = rng.integers(0, min(200, np.iinfo(dt).max), 40).astype(dt)
+        check(Tensor(a) ** Tensor(b), a**b, dtype=dt)
+        check(Tensor(a) ** 77, a**77, dtype=dt)
+        check(3 ** Tensor(b), np.asarray(3**b), dtype=dt)
+    i = np.array([-2, -1, 0, 1, 2, -1], np.int32)
+    check(Tensor(i) ** Tensor(np.array([-1, -1, -1, -1, -2, -2], np.int32)), np.array([0, -1, 2**31 - 1, 1, 0, 1]))
+    t = np.array([True, False, True])
+    check(Tensor(t) ** Tensor(t), t**t, dtype="int8")
+
+
+def test_float_pow_special_values_match_numpy():
+    """Regression: (-0.0) ** -1 was +inf, (-1.5) ** inf was -inf, (-1) ** inf was nan; half floats lost ~3 ulp."""
+    vals = np.array([-np.inf, -3, -2.5, -1, -0.5, -0.0, 0.0, 0.5, 1, 2.5, 3, np.inf, np.nan])
+    a, b = (v.ravel() for v in np.meshgrid(vals, vals, indexing="ij"))
+    for dt in FLOATS:
+        x, y = a.astype(dt), b.astype(dt)
+        with np.errstate(all="ignore"):
+            want = x**y
+        got = check(Tensor(x) ** Tensor(y), want, dtype=dt, rtol=1e-3 if dt == "float16" else None)
+        ok = np.isnan(want) | (np.signbit(got) == np.signbit(want))
+        assert ok.all(), (x[~ok], y[~ok], got[~ok], want[~ok])
+    h = np.array([-1.5, 0.0, 2.25], np.float16)
+    check(100 ** Tensor(h), np.float16(100) ** h, rtol=1e-3, atol=0)
+
+
+def test_bool_scalar_floordiv_mod_bool_tensor():
+    """Regression: `True // bool_tensor` and `True % bool_tensor` crashed ('int' object has no attribute)."""
+    t = np.array([True, False, True])
+    with np.errstate(all="ignore"):
+        check(True // Tensor(t), True // t, dtype="int8")
+        check(True % Tensor(t), True % t, dtype="int8")
+        check(Tensor(t) // True, t // True, dtype="int8")

@@ -241,3 +241,12 @@ def test_narrow_index_tensors():
     check(Tensor(a)[Tensor(idx)], a[idx])
     check(Tensor(a)[Tensor(np.array([-1, 5], np.int8))], a[[-1, 5]])
     check(Tensor(a.reshape(1, 300)).gather(1, Tensor(idx.reshape(1, 3))), a[idx].reshape(1, 3))
+
+
+def test_getitem_ellipsis_separates_advanced_indices():
+    """Regression: an empty `...` between two advanced indices must make them non-adjacent (numpy puts the
+    broadcast index dims first), as a None or a slice does."""
+    a = np.arange(24).reshape(2, 3, 4)
+    for idx in [(slice(None), [0], ..., [0]), (slice(None), 0, ..., [1, 2]), (slice(None), [0], [0]),
+                (None, 0, [[-1, 0]], ..., [[-3]], None, slice(None, -1, -1)), (..., [1], [0, 2])]:
+        check(Tensor(a)[idx], a[idx])

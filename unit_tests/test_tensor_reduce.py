@@ -147,3 +147,27 @@ def test_axis_errors_name_the_shape():
         x.sum((0, -2))
     with pytest.raises(TypeError):
         x.sum(1.5)
+
+
+def test_reductions_of_0d_and_empty_axes():
+    """Regressions: argmax/argmin of a 0-d tensor with axis=0 crashed; cumsum of a 0-d int tensor kept int32 (sum
+    gives int64); logsumexp/softmax/log_softmax over an empty axis raised instead of -inf / an empty result."""
+    s = np.float32(3.5)
+    check(Tensor(s).argmax(0), np.argmax(s, axis=0), dtype="int32")
+    check(Tensor(s).argmin(-1), np.argmin(s, axis=-1))
+    check(Tensor(s).argmax(0, keepdim=True), np.int32(0))
+    check(Tensor(np.int32(4)).cumsum(0), np.int64(4), dtype="int64")
+    check(Tensor(np.uint8(4)).cumprod(0), np.uint64(4), dtype="uint64")
+    e = np.zeros((2, 0), np.float32)
+    check(Tensor(e).logsumexp(-1), np.full((2,), -np.inf, np.float32))
+    check(Tensor(e).logsumexp(), np.float32(-np.inf))
+    check(Tensor(e).logsumexp(0, keepdim=True), np.zeros((1, 0), np.float32))
+    check(Tensor(e).softmax(-1), e)
+    check(Tensor(e).log_softmax(-1), e)
+
+
+def test_log_softmax_half_keeps_precision():
+    """Regression: log_softmax was x - logsumexp(x), so float16 rounded 1000.69 to 1000.5 and gave -0.5 for -ln 2."""
+    x = np.array([1000.0, 1000.0, -1000.0], np.float16)
+    want = np.array([-np.log(2), -np.log(2), -2000 - np.log(2)])
+    check(Tensor(x).log_softmax(), want.astype(np.float16), dtype="float16")

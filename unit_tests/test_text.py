@@ -381,6 +381,11 @@ ERRORS = [
     # (text, message fragment, line, col)
     ("%0 = core.add %1 %3 : f32\n", "use of undefined value '%1'", 1, 15),
     ("%0 = testtext.leaf 1 : i32\n%1 = testtext.ew %0 %0 : i32\n", "expected ',', ':' or end of line, got '%0'", 2, 21),
+    # regression: a trailing ',' said "expected ',' ..., got ','"
+    ("%0 = testtext.leaf 1 : i32\n%1 = testtext.ew %0,\n  %0 : i32\n",
+     "expected an operand ('%name') after ',', got end of line (an op and its operands go on one line)", 2, 21),
+    ("%0 = testtext.leaf 1 : i32\n%1 = testtext.ew %0, : i32\n", "expected an operand ('%name') after ',', got ':'",
+     2, 22),
     ("%0 = core.ad %1, %2 : f32\n", "unknown op 'core.ad'; did you mean 'core.add'?", 1, 6),
     ("%0 = cor.const 1.0 : f32\n", "unknown dialect 'cor' in op 'cor.const'; did you mean 'core.const'?", 1, 6),
     ("%0 = zzz.qqq : f32\n", "unknown dialect 'zzz'", 1, 6),

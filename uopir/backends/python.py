@@ -165,6 +165,8 @@ def _eval_node(u: UOp, s: list[Value], ctx: _Ctx) -> Value:
     if name == "tensor.expand":
         return np.broadcast_to(s[0], u.arg)
     if name == "tensor.pad":
+        if not u.arg:  # a 0-d tensor: nothing to pad (np.pad rejects an empty pad list)
+            return s[0]
         return np.pad(s[0], [tuple(p) for p in u.arg], mode="constant", constant_values=np.zeros((), s[0].dtype))
     if name == "tensor.shrink":
         return s[0][tuple(slice(b, e) for b, e in u.arg)]

@@ -62,6 +62,10 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     consumed = sum(1 for it in items if it is not None and it is not Ellipsis)
     if consumed > x.ndim:
         raise IndexError(f"too many indices for a tensor of shape {x.shape}: {consumed} given")
+    # numpy's adjacency rule looks at the index as written: an ellipsis (even an empty one) or a None between two
+    # advanced indices (ints and tensors) separates them
+    adv_pos = [k for k, it in enumerate(items) if isinstance(it, int | Tensor)]
+    adjacent = bool(adv_pos) and adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
     fill = [slice(None)] * (x.ndim - consumed)
     ell = [k for k, it in enumerate(items) if it is Ellipsis]
     if ell:
@@ -76,10 +80,9 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     strides: list[tuple[int, int]] = []
     out_shape: list[int] = []
     tensor_dims: list[tuple[int, Tensor, int]] = []  # (output dim, index tensor, size of that dim)
-    adv_pos: list[int] = []  # positions in `items` of ints and tensors (numpy's adjacency rule)
     insert_at = None  # number of output dims before the first advanced index
     d = 0
-    for pos, it in enumerate(items):
+    for it in items:
         if it is None:
             out_shape.append(1)
             continue
@@ -89,7 +92,6 @@ def getitem(x: Tensor, index: Any) -> Tensor:
                 raise IndexError(f"index {it} is out of bounds for dim {d} with size {n} (shape {x.shape})")
             i = it % n
             bounds.append((i, i + 1))
-            adv_pos.append(pos)
             insert_at = len(out_shape) if insert_at is None else insert_at
         elif isinstance(it, slice):
             start, stop, step = it.indices(n)
@@ -107,7 +109,6 @@ def getitem(x: Tensor, index: Any) -> Tensor:
         else:
             bounds.append((0, n))
             tensor_dims.append((len(out_shape), it, n))
-            adv_pos.append(pos)
             insert_at = len(out_shape) if insert_at is None else insert_at
             out_shape.append(n)
         d += 1
@@ -119,8 +120,7 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     x = x.reshape(tuple(out_shape))
     if not tensor_dims:
         return x
-    return _advanced(x, tensor_dims, adjacent=adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos))),
-                     insert_at=insert_at or 0)
+    return _advanced(x, tensor_dims, adjacent=adjacent, insert_at=insert_at or 0)
 
 
 def _advanced(x: Tensor, tensor_dims: list[tuple[int, Tensor, int]], adjacent: bool, insert_at: int) -> Tensor:

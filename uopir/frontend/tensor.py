@@ -509,7 +509,7 @@ class Tensor:
         t = self._first(a, b)
         d = t.dtype
         if d.is_bool:
-            return Tensor._as(a, dtypes.int8).floordiv(Tensor._as(b, dtypes.int8))
+            return Tensor._int8_pair(a, b, Tensor.floordiv)
         if d.is_float:
             return (a / b).floor()  # type: ignore[operator]
         q = t._binary(C.IDIV, b if t is a else a, t is not a)
@@ -525,7 +525,7 @@ class Tensor:
         t = self._first(a, b)
         d = t.dtype
         if d.is_bool:
-            return Tensor._as(a, dtypes.int8).mod(Tensor._as(b, dtypes.int8))
+            return Tensor._int8_pair(a, b, Tensor.mod)
         if d.is_float:
             return a - (a / b).floor() * b  # type: ignore[operator]
         r = t._binary(C.MOD, b if t is a else a, t is not a)
@@ -535,12 +535,16 @@ class Tensor:
         return fix.where(r + b, r)
 
     @staticmethod
-    def _as(v: Tensor | Scalar, d: DType) -> Tensor | Scalar:
-        return v.cast(d) if isinstance(v, Tensor) else int(v)
+    def _int8_pair(a: Tensor | Scalar, b: Tensor | Scalar, op: Any) -> Tensor:
+        """op on bool operands as int8 (numpy's bool // and %); either one may be a Python scalar."""
+        a8, b8 = (v.cast(dtypes.int8) if isinstance(v, Tensor) else int(v) for v in (a, b))
+        return op(a8, b8) if isinstance(a8, Tensor) else op(b8, a8, True)
 
     def pow(self, y: Any, reverse: bool = False) -> Tensor:
-        """x ** y. Small non-negative integer exponents multiply (exact); otherwise exp2(y * log2|x|) with numpy's
-        sign rules for negative bases; integer results are computed in float64 and rounded."""
+        """x ** y. Small non-negative integer scalar exponents multiply (exact); integer tensors use square-and-
+        multiply over the exponent's bits, so they wrap like numpy (bool ** bool is int8, as numpy); floats use
+        exp2(y * log2|x|) with C pow's rules for negative and signed-zero bases, infinities and 1 ** nan, half
+        floats computed in float32. A negative integer exponent truncates 1 / x**|y| (numpy raises)."""
         y = self._to_tensor(y)
         if not reverse and P.is_scalar(y) and not isinstance(y, bool) and float(y).is_integer() and 0 <= y <= 64:
             n = int(y)
@@ -559,18 +563,42 @@ class Tensor:
         d = t.dtype
         A = a if isinstance(a, Tensor) else t.full_like(a)
         B = b if isinstance(b, Tensor) else t.full_like(b)
+        if d.is_bool:
+            A, B, d = A.cast(dtypes.int8), B.cast(dtypes.int8), dtypes.int8
         if not d.is_float:
-            return Tensor._fpow(A.cast(dtypes.float64), B.cast(dtypes.float64)).round().cast(d)
+            return Tensor._ipow(A, B)
+        if d in (dtypes.float16, dtypes.bfloat16):
+            return Tensor._fpow(A.cast(dtypes.float32), B.cast(dtypes.float32)).cast(d)
         return Tensor._fpow(A, B)
+
+    @staticmethod
+    def _ipow(a: Tensor, b: Tensor) -> Tensor:
+        """Integer power with wrap-around: square and multiply over every bit of b (b < 0: trunc(1 / a**|b|))."""
+        d = a.dtype
+        nbits = d.bits - (0 if d.is_unsigned else 1)
+        e = b if d.is_unsigned else b.maximum(0)
+        acc, base = a.ones_like(), a
+        for i in range(nbits):
+            acc = ((e >> i) & 1).cast(dtypes.bool).where(acc * base, acc)
+            if i + 1 < nbits:
+                base = base * base
+        if d.is_unsigned:
+            return acc
+        f64 = dtypes.float64
+        neg = Tensor._fpow(a.cast(f64), b.cast(f64)).trunc().cast(d)
+        return (b < 0).where(neg, acc)
 
     @staticmethod
     def _fpow(a: Tensor, b: Tensor) -> Tensor:
         mag = (b * a.abs().log2()).exp2()
         bi = b.trunc()
-        is_int = bi == b
-        odd = is_int & ((bi - (bi * 0.5).trunc() * 2) != 0)
-        neg = (a < 0).where(is_int.where(odd.where(-mag, mag), float("nan")), mag)
-        return (b == 0).where(1.0, (a == 1).where(1.0, neg))
+        is_int = bi == b  # true for ±inf, false for nan
+        odd = (bi - (bi * 0.5).trunc() * 2).abs() == 1  # false for ±inf and nan
+        negbase = (a < 0) | ((a == 0) & (a.reciprocal() < 0))  # -0.0 counts as negative (its sign can show)
+        nonint = ((a == 0) | (a == float("-inf"))).where(mag, float("nan"))  # (-0)**0.5 = 0, (-inf)**0.5 = inf
+        signed = negbase.where(is_int.where(odd.where(-mag, mag), nonint), mag)
+        one = (b == 0) | (a == 1) | ((a.abs() == 1) & b.isinf())  # x**0 = 1**y = (-1)**±inf = 1, even for nan
+        return one.where(1.0, signed)
 
     def __add__(self, y: Any) -> Tensor:
         return self.add(y)
@@ -1220,6 +1248,8 @@ class Tensor:
             out = self.flatten()._arg_extreme(op, 0, False)
             return out.reshape((1,) * self.ndim) if keepdim else out
         a = _norm_axis(axis, self.ndim, self.shape)
+        if self.ndim == 0:  # axis 0 / -1 of a 0-d tensor: its one element
+            return Tensor.full((), 0, P.DEFAULT_INT, self.device)
         n = self.shape[a]
         if n == 0:
             raise ValueError(f"arg{op} of an empty axis of shape {self.shape}")
@@ -1238,26 +1268,36 @@ class Tensor:
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
         return self._arg_extreme("min", axis, keepdim)
 
+    def _shift_max(self, axis: Any, finite: bool = True) -> Tensor:
+        """The max over axis (keepdim) that stabilizes an exp sum: 0 for an empty axis (and, if finite, where the
+        max is infinite)."""
+        if any(self.shape[a] == 0 for a in self._axes(axis)):
+            return self._reduce("add", axis, keepdim=True).zeros_like()
+        m = self.max(axis, keepdim=True)
+        return m.isinf().where(0.0, m) if finite else m
+
     def logsumexp(self, axis: Any = None, keepdim: bool = False) -> Tensor:
+        """log(sum(exp(x))) over axis; an empty axis gives -inf."""
         x = self._float()
-        m = x.max(axis, keepdim=True)
-        m = m.isinf().where(0.0, m)
+        m = x._shift_max(axis)
         s = (x - m).exp().sum(axis, keepdim=True).log() + m
         return s if keepdim else s.reshape(tuple(d for i, d in enumerate(x.shape) if i not in x._axes(axis)))
 
     def softmax(self, axis: int = -1) -> Tensor:
         x = self._float()
-        e = (x - x.max(axis, keepdim=True)).exp()
+        e = (x - x._shift_max(axis, finite=False)).exp()
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
+        """(x - max) - log(sum(exp(x - max))): x - logsumexp would round the large sum first."""
         x = self._float()
-        return x - x.logsumexp(axis, keepdim=True)
+        y = x - x._shift_max(axis)
+        return y - y.exp().sum(axis, keepdim=True).log()
 
     def _cumulative(self, axis: int, fill: Scalar, combine: str) -> Tensor:
         a = _norm_axis(axis, self.ndim, self.shape)
-        if self.ndim == 0:
-            return self
+        if self.ndim == 0:  # one element: itself, in the accumulation dtype
+            return self.sum() if combine == "add" else self.prod()
         x = self.transpose(a, -1)
         n = x.shape[-1]
         rows = Tensor.arange(n, device=self.device).reshape(n, 1)

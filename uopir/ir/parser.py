@@ -562,6 +562,9 @@ class _Parser:
             self.err(cl, i, f"expected ':' and the function type '(operand types) -> result type', "
                             f"got {self.got(t, i)}")
         if i != n:
+            if after_operand and t[i] == ",":  # `%a, %b,` / `%a, :` (an op's operands never span lines)
+                self.err(cl, i + 1, f"expected an operand ('%name') after ',', got {self.got(t, i + 1)}"
+                                    + (" (an op and its operands go on one line)" if i + 1 == n else ""))
             exp = []
             if after_operand:
                 exp.append("','")

@@ -155,6 +155,8 @@ def _fold_alu(u: UOp) -> UOp | None:
     shape = u.shape
     if shape is not None and u.dtype.count != 1:
         return None
+    if any(t.scalar.np_name is None for t in (u.dtype, *(s.dtype for s in u.src))):
+        return None  # a pointer (a bitcast int -> ptr is valid IR): no value to fold to
     vals = [_scalar_of(s) for s in u.src]
     name = u.op.name
     if name == "core.cast":
