@@ -11,7 +11,9 @@ a pure value (no side-effecting op anywhere below it) that is an operand of an o
 `core.group`, `kernel.def` — is dropped, and so is the root `core.sink`'s when `dce{results=false}` (at kernel and
 device level a sink holds effects; at tensor level, the default, its operands are the program's results and stay).
 Repeated operands of sink/group are dropped, a `core.group` nested in a sink or group is flattened into it, and an
-empty group disappears. Both passes also run inside every nested region (kernel bodies).
+empty group disappears — except in the root `core.sink` while its operands are results (the default): results are
+read by position, so that sink is left exactly as it is. Both passes also run inside every nested region (kernel
+bodies).
 """
 from __future__ import annotations
 
@@ -232,7 +234,8 @@ def dce(root: UOp, options: DceOptions, ctx: PassContext) -> UOp:
         for u in g.toposort():  # sources first, so a pruned collector is seen pruned by its users
             src = tuple(new_map[s] for s in u.src)
             n = u if src == u.src else u.replace(src=src)
-            if n.op.name in _COLLECTORS or n.op.name == "core.sink":
+            root_results = u is g and n.op.name == "core.sink" and options.results
+            if (n.op.name in _COLLECTORS or n.op.name == "core.sink") and not root_results:
                 drop = n.op.name in _COLLECTORS or u is not g or not options.results
                 n = _prune(n, drop, ctx)
             new_map[u] = n

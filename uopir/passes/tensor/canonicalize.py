@@ -9,7 +9,8 @@ what constant folding uses, so a folded const evaluates exactly like the graph i
 - A rewrite that drops a subgraph (`where` with a constant condition or equal branches) fires only when the
   dropped part has no side effect (tensor.assign, tensor.call), so buffer writes are never lost.
 - Rewrites that would change a value's shape (a shapeless x in `x * shaped_one`) do not fire.
-- The graph is what the root reaches, so dead values vanish by construction; sink/group sources are deduplicated.
+- The graph is what the root reaches, so dead values vanish by construction; group sources are deduplicated (a
+  sink's results are kept, in position).
 """
 from __future__ import annotations
 
@@ -279,8 +280,10 @@ def _dedup(s: UOp) -> UOp | None:
     return s.replace(src=uniq) if len(uniq) != len(s.src) else None
 
 
+# A group's operands are effects, so a repeated one is redundant; a sink's operands are the program's results, read
+# by position, so the sink keeps every one of them (duplicates included).
 dead_patterns = PatternMatcher([
-    (UPat(("core.sink", "core.group"), name="s"), _dedup, "dedup-sources"),
+    (UPat("core.group", name="s"), _dedup, "dedup-sources"),
 ], name="tensor-dead")
 
 canonicalize_patterns = movement_patterns + fold_patterns + identity_patterns + dead_patterns
