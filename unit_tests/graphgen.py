@@ -332,8 +332,9 @@ for _n in ("core.sub", "core.neg", "core.mulacc"):
     BUILDERS[_n] = _alu(_n, SCALAR_NUMS)
 for _n in ("core.fdiv", "core.recip", "core.exp2", "core.log2", "core.sin", "core.sqrt", "core.trunc"):
     BUILDERS[_n] = _alu(_n, FLOATS)
-for _n in ("core.idiv", "core.mod", "core.shl", "core.shr"):
+for _n in ("core.idiv", "core.shl", "core.shr"):
     BUILDERS[_n] = _alu(_n, INTS)
+BUILDERS["core.mod"] = _alu("core.mod", INTS + FLOATS)
 for _n in ("core.and", "core.or", "core.xor"):
     BUILDERS[_n] = _alu(_n, INTS + (BOOL,))
 

@@ -96,6 +96,18 @@ def test_idiv_mod_unsigned(d):
     assert run_bin(core.MOD, d, [7, top, 5, 0], [2, 2, 0, 0]).tolist() == [1, 1, 0, 0]
 
 
+@pytest.mark.parametrize("d", [dtypes.float16, dtypes.float32, dtypes.float64])
+def test_mod_on_floats_is_exact_fmod(d):
+    r = run_bin(core.MOD, d, [7.5, -7.5, 7.5, 1.0, -0.0, math.inf, 3.0], [2.0, 2.0, -2.0, 0.0, 1.0, 1.0, math.inf])
+    got = [float(x) for x in r.tolist()]
+    assert got[:3] == [1.5, -1.5, 1.5]  # the sign of the dividend (C fmod)
+    assert math.isnan(got[3]) and math.isnan(got[5])  # x mod 0.0 and inf mod x are NaN
+    assert got[4] == 0.0 and math.copysign(1.0, got[4]) == -1.0 and got[6] == 3.0
+    x = run_bin(core.MOD, d, [0.7], [0.1])  # exact, unlike x - trunc(x / y) * y
+    t = np.dtype(d.np_name).type
+    assert x.tolist() == [float(np.fmod(t(0.7), t(0.1)))]
+
+
 def test_shifts():
     assert run_bin(core.SHL, i8, [1, 64, 1, 1, 3], [3, 1, 8, 9, -1]).tolist() == [8, -128, 1, 2, -128]
     assert run_bin(core.SHR, i8, [-128, -1, 64, -128], [1, 7, 8, 9]).tolist() == [-64, -1, 64, -64]

@@ -130,6 +130,21 @@ def test_floordiv_mod_floats(dt):
     check(Tensor(a) % 2.5, a % a.dtype.type(2.5), atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("dt", FLOATS)
+def test_float_floordiv_mod_match_numpy_bit_for_bit(dt):
+    """Float // and % follow numpy exactly (from the exact fmod), including cases floor(a / b) gets wrong."""
+    vals = [-4.0, -0.4, 7.8, -0.6, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 5.5, -2.5, 0.1, 0.3, 1e30, 3e-39]
+    with np.errstate(all="ignore"):
+        a = np.repeat(np.array(vals, dt), len(vals))
+        b = np.tile(np.array(vals, dt), len(vals))
+        want_q, want_r = np.floor_divide(a, b), np.remainder(a, b)
+    for got, want in (((Tensor(a) // Tensor(b)).numpy(), want_q), ((Tensor(a) % Tensor(b)).numpy(), want_r)):
+        same_bits = got.view(np.uint8).reshape(len(a), -1) == want.view(np.uint8).reshape(len(a), -1)
+        ok = same_bits.all(axis=1) | (np.isnan(got) & np.isnan(want))
+        assert ok.all(), list(zip(a[~ok], b[~ok], got[~ok], want[~ok], strict=True))[:5]
+    assert (Tensor(np.array([-4.0], dt)) // -0.4).item() == 9.0  # floor(-4 / -0.4) would say 10
+
+
 def test_pow():
     a = rnd((12,), "float32", lo=-3, hi=3)
     p = rnd((12,), "float32", lo=0.5, hi=2)

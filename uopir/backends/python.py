@@ -9,7 +9,7 @@ Semantics, per dtype (the choices a C backend must reproduce):
 - Integers (every width, and `index` = int64) wrap in two's complement on add/sub/mul/neg/shl/casts.
 - `core.idiv` / `core.mod`: C semantics, truncate toward zero; the remainder has the sign of the dividend.
   Division by zero is defined: `x idiv 0 == 0` and `x mod 0 == 0`. `INT_MIN idiv -1 == INT_MIN` (wraps),
-  `INT_MIN mod -1 == 0`.
+  `INT_MIN mod -1 == 0`. On floats `core.mod` is C's `fmod` (exact, sign of the dividend; `x mod 0.0` is NaN).
 - `core.shl` / `core.shr`: the shift amount is taken modulo the bit width (`b & (bits - 1)`, so negative amounts
   wrap too); `shr` is arithmetic for signed types and logical for unsigned ones; `shl` wraps.
 - `core.cast`:

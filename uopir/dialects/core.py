@@ -93,6 +93,13 @@ def _verify_int(u: UOp) -> Iterator[str]:
         yield f"result dtype must be an integer, got {u.dtype}"
 
 
+def _verify_int_or_float(u: UOp) -> Iterator[str]:
+    errs = list(_all_equal(u))
+    yield from errs
+    if not errs and not (u.dtype.is_int or u.dtype.is_float):
+        yield f"result dtype must be an integer or a float, got {u.dtype}"
+
+
 def _verify_logic(u: UOp) -> Iterator[str]:
     errs = list(_all_equal(u))
     yield from errs
@@ -237,8 +244,8 @@ MAX = def_op("core.max", 2, traits=_PEC, verify=_verify_binary, shape=_ew, summa
 FDIV = def_op("core.fdiv", 2, traits=_PE, verify=_verify_float, shape=_ew, summary="float division a / b")
 IDIV = def_op("core.idiv", 2, traits=_PE, verify=_verify_int, shape=_ew,
               summary="integer division, truncating toward zero (C semantics)")
-MOD = def_op("core.mod", 2, traits=_PE, verify=_verify_int, shape=_ew,
-             summary="integer remainder with the sign of a (C semantics)")
+MOD = def_op("core.mod", 2, traits=_PE, verify=_verify_int_or_float, shape=_ew,
+             summary="remainder of truncating division, with the sign of a (C % on ints, fmod on floats: exact)")
 NEG = def_op("core.neg", 1, traits=_PE, verify=_verify_neg, shape=_ew, summary="-x")
 RECIP = def_op("core.recip", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="1 / x")
 EXP2 = def_op("core.exp2", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="2 ** x")

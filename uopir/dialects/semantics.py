@@ -176,6 +176,11 @@ def _int_divmod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q, r
 
 
+def _mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C `%` on ints; `fmod` on floats (exact, the sign of a; x mod 0.0 and inf mod x are NaN)."""
+    return np.fmod(a, b) if np.asarray(a).dtype.kind == "f" else _int_divmod(a, b)[1]
+
+
 def _shift(a: np.ndarray, b: np.ndarray, left: bool) -> np.ndarray:
     bits = a.dtype.itemsize * 8
     u = np.dtype(f"u{a.dtype.itemsize}")
@@ -189,7 +194,7 @@ _BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "core.add": np.add, "core.sub": np.subtract, "core.mul": np.multiply, "core.fdiv": np.divide,
     "core.max": _max, "core.and": np.bitwise_and, "core.or": np.bitwise_or, "core.xor": np.bitwise_xor,
     "core.cmplt": np.less, "core.cmpne": np.not_equal, "core.cmpeq": np.equal,
-    "core.idiv": lambda a, b: _int_divmod(a, b)[0], "core.mod": lambda a, b: _int_divmod(a, b)[1],
+    "core.idiv": lambda a, b: _int_divmod(a, b)[0], "core.mod": lambda a, b: _mod(a, b),
     "core.shl": lambda a, b: _shift(a, b, True), "core.shr": lambda a, b: _shift(a, b, False),
 }
 _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {

@@ -503,15 +503,38 @@ class Tensor:
         d = P.float_of(self._first(a, b).dtype)
         return self._binary(C.FDIV, y, reverse, dtype=d)
 
+    @staticmethod
+    def _float_divmod(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+        """numpy's float floor division and remainder, bit for bit: built, as numpy builds them, on the exact
+        remainder `fmod` (core.mod on floats); half floats are computed in float32 and rounded, as numpy does."""
+        t = a if isinstance(a, Tensor) else b
+        d = t.dtype
+        work = d if d.itemsize >= 4 else dtypes.float32
+        a, b = (x.cast(work) if isinstance(x, Tensor) else Tensor.full(t.shape, x, dtype=work, device=t.device)
+                for x in (a, b))
+        zero = Tensor.full(t.shape, 0.0, dtype=work, device=t.device)
+        mod = a._op(C.MOD, b)
+        div = (a - mod) / b
+        fix = (mod != 0) & ((b < 0) ^ (mod < 0))  # the remainder takes the divisor's sign
+        mod = fix.where(mod + b, mod)
+        div = fix.where(div - 1, div)
+        mod = (mod == 0).where((b < 0).where(-zero, zero), mod)
+        floor = div.floor()
+        floor = ((div - floor) > 0.5).where(floor + 1, floor)
+        quotient = a / b
+        floor = (div == 0).where(quotient * 0.0, floor)  # a zero quotient keeps the sign of a / b
+        floor = (b == 0).where(quotient, floor)
+        return floor.cast(d), mod.cast(d)
+
     def floordiv(self, y: Any, reverse: bool = False) -> Tensor:
-        """Python/numpy floor division: ints from C truncation plus a sign fix-up, floats as floor(a / b)."""
+        """Python/numpy floor division: ints from C truncation plus a sign fix-up, floats as numpy computes them."""
         a, b = self._broadcasted(y, reverse)
         t = self._first(a, b)
         d = t.dtype
         if d.is_bool:
             return Tensor._int8_pair(a, b, Tensor.floordiv)
         if d.is_float:
-            return (a / b).floor()  # type: ignore[operator]
+            return Tensor._float_divmod(a, b)[0]
         q = t._binary(C.IDIV, b if t is a else a, t is not a)
         if d.is_unsigned:
             return q
@@ -527,7 +550,7 @@ class Tensor:
         if d.is_bool:
             return Tensor._int8_pair(a, b, Tensor.mod)
         if d.is_float:
-            return a - (a / b).floor() * b  # type: ignore[operator]
+            return Tensor._float_divmod(a, b)[1]
         r = t._binary(C.MOD, b if t is a else a, t is not a)
         if d.is_unsigned:
             return r
