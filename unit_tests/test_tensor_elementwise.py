@@ -427,3 +427,16 @@ def test_bool_scalar_floordiv_mod_bool_tensor():
         check(True // Tensor(t), True // t, dtype="int8")
         check(True % Tensor(t), True % t, dtype="int8")
         check(Tensor(t) // True, t // True, dtype="int8")
+
+
+def test_comparisons_with_out_of_range_python_ints_follow_numpy():
+    for arr, ys in ((np.array([0, 1, 255], np.uint8), (-1, -300, 256, 1000)),
+                    (np.array([-128, 0, 127], np.int8), (-129, 128))):
+        t = Tensor(arr)
+        for y in ys:
+            for name in ("__lt__", "__gt__", "__le__", "__ge__", "__eq__", "__ne__"):
+                got = getattr(t, name)(y)
+                assert got.dtype is dtypes.bool and got.shape == arr.shape
+                np.testing.assert_array_equal(got.numpy(), getattr(arr, name)(y), err_msg=f"{arr.dtype} {name} {y}")
+    with pytest.raises(OverflowError, match="out of bounds"):
+        Tensor(np.array([1], np.uint8)) + -1  # arithmetic still raises, as numpy 2 does

@@ -688,11 +688,19 @@ class Tensor:
         return self.logical_not() if self.dtype.is_bool else self._op(C.NEG)
 
     # ---- comparisons and logic --------------------------------------------------------------------------------------
+    def _compare(self, op: OpDef, y: Any, reverse: bool = False) -> Tensor:
+        """A comparison; with a Python int outside an int tensor's range the answer is known (numpy 2 defines it)."""
+        if type(y) is int and self.dtype.is_int and not self.dtype.min <= y <= self.dtype.max:
+            above = y > self.dtype.max  # y is above every element (else below every one)
+            value = {C.CMPEQ: False, C.CMPNE: True}.get(op, above != reverse)  # self < y, or y < self when reversed
+            return Tensor.full(self.shape, value, dtype=dtypes.bool, device=self.device)
+        return self._binary(op, y, reverse, out=dtypes.bool)
+
     def __lt__(self, y: Any) -> Tensor:
-        return self._binary(C.CMPLT, y, out=dtypes.bool)
+        return self._compare(C.CMPLT, y)
 
     def __gt__(self, y: Any) -> Tensor:
-        return self._binary(C.CMPLT, y, reverse=True, out=dtypes.bool)
+        return self._compare(C.CMPLT, y, reverse=True)
 
     def __le__(self, y: Any) -> Tensor:
         return (self < y) | (self == y)
@@ -701,10 +709,10 @@ class Tensor:
         return (self > y) | (self == y)
 
     def __eq__(self, y: Any) -> Tensor:  # type: ignore[override]
-        return self._binary(C.CMPEQ, y, out=dtypes.bool)
+        return self._compare(C.CMPEQ, y)
 
     def __ne__(self, y: Any) -> Tensor:  # type: ignore[override]
-        return self._binary(C.CMPNE, y, out=dtypes.bool)
+        return self._compare(C.CMPNE, y)
 
     def _bitwise(self, op: OpDef, y: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(y, reverse)
