@@ -4,7 +4,18 @@ Prints one machine-readable line per figure:
     ir_throughput metric=<construct|print|parse|rewrite...> nodes=<N> rate=<per wall second> cpu_rate=<per CPU
     second> unit=<...> seconds=<best wall time> [extra fields]
 or `... metric=<m> nodes=<N> skipped reason=<why>` when a part (printer, parser) is not available.
-Each figure is the best of a few repetitions. Run: python3 bench/ir_throughput.py [--sizes 10000,100000]
+Each figure is the best of a few repetitions. Run: python3 bench/ir_throughput.py [--sizes 10000,100000] [--no-compare]
+
+Comparison lines carry `system=tinygrad` or `system=xdsl` (uopir's own lines carry no system field) and
+`ratio=<the other system's best time / uopir's best time on the same graph>`: above 1, uopir is faster. They are
+measured only when the package imports (`pip install -e '.[bench]'`); otherwise the line is
+`... system=<s> skipped reason=<why>`, and the bench never fails because of them:
+  tinygrad: the same recipe built with tinygrad's UOp (construct, construct_gc_paused, construct_cached), and
+            graph_rewrite with the same simplification patterns written as a tinygrad PatternMatcher (rewrite,
+            rewrite_bottom_up; visits= is the number of nodes tinygrad's rewriter settled).
+  xdsl:     our graph as generic MLIR text in the arith dialect (index type; loop ranges become function
+            arguments, the sink the func.return), parsed by xDSL's Parser (parse) and printed back in the generic
+            format by xDSL's Printer (print); nodes= counts xDSL operations (module, func and return included).
 """
 from __future__ import annotations
 
@@ -138,20 +149,32 @@ def best_of(fn: Callable[[], Any], reps: int) -> tuple[float, Any]:
     return best, out
 
 
-def report(metric: str, nodes: int, count: int, seconds: float, unit: str, extra: str = "") -> None:
-    """`rate` is by wall time; `cpu_rate` by process CPU time (steadier on a loaded machine)."""
+OURS: dict[str, float] = {}  # uopir's best wall seconds per metric for the current size, for the comparisons' ratio
+
+
+def report(metric: str, nodes: int, count: int, seconds: float, unit: str, extra: str = "", system: str = "") -> None:
+    """`rate` is by wall time; `cpu_rate` by process CPU time (steadier on a loaded machine). With `system` (a
+    comparison), `ratio=` is that system's time over uopir's time for the same metric, when uopir's is known."""
     cpu = max(_CPU.get("last", seconds), 1e-9)
-    print(f"ir_throughput metric={metric} nodes={nodes} rate={count / seconds:.0f} cpu_rate={count / cpu:.0f} "
-          f"unit={unit} seconds={seconds:.4f}{extra}", flush=True)
+    sys_field = f" system={system}" if system else ""
+    if not system:
+        OURS[metric] = seconds
+    elif metric in OURS:
+        extra = f" ratio={seconds / OURS[metric]:.2f}{extra}"
+    print(f"ir_throughput metric={metric} nodes={nodes}{sys_field} rate={count / seconds:.0f} "
+          f"cpu_rate={count / cpu:.0f} unit={unit} seconds={seconds:.4f}{extra}", flush=True)
 
 
-def skipped(metric: str, nodes: int, why: str) -> None:
-    print(f"ir_throughput metric={metric} nodes={nodes} skipped reason={why.replace(' ', '_')}", flush=True)
+def skipped(metric: str, nodes: int, why: str, system: str = "") -> None:
+    sys_field = f" system={system}" if system else ""
+    why = "_".join(str(why).split()) or "unknown"
+    print(f"ir_throughput metric={metric} nodes={nodes}{sys_field} skipped reason={why}", flush=True)
 
 
-def run(n: int, reps: int) -> None:
+def run(n: int, reps: int, compare: bool = True) -> None:
     rec = make_recipe(n)
     count = len(rec)
+    OURS.clear()
 
     def fresh() -> int:  # build from nothing: every UOp is new (the previous graph was freed)
         build(rec)
@@ -205,16 +228,240 @@ def run(n: int, reps: int) -> None:
         report(name, nodes, st.visits, t, "visits/s", f" with_stats_rate={st.visits / ts:.0f} visits={st.visits} "
                f"fired={sum(st.fired.values())} out_nodes={out_nodes}")
 
+    if compare:
+        for system, fn in (("tinygrad", compare_tinygrad), ("xdsl", compare_xdsl)):
+            try:
+                fn(rec, root, reps)
+            except Exception as e:  # noqa: BLE001 - a comparison never fails the bench
+                skipped("compare", nodes, f"{type(e).__name__}: {e}", system)
+
+
+# ---- comparisons: tinygrad's UOp and xDSL's parser/printer on the same graph (optional, never required) ------------
+_TG_DEFAULT_ENV = {"TRACK_MATCH_STATS": "0", "VIZ": "0", "SPEC": "1", "DEBUG": "0"}  # tinygrad's defaults: no tracing
+
+
+def _import_tinygrad() -> Any:
+    for k, v in _TG_DEFAULT_ENV.items():
+        os.environ.setdefault(k, v)
+    from tinygrad.dtype import dtypes as tdt
+    from tinygrad.uop import ops as tops
+    return tops, tdt
+
+
+# tinygrad's compiled patterns accept no closures: the rewrite functions are module-level and find tinygrad's classes
+# here, filled in by _tinygrad_simplify.
+_TG: dict[str, Any] = {}
+
+
+def _tg_const(dt: Any, v: int) -> Any:
+    return _TG["UOp"](_TG["CONST"], dt, (), v)
+
+
+def _tg_fold(n: Any, a: Any, b: Any) -> Any:
+    v = _TG["fold"][n.op](a.arg, b.arg)
+    return None if v is None else _tg_const(n.dtype, v)
+
+
+def _tg_same(x: Any) -> Any:
+    return x
+
+
+def _tg_zero(x: Any) -> Any:
+    return _tg_const(x.dtype, 0)
+
+
+def _tg_add_assoc(x: Any, c1: Any, c2: Any) -> Any:
+    return _TG["UOp"](_TG["ADD"], x.dtype, (x, _tg_const(x.dtype, c1.arg + c2.arg)))
+
+
+def _tg_mul_assoc(x: Any, c1: Any, c2: Any) -> Any:
+    return _TG["UOp"](_TG["MUL"], x.dtype, (x, _tg_const(x.dtype, c1.arg * c2.arg)))
+
+
+def _tg_add_self(x: Any) -> Any:
+    return _TG["UOp"](_TG["MUL"], x.dtype, (x, _tg_const(x.dtype, 2)))
+
+
+def _tinygrad_simplify(tops: Any) -> Any:
+    """SIMPLIFY written again with tinygrad's UPat: src given as a list matches every order (as uopir's tuple src does
+    for commutative ops); a tuple matches in order."""
+    Ops, UPat = tops.Ops, tops.UPat
+    idiv, mod = getattr(Ops, "IDIV", None) or Ops.CDIV, getattr(Ops, "MOD", None) or Ops.CMOD
+    _TG.update(UOp=tops.UOp, CONST=Ops.CONST, ADD=Ops.ADD, MUL=Ops.MUL,
+               fold={Ops.ADD: _FOLD[core.ADD], Ops.MUL: _FOLD[core.MUL], Ops.SUB: _FOLD[core.SUB],
+                     idiv: _FOLD[core.IDIV], mod: _FOLD[core.MOD]})
+    x, c1, c2 = UPat.var("x"), UPat.cvar("c1"), UPat.cvar("c2")
+    return tops.PatternMatcher([
+        (UPat(tuple(_TG["fold"]), src=(UPat.cvar("a"), UPat.cvar("b")), name="n"), _tg_fold),
+        (UPat(Ops.ADD, src=[x, UPat.const(0)]), _tg_same),
+        (UPat(Ops.MUL, src=[x, UPat.const(1)]), _tg_same),
+        (UPat(Ops.MUL, src=[x, UPat.const(0)]), _tg_zero),
+        (UPat(idiv, src=(x, UPat.const(1))), _tg_same),
+        (UPat(mod, src=(x, UPat.const(1))), _tg_zero),
+        (UPat(Ops.ADD, src=[UPat(Ops.ADD, src=[x, c1]), c2]), _tg_add_assoc),
+        (UPat(Ops.MUL, src=[UPat(Ops.MUL, src=[x, c1]), c2]), _tg_mul_assoc),
+        (UPat(Ops.ADD, src=(x, x)), _tg_add_self),
+    ])
+
+
+def compare_tinygrad(rec: Recipe, root: UOp, reps: int) -> None:
+    count, nodes = len(rec), len(root.toposort())
+    try:
+        tops, tdt = _import_tinygrad()
+    except Exception as e:  # noqa: BLE001
+        for m, k in (("construct", count), ("rewrite", nodes)):
+            skipped(m, k, f"tinygrad not importable: {type(e).__name__}: {e}", "tinygrad")
+        return
+    Ops, TUOp = tops.Ops, tops.UOp
+    tidx = getattr(tdt, "index", None) or tdt.weakint
+    opmap = {core.CONST: Ops.CONST, kernel.RANGE: Ops.RANGE, core.ADD: Ops.ADD, core.MUL: Ops.MUL,
+             core.SUB: Ops.SUB, core.IDIV: getattr(Ops, "IDIV", None) or Ops.CDIV,
+             core.MOD: getattr(Ops, "MOD", None) or Ops.CMOD, core.CMPLT: Ops.CMPLT, core.WHERE: Ops.WHERE,
+             core.SINK: Ops.SINK}
+    dtmap = {IDX: tidx, dtypes.void: tdt.void, dtypes.bool: tdt.bool}
+    loop = tops.AxisType.LOOP
+    trec = [(opmap[op], dtmap[dt], src, (arg[0], loop) if op is kernel.RANGE else arg) for op, dt, src, arg in rec]
+
+    def build_tg() -> Any:
+        out: list[Any] = []
+        app = out.append
+        for op, dt, src, arg in trec:
+            app(TUOp(op, dt, tuple([out[i] for i in src]), arg))
+        return out[-1]
+
+    def fresh() -> int:
+        build_tg()
+        return count
+
+    def fresh_gc_paused() -> int:
+        gc.disable()
+        try:
+            return fresh()
+        finally:
+            gc.enable()
+    t, _ = best_of(fresh, reps)
+    report("construct", count, count, t, "ops/s", system="tinygrad")
+    t, _ = best_of(fresh_gc_paused, reps)
+    report("construct_gc_paused", count, count, t, "ops/s", system="tinygrad")
+    troot = build_tg()
+    t, _ = best_of(build_tg, reps)
+    report("construct_cached", count, count, t, "ops/s", system="tinygrad")
+    tnodes = len(troot.toposort())
+
+    pm = _tinygrad_simplify(tops)
+    for bottom_up in (False, True):
+        name = "rewrite_bottom_up" if bottom_up else "rewrite"
+        try:
+            out_nodes = len(tops.graph_rewrite(troot, pm, bottom_up=bottom_up).toposort())  # also compiles the UPats
+            try:  # visits: the nodes tinygrad's rewriter settles (its internal RewriteContext; untimed)
+                rc = tops.RewriteContext(None if bottom_up else pm, pm if bottom_up else None)
+                rc.unified_rewrite(troot)
+                visits = f" visits={len(rc.replace)}"
+            except Exception:  # noqa: BLE001 - internal API: the count is optional
+                visits = ""
+            t, _ = best_of(lambda bottom_up=bottom_up: tops.graph_rewrite(troot, pm, bottom_up=bottom_up), reps)
+        except Exception as e:  # noqa: BLE001
+            skipped(name, tnodes, f"tinygrad graph_rewrite failed: {type(e).__name__}: {e}", "tinygrad")
+            continue
+        report(name, tnodes, tnodes, t, "nodes/s", f"{visits} out_nodes={out_nodes}", system="tinygrad")
+
+
+_ARITH = {core.ADD: "arith.addi", core.MUL: "arith.muli", core.SUB: "arith.subi", core.IDIV: "arith.divsi",
+          core.MOD: "arith.remsi"}
+
+
+def to_generic_arith(root: UOp) -> str:
+    """Our graph as generic-format MLIR: one func.func in a builtin.module; the loop ranges become the function's
+    index arguments, every other node one arith op, the sink's sources the func.return."""
+    names: dict[UOp, str] = {}
+    ranges = [u for u in root.toposort() if u.op is kernel.RANGE]
+    for i, r in enumerate(ranges):
+        names[r] = f"%arg{i}"
+    ty = {IDX: "index", dtypes.bool: "i1"}
+    lines: list[str] = []
+    app = lines.append
+    for u in root.toposort():
+        if u in names or u.op is core.SINK:
+            continue
+        v = names[u] = f"%{len(names) - len(ranges)}"
+        t = ty[u.dtype]
+        if u.op is core.CONST:
+            app(f'    {v} = "arith.constant"() <{{value = {int(u.arg)} : {t}}}> : () -> {t}')
+        elif u.op in _ARITH:
+            a, b = u.src
+            app(f'    {v} = "{_ARITH[u.op]}"({names[a]}, {names[b]}) : ({t}, {t}) -> {t}')
+        elif u.op is core.CMPLT:
+            a, b = u.src
+            at = ty[a.dtype]
+            app(f'    {v} = "arith.cmpi"({names[a]}, {names[b]}) <{{predicate = 2 : i64}}> : ({at}, {at}) -> i1')
+        elif u.op is core.WHERE:
+            c, a, b = u.src
+            app(f'    {v} = "arith.select"({names[c]}, {names[a]}, {names[b]}) : (i1, {t}, {t}) -> {t}')
+        else:
+            raise NotImplementedError(f"no arith op for {u.op}")
+    outs = [names[s] for s in root.src]
+    out_types = ", ".join(ty[s.dtype] for s in root.src)
+    args = ", ".join(f"{names[r]}: index" for r in ranges)
+    arg_types = ", ".join("index" for _ in ranges)
+    return "\n".join([
+        '"builtin.module"() ({',
+        f'  "func.func"() <{{sym_name = "kernel", function_type = ({arg_types}) -> ({out_types})}}> ({{',
+        f"  ^bb0({args}):", *lines,
+        f'    "func.return"({", ".join(outs)}) : ({out_types}) -> ()',
+        "  }) : () -> ()", "}) : () -> ()", ""])
+
+
+def compare_xdsl(rec: Recipe, root: UOp, reps: int) -> None:
+    nodes = len(root.toposort())
+    try:
+        import io
+
+        from xdsl.context import Context
+        from xdsl.dialects.arith import Arith
+        from xdsl.dialects.builtin import Builtin
+        from xdsl.dialects.func import Func
+        from xdsl.parser import Parser
+        from xdsl.printer import Printer
+    except Exception as e:  # noqa: BLE001
+        for m in ("parse", "print"):
+            skipped(m, nodes, f"xdsl not importable: {type(e).__name__}: {e}", "xdsl")
+        return
+    ctx = Context()
+    for d in (Builtin, Func, Arith):
+        ctx.load_dialect(d)
+    text = to_generic_arith(root)
+    reps = min(reps, 3 if nodes < 50_000 else 2)  # xDSL parses ~10k ops/s: fewer repetitions keep the bench short
+    try:
+        t, module = best_of(lambda: Parser(ctx, text, "ir_throughput").parse_module(), reps)
+    except Exception as e:  # noqa: BLE001
+        skipped("parse", nodes, f"xdsl parse of our text failed: {type(e).__name__}: {e}", "xdsl")
+        return
+    try:
+        module.verify()  # untimed: the text is valid arith, not just parseable
+        verified = "yes"
+    except Exception as e:  # noqa: BLE001
+        verified = f"no:{type(e).__name__}"
+    ops = sum(1 for _ in module.walk())
+    report("parse", ops, ops, t, "ops/s", f" text_bytes={len(text)} verified={verified}", system="xdsl")
+
+    def print_generic() -> str:
+        s = io.StringIO()
+        Printer(stream=s, print_generic_format=True).print_op(module)
+        return s.getvalue()
+    t, _ = best_of(print_generic, reps)
+    report("print", ops, ops, t, "ops/s", system="xdsl")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--no-compare", action="store_true", help="skip the tinygrad and xDSL comparison figures")
     args = ap.parse_args()
     SIMPLIFY.dispatch()  # compile the patterns outside the timings
     SIMPLIFY.dispatch(True)
     for n in (int(s) for s in args.sizes.split(",")):
-        run(n, args.reps)
+        run(n, args.reps, compare=not args.no_compare)
 
 
 if __name__ == "__main__":
