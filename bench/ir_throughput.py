@@ -152,6 +152,14 @@ def best_of(fn: Callable[[], Any], reps: int) -> tuple[float, Any]:
 OURS: dict[str, float] = {}  # uopir's best wall seconds per metric for the current size, for the comparisons' ratio
 
 
+def _gc_paused(fn: Callable[[], Any]) -> Any:
+    """fn() with the cyclic GC paused (uopir.ir.uop.gc_paused)."""
+    from uopir.ir.uop import gc_paused
+
+    with gc_paused():
+        return fn()
+
+
 def report(metric: str, nodes: int, count: int, seconds: float, unit: str, extra: str = "", system: str = "") -> None:
     """`rate` is by wall time; `cpu_rate` by process CPU time (steadier on a loaded machine). With `system` (a
     comparison), `ratio=` is that system's time over uopir's time for the same metric, when uopir's is known."""
@@ -182,13 +190,7 @@ def run(n: int, reps: int, compare: bool = True) -> None:
     t, _ = best_of(fresh, reps)
     report("construct", count, count, t, "ops/s")
 
-    def fresh_gc_paused() -> int:  # the same with the cyclic GC paused, as uopir's parser and rewriter run
-        gc.disable()
-        try:
-            return fresh()
-        finally:
-            gc.enable()
-    t, _ = best_of(fresh_gc_paused, reps)
+    t, _ = best_of(lambda: _gc_paused(fresh), reps)  # as uopir's parser and rewriter run
     report("construct_gc_paused", count, count, t, "ops/s")
     root = build(rec)
     t, _ = best_of(lambda: build(rec), reps)
@@ -333,15 +335,9 @@ def compare_tinygrad(rec: Recipe, root: UOp, reps: int) -> None:
         build_tg()
         return count
 
-    def fresh_gc_paused() -> int:
-        gc.disable()
-        try:
-            return fresh()
-        finally:
-            gc.enable()
     t, _ = best_of(fresh, reps)
     report("construct", count, count, t, "ops/s", system="tinygrad")
-    t, _ = best_of(fresh_gc_paused, reps)
+    t, _ = best_of(lambda: _gc_paused(fresh), reps)
     report("construct_gc_paused", count, count, t, "ops/s", system="tinygrad")
     troot = build_tg()
     t, _ = best_of(build_tg, reps)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from hypothesis import strategies as st
@@ -420,6 +420,15 @@ def _buffer(g: Gen) -> UOp:
     return g.buffer(g.s.choice(BUFFER_DTYPES + (IDX,)), g.shape())
 
 
+def _shuffled(g: Gen, items: Iterable[Any]) -> list[Any]:
+    """A Fisher-Yates shuffle drawn from the generator's source (so hypothesis can shrink it)."""
+    out = list(items)
+    for i in range(len(out) - 1, 0, -1):
+        j = g.s.integer(0, i)
+        out[i], out[j] = out[j], out[i]
+    return out
+
+
 def _factor_shape(g: Gen, n: int) -> tuple[int, ...]:
     """A random shape with n elements."""
     if n == 0:
@@ -438,11 +447,7 @@ def _factor_shape(g: Gen, n: int) -> tuple[int, ...]:
             base[i:i + 2] = [base[i] * base[i + 1]]
     for _ in range(g.s.integer(0, 2)):
         base.insert(g.s.integer(0, len(base)), 1)
-    order = list(base)
-    for i in range(len(order) - 1, 0, -1):
-        j = g.s.integer(0, i)
-        order[i], order[j] = order[j], order[i]
-    return tuple(order)
+    return tuple(_shuffled(g, base))
 
 
 @builder("tensor.reshape")
@@ -455,11 +460,7 @@ def _reshape(g: Gen) -> UOp:
 @builder("tensor.permute")
 def _permute(g: Gen) -> UOp:
     x = g.tensor_value()
-    perm = list(range(len(x.shape)))
-    for i in range(len(perm) - 1, 0, -1):
-        j = g.s.integer(0, i)
-        perm[i], perm[j] = perm[j], perm[i]
-    return g.mk(tensor.PERMUTE, x.dtype, (x,), tuple(perm))
+    return g.mk(tensor.PERMUTE, x.dtype, (x,), tuple(_shuffled(g, range(len(x.shape)))))
 
 
 @builder("tensor.expand")
@@ -490,11 +491,7 @@ def _shrink(g: Gen) -> UOp:
 
 
 def _axes(g: Gen, rank: int) -> tuple[int, ...]:
-    axes = [a for a in range(rank) if g.s.chance(50)]
-    for i in range(len(axes) - 1, 0, -1):
-        j = g.s.integer(0, i)
-        axes[i], axes[j] = axes[j], axes[i]
-    return tuple(axes)
+    return tuple(_shuffled(g, [a for a in range(rank) if g.s.chance(50)]))
 
 
 @builder("tensor.flip")

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from uopir.ir.dtype import dtypes
 from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, def_op
-from uopir.ir.rules import index_result, symbolic_variable, void_result
+from uopir.ir.rules import index_result_and_operand, symbolic_variable, void_result
 from uopir.ir.uop import UOp
 
 AXIS_KINDS = ("global", "local", "loop", "reduce", "upcast", "unroll", "group")
@@ -53,9 +53,7 @@ def _verify_param(u: UOp) -> Iterator[str]:
 
 
 def _verify_range(u: UOp) -> Iterator[str]:
-    yield from index_result(u)
-    if u.src[0].dtype is not dtypes.index:
-        yield f"range end must be index, got {u.src[0].dtype}"
+    yield from index_result_and_operand(u, "range end")
 
 
 def _verify_end(u: UOp) -> Iterator[str]:

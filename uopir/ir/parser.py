@@ -8,7 +8,6 @@ regex per line and caches per-op and per-type facts, so that large graphs parse 
 from __future__ import annotations
 
 import difflib
-import gc
 import os
 import re
 from typing import Any, NoReturn
@@ -18,7 +17,7 @@ from uopir.ir.dtype import ADDRSPACES, SCALARS, DType, dtypes
 from uopir.ir.lexer import NUM_START, WORD_START, parse_number, token_col, tokenize_line, unescape
 from uopir.ir.ops import ANY, DIALECTS, REGISTRY, REQUIRED, AttrError, Ident, OpDef, OptionalAttr, RegionAttr
 from uopir.ir.printer import fmt_type
-from uopir.ir.uop import UOp
+from uopir.ir.uop import UOp, gc_paused
 
 __all__ = ["parse_ir", "split_input", "parse_type"]
 
@@ -746,19 +745,15 @@ def parse_ir(text: str, filename: str = "<string>", first_line: int = 1) -> UOp:
         raise IRError(f"expected text, got {type(text).__name__}", Location(filename, first_line, 1))
     register_source(filename, text, first_line)
     p = _Parser(text, filename, first_line)
-    gc_was_on = gc.isenabled()
-    gc.disable()  # parsing allocates no cycles; the collector would rescan the growing graph (~40% of the time)
     try:
-        return p.block(0, 0, None)[0]
+        with gc_paused():  # parsing allocates no cycles; the collector would rescan the growing graph
+            return p.block(0, 0, None)[0]
     except IRError:
         raise
     except RecursionError:
         raise IRError("input nested too deeply", Location(filename, first_line, 1)) from None
     except Exception as e:  # a safety net: bad input must never surface as a Python traceback
         raise IRError(f"internal parser error: {type(e).__name__}: {e}", Location(filename, first_line, 1)) from e
-    finally:
-        if gc_was_on:
-            gc.enable()
 
 
 def split_input(text: str) -> list[tuple[int, str]]:

@@ -10,7 +10,6 @@ and rewrites to a fixed point, either top-down (sources first, then the node) or
 """
 from __future__ import annotations
 
-import gc
 import inspect
 import os
 from collections import Counter
@@ -20,7 +19,7 @@ from typing import Any
 
 from uopir.ir.dtype import DType
 from uopir.ir.ops import OpDef, Trait, get_op
-from uopir.ir.uop import UOp, _argkey, normalize_const
+from uopir.ir.uop import UOp, _argkey, gc_paused, normalize_const
 
 __all__ = ["UPat", "PatternMatcher", "graph_rewrite", "RewriteStats", "RewriteError",
            "is_float", "is_int", "is_bool", "is_ptr", "is_vector"]
@@ -735,15 +734,8 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     node (not counting rewrites to one of its own sources, which only shrink the graph), or a node rewritten
     into a graph containing itself, raises RewriteError naming the pattern.
     """
-    # Rewriting allocates many short-lived tuples and UOps; with the cyclic GC on, each allocation burst makes it
-    # traverse the whole (acyclic) graph again, which halves throughput on large graphs. Nothing here makes cycles.
-    if not gc.isenabled():
+    with gc_paused():  # rewriting allocates many short-lived UOps and tuples and makes no cycles
         return _rewrite(root, pm, ctx, bottom_up, stats, max_iters)
-    gc.disable()
-    try:
-        return _rewrite(root, pm, ctx, bottom_up, stats, max_iters)
-    finally:
-        gc.enable()
 
 
 def _rewrite(root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, stats: RewriteStats | None,

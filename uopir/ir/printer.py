@@ -5,13 +5,12 @@ region restarting at `%0`. The format is specified in docs/internals.md, "The te
 """
 from __future__ import annotations
 
-import gc
 import math
 from typing import Any
 
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import REQUIRED, OpDef, OptionalAttr, RegionAttr, fmt_literal
-from uopir.ir.uop import UOp
+from uopir.ir.uop import UOp, gc_paused
 
 _VOID = dtypes.void
 _INDENT = "  "
@@ -172,11 +171,6 @@ def _type_of(u: UOp) -> str:
 def print_ir(u: UOp, generic: bool = False) -> str:
     """The .uop text of the graph rooted at `u`; `parse_ir` of it returns `u` itself (hash-consing)."""
     out: list[str] = []
-    gc_was_on = gc.isenabled()
-    gc.disable()  # printing makes no cycles; skipping collector passes over the big graph is ~30% faster
-    try:
+    with gc_paused():
         _block(u, generic, "", out)
-    finally:
-        if gc_was_on:
-            gc.enable()
     return "\n".join(out) + "\n"

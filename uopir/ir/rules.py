@@ -17,11 +17,11 @@ def index_result(u: UOp) -> Iterator[str]:
         yield f"result dtype must be index, got {u.dtype}"
 
 
-def index_result_and_operand(u: UOp) -> Iterator[str]:
-    """An index computed from one index operand (a thread id's size, a loop's end)."""
+def index_result_and_operand(u: UOp, operand: str = "operand") -> Iterator[str]:
+    """An index computed from one index operand (a thread id's size, a loop's or range's end)."""
     yield from index_result(u)
     if u.src[0].dtype is not dtypes.index:
-        yield f"operand must be index, got {u.src[0].dtype}"
+        yield f"{operand} must be index, got {u.src[0].dtype}"
 
 
 def symbolic_variable(u: UOp) -> Iterator[str]:

@@ -5,8 +5,10 @@ Nodes nobody references are freed (the cache holds weak references).
 """
 from __future__ import annotations
 
+import gc
 import weakref
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from uopir.ir.dtype import DType, dtypes
@@ -267,3 +269,17 @@ def _op(name: str) -> OpDef:
     if (o := _OPS.get(name)) is None:
         o = _OPS[name] = get_op(name)
     return o
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic GC while building or walking big graphs: UOps never form cycles, and each allocation
+    burst would make the collector rescan the whole graph (30-50% of parse, print and rewrite time at 100k nodes).
+    Nests; restores the collector's previous state."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
