@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp-test
 BENCH_STAMP := $(VENV)/.stamp-bench
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench fuzz install clean
 
 install: $(STAMP)
 
@@ -17,14 +17,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	@if [ -f examples/demo.py ]; then \
-		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python examples/demo.py; \
-	else \
-		echo "examples/demo.py is not written yet; parsing and printing examples/*.uop with uop-opt instead"; \
-		for f in examples/*.uop; do [ -e "$$f" ] || continue; echo "== uop-opt $$f -p canonicalize,dce"; \
-			$(BIN)/uop-opt "$$f" -p canonicalize,dce || exit 1; done; \
-		$(BIN)/uop-opt --list-passes; \
-	fi
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python examples/demo.py
 
 test: $(STAMP)
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python tools/run_tests.py
@@ -43,3 +36,10 @@ bench: $(BENCH_STAMP)
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
 	find . -name Output -path '*lit_tests*' -type d -prune -exec rm -rf {} +
+
+# the standing fuzz target (unit_tests/fuzz.py): random .uop mutations through uop-opt with every pipeline, random
+# graphs through every pass against the reference interpreter, random Tensor programs against numpy; failing inputs
+# go to fuzz-failures/. CI runs a short fixed-seed slice of it (unit_tests/test_fuzz_slice.py).
+FUZZ_SECONDS ?= 300
+fuzz: $(STAMP)
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -W ignore unit_tests/fuzz.py --seconds $(FUZZ_SECONDS) --out fuzz-failures

@@ -1,0 +1,38 @@
+"""The CI slice of the standing fuzz target (unit_tests/fuzz.py): a fixed seed and a fixed number of cases per
+target, so the result never depends on luck. A developer runs the same code for minutes with `make fuzz`."""
+from __future__ import annotations
+
+import random
+
+import fuzz
+import numpy as np
+import pytest
+
+
+@pytest.mark.parametrize("target", fuzz.TARGETS)
+def test_fuzz_slice_finds_nothing(target, tmp_path):
+    report = fuzz.run((target,), seed=20261202, iterations=150, timeout=60, out_dir=tmp_path)
+    assert report.cases[target] == 150
+    assert not report.failures, "\n\n".join(f"{f.why}\n{f.input}" for f in report.failures[:3])
+
+
+def test_fuzz_catches_a_wrong_answer(tmp_path, monkeypatch):
+    """The tensor target really compares with numpy: a frontend that negates the result is reported."""
+    from uopir.frontend.tensor import Tensor
+
+    orig_numpy = Tensor.numpy
+    monkeypatch.setattr(Tensor, "numpy", lambda self: np.asarray(orig_numpy(self)) + 1)
+    report = fuzz.run(("tensor",), seed=1, iterations=20, timeout=60, out_dir=tmp_path)
+    assert len(report.failures) >= 15  # programs whose result is empty cannot show the error
+    files = sorted(tmp_path.iterdir())
+    assert len(files) == len(report.failures) and "differ from numpy" in files[0].read_text()
+
+
+def test_fuzz_reports_a_hang_as_a_timeout(monkeypatch, tmp_path):
+    def hang(rng: random.Random):
+        while True:
+            pass
+
+    monkeypatch.setattr(fuzz, "tensor_case", hang)
+    report = fuzz.run(("tensor",), seed=1, iterations=1, timeout=0.2, out_dir=tmp_path)
+    assert len(report.failures) == 1 and "ran past" in report.failures[0].why
