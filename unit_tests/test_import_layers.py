@@ -205,3 +205,13 @@ def test_frontend_module_imports_alone(mod: str) -> None:
     """Each frontend module imports first in a fresh interpreter (a cycle shows up as a partly initialized module)."""
     r = subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("name", ["nn_ops.py", "indexing.py"])
+def test_frontend_decompositions_use_the_public_tensor_api(name: str) -> None:
+    """nn_ops and indexing work through Tensor's public methods: no `x._private` attribute (their own helpers are
+    plain names, and dunders are Python's)."""
+    tree = ast.parse((ROOT / "frontend" / name).read_text())
+    private = sorted({(n.lineno, n.attr) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                      and n.attr.startswith("_") and not (n.attr.startswith("__") and n.attr.endswith("__"))})
+    assert not private, f"frontend/{name} uses private attributes: {private}"

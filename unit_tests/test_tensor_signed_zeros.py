@@ -2,8 +2,8 @@
 
 Regression: `Tensor([-0.0]).abs()` gave -0.0 (numpy: +0.0); cat, stack, integer-tensor indexing and gather built
 their result from padded or masked pieces added together, and -0.0 + 0.0 is +0.0. Siblings fixed with them:
-`pad(value=-0.0)` padded with +0.0 (-0.0 == 0 took the zero-pad path), `sign(-0.0)` gave -0.0, and cumsum lost
-the sign of a leading run of -0.0.
+`pad(value=-0.0)` padded with +0.0 (-0.0 == 0 took the zero-pad path), `sign(-0.0)` gave -0.0, `ceil(-0.3)` gave
++0.0, and cumsum lost the sign of a leading run of -0.0.
 """
 from __future__ import annotations
 
@@ -102,6 +102,13 @@ def test_sign_of_zeros_and_nan(npdt):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
     ok = ~np.isnan(exp)
     _same_bits(got[ok], exp[ok])
+
+
+@pytest.mark.parametrize("npdt", FLOATS)
+@pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "round"])
+def test_rounding_keeps_the_sign_of_zero(npdt, name):
+    a = np.concatenate([_special(npdt), np.array([-0.3, 0.3, -0.5, 0.5, -0.7, 0.7, -1.0, 1.0], npdt)])
+    _same_bits(getattr(Tensor(a), name)().numpy(), getattr(np, name)(a))
 
 
 @pytest.mark.parametrize("npdt", FLOATS)

@@ -840,13 +840,13 @@ class Tensor:
         if not self.dtype.is_float:
             return self
         t = self.trunc()
-        return t - (t > self).cast(self.dtype)
+        return (t > self).where(t - 1, t)
 
     def ceil(self) -> Tensor:
         if not self.dtype.is_float:
             return self
         t = self.trunc()
-        return t + (t < self).cast(self.dtype)
+        return (t < self).where(t + 1, t)  # not t + 0.0, which would lose the sign of ceil(-0.3) = -0.0
 
     def round(self) -> Tensor:
         """Round half to even (numpy)."""
