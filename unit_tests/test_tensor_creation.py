@@ -258,6 +258,77 @@ def test_frontend_ir_round_trips_through_text():
     assert parse_ir(print_ir(y.uop)) is y.uop
 
 
-def test_positional_device_and_requires_grad_accepted():
-    t = Tensor([1.0], "python", requires_grad=True)
-    assert t.device == "python" and t.requires_grad is True
+def test_positional_device_accepted():
+    t = Tensor([1.0], "python")
+    assert t.device == "python" and t.numpy().tolist() == [1.0]
+
+
+def test_requires_grad_true_is_refused_until_autograd_exists():
+    """Accepting requires_grad=True and ignoring it would give a silently wrong program once autograd lands."""
+    with pytest.raises(TypeError, match="no autograd yet"):
+        Tensor([1.0], requires_grad=True)
+    for off in (None, False):  # "no gradient" is true today and stays true later
+        assert Tensor([1.0], requires_grad=off).numpy().tolist() == [1.0]
+    assert not hasattr(Tensor([1.0]), "requires_grad")
+    with pytest.raises(AttributeError):
+        Tensor([1.0]).requires_grad = True  # no slot to hold it
+
+
+# ---- Python ints at creation (issue 8 item 11: they wrapped silently) -----------------------------------------------
+@pytest.mark.parametrize("value, dtype", [
+    (2**40, dtypes.int64), (-(2**31) - 1, dtypes.int64), (2**31 - 1, dtypes.int32), (-(2**63), dtypes.int64),
+    (2**63, dtypes.uint64), (2**64 - 1, dtypes.uint64),
+])
+def test_large_python_int_takes_the_dtype_numpy_holds_it_in(value, dtype):
+    for t in (Tensor(value), Tensor.full((2,), value)):
+        assert t.dtype is dtype
+        assert t.numpy().reshape(-1)[0].item() == value
+    t = Tensor([value, 1])
+    assert t.dtype is dtype and t.tolist() == [value, 1]
+    assert Tensor(value).item() == value
+
+
+@pytest.mark.parametrize("value", [2**70, 2**64, -(2**63) - 1, -(2**70)])
+def test_python_int_beyond_64_bits_raises(value):
+    for make in (lambda: Tensor(value), lambda: Tensor([value]), lambda: Tensor([[1], [value]]),
+                 lambda: Tensor.full((2,), value), lambda: Tensor([True]).where(value, 0)):
+        with pytest.raises(OverflowError, match=str(value)):
+            make()
+
+
+def test_python_ints_needing_int64_and_uint64_at_once_raise():
+    with pytest.raises(OverflowError, match="do not fit one integer dtype"):
+        Tensor([2**63, -1])  # numpy makes float64 here, silently losing the ints
+    t = Tensor([2**63, 1])  # numpy: float64 again; uint64 holds both exactly
+    assert t.dtype is dtypes.uint64 and t.tolist() == [2**63, 1]
+
+
+@pytest.mark.parametrize("value, dtype", [(300, dtypes.int8), (-1, dtypes.uint8), (2**31, dtypes.int32),
+                                          (2**64, dtypes.uint64)])
+def test_python_int_outside_an_explicit_dtype_raises(value, dtype):
+    for make in (lambda: Tensor(value, dtype=dtype), lambda: Tensor([1, value], dtype=dtype),
+                 lambda: Tensor.full((2,), value, dtype=dtype), lambda: Tensor.arange(value, value + 1, dtype=dtype)):
+        with pytest.raises(OverflowError, match=str(value)):
+            make()
+
+
+def test_huge_python_ints_become_floats_when_asked_or_mixed_with_floats():
+    check(Tensor([2**70], dtype=dtypes.float32), np.array([2.0**70], np.float32))
+    check(Tensor(2**70, dtype=dtypes.float64), np.float64(2.0**70))
+    t = Tensor([1.5, 2**70])
+    assert t.dtype is dtypes.float32
+    check(t, np.array([1.5, 2.0**70], np.float32))
+    check(Tensor([1e19, -1.0]), np.array([1e19, -1.0], np.float32))  # genuine floats are no overflow
+
+
+def test_arange_beyond_int32_is_int64():
+    t = Tensor.arange(2**40, 2**40 + 3)
+    assert t.dtype is dtypes.int64 and t.tolist() == [2**40, 2**40 + 1, 2**40 + 2]
+    assert Tensor.arange(5).dtype is dtypes.int32
+
+
+def test_ragged_data_keeps_its_message():
+    with pytest.raises(ValueError, match="ragged or non-numeric"):
+        Tensor([[1], [2, 3]])
+    with pytest.raises(ValueError, match="ragged or non-numeric"):
+        Tensor([[1], [2, 3]], dtype=dtypes.int32)

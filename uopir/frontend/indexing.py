@@ -6,6 +6,9 @@ dim, and a final reshape. Integer tensors (or lists) index "gather style": for e
 indexed dims are placed as numpy does: where the first advanced index stood when the advanced indices (ints and
 tensors) are adjacent, else in front. Out-of-range tensor indices read 0 (they are not checked: that would need the
 data); negative ones count from the end. Boolean masks are rejected: their result shape depends on the data.
+
+This module imports no Tensor (tensor.py imports it): it uses the public methods of the tensor it indexes and
+builds new tensors with `type(x)`.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uopir.frontend.shapes import broadcast_shape
 from uopir.ir.dtype import dtypes
 
 if TYPE_CHECKING:
@@ -20,14 +24,29 @@ if TYPE_CHECKING:
 
 
 def _as_index_tensor(x: Tensor, i: Any) -> Tensor:
-    from uopir.frontend.tensor import Tensor
-
-    t = i if isinstance(i, Tensor) else Tensor(np.asarray(i), device=x.device)
+    t = i if isinstance(i, type(x)) else type(x)(np.asarray(i), device=x.device)
     if t.dtype.is_bool:
         raise IndexError("boolean mask indexing has a data-dependent shape; use where() or masked_fill() instead")
     if not t.dtype.is_int:
         raise IndexError(f"tensor indices must be integers, got {t.dtype!r}")
     return t if t.dtype.itemsize >= 4 and not t.dtype.is_unsigned else t.cast(dtypes.int64)
+
+
+_UINT_OF_SIZE = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
+
+def pick(values: Tensor, onehot: Tensor, axes: tuple[int, ...]) -> Tensor:
+    """The element of `values` where the bool `onehot` is set along `axes` (at most one there; none reads 0).
+
+    A sum of `where(onehot, values, 0)` in the values' own dtype, done on the bits for floats: adding the zeros
+    that fill the other positions would turn a picked -0.0 into +0.0 (and the sum starts from +0.0 anyway), while
+    an integer sum with one nonzero term is exact, so every value arrives bit for bit (NaN payloads included)."""
+    d = values.dtype
+    if d.is_bool:
+        return onehot.where(values, False).any(axes)
+    bits = values.bitcast(_UINT_OF_SIZE[d.itemsize]) if d.is_float else values
+    out = onehot.where(bits, 0).cast(bits.dtype).sum(axes, dtype=bits.dtype)
+    return out.bitcast(d) if d.is_float else out
 
 
 def _stride(x: Tensor, dim: int, step: int) -> Tensor:
@@ -45,11 +64,11 @@ def _stride(x: Tensor, dim: int, step: int) -> Tensor:
 
 
 def getitem(x: Tensor, index: Any) -> Tensor:
-    from uopir.frontend.tensor import Tensor
-
+    """x[index] with numpy's rules (basic and integer-array indexing; no boolean masks)."""
+    tensor = type(x)
     items = list(index) if isinstance(index, tuple) else [index]
     for k, it in enumerate(items):
-        if isinstance(it, list | np.ndarray | Tensor):
+        if isinstance(it, list | np.ndarray | tensor):
             items[k] = _as_index_tensor(x, it)
         elif isinstance(it, bool):
             raise IndexError("boolean indices are not supported; use where() instead")
@@ -64,7 +83,7 @@ def getitem(x: Tensor, index: Any) -> Tensor:
         raise IndexError(f"too many indices for a tensor of shape {x.shape}: {consumed} given")
     # numpy's adjacency rule looks at the index as written: an ellipsis (even an empty one) or a None between two
     # advanced indices (ints and tensors) separates them
-    adv_pos = [k for k, it in enumerate(items) if isinstance(it, int | Tensor)]
+    adv_pos = [k for k, it in enumerate(items) if isinstance(it, int | tensor)]
     adjacent = bool(adv_pos) and adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
     fill = [slice(None)] * (x.ndim - consumed)
     ell = [k for k, it in enumerate(items) if it is Ellipsis]
@@ -124,8 +143,6 @@ def getitem(x: Tensor, index: Any) -> Tensor:
 
 
 def _advanced(x: Tensor, tensor_dims: list[tuple[int, Tensor, int]], adjacent: bool, insert_at: int) -> Tensor:
-    from uopir.frontend.tensor import Tensor, broadcast_shape
-
     try:
         bshape = broadcast_shape(*(t.shape for _, t, _ in tensor_dims))
     except ValueError as e:
@@ -137,15 +154,13 @@ def _advanced(x: Tensor, tensor_dims: list[tuple[int, Tensor, int]], adjacent: b
     xp = xp.reshape((1,) * nb + xp.shape).expand(bshape + xp.shape)
     mask: Tensor | None = None
     for j, (_, t, n) in enumerate(tensor_dims):
-        t = (t < 0).where(t + n, t)._broadcast_to(bshape)
+        t = (t < 0).where(t + n, t).expand(bshape)
         lhs = t.reshape(bshape + (1,) * (k + nr))
         onehot = (1,) * nb + tuple(n if i == j else 1 for i in range(k)) + (1,) * nr
-        m = lhs == Tensor.arange(n, device=x.device).reshape(onehot)
+        m = lhs == type(x).arange(n, device=x.device).reshape(onehot)
         mask = m if mask is None else mask & m
     assert mask is not None
-    zero: Any = False if x.dtype.is_bool else 0
-    picked = mask.where(xp, zero).cast(x.dtype)
-    out = picked._reduce("max" if x.dtype.is_bool else "add", tuple(range(nb, nb + k)))  # B + rest
+    out = pick(xp, mask, tuple(range(nb, nb + k)))  # B + rest
     if adjacent and insert_at:
         order = list(range(nb, nb + insert_at)) + list(range(nb)) + list(range(nb + insert_at, nb + nr))
         out = out.permute(order)

@@ -5,6 +5,10 @@
 - conv / pool: each kernel offset reads a (strided, dilated) slice of the padded input; the K slices are stacked on
   a last axis, giving (N, C, *out, K) patches that a multiply-and-sum (conv) or a max/mean (pool) reduces.
 - gather / one_hot: a one-hot mask `index == arange(n)` and a reduction.
+
+This module imports no Tensor: its functions work through the public methods of the tensors they are given and
+build new ones with `type(x)` (tensor.py imports this module, never the other way round). The Tensor methods
+convert their arguments to tensors before they call in here.
 """
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from uopir.frontend import dtype_promotion as P
+from uopir.frontend.indexing import pick
+from uopir.frontend.shapes import broadcast_shape, norm_axis
 from uopir.ir.dtype import dtypes
 
 if TYPE_CHECKING:
@@ -23,17 +29,13 @@ if TYPE_CHECKING:
 def sum_keep_dtype(x: Tensor, axis: Any) -> Tensor:
     """A sum in x's own dtype (bool: any; half floats accumulate in float32): numpy's matmul/conv accumulation."""
     if x.dtype.is_bool:
-        return x._reduce("max", axis)
+        return x.any(axis)
     if x.dtype in (dtypes.float16, dtypes.bfloat16):
-        return x.cast(dtypes.float32)._reduce("add", axis).cast(x.dtype)
-    return x._reduce("add", axis)
+        return x.sum(axis, dtype=dtypes.float32).cast(x.dtype)
+    return x.sum(axis, dtype=x.dtype)
 
 
 def matmul(x: Tensor, w: Tensor) -> Tensor:
-    from uopir.frontend.tensor import Tensor, broadcast_shape
-
-    if not isinstance(w, Tensor):
-        w = Tensor(w, device=x.device)
     if x.ndim == 0 or w.ndim == 0:
         raise ValueError(f"matmul needs operands of at least 1 dim, got shapes {x.shape} and {w.shape}")
     k1, k2 = x.shape[-1], w.shape[-2] if w.ndim >= 2 else w.shape[0]
@@ -149,31 +151,25 @@ def avg_pool(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: A
     if count_include_pad or not any(a or b for a, b in pads):
         return pt.mean(-1)
     ones = x.ones_like(dtypes.float32).pad(full)
-    return pt._float().sum(-1) / patches(ones, k, st, dl).sum(-1)
+    return pt.cast(P.float_of(pt.dtype)).sum(-1) / patches(ones, k, st, dl).sum(-1)
 
 
 def one_hot(x: Tensor, num_classes: int) -> Tensor:
     """int32 one-hot along a new last axis (num_classes=-1: max + 1, which realizes x)."""
-    from uopir.frontend.tensor import Tensor
-
     if not x.dtype.is_int:
         raise TypeError(f"one_hot needs an integer tensor, got {x.dtype!r}")
     if num_classes == -1:
         num_classes = int(x.max().item()) + 1 if x.numel() else 0
-    return (x.unsqueeze(-1) == Tensor.arange(num_classes, device=x.device)).where(1, 0)
+    return (x.unsqueeze(-1) == type(x).arange(num_classes, device=x.device)).where(1, 0)
 
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[..., i, ...] = x[..., index[..., i, ...], ...] along dim (torch.gather)."""
-    from uopir.frontend.tensor import Tensor, _norm_axis
-
-    if not isinstance(index, Tensor):
-        index = Tensor(index, device=x.device)
     if not index.dtype.is_int:
         raise TypeError(f"gather index must be an integer tensor, got {index.dtype!r}")
     if index.ndim != x.ndim:
         raise ValueError(f"gather index shape {index.shape} must have the rank of the input shape {x.shape}")
-    d = _norm_axis(dim, x.ndim, x.shape)
+    d = norm_axis(dim, x.ndim, x.shape)
     for i, (a, b) in enumerate(zip(index.shape, x.shape, strict=True)):
         if i != d and a > b:
             raise ValueError(f"gather index shape {index.shape} exceeds input shape {x.shape} at dim {i}")
@@ -182,16 +178,13 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     xe = xs.unsqueeze(-1).transpose(d, -1).expand(index.shape + (n,))
     index = index if index.dtype.itemsize >= 4 and not index.dtype.is_unsigned else index.cast(dtypes.int64)
     idx = (index < 0).where(index + n, index)
-    mask = idx.unsqueeze(-1) == Tensor.arange(n, device=x.device)
-    zero: Any = False if x.dtype.is_bool else 0
-    return sum_keep_dtype(mask.where(xe, zero).cast(x.dtype), -1)
+    mask = idx.unsqueeze(-1) == type(x).arange(n, device=x.device)
+    return pick(xe, mask, (xe.ndim - 1,))
 
 
 def batchnorm(x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
               axis: int | tuple[int, ...]) -> Tensor:
-    from uopir.frontend.tensor import _norm_axis
-
-    axes = tuple(_norm_axis(a, x.ndim, x.shape) for a in ((axis,) if isinstance(axis, int) else axis))
+    axes = tuple(norm_axis(a, x.ndim, x.shape) for a in ((axis,) if isinstance(axis, int) else axis))
     shape = tuple(s if i in axes else 1 for i, s in enumerate(x.shape))
     y = x - mean.reshape(shape)
     if weight is not None:
@@ -204,15 +197,13 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
                                  is_causal: bool) -> Tensor:
     """softmax(q k^T / sqrt(d) [masked]) v. A bool mask keeps True entries; a float mask is added. dropout_p only
     applies while Tensor.training (as tinygrad)."""
-    from uopir.frontend.tensor import Tensor
-
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
         raise ValueError(f"attention needs (..., L, E) operands, got shapes {q.shape}, {k.shape}, {v.shape}")
     if is_causal and attn_mask is not None:
         raise ValueError("give either attn_mask or is_causal, not both")
     qk = q.matmul(k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
     if is_causal:
-        attn_mask = Tensor.ones(qk.shape[-2], qk.shape[-1], dtype=dtypes.bool, device=q.device).tril()
+        attn_mask = type(q).ones(qk.shape[-2], qk.shape[-1], dtype=dtypes.bool, device=q.device).tril()
     if attn_mask is not None:
         qk = attn_mask.where(qk, float("-inf")) if attn_mask.dtype.is_bool else qk + attn_mask
     return qk.softmax(-1).dropout(dropout_p).matmul(v)
@@ -238,7 +229,7 @@ def cross_entropy(x: Tensor, y: Tensor, reduction: str, label_smoothing: float) 
         y = y.permute(tuple(range(ax)) + (y.ndim - 1,) + tuple(range(ax, y.ndim - 1)))
     if y.shape != x.shape:
         raise ValueError(f"cross_entropy target shape {y_shape} does not fit logits shape {x.shape}")
-    y = y._float() * (1 - label_smoothing) + label_smoothing / c
+    y = y.cast(P.float_of(y.dtype)) * (1 - label_smoothing) + label_smoothing / c
     return reduce_loss(-(x.log_softmax(ax) * y).sum(ax), reduction)
 
 

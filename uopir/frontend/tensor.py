@@ -24,6 +24,8 @@ from uopir.dialects import core as C
 from uopir.dialects import tensor as T
 from uopir.frontend import device as D
 from uopir.frontend import dtype_promotion as P
+from uopir.frontend import indexing, nn_ops
+from uopir.frontend.shapes import broadcast_shape, check_shape, norm_axis, shape_args
 from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import OpDef
@@ -37,47 +39,7 @@ LN_2 = math.log(2)
 
 
 # ---- small helpers --------------------------------------------------------------------------------------------------
-def _shape_args(shape: Any, rest: tuple) -> tuple:
-    """Accept f(2, 3), f((2, 3)) and f([2, 3])."""
-    if isinstance(shape, Sequence) and not isinstance(shape, str):
-        if rest:
-            raise TypeError(f"give the shape either as one sequence or as separate ints, not {shape!r} and {rest!r}")
-        return tuple(shape)
-    return (shape, *rest)
-
-
-def _check_shape(shape: tuple, what: str = "shape") -> tuple[int, ...]:
-    for s in shape:
-        if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < 0:
-            raise ValueError(f"{what} {shape} must be non-negative ints")
-    return tuple(int(s) for s in shape)
-
-
-def _prod(xs: Sequence[int]) -> int:
-    return math.prod(xs)
-
-
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """numpy broadcasting of shapes; ValueError names every shape."""
-    n = max(len(s) for s in shapes)
-    out = []
-    for i in range(n):
-        dims = {s[i - n + len(s)] for s in shapes if i - n + len(s) >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            raise ValueError(f"shapes {', '.join(str(s) for s in shapes)} cannot be broadcast together")
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
-
-
-def _norm_axis(axis: int, ndim: int, shape: tuple[int, ...] | None = None) -> int:
-    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
-        raise TypeError(f"axis must be an int, got {type(axis).__name__}")
-    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
-    if not lo <= axis <= hi:
-        raise ValueError(f"axis {axis} is out of range for a tensor of shape {shape if shape is not None else ''}"
-                         f" (ndim {ndim})")
-    return int(axis) % max(ndim, 1)
+_UINT_OF_SIZE = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}  # to work on a float's bits
 
 
 def _tensor_type(t: Tensor) -> str:
@@ -88,7 +50,7 @@ def _tensor_type(t: Tensor) -> str:
 class Tensor:
     """A lazy n-d array. `.uop` is its tensor-dialect graph; `.device` the device it lives on."""
 
-    __slots__ = ("uop", "device", "requires_grad", "__weakref__")
+    __slots__ = ("uop", "device", "__weakref__")
     __hash__ = object.__hash__  # == builds a Tensor, so hashing must not go through it
     __array_ufunc__ = None  # `np_array + tensor` calls Tensor.__radd__ instead of converting the tensor
 
@@ -100,10 +62,12 @@ class Tensor:
 
     def __init__(self, data: Any, dtype: DTypeLike = None, device: str | None = None,
                  requires_grad: bool | None = None) -> None:
+        if requires_grad:
+            raise TypeError("requires_grad=True: uopir has no autograd yet, so no Tensor can require a gradient "
+                            "(leave requires_grad out, or pass None or False)")
         if isinstance(dtype, str) and dtypes.from_name(dtype) is None and dtype.lower() in D.DEVICES:
             dtype, device = None, dtype  # Tensor(x, "python"): tinygrad's positional device
         dt = P.to_dtype(dtype)
-        self.requires_grad = requires_grad
         if isinstance(data, UOp):
             if data.shape is None:
                 raise TypeError(f"a Tensor needs a UOp with a shape, got {data.op.name} of type {data.dtype}")
@@ -117,19 +81,14 @@ class Tensor:
         self.device = D.canonical(device)
         if P.is_scalar(data):
             d = dt if dt is not None else P.scalar_dtype(data)
+            P.check_fits(data, d)
             self.uop = C.const(d, data, ())
             return
         if isinstance(data, np.ndarray | np.generic):
             arr = np.asarray(data)
             d = dt if dt is not None else P.from_np(arr.dtype)
         elif isinstance(data, list | tuple | range):
-            try:
-                arr = np.array(data) if len(data) else np.zeros((0,), np.float32)
-            except ValueError:
-                arr = np.array(None, dtype=object)
-            if arr.dtype == object:
-                raise ValueError("cannot make a Tensor from ragged or non-numeric nested data")
-            d = dt if dt is not None else P.infer_dtype(arr)
+            arr, d = P.from_python(data, dt)
         elif isinstance(data, bytes | bytearray):
             arr = np.frombuffer(bytes(data), np.uint8)
             d = dt if dt is not None else dtypes.uint8
@@ -139,8 +98,11 @@ class Tensor:
 
     # ---- internal construction --------------------------------------------------------------------------------------
     def _new(self, u: UOp, device: str | None = None) -> Tensor:
+        """Wrap a new tensor value. Its shape is computed now, while every source's shape is already known, so a long
+        chain of ops (`x = x + 1` in a loop) never computes shapes recursively, and a shape error shows here."""
+        u.shape  # noqa: B018 - computed and cached on the UOp
         t = object.__new__(Tensor)
-        t.uop, t.device, t.requires_grad = u, device if device is not None else self.device, None
+        t.uop, t.device = u, device if device is not None else self.device
         return t
 
     def _op(self, op: OpDef, *srcs: Tensor | Scalar, dtype: DType | None = None, arg: Any = None) -> Tensor:
@@ -166,7 +128,7 @@ class Tensor:
         return len(self.shape)
 
     def numel(self) -> int:
-        return _prod(self.shape)
+        return math.prod(self.shape)
 
     def element_size(self) -> int:
         return self.dtype.itemsize
@@ -175,7 +137,7 @@ class Tensor:
         return self.numel() * self.dtype.itemsize
 
     def size(self, dim: int | None = None) -> int | tuple[int, ...]:
-        return self.shape if dim is None else self.shape[_norm_axis(dim, self.ndim, self.shape)]
+        return self.shape if dim is None else self.shape[norm_axis(dim, self.ndim, self.shape)]
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_float
@@ -261,26 +223,27 @@ class Tensor:
     def full(shape: int | Sequence[int], fill_value: Scalar, dtype: DTypeLike = None,
              device: str | None = None) -> Tensor:
         """A splat value: one shaped core.const, no buffer."""
-        shp = _check_shape(_shape_args(shape, ()))
+        shp = check_shape(shape_args(shape, ()))
         if not P.is_scalar(fill_value):
             fill_value = np.asarray(fill_value).item()
         d = P.to_dtype(dtype) or P.scalar_dtype(fill_value)
+        P.check_fits(fill_value, d)
         return Tensor(C.const(d, fill_value, shp), device=device)
 
     @staticmethod
     def zeros(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
-        return Tensor.full(_shape_args(shape[0], shape[1:]) if shape else (), 0.0, P.to_dtype(dtype) or
+        return Tensor.full(shape_args(shape[0], shape[1:]) if shape else (), 0.0, P.to_dtype(dtype) or
                            P.DEFAULT_FLOAT, device)
 
     @staticmethod
     def ones(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
-        return Tensor.full(_shape_args(shape[0], shape[1:]) if shape else (), 1.0, P.to_dtype(dtype) or
+        return Tensor.full(shape_args(shape[0], shape[1:]) if shape else (), 1.0, P.to_dtype(dtype) or
                            P.DEFAULT_FLOAT, device)
 
     @staticmethod
     def empty(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         """A fresh buffer (zero-filled here, so programs stay deterministic)."""
-        shp = _check_shape(_shape_args(shape[0], shape[1:]) if shape else ())
+        shp = check_shape(shape_args(shape[0], shape[1:]) if shape else ())
         d = P.to_dtype(dtype) or P.DEFAULT_FLOAT
         return Tensor(np.zeros(shp, P.to_np(d)), dtype=d, device=device)
 
@@ -292,9 +255,13 @@ class Tensor:
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange step must not be zero")
-        d = P.to_dtype(dtype) or (P.DEFAULT_INT if all(isinstance(v, int) for v in (start, stop, step))
-                                  else P.DEFAULT_FLOAT)
         n = max(0, math.ceil((stop - start) / step))
+        ints = all(isinstance(v, int) for v in (start, stop, step))
+        d = P.to_dtype(dtype) or (P.promote_scalars(start, start + (n - 1) * step) if ints and n else
+                                  P.DEFAULT_INT if ints else P.DEFAULT_FLOAT)
+        if ints and n:
+            P.check_fits(int(start), d)
+            P.check_fits(int(start + (n - 1) * step), d)
         vals = start + np.arange(n, dtype=np.float64 if d.is_float else np.int64) * step
         return Tensor(vals, dtype=d, device=device)
 
@@ -308,7 +275,7 @@ class Tensor:
     def eye(n: int, m: int | None = None, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         """Ones on the diagonal, built lazily: a column of ones padded by one and re-read row by row."""
         m = n if m is None else m
-        _check_shape((n, m))
+        check_shape((n, m))
         k = max(n, m)
         d = P.to_dtype(dtype) or P.DEFAULT_FLOAT
         if k == 0:
@@ -327,7 +294,7 @@ class Tensor:
 
     @staticmethod
     def _random(shape: tuple, dtype: DTypeLike, device: str | None, gen: Any, default: DType) -> Tensor:
-        shp = _check_shape(_shape_args(shape[0], shape[1:]) if shape else ())
+        shp = check_shape(shape_args(shape[0], shape[1:]) if shape else ())
         return Tensor(gen(shp), dtype=P.to_dtype(dtype) or default, device=device)
 
     @staticmethod
@@ -361,19 +328,19 @@ class Tensor:
     @staticmethod
     def scaled_uniform(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         """Uniform in [-1, 1) scaled by 1/sqrt(numel) (tinygrad's default layer init)."""
-        shp = _shape_args(shape[0], shape[1:]) if shape else ()
-        return Tensor.uniform(shp, low=-1.0, high=1.0, dtype=dtype, device=device) * (_prod(shp) ** -0.5)
+        shp = shape_args(shape[0], shape[1:]) if shape else ()
+        return Tensor.uniform(shp, low=-1.0, high=1.0, dtype=dtype, device=device) * (math.prod(shp) ** -0.5)
 
     @staticmethod
     def glorot_uniform(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
-        shp = _shape_args(shape[0], shape[1:]) if shape else ()
-        bound = math.sqrt(6 / (shp[0] + _prod(shp[1:]))) if shp else 1.0
+        shp = shape_args(shape[0], shape[1:]) if shape else ()
+        bound = math.sqrt(6 / (shp[0] + math.prod(shp[1:]))) if shp else 1.0
         return Tensor.uniform(shp, low=-bound, high=bound, dtype=dtype, device=device)
 
     @staticmethod
     def kaiming_uniform(*shape: Any, a: float = 0.01, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
-        shp = _shape_args(shape[0], shape[1:]) if shape else ()
-        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(_prod(shp[1:]) or 1)
+        shp = shape_args(shape[0], shape[1:]) if shape else ()
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(math.prod(shp[1:]) or 1)
         return Tensor.uniform(shp, low=-bound, high=bound, dtype=dtype, device=device)
 
     # ---- dtypes -----------------------------------------------------------------------------------------------------
@@ -797,6 +764,8 @@ class Tensor:
             d = P.promote_scalars(xt, yt)  # type: ignore[arg-type]
         shapes = [v.shape for v in (cond, xt, yt) if isinstance(v, Tensor)]
         shape = broadcast_shape(*shapes)
+        for v in (xt, yt):
+            P.check_fits(v, d)
         us = tuple(v.cast(d)._broadcast_to(shape).uop if isinstance(v, Tensor) else C.const(d, v) for v in (xt, yt))
         return self._new(UOp(C.WHERE, d, (cond._broadcast_to(shape).uop, *us)))
 
@@ -871,13 +840,13 @@ class Tensor:
         if not self.dtype.is_float:
             return self
         t = self.trunc()
-        return t - (t > self).cast(self.dtype)
+        return (t > self).where(t - 1, t)
 
     def ceil(self) -> Tensor:
         if not self.dtype.is_float:
             return self
         t = self.trunc()
-        return t + (t < self).cast(self.dtype)
+        return (t < self).where(t + 1, t)  # not t + 0.0, which would lose the sign of ceil(-0.3) = -0.0
 
     def round(self) -> Tensor:
         """Round half to even (numpy)."""
@@ -891,8 +860,13 @@ class Tensor:
         return (frac.abs() > 0.5).where(away, (half & odd).where(away, t))
 
     def abs(self) -> Tensor:
-        if self.dtype.is_bool or self.dtype.is_unsigned:
+        """|x|; on floats the sign bit is cleared, as numpy (abs(-0.0) is +0.0, a NaN keeps its payload)."""
+        d = self.dtype
+        if d.is_bool or d.is_unsigned:
             return self
+        if d.is_float:
+            bits = _UINT_OF_SIZE[d.itemsize]
+            return (self.bitcast(bits) & ((1 << (d.bits - 1)) - 1)).bitcast(d)
         return (self < 0).where(-self, self)
 
     def sign(self) -> Tensor:
@@ -903,7 +877,7 @@ class Tensor:
         if d.is_unsigned:
             return pos
         if d.is_float:
-            return (self > 0).where(1.0, (self < 0).where(-1.0, self * 0))
+            return (self > 0).where(1.0, (self < 0).where(-1.0, (self == 0).where(0.0, self)))  # ±0 -> +0, nan
         return pos - (self < 0).cast(d)
 
     def isnan(self) -> Tensor:
@@ -984,7 +958,7 @@ class Tensor:
     # ---- movement ---------------------------------------------------------------------------------------------------
     def reshape(self, shape: Any, *args: int) -> Tensor:
         """New shape with the same elements; one -1 is inferred, None keeps that dim."""
-        new = list(_shape_args(shape, args))
+        new = list(shape_args(shape, args))
         new = [self.shape[i] if s is None else s for i, s in enumerate(new)]
         for s in new:
             if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < -1:
@@ -992,29 +966,29 @@ class Tensor:
         if new.count(-1) > 1:
             raise ValueError(f"cannot reshape {self.shape} to {tuple(new)}: only one dim can be -1")
         if -1 in new:
-            known = _prod(s for s in new if s != -1)
+            known = math.prod(s for s in new if s != -1)
             if known == 0 or self.numel() % known:
                 raise ValueError(f"cannot reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
             new[new.index(-1)] = self.numel() // known
         shp = tuple(int(s) for s in new)
-        if _prod(shp) != self.numel():
+        if math.prod(shp) != self.numel():
             raise ValueError(f"cannot reshape {self.shape} ({self.numel()} elements) to {shp} "
-                             f"({_prod(shp)} elements)")
+                             f"({math.prod(shp)} elements)")
         return self if shp == self.shape else self._mv(T.RESHAPE, shp)
 
     def view(self, shape: Any, *args: int) -> Tensor:
         return self.reshape(shape, *args)
 
     def permute(self, order: Any, *args: int) -> Tensor:
-        perm = tuple(_norm_axis(a, self.ndim, self.shape) for a in _shape_args(order, args))
+        perm = tuple(norm_axis(a, self.ndim, self.shape) for a in shape_args(order, args))
         if sorted(perm) != list(range(self.ndim)):
-            raise ValueError(f"{_shape_args(order, args)} is not a permutation of the axes of shape {self.shape}")
+            raise ValueError(f"{shape_args(order, args)} is not a permutation of the axes of shape {self.shape}")
         return self if perm == tuple(range(self.ndim)) else self._mv(T.PERMUTE, perm)
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
         """Swap two axes (defaults as tinygrad: 1 and 0)."""
         order = list(range(self.ndim))
-        a, b = _norm_axis(dim0, self.ndim, self.shape), _norm_axis(dim1, self.ndim, self.shape)
+        a, b = norm_axis(dim0, self.ndim, self.shape), norm_axis(dim1, self.ndim, self.shape)
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
@@ -1025,12 +999,12 @@ class Tensor:
 
     def expand(self, shape: Any, *args: int) -> Tensor:
         """Broadcast to a shape; -1 keeps a dim; new leading dims may be added."""
-        new = _shape_args(shape, args)
+        new = shape_args(shape, args)
         if len(new) < self.ndim:
             raise ValueError(f"cannot expand {self.shape} to {tuple(new)}: the target has fewer dims")
         lead = len(new) - self.ndim
         full = tuple(self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(new))
-        _check_shape(full, "expand shape")
+        check_shape(full, "expand shape")
         for i, s in enumerate(self.shape):
             if s != full[i + lead] and s != 1:
                 raise ValueError(f"cannot expand {self.shape} to {full}: dim {i} has size {s}, not 1")
@@ -1067,7 +1041,7 @@ class Tensor:
             return x
         pads = tuple(pairs)
         out = x._mv(T.PAD, pads)
-        if value == 0:
+        if value == 0 and math.copysign(1.0, value) > 0:  # -0.0 == 0, but pads with its own sign
             return out
         mask = self._new(C.const(dtypes.bool, True, x.shape))._mv(T.PAD, pads)
         return out._new(UOp(C.WHERE, out.dtype, (mask.uop, out.uop, C.const(out.dtype, value))))
@@ -1085,7 +1059,7 @@ class Tensor:
         return self._mv(T.SHRINK, bounds)
 
     def flip(self, axis: Any, *args: int) -> Tensor:
-        axes = tuple(_norm_axis(a, self.ndim, self.shape) for a in _shape_args(axis, args))
+        axes = tuple(norm_axis(a, self.ndim, self.shape) for a in shape_args(axis, args))
         if len(set(axes)) != len(axes):
             raise ValueError(f"flip axes {axes} repeat an axis")
         return self._mv(T.FLIP, axes) if axes else self
@@ -1096,38 +1070,39 @@ class Tensor:
             return self.reshape(tuple(s for s in self.shape if s != 1))
         if self.ndim == 0:
             return self
-        d = _norm_axis(dim, self.ndim, self.shape)
+        d = norm_axis(dim, self.ndim, self.shape)
         return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
 
     def unsqueeze(self, dim: int) -> Tensor:
-        d = _norm_axis(dim, self.ndim + 1, self.shape)
+        d = norm_axis(dim, self.ndim + 1, self.shape)
         return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         if self.ndim == 0:
             return self.reshape(1)
-        s, e = _norm_axis(start_dim, self.ndim, self.shape), _norm_axis(end_dim, self.ndim, self.shape)
+        s, e = norm_axis(start_dim, self.ndim, self.shape), norm_axis(end_dim, self.ndim, self.shape)
         if s > e:
             raise ValueError(f"flatten start_dim {start_dim} comes after end_dim {end_dim} for shape {self.shape}")
-        return self.reshape(self.shape[:s] + (_prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+        return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
-        d = _norm_axis(dim, self.ndim, self.shape)
+        d = norm_axis(dim, self.ndim, self.shape)
         return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
     def repeat(self, repeats: Any, *args: int) -> Tensor:
         """Tile the tensor (torch's repeat / numpy's tile): repeats has at least ndim entries."""
-        reps = _shape_args(repeats, args)
+        reps = shape_args(repeats, args)
         if len(reps) < self.ndim:
             raise ValueError(f"repeat {reps} needs at least {self.ndim} entries for shape {self.shape}")
-        _check_shape(reps, "repeats")
+        check_shape(reps, "repeats")
         base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
         inter = tuple(v for s in base.shape for v in (1, s))
         target = tuple(v for r, s in zip(reps, base.shape, strict=True) for v in (r, s))
         return base.reshape(inter).expand(target).reshape(tuple(r * s for r, s in zip(reps, base.shape, strict=True)))
 
     def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
-        """Join along an existing dim: each piece padded into place, then summed (or-ed for bool)."""
+        """Join along an existing dim: each piece padded into place and selected by a padded mask (a `where`, so
+        every value, -0.0 and NaN payloads included, arrives bit for bit)."""
         ts = [self, *args]
         for t in ts:
             if not isinstance(t, Tensor):
@@ -1136,7 +1111,7 @@ class Tensor:
                 raise ValueError(f"cat needs tensors of one rank, got shapes {', '.join(str(x.shape) for x in ts)}")
         if self.ndim == 0:
             raise ValueError("cannot cat 0-d tensors; use stack")
-        d = _norm_axis(dim, self.ndim, self.shape)
+        d = norm_axis(dim, self.ndim, self.shape)
         for t in ts:
             if t.shape[:d] + t.shape[d + 1:] != self.shape[:d] + self.shape[d + 1:]:
                 raise ValueError(f"cat along dim {d} needs equal other dims, got shapes "
@@ -1150,7 +1125,11 @@ class Tensor:
             pads[d] = (off, total - off - t.shape[d])
             off += t.shape[d]
             p = t.cast(dt).pad(pads)
-            out = p if out is None else out + p
+            if out is None:
+                out = p
+            else:
+                inside = Tensor.full(t.shape, True, dtype=dtypes.bool, device=self.device).pad(pads)
+                out = inside.where(p, out)
         return out  # type: ignore[return-value]
 
     def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
@@ -1158,12 +1137,12 @@ class Tensor:
         for t in ts:
             if t.shape != self.shape:
                 raise ValueError(f"stack needs equal shapes, got {', '.join(str(x.shape) for x in ts)}")
-        d = _norm_axis(dim, self.ndim + 1, self.shape)
+        d = norm_axis(dim, self.ndim + 1, self.shape)
         return ts[0].unsqueeze(d).cat(*(t.unsqueeze(d) for t in ts[1:]), dim=d)
 
     def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
         """Pieces of `sizes` along dim (an int: equal pieces, the last may be smaller)."""
-        d = _norm_axis(dim, self.ndim, self.shape)
+        d = norm_axis(dim, self.ndim, self.shape)
         n = self.shape[d]
         if isinstance(sizes, int):
             if sizes <= 0:
@@ -1182,7 +1161,7 @@ class Tensor:
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         if chunks <= 0:
             raise ValueError(f"chunk count must be positive, got {chunks}")
-        d = _norm_axis(dim, self.ndim, self.shape)
+        d = norm_axis(dim, self.ndim, self.shape)
         return self.split(max(1, math.ceil(self.shape[d] / chunks)), d)
 
     def tril(self, diagonal: int = 0) -> Tensor:
@@ -1201,15 +1180,13 @@ class Tensor:
         return keep.where(self, self.zeros_like())
 
     def __getitem__(self, index: Any) -> Tensor:
-        from uopir.frontend.indexing import getitem
-
-        return getitem(self, index)
+        return indexing.getitem(self, index)
 
     # ---- reductions -------------------------------------------------------------------------------------------------
     def _axes(self, axis: Any) -> tuple[int, ...]:
         if axis is None:
             return tuple(range(self.ndim))
-        axes = tuple(_norm_axis(a, self.ndim, self.shape) for a in (axis if isinstance(axis, Sequence) else (axis,)))
+        axes = tuple(norm_axis(a, self.ndim, self.shape) for a in (axis if isinstance(axis, Sequence) else (axis,)))
         if len(set(axes)) != len(axes):
             raise ValueError(f"axis {axis} repeats an axis of shape {self.shape}")
         return tuple(sorted(axes)) if self.ndim else ()
@@ -1254,14 +1231,14 @@ class Tensor:
     def mean(self, axis: Any = None, keepdim: bool = False) -> Tensor:
         """Mean in the default float for ints (numpy gives float64); half floats keep their dtype."""
         x = self._float()
-        n = _prod(self.shape[a] for a in self._axes(axis))
+        n = math.prod(self.shape[a] for a in self._axes(axis))
         return x.sum(axis, keepdim) / float(n)
 
     def var(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Variance with `correction` (Bessel's, 1, by default as tinygrad/torch; numpy's ddof=0 is correction=0)."""
         x = self._float()
         d = x - x.mean(axis, keepdim=True)
-        n = _prod(self.shape[a] for a in self._axes(axis))
+        n = math.prod(self.shape[a] for a in self._axes(axis))
         s = (d * d).sum(axis, keepdim)
         return s / float(max(0, n - correction))
 
@@ -1278,7 +1255,7 @@ class Tensor:
         if axis is None:
             out = self.flatten()._arg_extreme(op, 0, False)
             return out.reshape((1,) * self.ndim) if keepdim else out
-        a = _norm_axis(axis, self.ndim, self.shape)
+        a = norm_axis(axis, self.ndim, self.shape)
         if self.ndim == 0:  # axis 0 / -1 of a 0-d tensor: its one element
             return Tensor.full((), 0, P.DEFAULT_INT, self.device)
         n = self.shape[a]
@@ -1326,7 +1303,7 @@ class Tensor:
         return y - y.exp().sum(axis, keepdim=True).log()
 
     def _cumulative(self, axis: int, fill: Scalar, combine: str) -> Tensor:
-        a = _norm_axis(axis, self.ndim, self.shape)
+        a = norm_axis(axis, self.ndim, self.shape)
         if self.ndim == 0:  # one element: itself, in the accumulation dtype
             return self.sum() if combine == "add" else self.prod()
         x = self.transpose(a, -1)
@@ -1334,8 +1311,14 @@ class Tensor:
         rows = Tensor.arange(n, device=self.device).reshape(n, 1)
         cols = Tensor.arange(n, device=self.device).reshape(1, n)
         tri = x.unsqueeze(-2).expand(x.shape[:-1] + (n, n))
-        vals = (cols <= rows).where(tri, fill)
+        upto = cols <= rows
+        vals = upto.where(tri, fill)
         out = vals.sum(-1) if combine == "add" else vals.prod(-1)
+        if combine == "add" and x.dtype.is_float:
+            # a running sum is -0.0 exactly while every element so far is -0.0 (numpy's add.accumulate); the
+            # masked sum starts from +0.0 and would say +0.0
+            negzero = (tri == 0) & (tri.reciprocal() < 0)
+            out = upto.where(negzero, True).all(-1).where(-0.0, out)
         return out.transpose(a, -1)
 
     def cumsum(self, axis: int = 0) -> Tensor:
@@ -1347,13 +1330,11 @@ class Tensor:
 
     # ---- linear algebra and nn (decompositions live in nn_ops) ------------------------------------------------------
     def dot(self, w: Tensor) -> Tensor:
-        from uopir.frontend import nn_ops
-
-        return nn_ops.matmul(self, w)
+        return self.matmul(w)
 
     def matmul(self, w: Tensor, reverse: bool = False) -> Tensor:
-        from uopir.frontend import nn_ops
-
+        if not isinstance(w, Tensor):
+            w = Tensor(w, device=self.device)
         return nn_ops.matmul(w, self) if reverse else nn_ops.matmul(self, w)
 
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -1369,30 +1350,22 @@ class Tensor:
 
     def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1,
                dilation: Any = 1, padding: Any = 0) -> Tensor:
-        from uopir.frontend import nn_ops
-
         return nn_ops.conv2d(self, weight, bias, groups, stride, dilation, padding)
 
     def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1,
                    padding: Any = 0) -> Tensor:
-        from uopir.frontend import nn_ops
-
         return nn_ops.max_pool(self, kernel_size, stride, dilation, padding)
 
     def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
                    count_include_pad: bool = True) -> Tensor:
-        from uopir.frontend import nn_ops
-
         return nn_ops.avg_pool(self, kernel_size, stride, dilation, padding, count_include_pad)
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
-        from uopir.frontend import nn_ops
-
+        if not isinstance(index, Tensor):
+            index = Tensor(index, device=self.device)
         return nn_ops.gather(self, dim, index)
 
     def one_hot(self, num_classes: int = -1) -> Tensor:
-        from uopir.frontend import nn_ops
-
         return nn_ops.one_hot(self, num_classes)
 
     def layernorm(self, axis: Any = -1, eps: float = 1e-5) -> Tensor:
@@ -1404,35 +1377,23 @@ class Tensor:
     def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
                   axis: int | tuple[int, ...] = 1) -> Tensor:
         """Inference batchnorm: (x - mean) * weight * invstd + bias, the 1-d parameters along `axis`."""
-        from uopir.frontend import nn_ops
-
         return nn_ops.batchnorm(self, weight, bias, mean, invstd, axis)
 
     def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                      dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
-        from uopir.frontend import nn_ops
-
         return nn_ops.scaled_dot_product_attention(self, key, value, attn_mask, dropout_p, is_causal)
 
     def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:  # noqa: N803
-        from uopir.frontend import nn_ops
-
         return nn_ops.cross_entropy(self, Y, reduction, label_smoothing)
 
     def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1,  # noqa: N803
                                         label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
-        from uopir.frontend import nn_ops
-
         return nn_ops.sparse_categorical_crossentropy(self, Y, ignore_index, label_smoothing, reduction)
 
     def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:  # noqa: N803
-        from uopir.frontend import nn_ops
-
         return nn_ops.reduce_loss(-(Y * self.log() + (1 - Y) * (1 - self).log()), reduction)
 
     def binary_crossentropy_logits(self, Y: Tensor, reduction: str = "mean") -> Tensor:  # noqa: N803
-        from uopir.frontend import nn_ops
-
         return nn_ops.reduce_loss(self.relu() - self * Y + (1 + (-self.abs()).exp()).log(), reduction)
 
     def dropout(self, p: float = 0.5) -> Tensor:

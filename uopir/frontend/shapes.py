@@ -1,0 +1,52 @@
+"""Shape arithmetic of the Tensor frontend: broadcasting, axis normalization, shape arguments.
+
+Plain functions over tuples of ints, with the frontend's error messages; they know no Tensor, so the tensor, the
+indexing and the nn modules all use them without importing each other.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def shape_args(shape: Any, rest: tuple) -> tuple:
+    """Accept f(2, 3), f((2, 3)) and f([2, 3])."""
+    if isinstance(shape, Sequence) and not isinstance(shape, str):
+        if rest:
+            raise TypeError(f"give the shape either as one sequence or as separate ints, not {shape!r} and {rest!r}")
+        return tuple(shape)
+    return (shape, *rest)
+
+
+def check_shape(shape: tuple, what: str = "shape") -> tuple[int, ...]:
+    """The shape as Python ints; ValueError unless every dim is a non-negative int."""
+    for s in shape:
+        if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < 0:
+            raise ValueError(f"{what} {shape} must be non-negative ints")
+    return tuple(int(s) for s in shape)
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy broadcasting of shapes; ValueError names every shape."""
+    n = max(len(s) for s in shapes)
+    out = []
+    for i in range(n):
+        dims = {s[i - n + len(s)] for s in shapes if i - n + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise ValueError(f"shapes {', '.join(str(s) for s in shapes)} cannot be broadcast together")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def norm_axis(axis: int, ndim: int, shape: tuple[int, ...] | None = None) -> int:
+    """`axis` counted from the front (negative ones count from the end); a 0-d tensor accepts 0 and -1."""
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise TypeError(f"axis must be an int, got {type(axis).__name__}")
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not lo <= axis <= hi:
+        raise ValueError(f"axis {axis} is out of range for a tensor of shape {shape if shape is not None else ''}"
+                         f" (ndim {ndim})")
+    return int(axis) % max(ndim, 1)
