@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import uopir  # noqa: F401  (registers the dialects)
-from uopir.backends.python import bf16_round, evaluate, run_kernel, values_equal
+from uopir.backends.python import evaluate, run_kernel
 from uopir.dialects import core, kernel, tensor
+from uopir.dialects.semantics import bf16_round, values_equal
 from uopir.ir.diagnostics import IRError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
