@@ -31,7 +31,7 @@ __all__ = ["Buffer", "Allocator", "HostAllocator", "Renderer", "Compiler", "Prog
            "LaunchBuffers"]
 
 
-# ---- memory ------------------------------------------------------------------------------------------------------------
+# ---- memory ----------------------------------------------------------------------------------------------------------
 class Buffer:
     """Memory for one tensor on one device: dtype, shape and the allocator's handle (host: a numpy array)."""
 
@@ -124,7 +124,7 @@ class HostAllocator(Allocator):
         return buf.handle
 
 
-# ---- code -------------------------------------------------------------------------------------------------------------
+# ---- code ------------------------------------------------------------------------------------------------------------
 class Renderer:
     """Device-level program -> source text in one language (C, LLVM IR, OpenCL C, CUDA C, MLIR)."""
 
@@ -189,7 +189,7 @@ class Runtime:
         """Wait until every launched program has finished (a no-op for synchronous runtimes)."""
 
 
-# ---- the bundle -----------------------------------------------------------------------------------------------------
+# ---- the bundle ------------------------------------------------------------------------------------------------------
 class Backend:
     """A device: its target description, realize pipeline, renderer, compiler, allocator and runtime."""
 

@@ -125,6 +125,6 @@ register_target(_python_target, "python")
 register_target(lambda: host_cpu("c"), "c")
 register_target(lambda: host_cpu("llvm"), "llvm")
 register_target(lambda: host_cpu("mlir"), "mlir")
-register_target(GPU.derive(name="opencl", local_bytes=32 * 1024, max_threads_per_block=256, max_local_dims=(256, 256, 256),
-                           warp_size=1))
+register_target(GPU.derive(name="opencl", local_bytes=32 * 1024, max_threads_per_block=256,
+                           max_local_dims=(256, 256, 256), warp_size=1))
 register_target(GPU.derive(name="cuda"))

@@ -146,7 +146,7 @@ def target(name: str) -> Target:
     return t
 
 
-# ---- the host CPU -----------------------------------------------------------------------------------------------------
+# ---- the host CPU ----------------------------------------------------------------------------------------------------
 def _vector_bytes_from_flags(flags: Iterable[str]) -> int:
     """The widest SIMD register the cpuinfo flags promise (x86 avx512f/avx2/avx/sse2, arm neon/asimd)."""
     f = set(flags)
