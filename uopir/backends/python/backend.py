@@ -24,7 +24,8 @@ from uopir.passes.target import CPU, Target
 # changes how much work runs, never a value.
 PIPELINE = "tensor-canonicalize"
 
-# The interpreter runs any vector width and every dtype; nothing needs decomposing for it.
+# The oracle's own lowering stays scalar (the simplest programs to check); it still interprets vectors of any width
+# and every dtype when it runs a program lowered for another target.
 PYTHON_TARGET = CPU.derive(name="python", max_vector_bytes=0)
 
 
