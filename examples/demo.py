@@ -20,8 +20,8 @@ except ModuleNotFoundError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from uopir import PassManager, Tensor, parse_ir, print_ir, verify
-from uopir.backends.python import evaluate
-from uopir.frontend import device
+from uopir.backends import available, get_backend
+from uopir.backends.buffers import graph_buffers
 
 
 def banner(text: str) -> None:
@@ -61,10 +61,12 @@ def main() -> int:
     print(f"// {n_ops} ops -> {len(lowered.toposort())} ops")
 
     banner("4. run on the best backend that exists today and compare with numpy")
-    print(f"devices that run programs now: {', '.join(device.available())} (C, LLVM, OpenCL, CUDA come with the "
+    print(f"devices that run programs now: {', '.join(available())} (C, LLVM, OpenCL, CUDA come with the "
           f"lowering issues)")
-    bufs = {u.arg[0]: device.BUFFERS[u.arg[0]] for u in lowered.toposort() if u.op.name == "tensor.buffer"}
-    got = np.asarray(evaluate(lowered, bufs))
+    backend = get_backend("python")  # the reference interpreter, through the backend interface
+    program = backend.compile(lowered, "mlp")  # the interpreter "compiles" to a closure over the IR
+    got = np.asarray(backend.runtime.launch(program, graph_buffers(lowered)))
+    print(f"ran on {backend.device!r} (target {backend.target.name!r}, kind {backend.target.kind})")
     w1n, b1n, w2n, b2n = (t.numpy() for t in (w1, b1, w2, b2))
     logits = np.maximum(x_np @ w1n + b1n, 0) @ w2n + b2n
     e = np.exp(logits - logits.max(axis=-1, keepdims=True))

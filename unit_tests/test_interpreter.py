@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import uopir  # noqa: F401  (registers the dialects)
-from uopir.backends.python import bf16_round, evaluate, run_kernel, values_equal
+from uopir.backends.python import evaluate, run_kernel
 from uopir.dialects import core, kernel, tensor
+from uopir.dialects.semantics import bf16_round, values_equal
 from uopir.ir.diagnostics import IRError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
@@ -48,7 +49,7 @@ def cast(d_from: DType, d_to: DType, a) -> np.ndarray:
     return run_un(core.CAST, d_from, a, d_to)
 
 
-# ---- integers -------------------------------------------------------------------------------------------------------
+# ---- integers --------------------------------------------------------------------------------------------------------
 def test_int8_add_mul_sub_neg_wrap():
     a, b = [127, -128, 100, -100], [1, -1, 100, 100]
     assert run_bin(core.ADD, i8, a, b).tolist() == [-128, 127, -56, 0]
@@ -128,7 +129,7 @@ def test_bitwise_and_bool_ops():
     assert run_bin(core.MAX, dtypes.bool, [t, f], [f, f]).tolist() == [t, f]
 
 
-# ---- casts ----------------------------------------------------------------------------------------------------------
+# ---- casts -----------------------------------------------------------------------------------------------------------
 def test_cast_float_to_int_truncates_and_saturates():
     x = [3.9, -3.9, 127.5, 128.0, -129.0, np.inf, -np.inf, np.nan, -0.5, 1e30]
     assert cast(f32, i8, x).tolist() == [3, -3, 127, 127, -128, 127, -128, 0, 0, 127]
@@ -222,7 +223,7 @@ def test_bitcast():
     assert run_un(core.BITCAST, i8, [-1], u8).tolist() == [255]
 
 
-# ---- floats ---------------------------------------------------------------------------------------------------------
+# ---- floats ----------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("d", [f16, f32, f64])
 @pytest.mark.parametrize("op,fn", [(core.EXP2, np.exp2), (core.LOG2, np.log2), (core.SIN, np.sin),
                                    (core.SQRT, np.sqrt), (core.RECIP, np.reciprocal), (core.TRUNC, np.trunc)])
@@ -311,7 +312,7 @@ def test_zero_d_and_empty_tensors():
     assert evaluate(red, {0: np.zeros((0,), np.int8)}).tolist() == [-128]
 
 
-# ---- reductions -----------------------------------------------------------------------------------------------------
+# ---- reductions ------------------------------------------------------------------------------------------------------
 def reduce(x: np.ndarray, d: DType, op: str, axes: tuple[int, ...]) -> np.ndarray:
     return evaluate(UOp(tensor.REDUCE, d, (buf(0, d, x.shape),), (op, axes)), {0: x})
 
@@ -367,7 +368,7 @@ def test_reduce_bool():
     assert reduce(x, dtypes.bool, "max", (0,)).tolist() == [[True, False]]
 
 
-# ---- movement -------------------------------------------------------------------------------------------------------
+# ---- movement --------------------------------------------------------------------------------------------------------
 def test_movement_ops_match_numpy():
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     b = buf(0, f32, (2, 3, 4))
@@ -541,3 +542,71 @@ def test_pad_of_a_0d_tensor_is_the_identity():
     verify(p)
     out = evaluate(p, {0: np.array(-0.0, np.float32)})
     assert values_equal(out, np.array(-0.0, np.float32))
+
+
+# ---- the handler tables ----------------------------------------------------------------------------------------------
+def test_handler_tables_cover_their_dialects_by_opdef():
+    from uopir.backends.python import core as pcore
+    from uopir.backends.python import interpreter
+    from uopir.backends.python import kernel as pkernel
+    from uopir.backends.python import tensor as ptensor
+    from uopir.ir.ops import DIALECTS, OpDef
+
+    assert set(pcore.HANDLERS) == set(DIALECTS["core"])
+    assert set(ptensor.HANDLERS) == set(DIALECTS["tensor"])
+    assert set(pkernel.HANDLERS) == set(DIALECTS["kernel"])
+    assert set(interpreter.TABLE) == set(DIALECTS["core"]) | set(DIALECTS["tensor"])
+    assert set(pkernel.TABLE) == (set(DIALECTS["core"]) - {core.VECTORIZE, core.GEP}) | set(DIALECTS["kernel"])
+    assert all(type(k) is OpDef or isinstance(k, OpDef) for k in interpreter.TABLE)
+    assert pkernel.TABLE[core.ADD] is pcore.HANDLERS[core.ADD]  # one ALU handler at both levels
+
+
+def test_semantics_alu_names_match_the_dialect_group():
+    from uopir.dialects.semantics import ALU_NAMES
+
+    assert ALU_NAMES == {op.name for op in core.ALU_OPS}
+
+
+def test_an_op_without_a_handler_is_a_located_error():
+    from uopir.ir.parser import parse_ir
+
+    text = ("%0 = core.const 4 : index\n"
+            "%1 = device.special %0 {kind = local_id, dim = 0} : index\n"
+            "core.sink %1\n")
+    with pytest.raises(IRError, match=r"prog\.uop:2:\d+: error: the reference interpreter has no handler for "
+                                      r"device\.special: device-level programs are not interpreted yet"):
+        evaluate(parse_ir(text, "prog.uop"), {})
+
+
+def test_an_unknown_dialect_op_is_named():
+    from uopir.ir.ops import def_op, get_op
+
+    try:
+        op = get_op("testinterp.opaque")
+    except KeyError:
+        op = def_op("testinterp.opaque", 0, summary="an op no interpreter table knows")
+    with pytest.raises(IRError, match="the reference interpreter has no handler for testinterp.opaque"):
+        evaluate(UOp(op, f32, ()), {})
+    kdef = UOp(kernel.DEF, dtypes.void, (UOp(kernel.STORE, dtypes.void, (
+        UOp(kernel.INDEX, f32.ptr(), (UOp(kernel.PARAM, f32.ptr(), (), 0), _idx(0))), UOp(op, f32, ()))),), "k")
+    with pytest.raises(IRError, match="no handler for testinterp.opaque inside a kernel"):
+        run_kernel(kdef, [np.zeros(1, np.float32)])
+
+
+def test_vectors_inside_a_kernel_are_named_errors():
+    p = UOp(kernel.PARAM, f32.ptr(), (), 0)
+    v = UOp(core.VECTORIZE, f32.vec(2), (c(f32, 1.0), c(f32, 2.0)))
+    st = UOp(kernel.STORE, dtypes.void, (UOp(kernel.INDEX, f32.ptr(), (p, _idx(0))), UOp(core.GEP, f32, (v,), (0,))))
+    with pytest.raises(IRError, match="no handler for core.vectorize inside a kernel"):
+        run_kernel(UOp(kernel.DEF, dtypes.void, (st,), "k"), [np.zeros(1, np.float32)])
+    vload = UOp(kernel.LOAD, f32.vec(2), (UOp(kernel.INDEX, f32.ptr(), (p, _idx(0))),))
+    bc = UOp(core.BITCAST, dtypes.uint64, (vload,))
+    st2 = UOp(kernel.STORE, dtypes.void, (UOp(kernel.INDEX, dtypes.uint64.ptr(), (
+        UOp(kernel.PARAM, dtypes.uint64.ptr(), (), 1), _idx(0))), bc))
+    with pytest.raises(IRError, match="does not run a vector core.bitcast inside a kernel yet"):
+        run_kernel(UOp(kernel.DEF, dtypes.void, (st2,), "k"), [np.zeros(2, np.float32), np.zeros(1, np.uint64)])
+
+
+def test_run_kernel_needs_a_kernel_def():
+    with pytest.raises(IRError, match="run_kernel needs a kernel.def, got core.const"):
+        run_kernel(c(f32, 1.0), [])

@@ -8,9 +8,9 @@ import pytest
 from tensor_testing import check, rnd
 
 from uopir import Tensor, dtypes, print_ir
+from uopir.backends.buffers import BUFFERS
 from uopir.dialects import core as C
 from uopir.dialects import tensor as T
-from uopir.frontend import device as D
 
 
 # ---- from data -------------------------------------------------------------------------------------------------------
@@ -180,10 +180,10 @@ def test_lazy_until_realize_and_realize_replaces_uop():
 def test_buffers_freed_when_unreferenced():
     t = Tensor(np.ones(8, np.float32))
     bid = t.uop.arg[0]
-    assert bid in D.BUFFERS
+    assert bid in BUFFERS
     del t
     gc.collect()
-    assert bid not in D.BUFFERS
+    assert bid not in BUFFERS
 
 
 def test_item_tolist_scalars():

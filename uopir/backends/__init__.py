@@ -1,1 +1,23 @@
-"""Ways out of the IR: renderers, compilers, runtimes and the reference interpreter."""
+"""Ways out of the IR: each device is a Backend (renderer + compiler + allocator + runtime + target description).
+
+    registry.py    device name -> backend; available(), the best-available order, the frontend's device names
+    interface.py   Buffer, Allocator, Renderer, Compiler, Program, Runtime, Backend: what every backend implements
+    buffers.py     the buffer table behind `tensor.buffer {id = N}` ops
+    cache.py       the on-disk compile cache (user cache folder, atomic writes)
+    python/        the reference interpreter (handler tables per dialect) and its backend
+
+Importing this package registers every backend and each device's target description (uopir.passes.target).
+"""
+from uopir.backends.registry import (
+    BACKENDS,
+    DEVICES,
+    PREFERENCE,
+    available,
+    canonical,
+    default_device,
+    get_backend,
+    register_backend,
+)
+
+__all__ = ["BACKENDS", "DEVICES", "PREFERENCE", "available", "canonical", "default_device", "get_backend",
+           "register_backend"]

@@ -1,8 +1,49 @@
 """The executable meaning of the core ops and of tensor reductions: exact numpy semantics per dtype.
 
-Shared by the reference interpreter (backends/python.py) and by constant folding in the canonicalize passes, so a
-folded constant is bit-for-bit what the program would have computed. The choices are listed in the docstring of
-uopir.backends.python; every backend must reproduce them.
+This module is the specification every stage is checked against: the reference interpreter
+(uopir.backends.python) runs these functions, constant folding calls them (so a folded constant is bit for bit what
+the program would have computed), and every compiled backend must reproduce them. Each choice below is exact and
+implementable in C.
+
+Values are numpy arrays ("carriers"; 0-d for shapeless scalars); a vector dtype adds a trailing lane axis.
+
+Semantics, per dtype (the choices a C backend must reproduce):
+
+- Integers (every width, and `index` = int64) wrap in two's complement on add/sub/mul/neg/shl/casts.
+- `core.idiv` / `core.mod`: C semantics, truncate toward zero; the remainder has the sign of the dividend.
+  Division by zero is defined: `x idiv 0 == 0` and `x mod 0 == 0`. `INT_MIN idiv -1 == INT_MIN` (wraps),
+  `INT_MIN mod -1 == 0`. On floats `core.mod` is C's `fmod` (exact, sign of the dividend; `x mod 0.0` is NaN).
+- `core.shl` / `core.shr`: the shift amount is taken modulo the bit width (`b & (bits - 1)`, so negative amounts
+  wrap too); `shr` is arithmetic for signed types and logical for unsigned ones; `shl` wraps.
+- `core.cast`:
+  float -> int truncates toward zero and SATURATES to [min, max] of the target; NaN -> 0 (so +inf -> max,
+  -inf -> min, -1.5 -> 0 for unsigned targets);
+  int -> int wraps; int/float -> bool is `x != 0` (NaN -> true); bool -> number is 0 / 1;
+  to a float: round to nearest even, correctly rounded from the exact source value (no double rounding,
+  including to bf16 from f64 and from 64-bit ints).
+- `core.bitcast`: reinterprets the bits (numpy `.view`); bf16 bits are the top half of its float32 carrier.
+- Floats: IEEE in the dtype's precision. f16 is computed by numpy in f16 (results rounded to f16 after every op).
+  bf16 is carried as float32 and rounded to bf16 (round to nearest even; NaN stays a quiet NaN) after every op,
+  which equals the correctly rounded result for add/sub/mul/div/sqrt (24 >= 2*8+2 bits).
+- `core.mulacc a, b, c` is NOT fused: `(a*b)` is rounded, then `+ c` is rounded (C backends: -ffp-contract=off).
+- `core.max` (and reductions max/min) propagate NaN; they order +0.0 above -0.0, so max/min are commutative
+  bit for bit (max(-0.0, 0.0) = 0.0, min(-0.0, 0.0) = -0.0). Comparisons are IEEE (NaN compares unequal).
+- `core.neg` of a bool is logical not (the verifier rejects it; the interpreter stays total).
+- `tensor.reduce`: add/mul accumulate sequentially in the dtype, in row-major order of the reduced elements,
+  starting from the identity (0 / 1): `((0 + x0) + x1) + ...`, rounding after every step (f16 accumulates in f16,
+  bf16 in bf16); this is what a plain C loop with an accumulator computes. Integer sums/products wrap in the dtype.
+  max/min start from the identity (-inf / +inf, or the int type's min / max), so an empty reduction yields it.
+- `tensor.pad` pads with zero (false for bool). Movement ops are numpy views; values are never written in place,
+  except by `tensor.assign`, which writes the target buffer (directly or through reshape/permute/shrink/flip
+  views of it). Every buffer an assign in the graph targets is read as a private copy, so a graph reads all
+  buffers as they were on entry; the result of an assign is the written value.
+- `tensor.copy` / `tensor.contiguous` / `tensor.detach` are the identity on values.
+- `tensor.var` needs a value in `var_vals` (by name); `tensor.bind` gives its const value (an index).
+- A bf16 buffer's float32 carrier is rounded to bf16 when read.
+- NaN payloads and signs are not part of the contract: any NaN equals any NaN (`values_equal`).
+
+Kernel level (`tensor.call` of a `kernel.def`): every kernel.range is an iteration axis; loads read, stores write
+the buffers given as operands; several stores to one address: the last in row-major order of the ranges wins.
 """
 from __future__ import annotations
 
@@ -16,6 +57,7 @@ from uopir.ir.dtype import DType, dtypes
 
 __all__ = ["alu", "cast_array", "bitcast_array", "const_array", "bf16_round", "np_dtype", "to_python", "values_equal",
            "reduce_array", "ALU_NAMES"]
+
 
 def np_dtype(d: DType) -> np.dtype:
     """The numpy element type that carries `d` (bf16 rides in float32; index is int64)."""
@@ -275,6 +317,7 @@ def reduce_array(x: np.ndarray, op: str, axes: tuple[int, ...], d: DType) -> np.
 
 
 def bitcast_array(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
+    """core.bitcast on a carrier array: the same bits read as `dst` (bf16 bits are the top half of its carrier)."""
     x = np.asarray(x)
     shape = x.shape[:-1] if src.count > 1 else x.shape
     x = np.ascontiguousarray(x).reshape(-1)

@@ -158,14 +158,12 @@ class Tensor:
     def realize(self) -> Tensor:
         """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it."""
         if self.uop.op is not T.BUFFER:
-            arr = D.run(self.uop, self.device)
-            arr = np.array(arr.reshape(self.shape), dtype=P.to_np(self.dtype), order="C")
-            self.uop = D.new_buffer(arr, self.dtype, self.device)
+            self.uop = D.realize(self.uop, self.device)
         return self
 
     def numpy(self) -> np.ndarray:
         """A fresh numpy copy of the value (bfloat16 comes back as float32)."""
-        return D.buffer_data(self.realize().uop).copy()
+        return D.buffer_data(self.realize().uop)
 
     def tolist(self) -> Any:
         return self.numpy().tolist()

@@ -1,0 +1,230 @@
+"""The backend interface: renderer, compiler, allocator and runtime, bundled with a target description into a
+Backend that realizes tensor graphs.
+
+The flow of a compiled backend (C, LLVM, OpenCL, CUDA):
+
+    graph --pipeline (passes)--> device-level program --Renderer--> source --Compiler (disk cache)--> binary
+          --Runtime.load--> Program --Runtime.launch(buffers, launch dims)--> results in buffers
+
+`Backend.realize(root)` does all of it and returns the Buffer holding the root's value; the frontend wraps that in
+a `tensor.buffer` op (uopir.backends.buffers). A lowering issue adds passes to a backend's `pipeline` and fills
+these classes; nothing above them changes. The python backend (the reference interpreter) has no source text: its
+`renderer` and `compiler` are None and `compile` turns the program itself into a closure (see backends/python).
+"""
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from uopir.backends.cache import cache_get, cache_key, cache_put
+from uopir.dialects.semantics import np_dtype
+from uopir.ir.dtype import DType
+from uopir.ir.uop import UOp
+from uopir.passes.target import Target
+
+__all__ = ["Buffer", "Allocator", "HostAllocator", "Renderer", "Compiler", "Program", "Runtime", "Backend",
+           "LaunchBuffers"]
+
+
+# ---- memory ----------------------------------------------------------------------------------------------------------
+class Buffer:
+    """Memory for one tensor on one device: dtype, shape and the allocator's handle (host: a numpy array)."""
+
+    __slots__ = ("allocator", "dtype", "shape", "handle", "__weakref__")
+
+    def __init__(self, allocator: Allocator, dtype: DType, shape: tuple[int, ...], handle: Any):
+        self.allocator, self.dtype, self.shape, self.handle = allocator, dtype, tuple(shape), handle
+
+    @property
+    def device(self) -> str:
+        return self.allocator.device
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype.itemsize
+        for d in self.shape:
+            n *= d
+        return n
+
+    def numpy(self) -> np.ndarray:
+        """A fresh host copy of the contents (bf16 as its float32 carrier)."""
+        return self.allocator.copyout(self)
+
+    def host_view(self) -> np.ndarray | None:
+        """The live host array when the buffer lives in host memory (writes go to the buffer), else None."""
+        return self.allocator.host_view(self)
+
+    def __repr__(self) -> str:
+        return f"<Buffer {self.dtype} {list(self.shape)} on {self.device}>"
+
+
+class Allocator:
+    """Allocates buffers of one device and copies between them and numpy. Subclasses implement the _methods."""
+
+    device: str = ""
+
+    def alloc(self, dtype: DType, shape: tuple[int, ...]) -> Buffer:
+        """An uninitialized buffer; its memory is released when the Buffer object is collected."""
+        handle = self._alloc(dtype, tuple(shape))
+        buf = Buffer(self, dtype, tuple(shape), handle)
+        if type(self)._free is not Allocator._free:
+            weakref.finalize(buf, self._free, handle)
+        return buf
+
+    def from_numpy(self, array: np.ndarray, dtype: DType) -> Buffer:
+        """A buffer holding `array` (already of dtype's host type). A host allocator may keep the array itself: the
+        caller hands it over and must not write it afterwards."""
+        buf = self.alloc(dtype, array.shape)
+        self.copyin(buf, array)
+        return buf
+
+    def host_view(self, buf: Buffer) -> np.ndarray | None:
+        return None
+
+    def _alloc(self, dtype: DType, shape: tuple[int, ...]) -> Any:
+        raise NotImplementedError
+
+    def _free(self, handle: Any) -> None:
+        """Release device memory (the default has nothing to release: the handle is garbage collected)."""
+
+    def copyin(self, buf: Buffer, array: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def copyout(self, buf: Buffer) -> np.ndarray:
+        raise NotImplementedError
+
+
+class HostAllocator(Allocator):
+    """Buffers in host memory: the handle is a C-contiguous numpy array of the dtype's carrier type."""
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def _alloc(self, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+        return np.empty(shape, np_dtype(dtype))
+
+    def from_numpy(self, array: np.ndarray, dtype: DType) -> Buffer:
+        want = np_dtype(dtype)
+        if array.dtype == want and array.flags.c_contiguous and array.flags.writeable:
+            return Buffer(self, dtype, array.shape, array)  # handed over: no copy
+        return super().from_numpy(array, dtype)
+
+    def copyin(self, buf: Buffer, array: np.ndarray) -> None:
+        buf.handle[...] = np.asarray(array).reshape(buf.shape)
+
+    def copyout(self, buf: Buffer) -> np.ndarray:
+        return buf.handle.copy()
+
+    def host_view(self, buf: Buffer) -> np.ndarray:
+        return buf.handle
+
+
+# ---- code ------------------------------------------------------------------------------------------------------------
+class Renderer:
+    """Device-level program -> source text in one language (C, LLVM IR, OpenCL C, CUDA C, MLIR)."""
+
+    language: str = ""
+
+    def render(self, program: UOp) -> str:
+        raise NotImplementedError
+
+
+class Compiler:
+    """Source text + flags -> a binary, through the disk cache (uopir.backends.cache).
+
+    `name` names the compiler and its version (part of the cache key and of the cache folder): two compilers, or
+    two versions of one, never share an entry."""
+
+    name: str = ""
+    flags: tuple[str, ...] = ()
+
+    def compile(self, source: str) -> bytes:
+        raise NotImplementedError
+
+    def compile_cached(self, source: str) -> bytes:
+        key = cache_key(self.name, self.flags, source)
+        hit = cache_get(self.name, key)
+        if hit is not None:
+            return hit
+        binary = self.compile(source)
+        cache_put(self.name, key, binary)
+        return binary
+
+
+@dataclass(eq=False)
+class Program:
+    """One loaded program: what it was made from and how the runtime calls it."""
+
+    name: str
+    device: str
+    program: UOp  # the IR it was made from
+    source: str | None  # the rendered text (None for the interpreter)
+    binary: bytes | None  # the compiled bytes (None for the interpreter)
+    entry: Callable[..., Any]  # the runtime's callable; Runtime.launch knows its signature
+
+
+LaunchBuffers = Sequence[Buffer] | Mapping[int, Buffer]
+
+
+class Runtime:
+    """Loads compiled programs and runs them on buffers."""
+
+    device: str = ""
+
+    def load(self, name: str, program: UOp, source: str | None, binary: bytes | None) -> Program:
+        raise NotImplementedError
+
+    def launch(self, prog: Program, buffers: LaunchBuffers, *, global_size: tuple[int, ...] = (1, 1, 1),
+               local_size: tuple[int, ...] = (1, 1, 1), var_vals: Mapping[str, int] | None = None) -> Any:
+        """Run `prog`: compiled kernels take their buffers by position (kernel.param index) and write them,
+        returning None; the interpreter takes a graph's buffers by id and returns the graph's value."""
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        """Wait until every launched program has finished (a no-op for synchronous runtimes)."""
+
+
+# ---- the bundle ------------------------------------------------------------------------------------------------------
+class Backend:
+    """A device: its target description, realize pipeline, renderer, compiler, allocator and runtime."""
+
+    device: str = ""
+    target: Target
+    pipeline: str = ""  # pass pipeline text: tensor-level graph -> what this backend executes
+    renderer: Renderer | None = None
+    compiler: Compiler | None = None
+    allocator: Allocator
+    runtime: Runtime
+
+    @property
+    def available(self) -> bool:
+        """Whether this backend can run programs on this machine now."""
+        return True
+
+    def lower(self, root: UOp) -> UOp:
+        """`root` through this backend's pipeline (verification after each pass when UOPIR_VERIFY=1: the frontend
+        builds valid IR and each pass is checked by its own tests)."""
+        from uopir.passes.manager import PassManager  # the pass registry loads on first realize, not on import
+
+        if not self.pipeline:
+            return root
+        return PassManager.parse(self.pipeline).run(root, verify=os.environ.get("UOPIR_VERIFY") == "1")
+
+    def compile(self, program: UOp, name: str = "program") -> Program:
+        """Render, compile (cached) and load one device-level program."""
+        if self.renderer is None or self.compiler is None:
+            raise RuntimeError(f"device {self.device!r} has no renderer and compiler; override Backend.compile")
+        src = self.renderer.render(program)
+        return self.runtime.load(name, program, src, self.compiler.compile_cached(src))
+
+    def realize(self, root: UOp) -> Buffer:
+        """Compute the value of a tensor-level graph into a fresh buffer of this device."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.device!r} target={self.target.name!r}>"

@@ -1,0 +1,21 @@
+"""The python backend: the reference interpreter, a table of numpy handlers per dialect.
+
+    core.py  tensor.py  kernel.py   one handler table each (dict OpDef -> handler)
+    base.py                         the handler signature and the loop that runs a table over a toposort
+    interpreter.py                  `evaluate`: a core + tensor graph (kernel bodies through tensor.call)
+    kernel.py                       `run_kernel`: one kernel.def on buffers, data-parallel over its ranges
+    backend.py                      PythonBackend: the interpreter behind the backend interface
+
+The semantics it implements are specified in uopir.dialects.semantics. Device-level ops have no handlers yet: they
+are reported as located errors naming the op.
+"""
+from uopir.backends.python.backend import PythonBackend
+from uopir.backends.python.interpreter import evaluate
+from uopir.backends.python.kernel import run_kernel
+
+# Deprecated path, kept only while unit_tests/test_tensor_canonicalize.py imports them from here: import the
+# semantics functions from uopir.dialects.semantics.
+from uopir.dialects.semantics import bf16_round as bf16_round
+from uopir.dialects.semantics import values_equal as values_equal
+
+__all__ = ["evaluate", "run_kernel", "PythonBackend"]

@@ -1,0 +1,81 @@
+"""The python backend: the reference interpreter behind the backend interface.
+
+It has no source text, so `renderer` and `compiler` are None: `compile` returns a Program whose entry is a closure
+over the IR itself (a tensor-level graph, a schedule of tensor.calls, or a lone kernel.def), and `launch` runs it
+with numpy. Buffers live in host memory (HostAllocator), so tensor.assign and kernel stores write them in place.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from uopir.backends.buffers import graph_buffers
+from uopir.backends.interface import Backend, Buffer, HostAllocator, LaunchBuffers, Program, Runtime
+from uopir.backends.python.interpreter import evaluate
+from uopir.backends.python.kernel import run_kernel
+from uopir.dialects import kernel as K
+from uopir.dialects.semantics import np_dtype
+from uopir.ir.uop import UOp
+from uopir.passes.target import CPU, Target
+
+# What realize runs before interpreting. The tensor-level cleanup is exact (checked against the interpreter), so it
+# changes how much work runs, never a value.
+PIPELINE = "tensor-canonicalize"
+
+# The oracle's own lowering stays scalar (the simplest programs to check); it still interprets vectors of any width
+# and every dtype when it runs a program lowered for another target.
+PYTHON_TARGET = CPU.derive(name="python", max_vector_bytes=0)
+
+
+def _host(buf: Buffer) -> np.ndarray:
+    """The array the interpreter reads and writes: the live one for host buffers, a copy for others."""
+    v = buf.host_view()
+    return buf.numpy() if v is None else v
+
+
+class PythonRuntime(Runtime):
+    device = "python"
+
+    def load(self, name: str, program: UOp, source: str | None, binary: bytes | None) -> Program:
+        if program.op is K.DEF:
+            def entry(buffers: LaunchBuffers, var_vals: Mapping[str, int] | None) -> Any:
+                if isinstance(buffers, Mapping):
+                    raise TypeError("a kernel.def takes its buffers by position (kernel.param index), not by id")
+                return run_kernel(program, [_host(b) for b in buffers], dict(var_vals or {}))
+        else:
+            def entry(buffers: LaunchBuffers, var_vals: Mapping[str, int] | None) -> Any:
+                if not isinstance(buffers, Mapping):
+                    raise TypeError("a graph takes its buffers by tensor.buffer id (a mapping), not by position")
+                return evaluate(program, {i: _host(b) for i, b in buffers.items()}, dict(var_vals or {}))
+        return Program(name, self.device, program, None, None, entry)
+
+    def launch(self, prog: Program, buffers: LaunchBuffers, *, global_size: tuple[int, ...] = (1, 1, 1),
+               local_size: tuple[int, ...] = (1, 1, 1), var_vals: Mapping[str, int] | None = None) -> Any:
+        """Interpret `prog` (launch dims are irrelevant: the interpreter runs the whole iteration space at once)."""
+        return prog.entry(buffers, var_vals)
+
+
+class PythonBackend(Backend):
+    """Realizes any graph with the reference interpreter; the oracle the other backends are checked against."""
+
+    device = "python"
+    pipeline = PIPELINE
+
+    def __init__(self, target: Target = PYTHON_TARGET):
+        self.target = target
+        self.allocator = HostAllocator(self.device)
+        self.runtime = PythonRuntime()
+
+    def compile(self, program: UOp, name: str = "program") -> Program:
+        return self.runtime.load(name, program, None, None)
+
+    def realize(self, root: UOp) -> Buffer:
+        lowered = self.lower(root)
+        out = self.runtime.launch(self.compile(lowered), graph_buffers(lowered))
+        if isinstance(out, list | tuple):
+            out = out[0]
+        shape = root.shape if root.shape is not None else ()
+        arr = np.asarray(np.asarray(out).reshape(shape), dtype=np_dtype(root.dtype), order="C")  # `out` is ours
+        return self.allocator.from_numpy(arr, root.dtype)

@@ -1,0 +1,174 @@
+"""Handlers for the kernel dialect, and `run_kernel`, which runs one kernel.def body on buffers.
+
+Data-parallel semantics: every kernel.range is one numpy axis of the iteration space, and each op is evaluated over
+its whole iteration space at once, in toposort order. Values broadcast against that space (a value that does not
+depend on a range has size 1 on its axis). A load sees a store of the same kernel only if it depends on it; when
+several iterations store to one address, the last in row-major order of the ranges (toposort order) wins.
+Vectors inside kernels are not interpreted yet (their lane axis would collide with the range axes).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from uopir.backends.python import core
+from uopir.backends.python.base import HandlerTable, Value, op_error, run_ops
+from uopir.dialects import core as C
+from uopir.dialects import kernel as K
+from uopir.dialects.semantics import bitcast_array, const_array, np_dtype, reduce_array
+from uopir.ir.diagnostics import IRError
+from uopir.ir.uop import UOp
+
+
+class Ptr:
+    """A pointer value: a flat buffer plus an offset array (and gate) over the iteration space."""
+
+    __slots__ = ("flat", "off", "gate")
+
+    def __init__(self, flat: np.ndarray, off: np.ndarray, gate: np.ndarray | None):
+        self.flat, self.off, self.gate = flat, off, gate
+
+
+def _and_gate(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    return b if a is None else (a if b is None else a & b)
+
+
+class KernelCtx:
+    """One run of a kernel: its buffers (by param index), variables and the axis of each range."""
+
+    __slots__ = ("buffers", "var_vals", "axis", "nd")
+
+    def __init__(self, buffers: list[np.ndarray], var_vals: dict[str, int], axis: dict[UOp, int]):
+        self.buffers, self.var_vals, self.axis, self.nd = buffers, var_vals, axis, len(axis)
+
+    def space(self, x: Any) -> np.ndarray:
+        """`x` with trailing size-1 axes up to the iteration space's rank."""
+        x = np.asarray(x)
+        nd = self.nd
+        return x.reshape(x.shape + (1,) * (nd - x.ndim)) if x.ndim < nd else x
+
+
+# ---- kernel ops ------------------------------------------------------------------------------------------------------
+def _param(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    if not 0 <= u.arg < len(ctx.buffers):
+        raise op_error(u, f"kernel.param {u.arg}: the kernel got {len(ctx.buffers)} buffers")
+    arr = ctx.buffers[u.arg]
+    if arr.dtype != np_dtype(u.dtype.base):
+        raise op_error(u, f"kernel.param {u.arg} is {u.dtype}, but buffer {u.arg} is {arr.dtype}")
+    r = Ptr(arr.reshape(-1), ctx.space(np.zeros((), np.int64)), None)
+    if not np.shares_memory(r.flat, arr) and arr.size:
+        raise op_error(u, f"buffer {u.arg} must be contiguous to be written by a kernel")
+    return r
+
+
+def _scratch(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    """kernel.local / kernel.register: a fresh zeroed buffer of the pointer's size."""
+    return Ptr(np.zeros(u.dtype.size, np_dtype(u.dtype.base)), ctx.space(np.zeros((), np.int64)), None)
+
+
+def _var(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    if u.arg[0] not in ctx.var_vals:
+        raise op_error(u, f"variable {u.arg[0]!r} is not bound (pass var_vals)")
+    return ctx.space(np.asarray(ctx.var_vals[u.arg[0]], np.int64))
+
+
+def _range(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    end = np.asarray(s[0])
+    if end.size != 1:
+        raise op_error(u, "a range end must not depend on another range")
+    ax = ctx.axis[u]
+    shape = [1] * ctx.nd
+    shape[ax] = int(end.reshape(-1)[0])
+    return np.arange(shape[ax], dtype=np.int64).reshape(shape)
+
+
+def _index(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    p = s[0]
+    return Ptr(p.flat, ctx.space(p.off + np.asarray(s[1], np.int64)),
+               _and_gate(p.gate, ctx.space(s[2]) if len(s) > 2 else None))
+
+
+def _load(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    p = s[0]
+    gate = _and_gate(p.gate, ctx.space(s[2]) if len(s) > 2 else None)
+    inb = (p.off >= 0) & (p.off < p.flat.size)
+    if np.any(~inb if gate is None else gate & ~inb):
+        raise op_error(u, f"out-of-bounds load (buffer of {p.flat.size} elements)")
+    off = np.where(inb, p.off, 0)
+    val = p.flat[off] if p.flat.size else np.zeros(off.shape, p.flat.dtype)
+    alt = s[1] if len(s) > 1 else np.zeros((), p.flat.dtype)
+    return ctx.space(val if gate is None else np.where(gate, val, alt))
+
+
+def _store(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    p = s[0]
+    gate = _and_gate(p.gate, ctx.space(s[2]) if len(s) > 2 else None)
+    off, val = np.broadcast_arrays(p.off, ctx.space(s[1]), *(() if gate is None else (gate,)))[:2]
+    mask = np.ones(off.shape, bool) if gate is None else np.broadcast_to(gate, off.shape)
+    o, v = off[mask], val[mask]
+    if o.size and (o.min() < 0 or o.max() >= p.flat.size):
+        raise op_error(u, f"out-of-bounds store (buffer of {p.flat.size} elements)")
+    p.flat[o] = v
+    return None
+
+
+def _reduce(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    x = ctx.space(s[0])
+    axis = ctx.axis
+    axes = tuple(sorted(axis[rr] for rr in u.src[1:]))
+    shape = list(x.shape)
+    for rr, rv in zip(u.src[1:], s[1:], strict=True):
+        shape[axis[rr]] = rv.shape[axis[rr]]
+    return reduce_array(np.broadcast_to(x, shape), u.arg, axes, u.dtype)
+
+
+HANDLERS: HandlerTable = {
+    K.PARAM: _param,
+    K.LOCAL: _scratch,
+    K.REGISTER: _scratch,
+    K.VAR: _var,
+    K.RANGE: _range,
+    K.INDEX: _index,
+    K.LOAD: _load,
+    K.STORE: _store,
+    K.REDUCE: _reduce,
+    K.END: core.void,
+    K.DEF: core.void,
+}
+
+
+# ---- core ops inside a kernel: constants span the iteration space; the roots have no value ---------------------------
+def _const_in_space(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    return ctx.space(const_array(u.dtype, u.arg))
+
+
+def _scalar_bitcast(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    if u.dtype.count != 1 or u.src[0].dtype.count != 1:
+        raise op_error(u, "the reference interpreter does not run a vector core.bitcast inside a kernel yet")
+    return bitcast_array(s[0], u.src[0].dtype, u.dtype)
+
+
+CORE_HANDLERS: HandlerTable = {
+    **core.ALU_HANDLERS,
+    C.CONST: _const_in_space,
+    C.CAST: core.HANDLERS[C.CAST],
+    C.BITCAST: _scalar_bitcast,
+    C.SINK: core.void,
+    C.GROUP: core.void,
+}
+
+TABLE: HandlerTable = {**CORE_HANDLERS, **HANDLERS}
+
+
+def _missing(u: UOp) -> IRError:
+    return op_error(u, f"the reference interpreter has no handler for {u.op.name} inside a kernel")
+
+
+def run_kernel(kdef: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] | None = None) -> None:
+    """Run a kernel.def body on `buffers` (kernel.param idx i is buffers[i]); stores write them in place."""
+    if kdef.op is not K.DEF:
+        raise op_error(kdef, f"run_kernel needs a kernel.def, got {kdef.op.name}")
+    order = kdef.toposort()
+    axis = {u: i for i, u in enumerate(x for x in order if x.op is K.RANGE)}
+    run_ops(order, TABLE, KernelCtx(buffers, var_vals or {}, axis), _missing)

@@ -1,0 +1,130 @@
+"""Which backends exist: device name -> backend factory, the best-available order, and the frontend's device names.
+
+Every backend of the design is registered by name from the start. Those not written yet (`c`, `llvm`, `opencl`,
+`cuda`, `mlir`) are `PendingBackend`s: tensors can be created on them and moved between devices (their buffers live
+in host memory), and realizing on one raises a RuntimeError that says so. A backend's issue replaces its factory
+with `register_backend(name, factory, replace=True)`.
+
+Each device's target description is registered under the device name (uopir.passes.target), so a pass reads
+`target("c")` without importing a backend.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from uopir.backends.interface import Backend, Buffer, HostAllocator, Runtime
+from uopir.ir.uop import UOp
+from uopir.passes.target import GPU, Target, host_cpu, register_target, target
+
+__all__ = ["DEVICES", "BACKENDS", "PREFERENCE", "PendingBackend", "register_backend", "get_backend", "available",
+           "canonical", "default_device"]
+
+DEVICES: tuple[str, ...] = ("python", "c", "llvm", "opencl", "cuda")  # what Tensor(device=...) accepts
+BACKENDS: tuple[str, ...] = DEVICES + ("mlir",)  # mlir exports IR for other tools; it is not a Tensor device
+PREFERENCE: tuple[str, ...] = ("cuda", "opencl", "llvm", "c", "python")  # the "best available" order
+
+_FACTORIES: dict[str, Callable[[], Backend]] = {}
+_INSTANCES: dict[str, Backend] = {}
+
+
+class PendingBackend(Backend):
+    """A backend that is named but not implemented yet: host buffers, its target, and a clear error on realize."""
+
+    def __init__(self, device: str, target: Target, what: str):
+        self.device, self.target, self.what = device, target, what
+        self.allocator = HostAllocator(device)
+        self.runtime = Runtime()
+
+    @property
+    def available(self) -> bool:
+        return False
+
+    @property
+    def reason(self) -> str:
+        return f"the {self.what} backend is not implemented yet"
+
+    def realize(self, root: UOp) -> Buffer:
+        raise RuntimeError(f"device {self.device!r} cannot run programs yet ({self.reason}); available devices: "
+                           f"{', '.join(available())}")
+
+
+def register_backend(name: str, factory: Callable[[], Backend], *, replace: bool = False) -> None:
+    """Make `name` a backend; `factory()` builds it on first use (once per process)."""
+    if name in _FACTORIES and not replace:
+        raise ValueError(f"backend {name!r} is already registered (pass replace=True to redefine it)")
+    _FACTORIES[name] = factory
+    _INSTANCES.pop(name, None)
+
+
+def get_backend(name: str) -> Backend:
+    """The backend called `name` (case-insensitive); ValueError names the registered ones."""
+    b = _INSTANCES.get(name)
+    if b is not None:
+        return b
+    key = name.strip().lower() if isinstance(name, str) else name
+    if key not in _FACTORIES:
+        raise ValueError(f"unknown backend {name!r}; registered backends: {', '.join(_FACTORIES)}")
+    b = _INSTANCES.get(key)
+    if b is None:
+        b = _INSTANCES[key] = _FACTORIES[key]()
+    return b
+
+
+def available() -> list[str]:
+    """The devices that can realize tensors now, best first."""
+    return [d for d in PREFERENCE if d in _FACTORIES and get_backend(d).available]
+
+
+def canonical(name: str | None) -> str:
+    """The canonical (lower case) device name; None means the default. ValueError names the valid ones."""
+    if name is None:
+        return default_device()
+    if not isinstance(name, str):
+        raise TypeError(f"a device name must be a string, got {type(name).__name__}")
+    d = name.strip().lower()
+    if d not in DEVICES:
+        raise ValueError(f"unknown device {name!r}; valid devices: {', '.join(DEVICES)}")
+    return d
+
+
+def default_device() -> str:
+    """$UOPIR_DEVICE if set (validated), else the best available device."""
+    env = os.environ.get("UOPIR_DEVICE")
+    if env:
+        return canonical(env)
+    return available()[0]
+
+
+def _python() -> Backend:
+    from uopir.backends.python.backend import PythonBackend
+
+    return PythonBackend()
+
+
+def _pending(device: str, what: str, make_target: Callable[[], Target]) -> Callable[[], Backend]:
+    return lambda: PendingBackend(device, make_target(), what)
+
+
+def _device_target(name: str) -> Callable[[], Target]:
+    return lambda: target(name)
+
+
+def _python_target() -> Target:
+    from uopir.backends.python.backend import PYTHON_TARGET
+
+    return PYTHON_TARGET
+
+
+register_backend("python", _python)
+for _dev, _what in (("c", "C"), ("llvm", "LLVM"), ("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")):
+    register_backend(_dev, _pending(_dev, _what, _device_target(_dev)))
+
+# each device's target under its name, built on first use (probing the host is not free)
+register_target(_python_target, "python")
+register_target(lambda: host_cpu("c"), "c")
+register_target(lambda: host_cpu("llvm"), "llvm")
+register_target(lambda: host_cpu("mlir"), "mlir")
+register_target(GPU.derive(name="opencl", local_bytes=32 * 1024, max_threads_per_block=256,
+                           max_local_dims=(256, 256, 256), warp_size=1))
+register_target(GPU.derive(name="cuda"))
