@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 import uopir  # noqa: F401 - registers the dialects
 from uopir.dialects import core
+from uopir.dialects.core import fold_constant as fold_alu
 from uopir.ir.diagnostics import Diagnostic, Location
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.parser import parse_ir
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
-from uopir.dialects.core import fold_constant as fold_alu
 from uopir.passes.manager import (
     PASSES,
     PassCrash,

@@ -14,13 +14,13 @@ import uopir  # noqa: F401  (registers the dialects)
 from uopir.backends.python import bf16_round, evaluate, values_equal
 from uopir.dialects import core, tensor
 from uopir.ir.dtype import DType, dtypes
+from uopir.ir.folds import canonicalize_graph as tensor_canonicalize
+from uopir.ir.folds import folds_of
 from uopir.ir.ops import get_op
 from uopir.ir.pattern import RewriteStats
 from uopir.ir.uop import UOp
 from uopir.ir.verify import verify
 from uopir.passes.manager import PassManager
-from uopir.ir.folds import canonicalize_graph as tensor_canonicalize
-from uopir.ir.folds import folds_of
 
 f16, bf16, f32, i8, i32, u8 = dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.int8, dtypes.int32, dtypes.uint8
 BOOL = dtypes.bool

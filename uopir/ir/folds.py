@@ -77,6 +77,17 @@ def fold_matcher(dialects: Iterable[str] | None = None) -> PatternMatcher:
 
 
 # ---- effects ---------------------------------------------------------------------------------------------------------
+class _SideEffectOps(dict):
+    """OpDef -> has the SIDE_EFFECT trait (Flag arithmetic is slow on a hot path)."""
+
+    def __missing__(self, op: OpDef) -> bool:
+        v = self[op] = op.has(Trait.SIDE_EFFECT)
+        return v
+
+
+_SIDE_EFFECT = _SideEffectOps()
+
+
 class EffectCache:
     """"Does computing this value run a side effect (a buffer write, a kernel call)?", answered once per node."""
 
@@ -90,11 +101,20 @@ class EffectCache:
         memo = self._memo
         if (r := memo.get(x)) is not None:
             return r
-        side = Trait.SIDE_EFFECT
-        for n in x.toposort(lambda n: n not in memo):  # sources first; stops at nodes already answered
-            if n not in memo:
-                memo[n] = n.op.has(side) or any(memo[s] for s in n.src)
-                self.evaluated += 1
+        side = _SIDE_EFFECT
+        stack = [x]  # explicit stack: graphs can be 10^5 nodes deep
+        while stack:
+            n = stack[-1]
+            if n in memo:
+                stack.pop()
+                continue
+            pending = [s for s in n.src if s not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            memo[n] = side[n.op] or any(memo[s] for s in n.src)
+            self.evaluated += 1
         return memo[x]
 
 
