@@ -1,7 +1,8 @@
 """The core dialect: constants, casts, the ALU, vector build/extract and graph roots; shared by every level.
 
 Dtype rules live in each op's `verify`, the elementwise shape rule in `elementwise_shape`; the hash-consed UOp
-constructor checks nothing (hot path), the verifier (uopir.ir.verify) runs these.
+constructor checks nothing (hot path), the verifier (uopir.ir.verify) runs these. Each op's folds are declared right
+after its row (uopir.ir.folds); the `canonicalize` pass gathers them.
 """
 from __future__ import annotations
 
