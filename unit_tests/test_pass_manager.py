@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 import uopir  # noqa: F401 - registers the dialects
 from uopir.dialects import core
+from uopir.dialects.core import fold_constant as fold_alu
 from uopir.ir.diagnostics import Diagnostic, Location
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.parser import parse_ir
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
-from uopir.passes.core import fold_alu
 from uopir.passes.manager import (
     PASSES,
     PassCrash,
@@ -58,8 +58,8 @@ def run_cli(*argv: str, stdin: str | None = None) -> tuple[int, str, str]:
 def test_parse_and_dump_expands_every_option():
     pm = PassManager.parse(" canonicalize , test-options{i=0x10 f=-2 b s=\"x y\" ints=[3,4] mode=slow maybe=7},"
                            "cleanup{dce=false},kernel(dce{results=false})")
-    assert pm.text() == ('canonicalize{regions=true},test-options{i=16 f=-2.0 b=true s="x y" ints=3,4 mode=slow '
-                         'maybe=7},canonicalize{regions=true},kernel(dce{results=false})')
+    assert pm.text() == ('canonicalize{regions=true dialects=},test-options{i=16 f=-2.0 b=true s="x y" ints=3,4 '
+                         'mode=slow maybe=7},canonicalize{regions=true dialects=},kernel(dce{results=false})')
     # the dump parses back to the same pipeline
     assert PassManager.parse(pm.text()).text() == pm.text()
     opts = pm.steps[1].options
@@ -99,7 +99,7 @@ def test_pipeline_errors(text: str, message: str):
 
 def test_python_api_add():
     pm = PassManager().add("canonicalize", regions=False).add("cleanup", dce=False)
-    assert pm.text() == "canonicalize{regions=false},canonicalize{regions=true}"
+    assert pm.text() == "canonicalize{regions=false dialects=},canonicalize{regions=true dialects=}"
     with pytest.raises(PipelineError, match="did you mean 'regions'"):
         PassManager().add("canonicalize", region=False)
 
@@ -359,7 +359,7 @@ def test_float_folding_matches_numpy(d: DType, a: float, b: float, op: str):
     (dtypes.float32, dtypes.bfloat16, 1.0, 1.0), (dtypes.float32, dtypes.bfloat16, 1.00390625, 1.0),
 ])
 def test_cast_folding(src, dst, value, want):
-    from uopir.passes.core import fold_cast
+    from uopir.dialects.core import fold_cast
 
     c = UOp.const(src, value)
     res = fold_cast(UOp(core.CAST, dst, (c,)), c)

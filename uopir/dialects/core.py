@@ -1,21 +1,28 @@
 """The core dialect: constants, casts, the ALU, vector build/extract and graph roots; shared by every level.
 
 Dtype rules live in each op's `verify`, the elementwise shape rule in `elementwise_shape`; the hash-consed UOp
-constructor checks nothing (hot path), the verifier (uopir.ir.verify) runs these.
+constructor checks nothing (hot path), the verifier (uopir.ir.verify) runs these. Each op's folds are declared right
+after its row (uopir.ir.folds); the `canonicalize` pass gathers them.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from uopir.ir.diagnostics import ShapeError
+import numpy as np
+
+from uopir.dialects.semantics import alu, bitcast_array, cast_array, const_array, to_python
+from uopir.ir.diagnostics import IRError, ShapeError
 from uopir.ir.dtype import DType, dtypes
+from uopir.ir.folds import declare_folds, has_effect
 from uopir.ir.ops import INTS, SCALAR, SHAPE, Attr, AttrError, OpDef, OptionalAttr, Trait, def_op, fmt_literal, register
+from uopir.ir.pattern import UPat
 from uopir.ir.rules import void_result
 from uopir.ir.uop import UOp, normalize_const
 
 _PE = Trait.PURE | Trait.ELEMENTWISE
 _PEC = _PE | Trait.COMMUTATIVE
+REDUCE_OPS = ("add", "mul", "max", "min")  # the kinds of tensor.reduce and kernel.reduce
 
 
 # ---- shared helpers (module level so the shape/verify closures stay cheap) -------------------------------------------
@@ -209,8 +216,7 @@ def _verify_const(u: UOp) -> Iterator[str]:
 
 
 def _const_shape(u: UOp) -> tuple[int, ...] | None:
-    a = u.arg
-    return a[1] if type(a) is tuple and len(a) == 2 and type(a[1]) is tuple else None
+    return u.arg[1] if _shaped(u.arg) else None
 
 
 class _ConstOp(OpDef):
@@ -230,23 +236,214 @@ CONST = register(_ConstOp("core.const", (0, 0), (Attr("value", SCALAR), Attr("sh
                           Trait.PURE, _verify_const, _const_shape, 1, _normalize_const_arg,
                           "a constant scalar, vector (one value per lane) or tensor (splat)"))
 
+# ---- what folds are built from: exact constant values, replacements that keep the type, constant evaluation -------
+# Every fold is exact against uopir.dialects.semantics (the interpreter's own semantics), bit for bit: floats fold
+# only where IEEE gives the same bits for every input (x * 1.0 folds, x + 0.0 does not: -0.0 + 0.0 is +0.0), and a
+# fold that drops a subgraph fires only when that subgraph has no side effect (buffer writes are never lost).
+MIXED: Any = object()  # splat() of a const whose lanes differ
+
+
+def same_bits(a: Any, b: Any) -> bool:
+    """Equal as stored values: floats by their bits (0.0 is not -0.0; any NaN equals any NaN)."""
+    if type(a) is float and type(b) is float:
+        return a.hex() == b.hex() if a == a and b == b else (a != a and b != b)
+    return type(a) is type(b) and a == b
+
+
+def splat(c: UOp) -> Any:
+    """The single value of a const (every lane equal for a vector), or MIXED."""
+    v = const_value(c)
+    if type(v) is tuple:
+        return v[0] if all(same_bits(v[0], x) for x in v) else MIXED
+    return v
+
+
+# A lane test is a value (compared exactly: bit for bit for floats) or a predicate `(value, scalar dtype) -> bool`.
+LaneTest = Any
+
+
+def lanes_are(c: UOp, test: LaneTest) -> bool:
+    """Every lane of the const c passes `test`."""
+    v = splat(c)
+    if v is MIXED:
+        return False
+    if callable(test):
+        return bool(test(v, c.dtype.scalar))
+    if c.dtype.is_float:
+        return type(v) is float and same_bits(v, float(test))
+    if c.dtype.is_bool:
+        return v is test
+    return type(v) is int and type(test) is int and v == test
+
+
+def _shape_of(u: UOp) -> Any:
+    """u's shape, or MIXED when it has none that holds (an unverified graph: no fold, the verifier reports it)."""
+    try:
+        return u.shape
+    except Exception:  # noqa: BLE001 - any broken shape rule means "do not fold"
+        return MIXED
+
+
+def keep(u: UOp, x: UOp) -> UOp | None:
+    """x as u's replacement when it has u's type; a scalar const stands in re-shaped (`c : tensor<4xf32>`)."""
+    if x.dtype is not u.dtype:
+        return None
+    xs, us = _shape_of(x), _shape_of(u)
+    if xs is MIXED or us is MIXED:
+        return None
+    if xs == us:
+        return x
+    if x.op is CONST and us is not None and x.dtype.count == 1:
+        return const(x.dtype, const_value(x), us)
+    return None
+
+
+_FOLD_ERRORS = (IRError, ShapeError, ValueError, TypeError, OverflowError, KeyError, IndexError)
+
+
+def _evaluated(u: UOp, compute: Callable[[], np.ndarray]) -> UOp | None:
+    """u replaced by the constant `compute()` gives (in u's shape), or None when it cannot be a constant."""
+    shape = _shape_of(u)
+    if shape is MIXED or (shape is not None and u.dtype.count != 1):
+        return None
+    if any(d.scalar.np_name is None for d in (u.dtype, *(s.dtype for s in u.src))):
+        return None  # a pointer (a bitcast int -> ptr is valid IR): no value to fold to
+    try:
+        with np.errstate(all="ignore"):  # overflow, inf and NaN are defined results here, not accidents
+            return const(u.dtype, to_python(compute(), u.dtype), shape)
+    except _FOLD_ERRORS:
+        return None
+
+
+def fold_constant(u: UOp) -> UOp | None:
+    """An ALU op whose operands are all constants is the constant it evaluates to."""
+    d, src = u.dtype, u.src
+    if u.op is WHERE:
+        ok = src[1].dtype is d and src[2].dtype is d and src[0].dtype in (dtypes.bool, dtypes.bool.vec(d.count))
+    elif u.op in (CMPLT, CMPNE, CMPEQ):
+        ok = src[0].dtype is src[1].dtype and d is dtypes.bool.vec(src[0].dtype.count)
+    else:
+        ok = all(s.dtype is d for s in src)
+    if not ok:
+        return None  # malformed: leave it for the verifier
+    return _evaluated(u, lambda: alu(u.op.name, d, [const_array(s.dtype, const_value(s)) for s in src],
+                                     [s.dtype for s in src]))
+
+
+def fold_cast(u: UOp, c: UOp) -> UOp | None:
+    if c.dtype.count != u.dtype.count:
+        return None
+    return _evaluated(u, lambda: cast_array(const_array(c.dtype, const_value(c)), c.dtype, u.dtype))
+
+
+def fold_bitcast(u: UOp, c: UOp) -> UOp | None:
+    if _bitwidth(c.dtype) != _bitwidth(u.dtype):
+        return None
+    return _evaluated(u, lambda: bitcast_array(const_array(c.dtype, const_value(c)), c.dtype, u.dtype))
+
+
+def _same_type(u: UOp, x: UOp) -> UOp | None:
+    return keep(u, x)
+
+
+def _family_test(d: DType, ints: LaneTest, bools: LaneTest, floats: LaneTest) -> LaneTest:
+    return floats if d.is_float else bools if d.is_bool else ints if d.is_int else None
+
+
+_X, _C = UPat.var("x"), UPat.cvar("c")
+
+
+def identity(op: OpDef, name: str, ints: LaneTest = None, bools: LaneTest = None,
+             floats: LaneTest = None) -> tuple[UPat, Callable[..., UOp | None], str]:
+    """`x op c -> x` where c passes the test for u's dtype family (either order for a commutative op)."""
+    def fold(u: UOp, x: UOp, c: UOp) -> UOp | None:
+        test = _family_test(u.dtype, ints, bools, floats)
+        return keep(u, x) if test is not None and c.dtype is u.dtype and lanes_are(c, test) else None
+    fold.__name__ = fold.__qualname__ = name.replace("-", "_")
+    return UPat(op, src=(_X, _C), name="u"), fold, name
+
+
+def absorb(op: OpDef, name: str, ints: LaneTest = None, bools: LaneTest = None) -> tuple[UPat, Callable, str]:
+    """`x op c -> c` where c absorbs every value (not on floats: NaN and inf), when x has no side effect."""
+    def fold(ctx: Any, u: UOp, x: UOp, c: UOp) -> UOp | None:
+        test = _family_test(u.dtype, ints, bools, None)
+        if test is None or c.dtype is not u.dtype or not lanes_are(c, test) or has_effect(ctx, x):
+            return None
+        return keep(u, c)
+    fold.__name__ = fold.__qualname__ = name.replace("-", "_")
+    return UPat(op, src=(_X, _C), name="u"), fold, name
+
+
+def idempotent(op: OpDef, name: str) -> tuple[UPat, Callable, str]:
+    """`x op x -> x`."""
+    return UPat(op, src=(_X, _X), name="u"), _same_type, name
+
+
+def _all_ones(v: Any, d: DType) -> bool:
+    return v == (d.max if d.is_unsigned else -1)
+
+
+def _multiple_of_width(v: Any, d: DType) -> bool:
+    return v % d.bits == 0  # the amount is taken modulo the width
+
+
+def _is_min(v: Any, d: DType) -> bool:
+    return v == d.min
+
+
+def _where_const(ctx: Any, u: UOp, c: UOp, a: UOp, b: UOp) -> UOp | None:
+    v = splat(c)
+    if v is MIXED:
+        return None
+    kept, dropped = (a, b) if v else (b, a)
+    return None if has_effect(ctx, dropped) else keep(u, kept)
+
+
+def _where_same(ctx: Any, u: UOp, c: UOp, a: UOp) -> UOp | None:
+    return None if has_effect(ctx, c) else keep(u, a)
+
+
+def _where_bool(u: UOp, c: UOp, t: UOp, f: UOp) -> UOp | None:
+    """where(c, true, false) is c for a bool result."""
+    if u.dtype is not dtypes.bool or not (lanes_are(t, True) and lanes_are(f, False)):
+        return None
+    return keep(u, c)
+
+
+def _group_dedup(g: UOp) -> UOp | None:
+    uniq = tuple(dict.fromkeys(g.src))
+    return g.replace(src=uniq) if len(uniq) != len(g.src) else None
+
+
 # ---- casts and the ALU -----------------------------------------------------------------------------------------------
 CAST = def_op("core.cast", 1, traits=_PE, verify=_verify_cast, shape=_src0_shape,
               summary="value conversion to the result dtype (same lane count)")
+declare_folds((UPat(CAST, src=(UPat.cvar("c"),), name="u"), fold_cast, "fold-cast"), constant=True)
+declare_folds((UPat(CAST, src=(_X,), name="u"), _same_type, "cast-same-type"))
 BITCAST = def_op("core.bitcast", 1, traits=_PE, verify=_verify_bitcast, shape=_src0_shape,
                  summary="reinterpret the bits as the result dtype (same total width)")
+declare_folds((UPat(BITCAST, src=(UPat.cvar("c"),), name="u"), fold_bitcast, "fold-bitcast"), constant=True)
+declare_folds((UPat(BITCAST, src=(_X,), name="u"), _same_type, "bitcast-same-type"))
 
+# Each row's identities, beside it (an `identity` test per dtype family: ints, bools, floats; floats only exact).
 _ew = elementwise_shape
 ADD = def_op("core.add", 2, traits=_PEC, verify=_verify_binary, shape=_ew, summary="a + b")
+declare_folds(identity(ADD, "add-zero", ints=0, bools=False, floats=-0.0))
 SUB = def_op("core.sub", 2, traits=_PE, verify=_verify_sub, shape=_ew, summary="a - b")
+declare_folds(identity(SUB, "sub-zero", ints=0, floats=0.0))
 MUL = def_op("core.mul", 2, traits=_PEC, verify=_verify_binary, shape=_ew, summary="a * b")
+declare_folds(identity(MUL, "mul-one", ints=1, bools=True, floats=1.0), absorb(MUL, "mul-zero", ints=0, bools=False))
 MAX = def_op("core.max", 2, traits=_PEC, verify=_verify_binary, shape=_ew, summary="the larger of a and b")
+declare_folds(identity(MAX, "max-lowest", ints=_is_min, bools=False, floats=float("-inf")), idempotent(MAX, "max-self"))
 FDIV = def_op("core.fdiv", 2, traits=_PE, verify=_verify_float, shape=_ew, summary="float division a / b")
+declare_folds(identity(FDIV, "fdiv-one", floats=1.0))
 IDIV = def_op("core.idiv", 2, traits=_PE, verify=_verify_int, shape=_ew,
               summary="integer division, truncating toward zero (C semantics)")
+declare_folds(identity(IDIV, "idiv-one", ints=1))
 MOD = def_op("core.mod", 2, traits=_PE, verify=_verify_int_or_float, shape=_ew,
              summary="remainder of truncating division, with the sign of a (C % on ints, fmod on floats: exact)")
 NEG = def_op("core.neg", 1, traits=_PE, verify=_verify_neg, shape=_ew, summary="-x")
+declare_folds((UPat(NEG, src=(UPat(NEG, src=(_X,)),), name="u"), _same_type, "double-neg"))
 RECIP = def_op("core.recip", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="1 / x")
 EXP2 = def_op("core.exp2", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="2 ** x")
 LOG2 = def_op("core.log2", 1, traits=_PE, verify=_verify_float, shape=_ew, summary="log base 2 of x")
@@ -257,16 +454,28 @@ CMPLT = def_op("core.cmplt", 2, traits=_PE, verify=_verify_cmp, shape=_ew, summa
 CMPNE = def_op("core.cmpne", 2, traits=_PEC, verify=_verify_cmp, shape=_ew, summary="a != b, as bool")
 CMPEQ = def_op("core.cmpeq", 2, traits=_PEC, verify=_verify_cmp, shape=_ew, summary="a == b, as bool")
 AND = def_op("core.and", 2, traits=_PEC, verify=_verify_logic, shape=_ew, summary="bitwise/logical and")
+declare_folds(identity(AND, "and-ones", ints=_all_ones, bools=True), absorb(AND, "and-zero", ints=0, bools=False),
+              idempotent(AND, "and-self"))
 OR = def_op("core.or", 2, traits=_PEC, verify=_verify_logic, shape=_ew, summary="bitwise/logical or")
+declare_folds(identity(OR, "or-zero", ints=0, bools=False), idempotent(OR, "or-self"))
 XOR = def_op("core.xor", 2, traits=_PEC, verify=_verify_logic, shape=_ew, summary="bitwise/logical xor")
+declare_folds(identity(XOR, "xor-zero", ints=0, bools=False))
 SHL = def_op("core.shl", 2, traits=_PE, verify=_verify_int, shape=_ew, summary="a << b")
+declare_folds(identity(SHL, "shl-width", ints=_multiple_of_width))
 SHR = def_op("core.shr", 2, traits=_PE, verify=_verify_int, shape=_ew,
              summary="a >> b (arithmetic for signed, logical for unsigned)")
+declare_folds(identity(SHR, "shr-width", ints=_multiple_of_width))
 WHERE = def_op("core.where", 3, traits=_PE, verify=_verify_where, shape=_ew, summary="cond ? a : b")
+declare_folds((UPat(WHERE, src=(UPat.cvar("c"), UPat.var("a"), UPat.var("b")), name="u"), _where_const,
+               "where-const-cond"),
+              (UPat(WHERE, src=(UPat.var("c"), UPat.var("a"), UPat.var("a")), name="u"), _where_same, "where-same"),
+              (UPat(WHERE, src=(UPat.var("c"), UPat.cvar("t"), UPat.cvar("f")), name="u"), _where_bool, "where-bool"))
 MULACC = def_op("core.mulacc", 3, traits=_PE, verify=_verify_mulacc, shape=_ew, summary="a * b + c")
 
 ALU_OPS: tuple[OpDef, ...] = (ADD, SUB, MUL, MAX, FDIV, IDIV, MOD, NEG, RECIP, EXP2, LOG2, SIN, SQRT, TRUNC, CMPLT,
                               CMPNE, CMPEQ, AND, OR, XOR, SHL, SHR, WHERE, MULACC)
+ELEMENTWISE_OPS: tuple[OpDef, ...] = (CAST, BITCAST, *ALU_OPS)
+declare_folds((UPat(ALU_OPS, src=UPat.cvar(), name="u"), fold_constant, "fold-constant"), constant=True)
 
 
 # ---- vectors -------------------------------------------------------------------------------------------------------
@@ -306,7 +515,8 @@ GEP = def_op("core.gep", 1, (Attr("idx", INTS),), Trait.PURE, _verify_gep,
 
 
 # ---- roots -----------------------------------------------------------------------------------------------------------
-SINK = def_op("core.sink", (0, None), traits=Trait.TERMINATOR, verify=void_result,
+SINK = def_op("core.sink", (0, None), traits=Trait.TERMINATOR | Trait.COLLECTS_EFFECTS, verify=void_result,
               summary="the void root of a graph: keeps its operands alive")
-GROUP = def_op("core.group", (0, None), verify=void_result,
+GROUP = def_op("core.group", (0, None), traits=Trait.COLLECTS_EFFECTS, verify=void_result,
                summary="groups effects into one void value without being a root")
+declare_folds((UPat(GROUP, name="g"), _group_dedup, "group-dedup"))

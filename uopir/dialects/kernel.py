@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from uopir.dialects.core import REDUCE_OPS
 from uopir.ir.dtype import dtypes
 from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, def_op
 from uopir.ir.rules import index_result_and_operand, symbolic_variable, void_result
 from uopir.ir.uop import UOp
 
 AXIS_KINDS = ("global", "local", "loop", "reduce", "upcast", "unroll", "group")
-REDUCE_OPS = ("add", "mul", "max", "min")
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def _sized_ptr(space: str):
 
 
 # ---- the ops ---------------------------------------------------------------------------------------------------------
-DEF = def_op("kernel.def", (0, None), (Attr("name", STR),), Trait.TERMINATOR, _verify_def,
+DEF = def_op("kernel.def", (0, None), (Attr("name", STR),), Trait.TERMINATOR | Trait.COLLECTS_EFFECTS, _verify_def,
              summary="the root of a kernel body: its effects (stores, ends)")
 PARAM = def_op("kernel.param", 0, (Attr("idx", IntAttr(lo=0)),), Trait.PURE, _verify_param,
                summary="the idx-th buffer argument, a global pointer")

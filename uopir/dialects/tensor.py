@@ -7,28 +7,23 @@ both shapes, which the verifier turns into a located diagnostic.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+from uopir.dialects.core import CONST, REDUCE_OPS, const, const_value, fmt_shape, keep, lanes_are
 from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import DType, dtypes
-from uopir.ir.ops import INT, INTS, REGION, SHAPE, STR, Attr, EnumAttr, IntAttr, Trait, TupleAttr, def_op
+from uopir.ir.folds import declare_folds
+from uopir.ir.ops import INT, INTS, REGION, SHAPE, STR, Attr, EnumAttr, IntAttr, OpDef, Trait, TupleAttr, def_op
+from uopir.ir.pattern import UPat
+from uopir.ir.printer import fmt_type
 from uopir.ir.rules import index_result, symbolic_variable
 from uopir.ir.uop import UOp
 
-REDUCE_OPS = ("add", "mul", "max", "min")
-MOVEMENT_NAMES = frozenset(("tensor.reshape", "tensor.permute", "tensor.expand", "tensor.pad", "tensor.shrink",
-                            "tensor.flip"))
-# views a tensor.assign may write through (no expand/pad: those alias or invent elements)
-_ASSIGNABLE_VIEWS = frozenset(("tensor.reshape", "tensor.permute", "tensor.shrink", "tensor.flip", "tensor.assign"))
-
 
 # ---- helpers ---------------------------------------------------------------------------------------------------------
-def fmt_shape(shape: tuple[int, ...]) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
 def tensor_type(shape: tuple[int, ...], dtype: DType) -> str:
     """`tensor<4x4xf32>` / `tensor<f32>`: the printed type of a tensor value, for messages."""
-    return "tensor<" + "".join(f"{d}x" for d in shape) + f"{dtype}>"
+    return fmt_type(dtype, shape)
 
 
 def prod(shape: tuple[int, ...]) -> int:
@@ -155,9 +150,9 @@ def _verify_assign(u: UOp) -> Iterator[str]:
     elif u.dtype is not t.dtype:
         yield f"result dtype {u.dtype} differs from target dtype {t.dtype}"
     base = t
-    while base.op.name in _ASSIGNABLE_VIEWS and base.src:
+    while base.op in ASSIGNABLE_VIEWS and base.src:
         base = base.src[0]
-    if base.op.name != "tensor.buffer":
+    if base.op is not BUFFER:
         via = f" (through {t.op.name})" if base is not t else ""
         yield f"assign target must be a tensor.buffer or a reshape/permute/shrink/flip view of one, got " \
               f"{base.op.name}{via}"
@@ -166,10 +161,10 @@ def _verify_assign(u: UOp) -> Iterator[str]:
 def _verify_bind(u: UOp) -> Iterator[str]:
     yield from index_result(u)
     var, val = u.src
-    if var.op.name != "tensor.var":
+    if var.op is not VAR:
         yield f"first operand must be a tensor.var, got {var.op.name}"
         return
-    if val.op.name != "core.const" or val.dtype is not dtypes.index or type(val.arg) is not int:
+    if val.op is not CONST or val.dtype is not dtypes.index or type(val.arg) is not int:
         yield f"second operand must be an index core.const, got {val.op.name} of type {val.dtype}"
         return
     name, lo, hi = var.arg
@@ -185,6 +180,104 @@ def _verify_call(u: UOp) -> Iterator[str]:
         yield f"the kernel region's root must be a kernel.def, got {root}"
 
 
+# ---- folds (declared beside each row below; exact against uopir.dialects.semantics) -----------------------------
+def _reshape_fold(x: UOp, m: UOp) -> UOp | None:
+    """A reshape to the operand's shape is the operand; a reshape of a reshape is one reshape."""
+    if m.arg == x.shape:
+        return x
+    if x.op is RESHAPE:
+        return m.replace(src=x.src) if x.src[0].shape != m.arg else x.src[0]
+    return None
+
+
+def _permute_fold(x: UOp, m: UOp) -> UOp | None:
+    """The identity permutation is the operand; permutes compose (result axis i is source axis p1[p2[i]])."""
+    if m.arg == tuple(range(len(m.arg))):
+        return x
+    if x.op is PERMUTE:
+        return m.replace(src=x.src, arg=tuple(x.arg[i] for i in m.arg))
+    return None
+
+
+def _expand_fold(x: UOp, m: UOp) -> UOp | None:
+    if m.arg == x.shape:
+        return x
+    return m.replace(src=x.src) if x.op is EXPAND else None
+
+
+def _pad_fold(x: UOp, m: UOp) -> UOp | None:
+    """Zero pads are the operand; pads of pads add up."""
+    if all(b == 0 and a == 0 for b, a in m.arg):
+        return x
+    if x.op is PAD:
+        return m.replace(src=x.src, arg=tuple((b0 + b1, a0 + a1) for (b0, a0), (b1, a1) in zip(x.arg, m.arg,
+                                                                                              strict=True)))
+    return None
+
+
+def _shrink_fold(x: UOp, m: UOp) -> UOp | None:
+    """A full shrink is the operand; shrinks of shrinks add their offsets."""
+    xs = x.shape
+    if xs is not None and all(b == 0 and e == d for (b, e), d in zip(m.arg, xs, strict=True)):
+        return x
+    if x.op is SHRINK:
+        return m.replace(src=x.src, arg=tuple((b0 + b1, b0 + e1) for (b0, _), (b1, e1) in zip(x.arg, m.arg,
+                                                                                             strict=True)))
+    return None
+
+
+def _flip_fold(x: UOp, m: UOp) -> UOp | None:
+    """Flipping size-1 axes does nothing; flips of flips keep the axes flipped an odd number of times."""
+    xs = x.shape
+    axes = tuple(a for a in m.arg if xs is None or xs[a] != 1)
+    if x.op is FLIP:
+        inner = x.src[0].shape
+        both = sorted(set(axes) ^ {a for a in x.arg if inner is None or inner[a] != 1})
+        return x.src[0] if not both else m.replace(src=x.src, arg=tuple(both))
+    if not axes:
+        return x
+    return m.replace(arg=axes) if axes != m.arg else None
+
+
+def _movement(op: OpDef, fn: Any, name: str) -> tuple[UPat, Any, str]:
+    return UPat(op, src=(UPat.var("x"),), name="m"), fn, name
+
+
+def _const_movement(c: UOp, m: UOp) -> UOp | None:
+    """A movement of a splat const is the const in the new shape (a pad only when the value is +0 / false)."""
+    if c.dtype.count != 1 or (m.op is PAD and not lanes_are(c, False if c.dtype.is_bool else 0)):
+        return None
+    try:
+        return const(c.dtype, const_value(c), m.shape)
+    except ShapeError:  # an unverified graph: the verifier reports it
+        return None
+
+
+def _const_reduce(c: UOp, r: UOp) -> UOp | None:
+    """A reduce of a splat const: exact for max/min (any dtype) and for integer/bool add/mul."""
+    op, axes = r.arg
+    try:
+        cs, rs = c.shape, r.shape
+    except ShapeError:
+        return None
+    if cs is None or c.dtype.count != 1 or r.dtype is not c.dtype:
+        return None
+    n = prod(tuple(cs[a] for a in axes))
+    d, v = c.dtype, const_value(c)
+    if n == 0:
+        return const(d, {"add": 0, "mul": 1, "max": d.min, "min": d.max}[op], rs)
+    if op in ("max", "min") or d.is_bool:
+        return const(d, v, rs)  # for bool add/mul are or/and of copies of v
+    if d.is_int:
+        return const(d, v * n if op == "add" else pow(v, n, 1 << d.bits), rs)
+    return None
+
+
+def _twice(x: UOp, m: UOp) -> UOp | None:
+    """contiguous(contiguous(x)) and detach(detach(x)) are the inner op."""
+    return keep(m, x)
+
+
 # ---- the ops ---------------------------------------------------------------------------------------------------------
 _PAIRS = TupleAttr(TupleAttr(IntAttr(lo=0), 2))
 
@@ -193,26 +286,39 @@ BUFFER = def_op("tensor.buffer", 0,
                 verify=_verify_buffer, shape=_buffer_shape, summary="a realized buffer on a device")
 RESHAPE = def_op("tensor.reshape", 1, (Attr("shape", SHAPE),), Trait.PURE, _verify_like_src0, _reshape_shape,
                  summary="same elements, new shape (row-major)")
+declare_folds(_movement(RESHAPE, _reshape_fold, "reshape-fold"))
 PERMUTE = def_op("tensor.permute", 1, (Attr("perm", INTS),), Trait.PURE, _verify_like_src0, _permute_shape,
                  summary="reorder the axes: result axis i is operand axis perm[i]")
+declare_folds(_movement(PERMUTE, _permute_fold, "permute-fold"))
 EXPAND = def_op("tensor.expand", 1, (Attr("shape", SHAPE),), Trait.PURE, _verify_like_src0, _expand_shape,
                 summary="broadcast size-1 axes to a larger size")
+declare_folds(_movement(EXPAND, _expand_fold, "expand-fold"))
 PAD = def_op("tensor.pad", 1, (Attr("pads", _PAIRS),), Trait.PURE, _verify_like_src0, _pad_shape,
              summary="add [before, after] zeros on each axis")
+declare_folds(_movement(PAD, _pad_fold, "pad-fold"))
 SHRINK = def_op("tensor.shrink", 1, (Attr("bounds", _PAIRS),), Trait.PURE, _verify_like_src0, _shrink_shape,
                 summary="keep [start, end) on each axis")
+declare_folds(_movement(SHRINK, _shrink_fold, "shrink-fold"))
 FLIP = def_op("tensor.flip", 1, (Attr("axes", INTS),), Trait.PURE, _verify_like_src0, _flip_shape,
               summary="reverse the order along the given axes")
+declare_folds(_movement(FLIP, _flip_fold, "flip-fold"))
+MOVEMENT_OPS: tuple[OpDef, ...] = (RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP)
+declare_folds((UPat(MOVEMENT_OPS, src=(UPat.cvar("c"),), name="m"), _const_movement, "const-movement"), constant=True)
 REDUCE = def_op("tensor.reduce", 1, (Attr("op", EnumAttr(*REDUCE_OPS)), Attr("axes", INTS)), Trait.PURE,
                 _verify_like_src0, _reduce_shape, summary="reduce along axes, keeping them as size 1")
+declare_folds((UPat(REDUCE, src=(UPat.cvar("c"),), name="r"), _const_reduce, "const-reduce"), constant=True)
 COPY = def_op("tensor.copy", 1, (Attr("device", STR),), verify=_verify_like_src0, shape=_same_shape,
               summary="the operand's value on another device")
 ASSIGN = def_op("tensor.assign", 2, traits=Trait.SIDE_EFFECT, verify=_verify_assign, shape=_assign_shape,
                 summary="write value into the target buffer; the result is the updated target")
+# the views a tensor.assign may write through (no expand/pad: those alias or invent elements)
+ASSIGNABLE_VIEWS: tuple[OpDef, ...] = (RESHAPE, PERMUTE, SHRINK, FLIP, ASSIGN)
 CONTIGUOUS = def_op("tensor.contiguous", 1, verify=_verify_like_src0, shape=_same_shape,
                     summary="materialize the operand into its own buffer")
+declare_folds((UPat(CONTIGUOUS, src=(UPat(CONTIGUOUS, name="x"),), name="m"), _twice, "contiguous-twice"))
 DETACH = def_op("tensor.detach", 1, traits=Trait.PURE, verify=_verify_like_src0, shape=_same_shape,
                 summary="the same value, cut from the gradient graph")
+declare_folds((UPat(DETACH, src=(UPat(DETACH, name="x"),), name="m"), _twice, "detach-twice"))
 VAR = def_op("tensor.var", 0, (Attr("name", STR), Attr("min", INT), Attr("max", INT)), Trait.PURE, symbolic_variable,
              summary="a symbolic integer in [min, max]")
 BIND = def_op("tensor.bind", 2, traits=Trait.PURE, verify=_verify_bind,

@@ -81,11 +81,6 @@ class DType:
         return 8 if self.kind == "ptr" else max(1, self.bits // 8) * self.count
 
     @property
-    def priority(self) -> int:
-        """Rank for type promotion: bool < ints < floats, wider above narrower."""
-        return {"bool": 0, "uint": 1, "int": 1, "index": 2, "float": 3}.get(self.kind, -1) * 100 + self.bits
-
-    @property
     def is_float(self) -> bool:
         return self.kind == "float"
 

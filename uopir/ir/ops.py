@@ -19,12 +19,15 @@ if TYPE_CHECKING:
 
 
 class Trait(enum.Flag):
+    """What passes may assume about an op without knowing it by name."""
+
     NONE = 0
     PURE = enum.auto()
     COMMUTATIVE = enum.auto()
     ELEMENTWISE = enum.auto()
     SIDE_EFFECT = enum.auto()
     TERMINATOR = enum.auto()
+    COLLECTS_EFFECTS = enum.auto()  # its operands are effects to keep, never values anyone reads (dce prunes them)
 
 
 # ---- literals the parser produces before an attribute type converts them --------------------------------------------
@@ -401,7 +404,3 @@ def def_op(name: str, n_src: int | tuple[int, int | None], attrs: Iterable[Attr]
 def get_op(name: str) -> OpDef:
     """The registered op called `name`; KeyError if none (load the dialects first: `import uopir`)."""
     return REGISTRY[name]
-
-
-def lookup_op(name: str) -> OpDef | None:
-    return REGISTRY.get(name)
