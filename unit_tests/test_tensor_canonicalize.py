@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import uopir  # noqa: F401  (registers the dialects)
-from uopir.backends.python import bf16_round, evaluate, values_equal
+from uopir.backends.python import evaluate
 from uopir.dialects import core, tensor
+from uopir.dialects.semantics import bf16_round, values_equal
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.folds import canonicalize_graph as tensor_canonicalize
 from uopir.ir.folds import folds_of

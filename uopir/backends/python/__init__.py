@@ -13,9 +13,4 @@ from uopir.backends.python.backend import PythonBackend
 from uopir.backends.python.interpreter import evaluate
 from uopir.backends.python.kernel import run_kernel
 
-# Deprecated path, kept only while unit_tests/test_tensor_canonicalize.py imports them from here: import the
-# semantics functions from uopir.dialects.semantics.
-from uopir.dialects.semantics import bf16_round as bf16_round
-from uopir.dialects.semantics import values_equal as values_equal
-
 __all__ = ["evaluate", "run_kernel", "PythonBackend"]
