@@ -52,6 +52,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="print the wall time of each pass")
     p.add_argument("--pass-statistics", action="store_true", help="print per-pass pattern and change counts")
     p.add_argument("--list-passes", action="store_true", help="list the registered passes, pipelines and anchors")
+    p.add_argument("--load-test-passes", action="store_true",
+                   help="also load the test-* passes that test uop-opt itself (or set UOPIR_TEST_PASSES=1)")
+    p.add_argument("--emit", metavar="LANG", default=None,
+                   help="append the emit-LANG pass to the pipeline and print the source text it emits "
+                        "(the text of every device.source op) instead of the IR")
     p.add_argument("--dump-pass-pipeline", action="store_true",
                    help="print the expanded pipeline with every option's value")
     p.add_argument("--run-reproducer", action="store_true",
@@ -155,6 +160,7 @@ class ChunkResult:
 
 
 def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Namespace, err: TextIO) -> ChunkResult:
+    from uopir.dialects import device
     from uopir.ir.parser import parse_ir
     from uopir.ir.printer import print_ir
     from uopir.ir.verify import collect_diagnostics
@@ -189,7 +195,19 @@ def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Name
         elif args.reproducer != "none":
             lines.append("note: no reproducer could be written")
         return ChunkResult(None, diags + pm.report.diagnostics, True, "\n".join(lines))
-    return ChunkResult(print_ir(out, generic=args.print_generic), diags + pm.report.diagnostics, False)
+    diags = diags + pm.report.diagnostics
+    if args.emit is None:
+        return ChunkResult(print_ir(out, generic=args.print_generic), diags, False)
+    sources = [u for u in out.toposort() if u.op is device.SOURCE]
+    if not sources:
+        return ChunkResult(None, diags + [Diagnostic("error", f"--emit={args.emit}: the pipeline produced no "
+                                                               "device.source op to print", None)], True)
+    return ChunkResult("".join(_source_text(u) for u in sources), diags, False)
+
+
+def _source_text(u) -> str:
+    text = u.arg[2]
+    return text if text.endswith("\n") or not text else text + "\n"
 
 
 # ---- main ------------------------------------------------------------------------------------------------------------
@@ -231,8 +249,9 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args.input = "-"
     if args.run_reproducer:
         return _main(_replay_argv(argv, args), out, err)
-    from uopir.passes.manager import PassManager, check_pass_names, list_passes_text
+    from uopir.passes.manager import PassManager, check_pass_names, list_passes_text, load_passes
 
+    load_passes(test_passes=True if args.load_test_passes else None)
     if args.list_passes:
         out.write(list_passes_text())
         return 0
@@ -243,6 +262,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     except IRError as e:
         err.write(e.format() + "\n")
         return 1
+    if args.emit is not None:
+        _add_emitter(pm, args.emit)
     if args.dump_pass_pipeline:
         n = len(pm.steps)
         (err if explicit_input else out).write(f"Pass Manager with {n} pass{'es' if n != 1 else ''}:\n"
@@ -288,6 +309,20 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
             outputs.append(res.output)
     _write_output(args.output, outputs, out)
     return 0 if ok else 1
+
+
+def _add_emitter(pm, lang: str) -> None:
+    """Append `emit-LANG` (a pass or a named pipeline) to the pipeline; UsageError when there is none."""
+    from uopir.passes.manager import PASSES, PIPELINES
+
+    if not re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*", lang):
+        raise UsageError(f"--emit={lang!r}: a language name is lowercase letters and digits (e.g. --emit=c)")
+    name = f"emit-{lang}"
+    if name not in PASSES and name not in PIPELINES:
+        known = sorted(n[len("emit-"):] for n in [*PASSES, *PIPELINES] if n.startswith("emit-"))
+        have = f" (emitters: {', '.join(known)})" if known else ""
+        raise UsageError(f"no emitter for '{lang}' is registered yet ({name}){have}")
+    pm.add(name)
 
 
 def _write_output(path: str, outputs: list[str], out: TextIO) -> None:
