@@ -201,7 +201,8 @@ def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Name
     sources = [u for u in out.toposort() if u.op is device.SOURCE]
     if not sources:
         return ChunkResult(None, diags + [Diagnostic("error", f"--emit={args.emit}: the pipeline produced no "
-                                                               "device.source op to print", None)], True)
+                                                               "device.source op to print",
+                                                      Location(filename, first_line, 1))], True)
     return ChunkResult("".join(_source_text(u) for u in sources), diags, False)
 
 
