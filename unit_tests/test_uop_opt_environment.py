@@ -27,7 +27,7 @@ def run(*args: str, stdin: bytes | None = None, shell_redirect: str = "", cwd: P
 BAD = "%0 = core.const 1 : i32\n%1 = core.add %0 %0 : i32\ncore.sink %1\n"
 
 
-# ---- 1. -o is written only on success, atomically ---------------------------------------------------------------------
+# ---- 1. -o is written only on success, atomically ---------------------------------------------------------------
 def test_parse_error_leaves_the_input_given_as_output_untouched(tmp_path):
     f = tmp_path / "x.uop"
     f.write_text(BAD)
