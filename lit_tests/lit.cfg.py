@@ -8,7 +8,7 @@ Substitutions available in RUN lines:
   %roundtrip   `uop-opt %s --print-generic | uop-opt -`: print the file generically, parse that back and print it
                pretty. Use as `// RUN: %roundtrip | filecheck %s`.
   %python      the Python running lit
-Files in `Inputs/` folders are not tests.
+Files in `Inputs/` folders are not tests. UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
 """
 import os
 import shutil
@@ -42,6 +42,9 @@ if _filecheck is None:
 config.environment["PYTHONPATH"] = os.pathsep.join(p for p in (_repo, os.environ.get("PYTHONPATH")) if p)
 config.environment["PATH"] = os.pathsep.join((_bin, os.environ.get("PATH", "")))
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+# The test-* passes (uopir.passes.testing) load only on request; the lit tests use them. A test that checks what a
+# user sees without them unsets it: `env -u UOPIR_TEST_PASSES uop-opt ...`.
+config.environment["UOPIR_TEST_PASSES"] = "1"
 
 # A bare word that is not part of a path or a longer name.
 _word = r"(?<![\w/.%-]){}(?![\w.-])"

@@ -10,6 +10,9 @@ import subprocess
 import pytest
 from hypothesis import settings
 
+# The test-* passes (uopir.passes.testing) load only on request; the tests use them.
+os.environ.setdefault("UOPIR_TEST_PASSES", "1")
+
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))

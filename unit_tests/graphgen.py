@@ -730,6 +730,13 @@ def _program(g: Gen) -> UOp:
     return g.mk(device.PROGRAM, VOID, srcs, g.s.text())
 
 
+@builder("device.source")
+def _source(g: Gen) -> UOp:
+    lang = g.s.choice(("c", "llvm", "opencl", "cuda", "mlir", "test-lang"))
+    name = g.s.choice(("k", "E_4_4", "r_16.3", "main$1"))
+    return g.mk(device.SOURCE, VOID, (), (lang, name, g.s.text()))
+
+
 # ---- entry points ---------------------------------------------------------------------------------------------------
 def real_op_names() -> list[str]:
     """Every registered op of a real dialect (tests register throwaway ops in dialects named test*)."""

@@ -3,10 +3,11 @@ register accumulators, tensor-core multiplies, and the linearized program.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from uopir.ir.dtype import dtypes
-from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, TupleAttr, def_op
+from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, TupleAttr, def_op, quote
 from uopir.ir.rules import index_result_and_operand, void_result
 from uopir.ir.uop import UOp
 
@@ -79,3 +80,19 @@ WMMA = def_op("device.wmma", 3, (Attr("name", STR), Attr("dims", TupleAttr(IntAt
               Trait.PURE, _verify_wmma, summary="tensor-core multiply-accumulate a*b+c on fragments (vectors)")
 PROGRAM = def_op("device.program", (0, None), (Attr("name", STR),), Trait.TERMINATOR, void_result,
                  summary="the linearized program: its operands in execution order")
+
+_LANG = re.compile(r"[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.$-]*")
+
+
+def _verify_source(u: UOp) -> Iterator[str]:
+    yield from void_result(u)
+    lang, name, _text = u.arg
+    if not _LANG.fullmatch(lang):
+        yield f"lang must be a lowercase language name such as \"c\" or \"llvm\", got {quote(lang)}"
+    if not _NAME.fullmatch(name):
+        yield f"name must be an identifier (letters, digits, '_', '.', '$', '-'), got {quote(name)}"
+
+
+SOURCE = def_op("device.source", 0, (Attr("lang", STR), Attr("name", STR), Attr("text", STR)), Trait.PURE,
+                _verify_source, summary="emitted source text of one program in a language (what emit-<lang> makes)")

@@ -1,5 +1,8 @@
 """Passes that exist to test the pass manager and uop-opt (as mlir-opt has its test-* passes).
 
+Not loaded for users: `load_passes` imports this module only when test passes are requested
+($UOPIR_TEST_PASSES=1, as lit and pytest set it, or `uop-opt --load-test-passes`).
+
 They exercise the paths that real passes should never take: a crash (reproducer), invalid output (verification
 after each pass), reported errors and warnings (--verify-diagnostics), and every option type (pipeline parsing).
 """
@@ -8,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from uopir.dialects import device
 from uopir.ir.dtype import dtypes
 from uopir.ir.ops import get_op
 from uopir.ir.uop import UOp
-from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.registry import register_pass, register_pipeline
+from uopir.passes.runner import PassContext
 
 
 @dataclass
@@ -68,3 +73,27 @@ def test_options(root: UOp, options: OptionsOptions, ctx: PassContext) -> UOp:
 def test_undeclared_dialect(root: UOp, options: None, ctx: PassContext) -> UOp:
     var = UOp(get_op("kernel.var"), dtypes.index, (), ("n", 0, 8))
     return UOp.sink(*root.src, var) if root.op.name == "core.sink" else UOp.sink(root, var)
+
+
+@dataclass
+class EmitOptions:
+    lang: str = field(default="test", metadata={"help": "the lang attribute of the device.source ops made"})
+
+
+@register_pass("test-emit", summary="replace each device.program (or the whole graph) by a device.source holding "
+               "its .uop text (tests code emission and uop-opt --emit)", produces=("device", "core"),
+               options=EmitOptions)
+def test_emit(root: UOp, options: EmitOptions, ctx: PassContext) -> UOp:
+    from uopir.ir.printer import print_ir
+
+    programs = [u for u in root.toposort() if u.op is device.PROGRAM] or [root]
+    sources = []
+    for p in programs:
+        name = p.arg if p.op is device.PROGRAM else "main"
+        sources.append(UOp(device.SOURCE, dtypes.void, (), (options.lang, name, print_ir(p))))
+        ctx.count("sources-emitted")
+    return UOp.sink(*sources)
+
+
+# `uop-opt --emit=LANG` appends the pass or pipeline `emit-LANG`: this makes `--emit=test` reach test-emit.
+register_pipeline("emit-test", None, lambda _: "test-emit", summary="test-emit (what uop-opt --emit=test runs)")

@@ -7,10 +7,13 @@ No input, however bad, ends in a Python traceback; a bug in uopir itself prints 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import shlex
+import stat
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -21,6 +24,39 @@ PROG = "uop-opt"
 
 class UsageError(Exception):
     """Bad command-line arguments: one `uop-opt: error: ...` line, exit 1."""
+
+
+# Characters never echoed raw to a terminal: C0 and C1 controls (a tab only outside source lines), DEL, lone
+# surrogates (undecodable input) and the bidirectional overrides that can make text read differently than it is.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE_NO_TAB = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _esc_char(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def escape_controls(text: str, keep_tabs: bool = False) -> str:
+    """`text` with control characters written as \\xNN / \\uNNNN escapes, safe to print on a terminal."""
+    return (_UNSAFE_NO_TAB if keep_tabs else _UNSAFE).sub(_esc_char, text)
+
+
+def format_diagnostic(d: Diagnostic) -> str:
+    """Diagnostic.format with everything that came from the input escaped; the caret stays under its column."""
+    loc = d.loc
+    where = f"{escape_controls(loc.file)}:{loc.line}:{loc.col}: " if loc is not None else ""
+    head = f"{where}{d.severity}: {escape_controls(d.message)}"
+    if loc is None or d.source_line is None:
+        return head
+    line = d.source_line.rstrip("\n")
+    before = escape_controls(line[:max(0, loc.col - 1)], keep_tabs=True)
+    pad = "".join("\t" if c == "\t" else " " for c in before)
+    return f"{head}\n{escape_controls(line, keep_tabs=True)}\n{pad}^"
+
+
+def _format_error(e: IRError) -> str:
+    return "\n".join(format_diagnostic(d) for d in e.diagnostics)
 
 
 class _ArgParser(argparse.ArgumentParser):
@@ -52,6 +88,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="print the wall time of each pass")
     p.add_argument("--pass-statistics", action="store_true", help="print per-pass pattern and change counts")
     p.add_argument("--list-passes", action="store_true", help="list the registered passes, pipelines and anchors")
+    p.add_argument("--load-test-passes", action="store_true",
+                   help="also load the test-* passes that test uop-opt itself (or set UOPIR_TEST_PASSES=1)")
+    p.add_argument("--emit", metavar="LANG", default=None,
+                   help="append the emit-LANG pass to the pipeline and print the source text it emits "
+                        "(the text of every device.source op) instead of the IR")
     p.add_argument("--dump-pass-pipeline", action="store_true",
                    help="print the expanded pipeline with every option's value")
     p.add_argument("--run-reproducer", action="store_true",
@@ -155,6 +196,7 @@ class ChunkResult:
 
 
 def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Namespace, err: TextIO) -> ChunkResult:
+    from uopir.dialects import device
     from uopir.ir.parser import parse_ir
     from uopir.ir.printer import print_ir
     from uopir.ir.verify import collect_diagnostics
@@ -180,22 +222,58 @@ def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Name
     except IRError as e:
         return ChunkResult(None, diags + pm.report.diagnostics + e.diagnostics, True)
     except PassCrash as c:
-        lines = [f"{PROG}: error: {c}"]
+        lines = [f"{PROG}: error: {escape_controls(str(c))}"]
         if os.environ.get("UOPIR_DEBUG"):
             lines.append(c.traceback.rstrip())
         if c.reproducer:
-            lines.append(f"note: crash reproducer written to {c.reproducer}")
-            lines.append(f"note: replay it with: {PROG} --run-reproducer {c.reproducer}")
+            path = escape_controls(c.reproducer)
+            lines.append(f"note: crash reproducer written to {path}")
+            lines.append(f"note: replay it with: {PROG} --run-reproducer {path}")
         elif args.reproducer != "none":
             lines.append("note: no reproducer could be written")
         return ChunkResult(None, diags + pm.report.diagnostics, True, "\n".join(lines))
-    return ChunkResult(print_ir(out, generic=args.print_generic), diags + pm.report.diagnostics, False)
+    diags = diags + pm.report.diagnostics
+    if args.emit is None:
+        return ChunkResult(print_ir(out, generic=args.print_generic), diags, False)
+    sources = [u for u in out.toposort() if u.op is device.SOURCE]
+    if not sources:
+        return ChunkResult(None, diags + [Diagnostic("error", f"--emit={args.emit}: the pipeline produced no "
+                                                               "device.source op to print",
+                                                      Location(filename, first_line, 1))], True)
+    return ChunkResult("".join(_source_text(u) for u in sources), diags, False)
+
+
+def _source_text(u) -> str:
+    text = u.arg[2]
+    return text if text.endswith("\n") or not text else text + "\n"
 
 
 # ---- main ------------------------------------------------------------------------------------------------------------
+def _decode(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"cannot read '{name}': not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def _read_stdin() -> str:
+    stdin = sys.stdin
+    if stdin is None:
+        raise UsageError("cannot read '<stdin>': standard input is closed")
+    try:
+        buffer = getattr(stdin, "buffer", None)
+        if buffer is not None:  # read bytes: the text is UTF-8 whatever the locale says
+            return _decode(buffer.read(), "<stdin>")
+        return stdin.read()
+    except OSError as e:
+        raise UsageError(f"cannot read '<stdin>': {e.strerror or e}") from None
+    except ValueError as e:  # reading a closed file object
+        raise UsageError(f"cannot read '<stdin>': {e}") from None
+
+
 def _read_input(path: str) -> tuple[str, str]:
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
+        return _read_stdin(), "<stdin>"
     try:
         with open(path, encoding="utf-8") as f:
             return f.read(), path
@@ -209,15 +287,46 @@ def _read_input(path: str) -> tuple[str, str]:
         raise UsageError(f"cannot open '{path}': {e.strerror or e}") from None
 
 
+# What a reproducer's `// configuration:` line may set: the pipeline and verification, nothing that touches files.
+_REPRODUCER_FLAGS = ("-p", "--pass-pipeline", "--no-verify")
+
+
+def _reproducer_config(config: str, name: str) -> list[str]:
+    """The flags of a reproducer's configuration line, checked: only the pipeline and --no-verify are honoured, so
+    a hostile reproducer cannot make uop-opt write files (-o) or load anything."""
+    try:
+        words = shlex.split(config)
+    except ValueError as e:
+        raise UsageError(f"bad reproducer configuration in '{name}': {e}") from None
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        flag = w.split("=", 1)[0] if w.startswith("--") else w
+        if flag not in _REPRODUCER_FLAGS:
+            raise UsageError(f"reproducer '{name}': its configuration may only set --pass-pipeline and --no-verify, "
+                             f"not '{w}'")
+        if flag == "--no-verify":
+            if "=" in w:
+                raise UsageError(f"reproducer '{name}': --no-verify takes no value (got '{w}')")
+            out.append(w)
+        elif "=" in w and w.startswith("--"):
+            out.append(w)
+        else:
+            if i + 1 >= len(words):
+                raise UsageError(f"reproducer '{name}': '{w}' needs a pipeline after it")
+            out.append(f"--pass-pipeline={words[i + 1]}")
+            i += 1
+        i += 1
+    return out
+
+
 def _replay_argv(argv: list[str], args: argparse.Namespace) -> list[str]:
-    """The argument list a reproducer asks for: its configuration flags, the file, the user's other flags."""
+    """The argument list a reproducer asks for: its checked configuration flags, the file, the user's other flags."""
     from uopir.passes.manager import read_reproducer
 
     text, _ = _read_input(args.input)
-    try:
-        config = shlex.split(read_reproducer(text))
-    except ValueError as e:
-        raise UsageError(f"bad reproducer configuration in '{args.input}': {e}") from None
+    config = _reproducer_config(read_reproducer(text), args.input)
     rest = [a for a in argv if a != "--run-reproducer"]
     if args.reproducer is None:
         rest.append("--reproducer=none")  # replaying a crash should not write a new reproducer each time
@@ -231,24 +340,28 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args.input = "-"
     if args.run_reproducer:
         return _main(_replay_argv(argv, args), out, err)
-    from uopir.passes.manager import PassManager, check_pass_names, list_passes_text
+    from uopir.passes.manager import PassManager, check_pass_names, list_passes_text, load_passes
 
+    load_passes(test_passes=True if args.load_test_passes else None)
     if args.list_passes:
-        out.write(list_passes_text())
+        _write_stream(out, list_passes_text(), "stdout")
         return 0
     pipeline = ",".join(p for p in args.pass_pipeline if p.strip())
     try:
         pm = PassManager.parse(pipeline)
         check_pass_names([*args.print_ir_before, *args.print_ir_after])
     except IRError as e:
-        err.write(e.format() + "\n")
+        err.write(_format_error(e) + "\n")
         return 1
+    if args.emit is not None:
+        _add_emitter(pm, args.emit)
     if args.dump_pass_pipeline:
         n = len(pm.steps)
-        (err if explicit_input else out).write(f"Pass Manager with {n} pass{'es' if n != 1 else ''}:\n"
-                                               f"{pm.text()}\n")
+        dump = f"Pass Manager with {n} pass{'es' if n != 1 else ''}:\n{pm.text()}\n"
         if not explicit_input:
+            _write_stream(out, dump, "stdout")
             return 0
+        err.write(dump)
     text, filename = _read_input(args.input)
     if args.split_input_file:
         from uopir.ir.parser import split_input
@@ -264,7 +377,7 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
             try:
                 expected = parse_expectations(chunk, filename, first_line)
             except IRError as e:
-                err.write(e.format() + "\n")
+                err.write(_format_error(e) + "\n")
                 ok = False
                 continue
             mismatches = check_diagnostics(expected, res.diagnostics, filename)
@@ -272,58 +385,148 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 err.write(res.crash + "\n")
                 ok = False
             for d in mismatches:
-                err.write(d.format() + "\n")
+                err.write(format_diagnostic(d) + "\n")
             if mismatches:
                 ok = False
             if res.output is not None:
                 outputs.append(res.output)
             continue
         for d in res.diagnostics:
-            err.write(d.format() + "\n")
+            err.write(format_diagnostic(d) + "\n")
         if res.crash is not None:
             err.write(res.crash + "\n")
         if res.failed:
             ok = False
         elif res.output is not None:
             outputs.append(res.output)
-    _write_output(args.output, outputs, out)
+    if ok or args.output == "-":  # an output file is written only on success: a failure leaves it as it was
+        _write_output(args.output, outputs, out)
     return 0 if ok else 1
 
 
+def _add_emitter(pm, lang: str) -> None:
+    """Append `emit-LANG` (a pass or a named pipeline) to the pipeline; UsageError when there is none."""
+    from uopir.passes.manager import PASSES, PIPELINES
+
+    if not re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*", lang):
+        raise UsageError(f"--emit={lang!r}: a language name is lowercase letters and digits (e.g. --emit=c)")
+    name = f"emit-{lang}"
+    if name not in PASSES and name not in PIPELINES:
+        known = sorted(n[len("emit-"):] for n in [*PASSES, *PIPELINES] if n.startswith("emit-"))
+        have = f" (emitters: {', '.join(known)})" if known else ""
+        raise UsageError(f"no emitter for '{lang}' is registered yet ({name}){have}")
+    pm.add(name)
+
+
 def _write_output(path: str, outputs: list[str], out: TextIO) -> None:
+    """Write the result: to `out` for '-', else to the file `path`, atomically (a temporary file in the same
+    folder renamed over it), so that a failure never leaves a truncated or half-written file behind."""
     text = "// -----\n".join(o if o.endswith("\n") else o + "\n" for o in outputs)
     if path == "-":
-        out.write(text)
-        out.flush()
+        _write_stream(out, text, "stdout")
         return
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
     except OSError as e:
         raise UsageError(f"cannot write '{path}': {e.strerror or e}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):  # /dev/null, a fifo, a terminal: no rename possible
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise UsageError(f"cannot write '{path}': {e.strerror or e}") from None
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise UsageError(f"cannot write '{path}': {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_stream(stream: TextIO, text: str, name: str) -> None:
+    """Write and flush; a failing stream (a full disk, /dev/full) is a UsageError, not an internal error."""
+    try:
+        buffer = getattr(stream, "buffer", None)
+        if buffer is not None:  # .uop text is UTF-8 whatever the locale's encoding
+            stream.flush()
+            buffer.write(text.encode("utf-8"))
+            buffer.flush()
+        else:
+            stream.write(text)
+            stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        _silence(stream)
+        raise UsageError(f"cannot write to {name}: {e.strerror or e}") from None
+
+
+def _silence(stream: TextIO) -> None:
+    """Point a failed stream's file descriptor at /dev/null, so the flush at exit does not fail again."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except OSError:
+        pass
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """The uop-opt program; returns the exit code (0 ok, 1 bad input or failed checks, 2 internal error)."""
+    """The uop-opt program; returns the exit code (0 ok, 1 bad input, failed checks or a failing environment
+    (unreadable stdin, a full disk), 2 internal error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
+    if err is None:  # stderr is closed: run anyway, the exit code still tells
+        err = io.StringIO()
     try:
+        return _main_reporting(argv, out, err)
+    except OSError:  # the error stream itself fails (stderr on a full disk): nothing more can be said
+        _silence(err)
+        return 1
+
+
+def _main_reporting(argv: list[str], out: TextIO | None, err: TextIO) -> int:
+    try:
+        if out is None:
+            raise UsageError("cannot write to stdout: standard output is closed")
         return _main(argv, out, err)
     except UsageError as e:
-        err.write(f"{PROG}: error: {e}\n")
+        err.write(f"{PROG}: error: {escape_controls(str(e))}\n")
         return 1
     except IRError as e:
-        err.write(e.format() + "\n")
+        err.write(_format_error(e) + "\n")
         return 1
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")
         return 130
     except BrokenPipeError:
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
-        except OSError:
-            pass
+        if out is not None:
+            _silence(out)  # the flush at exit must not fail again
         return 1
     except RecursionError:
         err.write(f"{PROG}: error: input nested too deeply\n")
@@ -333,7 +536,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     except Exception as e:  # noqa: BLE001 - never a traceback for the user
         import traceback
 
-        err.write(f"{PROG}: internal error: {type(e).__name__}: {e}\n"
+        err.write(f"{PROG}: internal error: {type(e).__name__}: {escape_controls(str(e))}\n"
                   "note: this is a bug in uopir; rerun with UOPIR_DEBUG=1 for the traceback and report it\n")
         if os.environ.get("UOPIR_DEBUG"):
             traceback.print_exc(file=err)

@@ -1,0 +1,213 @@
+"""The pass registry: named passes, named pipelines and anchors, and loading every module that registers them.
+
+A pass registers itself where it is written (`@register_pass("dce", ...)`); `load_passes()` imports every module
+under `uopir.passes` once, so a new pass file is seen by the pipeline parser and `--list-passes` without editing a
+list. The `test-*` passes of `uopir.passes.testing` exist to test the pass manager and load only on request
+(`load_passes(test_passes=True)`, `UOPIR_TEST_PASSES=1`, or `uop-opt --load-test-passes`).
+"""
+from __future__ import annotations
+
+import importlib
+import io
+import os
+import pkgutil
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from uopir.ir.uop import UOp
+from uopir.passes.errors import PipelineError, did_you_mean
+from uopir.passes.options import OptionInfo, format_value, option_infos
+
+if TYPE_CHECKING:
+    from uopir.passes.runner import PassContext
+
+__all__ = ["PassInfo", "PipelineInfo", "AnchorInfo", "PASSES", "PIPELINES", "ANCHORS", "register_pass",
+           "register_pipeline", "register_anchor", "load_passes", "get_pass", "check_pass_names", "as_names",
+           "list_passes_text", "PASS_MODULES", "TEST_PASS_MODULES", "TEST_PASSES_ENV", "LOAD_ERRORS",
+           "test_passes_requested"]
+
+# Modules that register passes. Every other module under uopir.passes is imported too (so a new pass file is seen
+# by --list-passes without editing this list); a module listed here that fails to import is an error.
+PASS_MODULES: list[str] = ["uopir.passes.core", "uopir.passes.tensor.canonicalize", "uopir.passes.kernel.anchors"]
+# Modules of test-only passes: imported only when test passes are requested.
+TEST_PASS_MODULES: list[str] = ["uopir.passes.testing"]
+TEST_PASSES_ENV = "UOPIR_TEST_PASSES"
+LOAD_ERRORS: dict[str, str] = {}  # module -> why it could not be imported (shown by --list-passes)
+
+_KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    name: str
+    fn: Callable[[UOp, Any, PassContext], UOp]
+    summary: str
+    consumes: tuple[str, ...]
+    produces: tuple[str, ...]
+    options: type | None
+    option_infos: tuple[OptionInfo, ...]
+
+
+@dataclass(frozen=True)
+class PipelineInfo:
+    name: str
+    expand: Callable[[Any], str | Sequence[str]]
+    summary: str
+    options: type | None
+    option_infos: tuple[OptionInfo, ...]
+
+
+@dataclass(frozen=True)
+class AnchorInfo:
+    name: str
+    select: Callable[[UOp], bool]  # does the nested pipeline run on this region root?
+    summary: str
+
+
+PASSES: dict[str, PassInfo] = {}
+PIPELINES: dict[str, PipelineInfo] = {}
+ANCHORS: dict[str, AnchorInfo] = {}
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not _KEBAB.match(name):
+        raise ValueError(f"{kind} name {name!r} must be kebab-case (lowercase words joined by '-')")
+    if name in ANCHORS and kind != "anchor":
+        raise ValueError(f"{kind} name {name!r} is an anchor")
+
+
+def register_pass(name: str, summary: str = "", consumes: Iterable[str] = (), produces: Iterable[str] = (),
+                  options: type | None = None) -> Callable[[Callable], Callable]:
+    """Register `fn(root, options, ctx) -> UOp` as pass `name`. `options` is a dataclass whose fields (typed, each
+    with a default) are the pass's options, or None. Registering a name again replaces it (module reloads)."""
+    _check_name("pass", name)
+    infos = option_infos(f"pass '{name}'", options)
+
+    def deco(fn: Callable) -> Callable:
+        if name in PIPELINES:
+            raise ValueError(f"pass name {name!r} is already a pipeline")
+        PASSES[name] = PassInfo(name, fn, summary.strip(), tuple(consumes), tuple(produces), options, infos)
+        return fn
+    return deco
+
+
+def register_pipeline(name: str, options: type | None, expand: Callable[[Any], str | Sequence[str]],
+                      summary: str = "") -> None:
+    """Register a named pipeline: `expand(options)` returns pipeline text (or a list of elements) that replaces
+    `name{...}` where it is written. `options` is a dataclass type or None (then `expand` gets None)."""
+    _check_name("pipeline", name)
+    if name in PASSES:
+        raise ValueError(f"pipeline name {name!r} is already a pass")
+    PIPELINES[name] = PipelineInfo(name, expand, summary.strip(), options, option_infos(f"pipeline '{name}'", options))
+
+
+def register_anchor(name: str, select: Callable[[UOp], bool], summary: str = "") -> None:
+    """Register `name(...)`: a nested pipeline that runs on every region root for which `select` is true. The
+    dialect that owns the region's root op registers its anchor (see uopir.passes.kernel.anchors)."""
+    _check_name("anchor", name)
+    ANCHORS[name] = AnchorInfo(name, select, summary)
+
+
+register_anchor("any", lambda r: True, "run the nested pipeline on every nested region (outermost first)")
+
+
+# ---- loading -------------------------------------------------------------------------------------------------------
+_loaded = False
+_test_loaded = False
+
+
+def test_passes_requested() -> bool:
+    """Whether the environment asks for the test-* passes ($UOPIR_TEST_PASSES set to anything but '' or '0')."""
+    return os.environ.get(TEST_PASSES_ENV, "") not in ("", "0")
+
+
+def _import(mod: str) -> None:
+    try:
+        importlib.import_module(mod)
+    except ModuleNotFoundError as e:
+        if e.name is not None and (mod == e.name or mod.startswith(e.name + ".")):
+            return  # a listed pass module not written yet
+        LOAD_ERRORS[mod] = f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - a broken pass module must not take the others down
+        LOAD_ERRORS[mod] = f"{type(e).__name__}: {e}"
+
+
+def load_passes(test_passes: bool | None = None) -> None:
+    """Import every pass module once, so the registry is complete (lazy: importing the manager stays cheap).
+
+    test_passes: also import the test-* passes (None: only when $UOPIR_TEST_PASSES asks for them)."""
+    global _loaded, _test_loaded
+    if test_passes is None:
+        test_passes = test_passes_requested()
+    if not _loaded:
+        _loaded = True
+        import uopir.dialects  # noqa: F401 - passes build ops of every dialect
+        import uopir.passes as pkg
+
+        names = list(PASS_MODULES)
+        for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".", onerror=lambda n: LOAD_ERRORS.setdefault(
+                n, "could not be imported")):
+            if m.name not in names and m.name not in TEST_PASS_MODULES:
+                names.append(m.name)
+        for mod in names:
+            _import(mod)
+    if test_passes and not _test_loaded:
+        _test_loaded = True
+        for mod in TEST_PASS_MODULES:
+            _import(mod)
+
+
+def get_pass(name: str) -> PassInfo:
+    load_passes()
+    if name not in PASSES:
+        raise PipelineError(f"unknown pass '{name}'{did_you_mean(name, PASSES)}")
+    return PASSES[name]
+
+
+def as_names(v: str | Iterable[str] | None) -> frozenset[str]:
+    """Pass names from a name, a comma-separated list, or an iterable of either."""
+    if v is None:
+        return frozenset()
+    if isinstance(v, str):
+        v = [v]
+    return frozenset(x.strip() for item in v for x in item.split(",") if x.strip())
+
+
+def check_pass_names(names: Iterable[str]) -> None:
+    """Raise PipelineError for a name (in a list or comma-separated) that is not a registered pass."""
+    load_passes()
+    for nm in sorted(as_names(list(names))):
+        if nm not in PASSES:
+            raise PipelineError(f"unknown pass '{nm}' in --print-ir-before/--print-ir-after{did_you_mean(nm, PASSES)}")
+
+
+def list_passes_text() -> str:
+    """What `uop-opt --list-passes` prints."""
+    load_passes()
+    out = io.StringIO()
+
+    def opts(infos: tuple[OptionInfo, ...]) -> None:
+        for o in infos:
+            hlp = f"  {o.help}" if o.help else ""
+            out.write(f"      {o.name}: {o.type_text()} = {format_value(o.default)}{hlp}\n")
+
+    out.write("Passes:\n")
+    for name in sorted(PASSES):
+        p = PASSES[name]
+        dial = f"  [{','.join(p.consumes) or '-'} -> {','.join(p.produces) or '-'}]"
+        out.write(f"  {name}  -  {p.summary}{dial}\n")
+        opts(p.option_infos)
+    if PIPELINES:
+        out.write("Pass pipelines:\n")
+        for name in sorted(PIPELINES):
+            pl = PIPELINES[name]
+            out.write(f"  {name}  -  {pl.summary}\n")
+            opts(pl.option_infos)
+    out.write("Anchors (ANCHOR(pass,...)):\n")
+    for name in sorted(ANCHORS):
+        out.write(f"  {name}(...)  -  {ANCHORS[name].summary}\n")
+    for mod, why in sorted(LOAD_ERRORS.items()):
+        out.write(f"warning: pass module {mod} could not be loaded: {why}\n")
+    return out.getvalue()
