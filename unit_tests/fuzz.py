@@ -95,13 +95,18 @@ class Report:
 
 # ---- pipelines -------------------------------------------------------------------------------------------------------
 def user_pipelines() -> list[str]:
-    """Every registered pass and named pipeline a user can run (not the test-* passes), with default options."""
+    """Every registered pass and named pipeline a user can run (not those of the test-pass module), with default
+    options."""
     from uopir.passes import manager
 
     manager.load_passes()
-    names = [n for n in manager.PASSES if not n.startswith("test-")]
-    names += [n for n in manager.PIPELINES if not n.startswith("test-")]
+    names = [n for n, p in manager.PASSES.items() if not _is_test_code(p.fn)]
+    names += [n for n, p in manager.PIPELINES.items() if not _is_test_code(p.expand)]
     return sorted(set(names))
+
+
+def _is_test_code(fn: Callable) -> bool:
+    return getattr(fn, "__module__", "") == "uopir.passes.testing"
 
 
 def random_pipeline(rng: random.Random, names: list[str]) -> str:

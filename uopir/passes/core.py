@@ -9,9 +9,10 @@ dce: in a hash-consed graph every node is reachable from the root, so "dead" mea
 a pure value (no side-effecting op anywhere below it) that is an operand of an op that only collects effects (trait
 COLLECTS_EFFECTS: `core.group`, `kernel.def`) is dropped, and so is the root `core.sink`'s when `dce{results=false}`
 (at kernel and device level a sink holds effects; at tensor level, the default, its operands are the program's
-results and stay). Repeated operands of sink/group are dropped, a `core.group` nested in a sink or group is flattened
-into it, and an empty group disappears — except in the root `core.sink` while its operands are results (the
-default): results are read by position, so that sink is left exactly as it is. Both passes also run inside every
+results and stay, and so do those of a sink nested in it: a tuple of results). Repeated operands of sink/group are
+dropped, a `core.group` nested in a sink or group is flattened into it, and an empty group disappears — except in
+the root `core.sink` (and its nested result sinks) while its operands are results (the default): results are read by
+position, so that sink is left exactly as it is. Both passes also run inside every
 nested region (kernel bodies). Both answer "has a side effect below?" once per node per run (an EffectCache).
 """
 from __future__ import annotations
@@ -80,6 +81,19 @@ def _prune(u: UOp, effects: EffectCache, ctx: PassContext) -> UOp:
     return u if tuple(out) == u.src else u.replace(src=tuple(out))
 
 
+def _result_sinks(g: UOp) -> set[UOp]:
+    """The root sink and every sink nested in it as a result (a tuple of results): their operands are read by
+    position, so dce leaves them as written."""
+    out: set[UOp] = set()
+    stack = [g] if g.op is core.SINK else []
+    while stack:
+        u = stack.pop()
+        if u not in out:
+            out.add(u)
+            stack.extend(s for s in u.src if s.op is core.SINK)
+    return out
+
+
 @dataclass
 class DceOptions:
     results: bool = field(default=True, metadata={
@@ -93,11 +107,11 @@ def dce(root: UOp, options: DceOptions, ctx: PassContext) -> UOp:
         effects = EffectCache()
         new_map: dict[UOp, UOp] = {}
         before = g.toposort()
+        results = _result_sinks(g) if options.results else set()
         for u in before:  # sources first, so a pruned collector is seen pruned by its users
             src = tuple([new_map[s] for s in u.src])
             n = u if src == u.src else u.replace(src=src)
-            root_results = u is g and n.op is core.SINK and options.results
-            if n.op.has(Trait.COLLECTS_EFFECTS) and not root_results:
+            if n.op.has(Trait.COLLECTS_EFFECTS) and u not in results:
                 n = _prune(n, effects, ctx)
             new_map[u] = n
         out = new_map[g]
