@@ -209,9 +209,7 @@ class RegionAttr(AttrType):
     name = "region"
 
     def convert(self, v: Any) -> Any:
-        from uopir.ir.uop import UOp
-
-        if isinstance(v, UOp):
+        if isinstance(getattr(v, "op", None), OpDef):  # a UOp (ops.py sits below uop.py, so no import of it)
             return v
         raise _fail("a region", v)
 
