@@ -133,3 +133,11 @@ LOCAL = def_op("kernel.local", 0, (Attr("id", INT),), verify=_sized_ptr("local")
                summary="a buffer in workgroup-local memory")
 REGISTER = def_op("kernel.register", 0, (Attr("id", INT),), verify=_sized_ptr("register"),
                   summary="a buffer in registers (private memory)")
+
+
+# ---- value ranges ----------------------------------------------------------------------------------------------------
+# A range runs over [0, end - 1]; a variable over its declared [min, max] (uopir.ir.valuerange).
+from uopir.ir.valuerange import register_range  # noqa: E402 - this section is appended to the dialect
+
+register_range(RANGE, lambda _, s: (0, max(0, s[0][1] - 1)))
+register_range(VAR, lambda u, _: (u.arg[1], u.arg[2]))
