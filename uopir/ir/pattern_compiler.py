@@ -424,8 +424,8 @@ class PatternMatcher:
             if isinstance(entry, Rule):
                 self.rules.append(entry)
                 continue
-            if not isinstance(entry, tuple) or len(entry) not in (2, 3):
-                n = len(entry) if isinstance(entry, (tuple, list)) else type(entry).__name__
+            if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3):
+                n = f"{len(entry)} items" if isinstance(entry, (tuple, list)) else type(entry).__name__
                 raise TypeError(f"a PatternMatcher entry is (UPat, fn) or (UPat, fn, name), got {n}")
             self.rules.append(_make_rule(entry[0], entry[1], entry[2] if len(entry) == 3 else None, where))
         self._reset()
