@@ -19,6 +19,7 @@ from uopir.ir.ops import INTS, SCALAR, SHAPE, Attr, AttrError, OpDef, OptionalAt
 from uopir.ir.pattern import UPat
 from uopir.ir.rules import void_result
 from uopir.ir.uop import UOp, normalize_const
+from uopir.ir.valuerange import Range, register_range
 
 _PE = Trait.PURE | Trait.ELEMENTWISE
 _PEC = _PE | Trait.COMMUTATIVE
@@ -520,3 +521,190 @@ SINK = def_op("core.sink", (0, None), traits=Trait.TERMINATOR | Trait.COLLECTS_E
 GROUP = def_op("core.group", (0, None), traits=Trait.COLLECTS_EFFECTS, verify=void_result,
                summary="groups effects into one void value without being a root")
 declare_folds((UPat(GROUP, name="g"), _group_dedup, "group-dedup"))
+
+
+# ---- value ranges ----------------------------------------------------------------------------------------------------
+# How each core op bounds its result (uopir.ir.valuerange): exact integer bounds; the dtype's wraparound is applied
+# by the mechanism. Float results are bounded only by consts, where, gep and vectorize (NaN-free when not full).
+
+
+def _range_const(u: UOp, _: tuple[Range, ...]) -> Range | None:
+    v = const_value(u)
+    lanes = v if type(v) is tuple else (v,)
+    if not lanes or any(x != x for x in lanes):  # NaN: unbounded
+        return None
+    return (min(lanes), max(lanes))
+
+
+def _corners(vals: list) -> Range:
+    return (min(vals), max(vals))
+
+
+def _range_mul(_: UOp, s: tuple[Range, ...]) -> Range:
+    (a0, a1), (b0, b1) = s
+    return _corners([a0 * b0, a0 * b1, a1 * b0, a1 * b1])
+
+
+def _range_neg(u: UOp, s: tuple[Range, ...]) -> Range:
+    lo, hi = s[0]
+    return (1 - hi, 1 - lo) if u.dtype.scalar is dtypes.bool else (-hi, -lo)  # on bool, neg is logical not
+
+
+def _tdiv(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _range_idiv(_: UOp, s: tuple[Range, ...]) -> Range:
+    """Truncating division is monotone in a and, on a divisor range of one sign, in b: the corners bound it; x/0
+    is 0."""
+    (a0, a1), (b0, b1) = s
+    vals = [0] if b0 <= 0 <= b1 else []
+    for lo, hi in ((b0, min(b1, -1)), (max(b0, 1), b1)):
+        if lo <= hi:
+            vals += [_tdiv(a, b) for a in (a0, a1) for b in (lo, hi)]
+    return _corners(vals)
+
+
+def _range_mod(_: UOp, s: tuple[Range, ...]) -> Range:
+    """C remainder: the sign of a, |r| < |b| and |r| <= |a|; x % 0 is 0."""
+    (a0, a1), (b0, b1) = s
+    m = max(abs(b0), abs(b1)) - 1
+    if m < 0:
+        return (0, 0)
+    return (0 if a0 >= 0 else max(a0, -m), 0 if a1 <= 0 else min(a1, m))
+
+
+def _range_cmplt(_: UOp, s: tuple[Range, ...]) -> Range:
+    (a0, a1), (b0, b1) = s
+    if a1 < b0:
+        return (True, True)
+    if a0 >= b1:
+        return (False, False)
+    return (False, True)
+
+
+def _range_cmpne(_: UOp, s: tuple[Range, ...]) -> Range:
+    (a0, a1), (b0, b1) = s
+    if a1 < b0 or b1 < a0:
+        return (True, True)
+    if a0 == a1 == b0 == b1:
+        return (False, False)
+    return (False, True)
+
+
+def _range_cmpeq(u: UOp, s: tuple[Range, ...]) -> Range:
+    lo, hi = _range_cmpne(u, s)
+    return (not hi, not lo)
+
+
+def _all_ones_above(n: int) -> int:
+    """The smallest 2**k - 1 >= n (n >= 0): a bound for a | b and a ^ b when both are in [0, n]."""
+    return (1 << n.bit_length()) - 1
+
+
+def _range_and(u: UOp, s: tuple[Range, ...]) -> Range | None:
+    (a0, a1), (b0, b1) = s
+    if u.dtype.scalar is dtypes.bool:
+        return (int(a0) & int(b0), int(a1) & int(b1))
+    if a0 >= 0 and b0 >= 0:
+        return (0, min(a1, b1))
+    if a0 >= 0 or b0 >= 0:  # a non-negative operand bounds the result
+        return (0, a1 if a0 >= 0 else b1)
+    return None
+
+
+def _range_or(u: UOp, s: tuple[Range, ...]) -> Range | None:
+    (a0, a1), (b0, b1) = s
+    if u.dtype.scalar is dtypes.bool:
+        return (int(a0) | int(b0), int(a1) | int(b1))
+    if a0 >= 0 and b0 >= 0:
+        return (max(a0, b0), _all_ones_above(max(a1, b1)))
+    return None
+
+
+def _range_xor(u: UOp, s: tuple[Range, ...]) -> Range | None:
+    (a0, a1), (b0, b1) = s
+    if u.dtype.scalar is dtypes.bool:
+        return (int(a0) ^ int(b0),) * 2 if a0 == a1 and b0 == b1 else (0, 1)
+    if a0 >= 0 and b0 >= 0:
+        return (0, _all_ones_above(max(a1, b1)))
+    return None
+
+
+def _shift_ok(u: UOp, b: Range) -> bool:
+    """The amount is in [0, bits) (the semantics masks it with bits - 1, so other amounts are not a plain shift)."""
+    return 0 <= b[0] and b[1] < u.dtype.scalar.bits
+
+
+def _range_shl(u: UOp, s: tuple[Range, ...]) -> Range | None:
+    (a0, a1), b = s
+    if not _shift_ok(u, b):
+        return None
+    return _corners([a << k for a in (a0, a1) for k in b])  # a * 2**k; wraparound is the mechanism's check
+
+
+def _range_shr(u: UOp, s: tuple[Range, ...]) -> Range | None:
+    (a0, a1), b = s
+    if not _shift_ok(u, b):
+        return None
+    return _corners([a >> k for a in (a0, a1) for k in b])  # floor(a / 2**k): arithmetic, or logical on a >= 0
+
+
+def _range_cast(u: UOp, s: tuple[Range, ...]) -> Range | None:
+    src, dst = u.src[0].dtype, u.dtype
+    lo, hi = s[0]
+    if dst.scalar is dtypes.bool:
+        if lo == hi == 0:
+            return (False, False)
+        return (True, True) if lo > 0 or hi < 0 else (False, True)
+    if src.is_float:  # truncate and saturate a known value; NaN (never a point range) would give 0
+        if lo != hi or lo != lo:
+            return None
+        if lo >= dst.max + 1:
+            return (dst.max, dst.max)
+        if lo < dst.min:
+            return (dst.min, dst.min)
+        return (int(lo), int(lo))
+    return (int(lo), int(hi))  # int -> int keeps the value when it fits (else the mechanism says full range)
+
+
+def _range_mulacc(u: UOp, s: tuple[Range, ...]) -> Range:
+    lo, hi = _range_mul(u, s[:2])  # a * b + c: modular arithmetic wraps once at the end, as if exact
+    return (lo + s[2][0], hi + s[2][1])
+
+
+def _range_where(_: UOp, s: tuple[Range, ...]) -> Range:
+    c, a, b = s
+    if c[0]:
+        return a
+    if not c[1]:
+        return b
+    return (min(a[0], b[0]), max(a[1], b[1]))
+
+
+def _range_union(_: UOp, s: tuple[Range, ...]) -> Range | None:
+    return (min(r[0] for r in s), max(r[1] for r in s)) if s else None
+
+
+register_range(CONST, _range_const, floats=True)
+register_range(ADD, lambda _, s: (s[0][0] + s[1][0], s[0][1] + s[1][1]))
+register_range(SUB, lambda _, s: (s[0][0] - s[1][1], s[0][1] - s[1][0]))
+register_range(MUL, _range_mul)
+register_range(NEG, _range_neg)
+register_range(IDIV, _range_idiv)
+register_range(MOD, _range_mod)
+register_range(MAX, lambda _, s: (max(s[0][0], s[1][0]), max(s[0][1], s[1][1])))
+register_range(MULACC, _range_mulacc)
+register_range(CMPLT, _range_cmplt)
+register_range(CMPNE, _range_cmpne)
+register_range(CMPEQ, _range_cmpeq)
+register_range(AND, _range_and)
+register_range(OR, _range_or)
+register_range(XOR, _range_xor)
+register_range(SHL, _range_shl)
+register_range(SHR, _range_shr)
+register_range(CAST, _range_cast)
+register_range(WHERE, _range_where, floats=True)
+register_range(GEP, lambda _, s: s[0], floats=True)
+register_range(VECTORIZE, _range_union, floats=True)

@@ -10,6 +10,7 @@ from uopir.ir.dtype import dtypes
 from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, def_op
 from uopir.ir.rules import index_result_and_operand, symbolic_variable, void_result
 from uopir.ir.uop import UOp
+from uopir.ir.valuerange import register_range
 
 AXIS_KINDS = ("global", "local", "loop", "reduce", "upcast", "unroll", "group")
 
@@ -133,3 +134,10 @@ LOCAL = def_op("kernel.local", 0, (Attr("id", INT),), verify=_sized_ptr("local")
                summary="a buffer in workgroup-local memory")
 REGISTER = def_op("kernel.register", 0, (Attr("id", INT),), verify=_sized_ptr("register"),
                   summary="a buffer in registers (private memory)")
+
+
+# ---- value ranges ----------------------------------------------------------------------------------------------------
+# A range runs over [0, end - 1]; a variable over its declared [min, max] (uopir.ir.valuerange).
+
+register_range(RANGE, lambda _, s: (0, max(0, s[0][1] - 1)))
+register_range(VAR, lambda u, _: (u.arg[1], u.arg[2]))
