@@ -30,6 +30,7 @@ _SPLIT_MARK = "// -----"
 _FAST = re.compile(r"[ \t]*(?:(%[\w.$-]+) = )?([A-Za-z_][\w.$]*)((?: %[\w.$-]++,)*+ %[\w.$-]+)?"
                    r"(?: (-?[0-9][\w.+-]*|true|false))?(?: \{([^{}]*)\})?(?: : ([\w<>]+))?", re.ASCII).fullmatch
 _DICTS: dict[str, tuple[tuple[str, Any], ...]] = {}  # attribute dict text -> parsed items (they repeat a lot)
+_CACHE_KEY_MAX = 256  # longer type or attribute-dict texts are parsed each time rather than cached
 # one canonical generic line: [%name = ] "op"(%a, %b) [{key = number|true|false}] : (T, T) -> T
 _FAST_GENERIC = re.compile(r"[ \t]*(?:(%[\w.$-]+) = )?\"([A-Za-z_][\w.$]*)\"\(((?:%[\w.$-]++, )*+%[\w.$-]+)?\)"
                            r"(?: \{([A-Za-z_]\w*) = (-?[0-9][\w.+-]*|true|false)\})?"
@@ -112,9 +113,10 @@ def parse_type(text: str) -> tuple[DType, tuple[int, ...] | None]:
         r = (_dtype(m.group(2)), shape)
     else:
         r = (_dtype(s), None)
-    if len(_TYPES) > 10000:  # fuzzed input must not grow the cache without bound
-        _TYPES.clear()
-    _TYPES[text] = r
+    if len(text) <= _CACHE_KEY_MAX:  # fuzzed input must not grow the cache without bound (count and size)
+        if len(_TYPES) > 10000:
+            _TYPES.clear()
+        _TYPES[text] = r
     return r
 
 
@@ -377,9 +379,11 @@ class _Parser:
                     i += 1
         except IRError:
             return None
-        if len(_DICTS) > 10000:
-            _DICTS.clear()
-        r = _DICTS[text] = tuple(items.items())
+        r = tuple(items.items())
+        if len(text) <= _CACHE_KEY_MAX:  # bounded in count and in size: a 1 MB string attribute is not kept
+            if len(_DICTS) > 10000:
+                _DICTS.clear()
+            _DICTS[text] = r
         return r
 
     # --- one op ----------------------------------------------------------------------------------------------------
