@@ -425,6 +425,17 @@ ERRORS = [
      "a const of vector<2xf32> needs 2 values, got 3", 2, 6),
     ("%0 = testtext.leaf " + "9" * 5000 + " : i32\n", "integer literal too long (5000 digits)", 1, 20),
     ("%0 = testtext.leaf [" + "[" * 200 + " : i32\n", "lists nested more than 64 deep", 1, 84),
+    # regression: a hex literal was not length-checked and crashed the printer (decimal ints are)
+    ("%0 = testtext.leaf 0x" + "f" * 5000 + " : i32\n", "integer literal too long (5002 digits)", 1, 20),
+    ("%0 = testtext.leaf  0x" + "f" * 5000 + " : i32\n", "integer literal too long (5002 digits)", 1, 21),
+    ("%0 = testtext.pos2 1, x {c = 0x" + "f" * 5000 + "} : i32\n", "integer literal too long", 1, 30),
+    # regression: `1_0` was 10 on the fast path (canonical spacing) and an error on the slow one
+    ("%0 = testtext.leaf 1_0 : i32\n", "invalid number '1_0' ('_' digit separators are not allowed)", 1, 20),
+    ("%0 = testtext.leaf  1_0 : i32\n", "invalid number '1_0' ('_' digit separators are not allowed)", 1, 21),
+    ("%0 = testtext.leaf 0x1_f : i32\n", "invalid number '0x1_f'", 1, 20),
+    ("%0 = \"testtext.leaf\"() {n = 1_0} : () -> i32\n", "invalid number '1_0'", 1, 29),
+    ("%0 = testtext.pos2 1, x {c = 1.5_0} : i32\n", "invalid number '1.5_0'", 1, 30),
+    ("%0 = testtext.leaf [1, 2_0] : i32\n", "invalid number '2_0'", 1, 24),
     ("%0 = testtext.leaf 1 : i32 extra\n", "expected end of line, got 'extra'", 1, 28),
     ("%0 testtext.leaf 1 : i32\n", "expected '=' after '%0', got 'testtext.leaf'", 1, 4),
     ("%0 = 42\n", "expected an op name, got '42'", 1, 6),
@@ -534,3 +545,123 @@ def test_fuzz_only_irerror():
             assert isinstance(u, UOp)
             assert parse_ir(print_ir(u)) is u
     assert n_err > 1000
+
+
+# ---- number grammar, one whatever the spacing (issue 8, item 7) ------------------------------------------------------
+def test_number_grammar_does_not_depend_on_spacing():
+    for tok in ["1_0", "0x1_0", "1e5_0", "1_000.5"]:
+        fast, slow = err(f"%0 = testtext.leaf {tok} : i32\n"), err(f"%0 = testtext.leaf  {tok}  : i32\n")
+        assert fast.message == slow.message == f"invalid number '{tok}' ('_' digit separators are not allowed)"
+    for tok, v in [("0x1F", 31), ("-0x10", -16), ("0012", 12), ("7", 7)]:
+        assert parse_ir(f"%0 = testtext.leaf {tok} : i32\n") is parse_ir(f"%0 = testtext.leaf  {tok}  : i32\n")
+        assert parse_ir(f"%0 = testtext.leaf {tok} : i32\n").arg == v
+
+
+def test_longest_accepted_hex_literal_prints_and_round_trips():
+    u = parse_ir("%0 = testtext.leaf 0x" + "f" * 3000 + " : i32\n")  # 12000 bits: about 3600 decimal digits
+    assert u.arg == 16 ** 3000 - 1
+    assert parse_ir(print_ir(u)) is u
+
+
+# ---- locations belong to a parse, not to a shared node (issue 8, item 9) ---------------------------------------------
+_BAD_ADD = "%0 = core.const 1.0 : f32\n%1 = core.const 1 : i32\n%2 = core.add %0, %1 : f32\n"
+
+
+def test_locations_do_not_leak_from_a_later_file():
+    # regression: locations were stored per hash-consed node, so after parsing a.uop and then b.uop holding the
+    # same ops, verifying a.uop's graph pointed into b.uop
+    from uopir.ir.verify import collect_diagnostics
+    a = parse_ir(_BAD_ADD + "core.sink %2\n", "a.uop")
+    b = parse_ir("// b has the same ops further down\n\n" + _BAD_ADD + "%3 = core.const 2 : i32\ncore.sink %2, %3\n",
+                 "b.uop")
+    assert a.src[0] is b.src[0]  # the very same node
+    (da,) = collect_diagnostics(a)
+    assert str(da.loc) == "a.uop:3:1" and da.source_line == "%2 = core.add %0, %1 : f32"
+    (db,) = collect_diagnostics(b)
+    assert str(db.loc) == "b.uop:5:1" and db.source_line == "%2 = core.add %0, %1 : f32"
+    assert str(get_loc(a.src[0])) == "b.uop:5:1"  # outside any parse's scope: the newest parse that wrote the node
+
+
+def test_located_picks_the_file_when_two_parses_return_the_same_root():
+    from uopir.ir.diagnostics import diag_at, located, source_map
+    from uopir.ir.verify import collect_diagnostics
+    a = parse_ir(_BAD_ADD + "core.sink %2\n", "a.uop")
+    sm_a = source_map(a)
+    b = parse_ir("\n\n" + _BAD_ADD + "core.sink %2\n", "b.uop")
+    assert a is b and source_map(a) is not sm_a
+    assert str(collect_diagnostics(a)[0].loc) == "b.uop:5:1"  # the newest parse of this root
+    with located(sm_a):
+        assert str(collect_diagnostics(a)[0].loc) == "a.uop:3:1"
+        d = diag_at(a.src[0], "from a pass")  # what a pass's ctx.error(u, ...) builds
+        assert str(d.loc) == "a.uop:3:1" and d.source_line == "%2 = core.add %0, %1 : f32"
+        assert diag_at(UOp.const(F32, 12345.0), "new node").loc is None  # a node this parse never wrote
+        with located(b):  # a root inside an explicit scope: the enclosing scope wins
+            assert str(get_loc(a.src[0])) == "a.uop:3:1"
+
+
+def test_split_chunks_with_the_same_ops_keep_their_own_lines():
+    from uopir.ir.verify import collect_diagnostics
+    text = _BAD_ADD + "core.sink %2\n// -----\n" + _BAD_ADD + "%3 = core.const 5 : i32\ncore.sink %2, %3\n"
+    (c1, t1), (c2, t2) = split_input(text)
+    r1, r2 = parse_ir(t1, "s.uop", c1), parse_ir(t2, "s.uop", c2)
+    assert str(collect_diagnostics(r1)[0].loc) == "s.uop:3:1"
+    assert str(collect_diagnostics(r2)[0].loc) == "s.uop:8:1"
+
+
+def test_a_parse_map_and_its_text_go_with_the_graph():
+    import gc
+    import weakref
+
+    from uopir.ir.diagnostics import source_map
+    root = parse_ir("%0 = testtext.leaf 424242 : i32\ncore.sink %0\n", "gone.uop")
+    sm = weakref.ref(source_map(root))
+    assert sm() is not None and sm().line(1) == "%0 = testtext.leaf 424242 : i32"
+    del root
+    gc.collect()
+    assert sm() is None
+
+
+# ---- memory (issue 8, item 6) ----------------------------------------------------------------------------------------
+def test_parsed_source_text_is_not_kept_forever():
+    # regression: every parsed file's lines stayed in a global table (2000 files of 20 KB kept about 63 MB)
+    import gc
+    import tracemalloc
+    body = "// " + "x" * 60 + "\n"
+    texts = [f"%0 = testtext.leaf {k} : i32\n" + body * 300 for k in range(120)]  # 120 files of about 20 KB
+    parse_ir(texts[0], "warm.uop")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k, t in enumerate(texts):
+            parse_ir(t, f"file{k}.uop")
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    total = sum(map(len, texts))
+    assert kept < total / 4, f"kept {kept} bytes after parsing {total} bytes of text"  # a few recent files only
+
+
+def test_long_string_literal_is_scanned_in_linear_memory():
+    # regression: the string-literal regex kept backtracking state per char (a 4 MB literal peaked near 500 MB)
+    import tracemalloc
+    n = 1 << 20
+    for body, value, bound in (("abcd" * (n // 4), "abcd" * (n // 4), 8), ("ab\\n" * (n // 4), "ab\n" * (n // 4), 32)):
+        text = '%0 = testtext.pos2 1, x {s = "' + body + '"} : i32\n'
+        tracemalloc.start()
+        try:
+            u = parse_ir(text)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert u.arg[3] == value
+        assert peak < bound * len(text), f"peak {peak} bytes for a {len(text)}-byte line"
+    for t in ('"' + "a" * n + '"', '"' + "a" * n, "tensor<" + "4x" * (n // 2) + "f32>"):
+        tracemalloc.start()
+        try:
+            toks = TOKEN_RE.findall(t)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert toks[0][0] in '"t' and peak < 4 * len(t), (t[:10], peak)

@@ -43,7 +43,7 @@ def test_unreferenced_uops_are_freed() -> None:
     y = x * 7777777 + 1234567
     nodes = list(y.toposort())
     assert len(nodes) == 5  # x, 7777777, x*7777777, 1234567, y (constants no other code holds)
-    assert all(uop_module._ucache[n._key]() is n for n in nodes)
+    assert all(any(r() is n for r in uop_module._ucache.values()) for n in nodes)
     refs = [weakref.ref(n) for n in nodes]
     del x, y, nodes
     gc.collect()
@@ -131,3 +131,40 @@ def test_dtypes_are_interned() -> None:
     assert str(f32.vec(4).ptr("register", 2)) == "ptr<vector<4xf32>, register, 2>"
     assert dtypes.from_name("f32") is f32 and dtypes.from_name("float32") is f32 and dtypes.from_name("x") is None
     assert (dtypes.int8.min, dtypes.int8.max, dtypes.uint16.max) == (-128, 127, 65535)
+
+
+def test_shape_of_a_deep_tensor_chain_needs_no_deep_stack() -> None:
+    # regression (issue 8, item 4): shapes were computed lazily and recursively, so .shape of ~500 chained
+    # tensor ops built in code raised RecursionError; the printer, parser and verifier must also take the chain
+    from uopir.dialects import tensor
+    from uopir.ir.parser import parse_ir
+    from uopir.ir.printer import print_ir
+    from uopir.ir.verify import verify
+
+    x = UOp(tensor.BUFFER, f32, (), (0, "python", (4, 3)))
+    one = UOp.const(f32, 1.0)
+    for _ in range(100_000):
+        x = UOp(core.ADD, f32, (x, one))
+    assert x.shape == (4, 3)
+    text = print_ir(x)
+    assert text.count("\n") == 100_002 and text.endswith("%100001 = core.add %100000, %1 : tensor<4x3xf32>\n")
+    assert parse_ir(text, "deep.uop") is x
+    verify(x)
+    bad = UOp(tensor.RESHAPE, f32, (x,), (5,))  # a shape error at the top of the chain is still reported
+    with pytest.raises(ValueError, match="reshape"):
+        _ = bad.shape
+
+
+def test_shape_error_deep_in_a_chain_surfaces_and_caches_nothing_wrong() -> None:
+    from uopir.dialects import tensor
+    from uopir.ir.diagnostics import ShapeError
+
+    a = UOp(tensor.BUFFER, f32, (), (0, "python", (4,)))
+    b = UOp(tensor.BUFFER, f32, (), (1, "python", (5,)))
+    x = UOp(core.ADD, f32, (a, b))  # shapes differ
+    for _ in range(2000):
+        x = UOp(core.ADD, f32, (x, UOp.const(f32, 2.0)))
+    with pytest.raises(ShapeError):
+        _ = x.shape
+    with pytest.raises(ShapeError):  # still an error the second time: no node above the bad one cached a shape
+        _ = x.shape

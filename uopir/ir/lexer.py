@@ -8,14 +8,16 @@ punctuation. Any other non-space char is a one-char token, so nothing is silentl
 from __future__ import annotations
 
 import re
+import sys
 
 TOKEN_RE = re.compile(r"""
     //.*                                            # comment to the end of the line
   | %[A-Za-z0-9_.$-]+                               # value name
-  | "(?:[^"\\]|\\.)*"                               # string
-  | (?:tensor|vector|ptr)<(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*>   # compound type (two levels of nesting)
+  | "[^"\\]*+(?:\\.[^"\\]*+)*+"                      # string (runs, possessive: no per-char backtrack state)
+  | (?:tensor|vector|ptr)<[^<>]*+(?:<[^<>]*+(?:<[^<>]*+>[^<>]*+)*+>[^<>]*+)*+>   # compound type (two levels)
   | -?inf(?![A-Za-z0-9_.$])                         # -inf
-  | -?(?:0[xX][0-9a-fA-F]+|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)  # number
+  | -?(?:0[xX][0-9a-fA-F]+|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)(?:_[A-Za-z0-9_.]*)?
+                                                    # number (a glued '_…' stays in it, to be rejected by name)
   | [A-Za-z_][A-Za-z0-9_.$]*                        # word: op name, keyword, enum member, scalar type
   | ->                                              # function type arrow
   | \S                                              # any other char: punctuation or an error
@@ -55,15 +57,31 @@ def unescape(tok: str) -> str:
     return _ESC_RE.sub(one, body)
 
 
+def _max_int_bits() -> int:
+    """Bits of the largest int whose decimal text Python will still write (the printer writes ints in decimal)."""
+    digits = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+    return 1 << 62 if digits == 0 else int((digits - 1) * 3.3219280948873626)
+
+
 def parse_number(tok: str) -> int | float:
-    """An int (decimal or 0x hex) or a float literal; ValueError with a message for anything else."""
+    """An int (decimal or 0x hex) or a float literal; ValueError with a message for anything else.
+
+    One grammar whatever the spacing around the token: the lexer's number rule (no '_' digit separators, as in
+    MLIR, although Python's int() and float() take them), and no int too long to print back."""
+    if "_" in tok:
+        raise ValueError(f"invalid number '{tok if len(tok) <= 60 else tok[:57] + '...'}' "
+                         "('_' digit separators are not allowed)")
     try:
         if "x" in tok or "X" in tok:
-            return int(tok, 16)
+            v = int(tok, 16)
+            if v.bit_length() > _max_int_bits():
+                raise ValueError(f"integer literal too long ({len(tok)} digits)")
+            return v
         if "." in tok or "e" in tok or "E" in tok or "inf" in tok:
             return float(tok)
         return int(tok)
-    except ValueError:
-        if tok.lstrip("-").isdigit():
-            raise ValueError(f"integer literal too long ({len(tok)} digits)") from None
-        raise ValueError(f"expected a value, got '{tok}'") from None
+    except ValueError as e:
+        if str(e).startswith("integer literal too long") or tok.lstrip("-").isdigit():
+            digits = len(tok.lstrip("-"))
+            raise ValueError(f"integer literal too long ({digits} digits)") from None
+        raise ValueError(f"expected a value, got '{tok if len(tok) <= 60 else tok[:57] + '...'}'") from None

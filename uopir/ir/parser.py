@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any, NoReturn
 
-from uopir.ir.diagnostics import IRError, Location, ShapeError, register_source, set_loc
+from uopir.ir.diagnostics import IRError, Location, ShapeError, SourceMap, register_parse, register_source
 from uopir.ir.dtype import ADDRSPACES, SCALARS, DType, dtypes
 from uopir.ir.lexer import NUM_START, WORD_START, parse_number, token_col, tokenize_line, unescape
 from uopir.ir.ops import ANY, DIALECTS, REGISTRY, REQUIRED, AttrError, Ident, OpDef, OptionalAttr, RegionAttr
@@ -27,13 +27,14 @@ _VOID = dtypes.void
 _KEYWORDS: dict[str, Any] = {"true": True, "false": False, "none": None, "inf": float("inf"), "nan": float("nan")}
 _SPLIT_MARK = "// -----"
 # one canonical pretty line: [%name = ] op [%a, %b] [number|true|false] [: type]
-_FAST = re.compile(r"[ \t]*(?:(%[\w.$-]+) = )?([A-Za-z_][\w.$]*)((?: %[\w.$-]+,)* %[\w.$-]+)?"
+_FAST = re.compile(r"[ \t]*(?:(%[\w.$-]+) = )?([A-Za-z_][\w.$]*)((?: %[\w.$-]++,)*+ %[\w.$-]+)?"
                    r"(?: (-?[0-9][\w.+-]*|true|false))?(?: \{([^{}]*)\})?(?: : ([\w<>]+))?", re.ASCII).fullmatch
 _DICTS: dict[str, tuple[tuple[str, Any], ...]] = {}  # attribute dict text -> parsed items (they repeat a lot)
+_CACHE_KEY_MAX = 256  # longer type or attribute-dict texts are parsed each time rather than cached
 # one canonical generic line: [%name = ] "op"(%a, %b) [{key = number|true|false}] : (T, T) -> T
-_FAST_GENERIC = re.compile(r"[ \t]*(?:(%[\w.$-]+) = )?\"([A-Za-z_][\w.$]*)\"\(((?:%[\w.$-]+, )*%[\w.$-]+)?\)"
+_FAST_GENERIC = re.compile(r"[ \t]*(?:(%[\w.$-]+) = )?\"([A-Za-z_][\w.$]*)\"\(((?:%[\w.$-]++, )*+%[\w.$-]+)?\)"
                            r"(?: \{([A-Za-z_]\w*) = (-?[0-9][\w.+-]*|true|false)\})?"
-                           r" : \(((?:[\w<>]+, )*[\w<>]+)?\) -> ([\w<>]+)", re.ASCII).fullmatch
+                           r" : \(((?:[\w<>]++, )*+[\w<>]+)?\) -> ([\w<>]+)", re.ASCII).fullmatch
 _NO_TOKS: list[int] = []
 _NO_KEYS: dict[str, int] = {}
 _NO_REGIONS: list = []
@@ -42,7 +43,7 @@ _NO_REGIONS: list = []
 # ---- types ----------------------------------------------------------------------------------------------------------
 _SCALAR_TYPES: dict[str, DType] = {d.name: d for d in SCALARS}
 _TYPES: dict[str, tuple[DType, tuple[int, ...] | None]] = {}
-_DIMS_RE = re.compile(r"((?:[0-9]+x)*)(.+)", re.ASCII)
+_DIMS_RE = re.compile(r"((?:[0-9]++x)*+)(.+)", re.ASCII)
 _VEC_RE = re.compile(r"([0-9]+)x(.+)", re.ASCII)
 
 
@@ -112,9 +113,10 @@ def parse_type(text: str) -> tuple[DType, tuple[int, ...] | None]:
         r = (_dtype(m.group(2)), shape)
     else:
         r = (_dtype(s), None)
-    if len(_TYPES) > 10000:  # fuzzed input must not grow the cache without bound
-        _TYPES.clear()
-    _TYPES[text] = r
+    if len(text) <= _CACHE_KEY_MAX:  # fuzzed input must not grow the cache without bound (count and size)
+        if len(_TYPES) > 10000:
+            _TYPES.clear()
+        _TYPES[text] = r
     return r
 
 
@@ -200,6 +202,8 @@ class _Parser:
         self.file = filename
         self.first = first_line
         self.lines = text.split("\n")
+        self.smap = SourceMap(filename, first_line, self.lines)  # this parse's locations (see diagnostics.py)
+        self.at = self.smap._at
         self.toks: list[list[str] | None] = [None] * len(self.lines)  # tokenized on demand (slow path)
         self.envs: list[dict[str, UOp]] = []  # enclosing blocks' names, only for a better message
 
@@ -351,8 +355,7 @@ class _Parser:
                 return False
         if names is not None:
             used.update(names)
-        c = m.start(1) if name is not None else m.start(2) - generic
-        set_loc(u, Location(self.file, li + self.first, c + 1))
+        self.at[u] = li
         if name is not None:
             env[name] = u
         defs.append((name, li, u))
@@ -376,9 +379,11 @@ class _Parser:
                     i += 1
         except IRError:
             return None
-        if len(_DICTS) > 10000:
-            _DICTS.clear()
-        r = _DICTS[text] = tuple(items.items())
+        r = tuple(items.items())
+        if len(text) <= _CACHE_KEY_MAX:  # bounded in count and in size: a 1 MB string attribute is not kept
+            if len(_DICTS) > 10000:
+                _DICTS.clear()
+            _DICTS[text] = r
         return r
 
     # --- one op ----------------------------------------------------------------------------------------------------
@@ -577,8 +582,7 @@ class _Parser:
             self.err(cl, i, f"expected {_join_or(exp)}, got '{_short(t[i])}'")
         u = self.build(info, li, cl, op_k, src, src_toks, values, keypos, tag, regions, dtype, shape, ty_k, i,
                        stated if generic else None)
-        line = self.lines[li]
-        set_loc(u, Location(self.file, li + self.first, len(line) - len(line.lstrip(" \t\r\x0b\x0c")) + 1))
+        self.at[u] = li
         if name is not None:
             env[name] = u
         defs.append((name, li, u))
@@ -743,11 +747,13 @@ def parse_ir(text: str, filename: str = "<string>", first_line: int = 1) -> UOp:
     UOps' locations point at the real file line."""
     if not isinstance(text, str):
         raise IRError(f"expected text, got {type(text).__name__}", Location(filename, first_line, 1))
-    register_source(filename, text, first_line)
     p = _Parser(text, filename, first_line)
+    register_source(filename, text, first_line, p.lines)
     try:
         with gc_paused():  # parsing allocates no cycles; the collector would rescan the growing graph
-            return p.block(0, 0, None)[0]
+            root = p.block(0, 0, None)[0]
+        register_parse(root, p.smap)
+        return root
     except IRError:
         raise
     except RecursionError:

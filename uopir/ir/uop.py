@@ -1,11 +1,13 @@
 """UOp: the immutable, hash-consed node of every graph at every level.
 
 Building an equal UOp twice returns the same object, so `is` is equality, CSE is free and rewrite memos are dicts.
-Nodes nobody references are freed (the cache holds weak references).
+Nodes nobody references are freed (the cache holds weak references). Construction is thread-safe: threads that
+build equal UOps at the same time get the same object (see `UOp.__new__`).
 """
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -33,11 +35,34 @@ def _argkey(a: Any) -> Any:
 
 
 _KEYED_ARGS = frozenset((float, bool, tuple))
-_ucache: dict[tuple, weakref.ReferenceType[UOp]] = {}
+_ucache: dict[tuple, _CacheRef] = {}
+
+try:
+    from _weakref import _remove_dead_weakref  # CPython: atomically delete d[key] if it is a dead weak reference
+except ImportError:  # pragma: no cover - other interpreters
+    _remove_lock = threading.Lock()
+
+    def _remove_dead_weakref(d: dict, key: Any) -> None:
+        with _remove_lock:
+            r = d.get(key)
+            if r is not None and r() is None:
+                del d[key]
+
+
+class _CacheRef(weakref.ref):
+    """The cache's weak reference to a UOp; it knows its key, so the UOp's death removes its own entry only."""
+
+    __slots__ = ("key",)
+
+
+def _drop(r: _CacheRef) -> None:
+    # runs once the UOp is gone (its weak references already read None, so no thread can revive it); deletes the
+    # entry only while it is still a dead reference: a newer UOp stored under the same key meanwhile stays
+    _remove_dead_weakref(_ucache, r.key)
 
 
 class UOp:
-    __slots__ = ("op", "dtype", "src", "arg", "tag", "_key", "_shape", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "_shape", "__weakref__")
     op: OpDef
     dtype: DType
     src: tuple[UOp, ...]
@@ -57,19 +82,15 @@ class UOp:
         u.src = src
         u.arg = arg
         u.tag = tag
-        u._key = key
-        _ucache[key] = weakref.ref(u)
+        r = _CacheRef(u, _drop)
+        r.key = key
+        # Publish with one atomic dict operation: of threads racing to build equal UOps, the first setdefault wins
+        # and the others return its object (theirs is dropped, and its callback leaves the live entry alone).
+        while (ref := _ucache.setdefault(key, r)) is not r:
+            if (w := ref()) is not None:
+                return w
+            _remove_dead_weakref(_ucache, key)  # an entry whose UOp died and whose callback has not run yet
         return u
-
-    def __del__(self) -> None:
-        try:
-            ref = _ucache.get(self._key)
-        except (AttributeError, TypeError):  # interpreter shutdown
-            return
-        if ref is not None:
-            live = ref()
-            if live is None or live is self:
-                del _ucache[self._key]
 
     def __reduce__(self):
         return (UOp, (self.op, self.dtype, self.src, self.arg, self.tag))
@@ -133,21 +154,50 @@ class UOp:
         try:
             return self._shape
         except AttributeError:
-            fn = self.op.shape
-            s = fn(self) if fn is not None else None
-            self._shape = s
-            return s
+            return self._infer_shape()
 
-    def sparents(self) -> Iterator[UOp]:
-        return iter(self.toposort())
+    def _infer_shape(self) -> tuple[int, ...] | None:
+        """Compute and cache the shapes of self and of its sources that lack one, sources first and without
+        recursion (an op's shape rule reads its sources' `.shape`, which are then cached: a 10^5-deep chain of
+        tensor ops needs no deep Python stack). A failing rule raises and caches nothing for that node."""
+        fn = self.op.shape
+        if fn is None:
+            self._shape = None
+            return None
+        src = self.src
+        if type(src) is tuple:
+            for s in src:
+                if not hasattr(s, "_shape") and isinstance(s, UOp) and s.op.shape is not None:
+                    break
+            else:  # the usual case (sources built and checked first): no walk
+                r = fn(self)
+                self._shape = r
+                return r
+        pending: set[UOp] = set()  # expanded, shape not yet computed: meeting one again from below is a cycle
+        stack: list[tuple[UOp, bool]] = [(self, False)]
+        while stack:
+            u, ready = stack.pop()
+            if ready:
+                pending.discard(u)
+                if not hasattr(u, "_shape"):
+                    f = u.op.shape
+                    u._shape = f(u) if f is not None else None
+                continue
+            if hasattr(u, "_shape"):
+                continue
+            if u in pending:
+                raise ValueError(f"{u.op.name} is part of a cycle (a node is its own operand)")
+            pending.add(u)
+            stack.append((u, True))
+            for s in reversed(u.src) if type(u.src) is tuple else ():
+                if isinstance(s, UOp) and not hasattr(s, "_shape") and getattr(s.op, "shape", None) is not None:
+                    stack.append((s, False))
+        return self._shape
 
     # --- construction helpers ----------------------------------------------------------------------------------
     @staticmethod
     def const(dtype: DType, value: Any) -> UOp:
         return UOp(_op("core.const"), dtype, (), normalize_const(dtype, value))
-
-    def const_like(self, value: Any) -> UOp:
-        return UOp.const(self.dtype, value)
 
     @staticmethod
     def sink(*srcs: UOp) -> UOp:
@@ -271,15 +321,27 @@ def _op(name: str) -> OpDef:
     return o
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0  # gc_paused blocks open in any thread
+_gc_was_on = False  # the collector's state when the first of them opened
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic GC while building or walking big graphs: UOps never form cycles, and each allocation
     burst would make the collector rescan the whole graph (30-50% of parse, print and rewrite time at 100k nodes).
-    Nests; restores the collector's previous state."""
-    was_on = gc.isenabled()
-    gc.disable()
+    Nests, also across threads (the collector is process-wide: it comes back on when the last block closes, and
+    only if it was on when the first opened)."""
+    global _gc_pauses, _gc_was_on
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_on = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        if was_on:
-            gc.enable()
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_on:
+                gc.enable()

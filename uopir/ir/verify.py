@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from uopir.ir.diagnostics import Diagnostic, IRError, ShapeError, diag_at
+from uopir.ir.diagnostics import Diagnostic, IRError, ShapeError, diag_at, located
 from uopir.ir.dtype import DType
 from uopir.ir.ops import REGISTRY, AttrError, OpDef, RegionAttr, fmt_literal
 from uopir.ir.uop import UOp
@@ -183,12 +183,15 @@ class _Verifier:
 
 
 def collect_diagnostics(root: UOp) -> list[Diagnostic]:
-    """Every problem in the graph (and its regions), sources first; an empty list means valid."""
+    """Every problem in the graph (and its regions), sources first; an empty list means valid.
+
+    Locations point into the parse that returned `root` (unless a `located` block already says which)."""
     v = _Verifier()
-    try:
-        v.graph(root)
-    except Exception as e:  # noqa: BLE001 - last resort: the verifier reports, it never crashes
-        v.error(None, f"internal verifier error: {_err_text(e)}")
+    with located(root if isinstance(root, UOp) else None):
+        try:
+            v.graph(root)
+        except Exception as e:  # noqa: BLE001 - last resort: the verifier reports, it never crashes
+            v.error(None, f"internal verifier error: {_err_text(e)}")
     return v.diags
 
 
