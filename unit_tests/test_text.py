@@ -665,3 +665,23 @@ def test_long_string_literal_is_scanned_in_linear_memory():
         finally:
             tracemalloc.stop()
         assert toks[0][0] in '"t' and peak < 4 * len(t), (t[:10], peak)
+
+
+def test_pass_diagnostics_point_into_the_file_the_pipeline_runs_on():
+    # PassManager.run scopes diagnostics to its input's parse, so a later parse holding the same ops (still alive)
+    # does not steal the location of a pass's diagnostic
+    import os
+
+    from uopir.passes.manager import PassManager
+    os.environ.setdefault("UOPIR_TEST_PASSES", "1")
+    text = "%0 = core.const 1 : i32\n%1 = core.const 2 : i32\n%2 = core.add %0, %1 : i32\ncore.sink %2\n"
+    a = parse_ir(text, "a.uop")
+    b = parse_ir("// b\n\n" + text.replace("core.sink %2", "%3 = core.const 7 : i32\ncore.sink %2, %3"), "b.uop")
+    assert a.src[0] is b.src[0]
+    pm = PassManager.parse("test-diagnostics{op=core.add}")
+    pm.run(a)
+    (d,) = pm.report.diagnostics
+    assert str(d.loc) == "a.uop:3:1"
+    pm.run(b)
+    (d,) = pm.report.diagnostics
+    assert str(d.loc) == "b.uop:5:1"

@@ -1,7 +1,8 @@
 """The one place where `uopir/ir/` names ops of the `core` dialect.
 
 The core knows no dialect by import (dialects import the core, never the reverse), yet a few generic tools need
-core ops: UPat's operator sugar (`x + 0` is a core.add pattern), `UPat.cvar`. They name those ops here, by their
+core ops: UPat's operator sugar (`x + 0` is a core.add pattern), `UPat.cvar`, and UOp's own operators
+(`a + b`, `UOp.const`, `UOp.sink`). They name those ops here, by their
 registered names, and resolve them lazily through the op registry (the core dialect registers them when it loads).
 A renamed or removed core op then breaks in exactly one visible place.
 """
@@ -19,7 +20,7 @@ CORE_OPS: Final[dict[str, str]] = {
     "add": "core.add", "sub": "core.sub", "mul": "core.mul", "neg": "core.neg", "fdiv": "core.fdiv",
     "idiv": "core.idiv", "mod": "core.mod", "max": "core.max", "lt": "core.cmplt", "ne": "core.cmpne",
     "eq": "core.cmpeq", "and": "core.and", "or": "core.or", "xor": "core.xor", "shl": "core.shl",
-    "shr": "core.shr", "where": "core.where", "mulacc": "core.mulacc",
+    "shr": "core.shr", "where": "core.where", "mulacc": "core.mulacc", "sink": "core.sink",
 }
 
 _RESOLVED: dict[str, OpDef] = {}

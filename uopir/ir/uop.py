@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from uopir.ir.corenames import core_op
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import OpDef, get_op
 
@@ -197,90 +198,96 @@ class UOp:
     # --- construction helpers ----------------------------------------------------------------------------------
     @staticmethod
     def const(dtype: DType, value: Any) -> UOp:
-        return UOp(_op("core.const"), dtype, (), normalize_const(dtype, value))
+        return UOp(core_op("const"), dtype, (), normalize_const(dtype, value))
 
     @staticmethod
     def sink(*srcs: UOp) -> UOp:
-        return UOp(_op("core.sink"), dtypes.void, srcs)
+        return UOp(core_op("sink"), dtypes.void, srcs)
 
     def alu(self, opname: str, *srcs: UOp | int | float | bool, dtype: DType | None = None) -> UOp:
-        """Apply a core ALU op; Python numbers become consts of self's dtype."""
+        """Apply an ALU op by its registered name (`"core.add"`); Python numbers become consts of self's dtype."""
+        return self._apply(_op(opname), srcs, dtype)
+
+    def _core(self, key: str, *srcs: UOp | int | float | bool, dtype: DType | None = None) -> UOp:
+        return self._apply(core_op(key), srcs, dtype)
+
+    def _apply(self, op: OpDef, srcs: tuple[UOp | int | float | bool, ...], dtype: DType | None) -> UOp:
         ops = (self,) + tuple(s if isinstance(s, UOp) else self._scalar(s) for s in srcs)
-        return UOp(_op(opname), dtype if dtype is not None else self.dtype, ops)
+        return UOp(op, dtype if dtype is not None else self.dtype, ops)
 
     def _scalar(self, v: int | float | bool) -> UOp:
         d = self.dtype.scalar if not self.dtype.is_ptr else dtypes.index
         return UOp.const(d, v)
 
     def cast(self, dtype: DType) -> UOp:
-        return self if dtype is self.dtype else UOp(_op("core.cast"), dtype, (self,))
+        return self if dtype is self.dtype else UOp(core_op("cast"), dtype, (self,))
 
     def __add__(self, x: UOp | int | float) -> UOp:
-        return self.alu("core.add", x)
+        return self._core("add", x)
 
     def __radd__(self, x: int | float) -> UOp:
-        return self._scalar(x).alu("core.add", self)
+        return self._scalar(x)._core("add", self)
 
     def __sub__(self, x: UOp | int | float) -> UOp:
-        return self.alu("core.sub", x)
+        return self._core("sub", x)
 
     def __rsub__(self, x: int | float) -> UOp:
-        return self._scalar(x).alu("core.sub", self)
+        return self._scalar(x)._core("sub", self)
 
     def __mul__(self, x: UOp | int | float) -> UOp:
-        return self.alu("core.mul", x)
+        return self._core("mul", x)
 
     def __rmul__(self, x: int | float) -> UOp:
-        return self._scalar(x).alu("core.mul", self)
+        return self._scalar(x)._core("mul", self)
 
     def __floordiv__(self, x: UOp | int) -> UOp:
-        return self.alu("core.idiv", x)
+        return self._core("idiv", x)
 
     def __rfloordiv__(self, x: int) -> UOp:
-        return self._scalar(x).alu("core.idiv", self)
+        return self._scalar(x)._core("idiv", self)
 
     def __truediv__(self, x: UOp | float) -> UOp:
-        return self.alu("core.fdiv", x)
+        return self._core("fdiv", x)
 
     def __mod__(self, x: UOp | int) -> UOp:
-        return self.alu("core.mod", x)
+        return self._core("mod", x)
 
     def __neg__(self) -> UOp:
-        return self.alu("core.neg")
+        return self._core("neg")
 
     def __and__(self, x: UOp | int | bool) -> UOp:
-        return self.alu("core.and", x)
+        return self._core("and", x)
 
     def __or__(self, x: UOp | int | bool) -> UOp:
-        return self.alu("core.or", x)
+        return self._core("or", x)
 
     def __xor__(self, x: UOp | int | bool) -> UOp:
-        return self.alu("core.xor", x)
+        return self._core("xor", x)
 
     def __lshift__(self, x: UOp | int) -> UOp:
-        return self.alu("core.shl", x)
+        return self._core("shl", x)
 
     def __rshift__(self, x: UOp | int) -> UOp:
-        return self.alu("core.shr", x)
+        return self._core("shr", x)
 
     def lt(self, x: UOp | int | float) -> UOp:
-        return self.alu("core.cmplt", x, dtype=dtypes.bool.vec(self.dtype.count))
+        return self._core("lt", x, dtype=dtypes.bool.vec(self.dtype.count))
 
     def ne(self, x: UOp | int | float) -> UOp:
-        return self.alu("core.cmpne", x, dtype=dtypes.bool.vec(self.dtype.count))
+        return self._core("ne", x, dtype=dtypes.bool.vec(self.dtype.count))
 
     def eq(self, x: UOp | int | float) -> UOp:
-        return self.alu("core.cmpeq", x, dtype=dtypes.bool.vec(self.dtype.count))
+        return self._core("eq", x, dtype=dtypes.bool.vec(self.dtype.count))
 
     def maximum(self, x: UOp | int | float) -> UOp:
-        return self.alu("core.max", x)
+        return self._core("max", x)
 
     def where(self, a: UOp | int | float, b: UOp | int | float) -> UOp:
         ref = a if isinstance(a, UOp) else b
         assert isinstance(ref, UOp), "where needs at least one UOp branch"
         a_ = a if isinstance(a, UOp) else ref._scalar(a)
         b_ = b if isinstance(b, UOp) else ref._scalar(b)
-        return UOp(_op("core.where"), a_.dtype, (self, a_, b_))
+        return UOp(core_op("where"), a_.dtype, (self, a_, b_))
 
 
 def normalize_const(dtype: DType, value: Any) -> Any:

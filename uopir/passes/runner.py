@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from uopir.ir.diagnostics import Diagnostic, IRError, Severity, diag_at
+from uopir.ir.diagnostics import Diagnostic, IRError, Severity, diag_at, located
 from uopir.ir.pattern import RewriteStats
 from uopir.ir.regions import map_regions, region_name
 from uopir.ir.uop import UOp
@@ -153,22 +153,23 @@ class PassManager:
         for inst in insts:
             inst.run_before_pipeline(root, self.report)
         t0 = time.perf_counter()
-        try:
-            for i, step in enumerate(self.steps):
-                try:
-                    root = self._run_step(step, root, insts, 0, "")
-                except _Crashed as c:
-                    crash = CrashEvent(c.pass_name, c.error, c.tb, root, ",".join(s.text() for s in self.steps[i:]))
-                    path = None
-                    for inst in insts:
-                        got = inst.run_after_crash(crash)
-                        path = path or got
-                    raise PassCrash(c.pass_name, c.error, path, c.tb) from None
-        finally:
-            self.report.total_seconds = time.perf_counter() - t0
-            self.report.records = list(self._records.values())
-            for inst in insts:
-                inst.run_after_pipeline(self.report)
+        with located(root):  # diagnostics of every pass point into the file this root was parsed from
+            try:
+                for i, step in enumerate(self.steps):
+                    try:
+                        root = self._run_step(step, root, insts, 0, "")
+                    except _Crashed as c:
+                        crash = CrashEvent(c.pass_name, c.error, c.tb, root, ",".join(s.text() for s in self.steps[i:]))
+                        path = None
+                        for inst in insts:
+                            got = inst.run_after_crash(crash)
+                            path = path or got
+                        raise PassCrash(c.pass_name, c.error, path, c.tb) from None
+            finally:
+                self.report.total_seconds = time.perf_counter() - t0
+                self.report.records = list(self._records.values())
+                for inst in insts:
+                    inst.run_after_pipeline(self.report)
         return root
 
     def _record(self, step: Step, label: str, depth: int) -> StepRecord:
