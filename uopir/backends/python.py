@@ -40,8 +40,9 @@ Semantics, per dtype (the choices a C backend must reproduce):
 - NaN payloads and signs are not part of the contract: any NaN equals any NaN.
 
 Kernel level: `tensor.call` runs its kernel.def region on the buffers given as operands (`run_kernel`), data-
-parallel (each range is a numpy axis; see run_kernel). Device-level ops are not interpreted yet: they raise
-IRError.
+parallel (each range is a numpy axis; see run_kernel). `tensor.after buf, effects...` reads the buffer as it is once
+its effect operands (calls) have run: how a schedule hands back the buffers its kernels wrote. Device-level ops are
+not interpreted yet: they raise IRError.
 """
 from __future__ import annotations
 
@@ -187,6 +188,9 @@ def _eval_node(u: UOp, s: list[Value], ctx: _Ctx) -> Value:
         return np.asarray(ctx.var_vals[u.arg[0]], dtype=np.int64)
     if name == "tensor.bind":
         return np.asarray(s[1], dtype=np.int64)
+    if name == "tensor.after":  # the live buffer, read now that its operand effects have run
+        arr = _buffer_array(u.src[0], ctx.buffers)
+        return bf16_round(arr) if u.dtype is dtypes.bfloat16 else arr.copy()
     if name == "tensor.call":
         arrays = [_buffer_array(x, ctx.buffers) for x in u.src if x.op.name == "tensor.buffer"]
         if any(x.dtype is not dtypes.void and x.op.name != "tensor.buffer" for x in u.src):
@@ -257,7 +261,9 @@ def run_kernel(kdef: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] | 
 
     Data-parallel semantics: every kernel.range is one numpy axis, each op is evaluated over its whole iteration
     space at once, in toposort order. A load sees a store of the same kernel only if it depends on it; when several
-    iterations store to one address, the last in row-major order of the ranges (toposort order) wins."""
+    iterations store to one address, the last in row-major order of the ranges (toposort order) wins. A kernel.reduce
+    accumulates sequentially in row-major order of its range operands (the first range outermost), like nested
+    loops in operand order."""
     if kdef.op.name != "kernel.def":
         raise _err(kdef, f"run_kernel needs a kernel.def, got {kdef.op.name}")
     order = kdef.toposort()
@@ -323,7 +329,7 @@ def run_kernel(kdef: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] | 
                 r = None
             elif name == "kernel.reduce":
                 x = space(s[0])
-                axes = tuple(sorted(axis[rr] for rr in u.src[1:]))
+                axes = tuple(axis[rr] for rr in u.src[1:])  # accumulate in operand order, the first outermost
                 shape = list(x.shape)
                 for rr in u.src[1:]:
                     shape[axis[rr]] = vals[rr].shape[axis[rr]]
