@@ -342,7 +342,8 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
         seen.add((u, loops))
         deps = _free_ranges(u, memo)
         t = origin.get(u)
-        if t is not None and (t.op is tensor.REDUCE) == want_reduce and deps != frozenset(loops[:len(deps)]):
+        if t is not None and t is not k.node and (t.op is tensor.REDUCE) == want_reduce and \
+                deps != frozenset(loops[:len(deps)]):
             return t
         if u.op is kernel.REDUCE:
             inner = loops[:len(deps)] + tuple(u.src[1:])
