@@ -183,6 +183,7 @@ class _Plan:
         self.order = list(root.toposort())
         self.materialized: dict[UOp, str] = {}  # node -> why
         self.temp_assigns: set[UOp] = set()
+        self.last_writes: set[UOp] = set()  # the last assign to each buffer
         self.storage: dict[UOp, tuple[UOp, UOp | None]] = {}  # node -> (buffer, assign target view or None)
         ids = [u.arg[0] for u in self.order if u.op is tensor.BUFFER]
         self.first_id = max(ids, default=-1) + 1
@@ -225,6 +226,7 @@ class _Plan:
                 self.temp_assigns.add(u)  # the sink returns a view of the target: keep the value in a buffer
         for ws in writers.values():
             self.temp_assigns.update(ws[:-1])  # an earlier write's result must survive the later ones
+            self.last_writes.add(ws[-1])
 
     def build(self) -> list[Kernel]:
         """Every kernel of the current plan, in creation order (a valid order for reads of new buffers)."""
@@ -426,7 +428,9 @@ def schedule(root: UOp) -> tuple[list[Kernel], UOp]:
     results = []
     for s in (root.src if root.op is core.SINK else (root,)):
         if s in plan.storage:
-            buf, target = plan.storage[s]
+            buf, _ = plan.storage[s]
+            if s in plan.last_writes and s.src[0].op is tensor.BUFFER:
+                buf = s.src[0]  # the target itself holds the value once every call has run
             results.append(UOp(tensor.AFTER, buf.dtype, (buf, *frontier)))
         else:
             results.append(s)
