@@ -69,7 +69,7 @@ def check(root: UOp, seed: int = 0) -> None:
                              f"schedule:\n{print_ir(tensor_to_kernel(root))}\nwant {want}\ngot {got}")
 
 
-# ---- random programs ----------------------------------------------------------------------------------------------------
+# ---- random programs ------------------------------------------------------------------------------------------------
 class _Gen:
     """Builds a random tensor-level program from a seeded Random."""
 
@@ -318,3 +318,16 @@ def test_new_buffer_ids_follow_the_largest_input_id() -> None:
     ks, _ = schedule(UOp.sink(b + b, b * b))
     assert [k.writes.arg[0] for k in ks] == [8, 9]
     assert D is not None
+
+
+def test_tensor_schedule_lists_kernel_calls() -> None:
+    t = Tensor([1.0, 2, 3, 4]).sum()
+    items = t.schedule()
+    assert len(items) == 1 and items[-1].ast.op is kernel.DEF
+    text = print_ir(items[-1].ast)
+    assert "kernel.reduce" in text and 'kernel.def %' in text
+    assert [b.arg[2] for b in items[0].bufs] == [(), (4,)]  # the output, then the realized input
+    assert Tensor([1.0, 2]).schedule() == []  # a realized tensor needs no kernel
+    a = Tensor([1.0, 2])
+    s = a.exp()
+    assert len(s.schedule(s + 1)) == 2  # shared values are scheduled once, as one program
