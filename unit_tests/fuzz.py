@@ -252,8 +252,12 @@ def pipeline_case(rng: random.Random, pipelines: list[str]) -> tuple[str, str, s
         before, b1 = evaluate_copy(g, buffers)
     except Exception:  # noqa: BLE001 - not every random graph is executable (kernel/device ops, unbound vars)
         return text, pipeline, None
+    from uopir.dialects.semantics import np_dtype
+
+    fresh = {u.arg[0]: np.zeros(u.arg[2], np_dtype(u.dtype)) for u in out.toposort()
+             if u.op is T.BUFFER and u.arg[0] not in buffers}  # buffers a schedule allocates (tensor-to-kernel)
     try:
-        after, b2 = evaluate_copy(out, buffers)
+        after, b2 = evaluate_copy(out, {**fresh, **buffers})
     except Exception as e:  # noqa: BLE001
         return text, pipeline, f"the input evaluates but the output does not: {type(e).__name__}: {e}"
     if not values_equal(before, after):

@@ -591,6 +591,13 @@ def _call(g: Gen) -> UOp:
     return g.mk(tensor.CALL, VOID, bufs, (body, name))
 
 
+@builder("tensor.after")
+def _after(g: Gen) -> UOp:
+    b = g.buffer(g.s.choice(BUFFER_DTYPES), g.shape())
+    deps = tuple(_call(g) for _ in range(g.s.integer(1, 2)))
+    return g.mk(tensor.AFTER, b.dtype, (b, *deps))
+
+
 # ---- kernel ---------------------------------------------------------------------------------------------------------
 @builder("kernel.def")
 def _kdef(g: Gen) -> UOp:

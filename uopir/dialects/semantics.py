@@ -43,7 +43,10 @@ Semantics, per dtype (the choices a C backend must reproduce):
 - NaN payloads and signs are not part of the contract: any NaN equals any NaN (`values_equal`).
 
 Kernel level (`tensor.call` of a `kernel.def`): every kernel.range is an iteration axis; loads read, stores write
-the buffers given as operands; several stores to one address: the last in row-major order of the ranges wins.
+the buffers given as operands; several stores to one address: the last in row-major order of the ranges wins. A
+`kernel.reduce` accumulates sequentially in row-major order of its range operands (the first one outermost), like
+nested loops in operand order. `tensor.after buf, effects...` reads the buffer as it is once its effect operands
+(the calls of a schedule) have run: how a schedule hands back the buffers its kernels wrote.
 """
 from __future__ import annotations
 

@@ -172,6 +172,16 @@ def _verify_bind(u: UOp) -> Iterator[str]:
         yield f"value {val.arg} of variable {name!r} is outside [{lo}, {hi}]"
 
 
+def _verify_after(u: UOp) -> Iterator[str]:
+    yield from _verify_like_src0(u)
+    if u.src[0].op.name != "tensor.buffer":
+        yield f"first operand must be a tensor.buffer, got {u.src[0].op.name}"
+    for i, s in enumerate(u.src[1:], 1):
+        if s.dtype is not dtypes.void:
+            yield f"operand {i} must be an effect (void), got {s.dtype} from {s.op.name}"
+            return
+
+
 def _verify_call(u: UOp) -> Iterator[str]:
     if u.dtype is not dtypes.void:
         yield f"result must be void, got {u.dtype}"
@@ -325,3 +335,5 @@ BIND = def_op("tensor.bind", 2, traits=Trait.PURE, verify=_verify_bind,
               summary="a symbolic variable bound to a concrete value")
 CALL = def_op("tensor.call", (0, None), (Attr("kernel", REGION), Attr("name", STR)), Trait.SIDE_EFFECT, _verify_call,
               summary="run a kernel (the region) on buffers; void, ordered by its operands")
+AFTER = def_op("tensor.after", (2, None), traits=Trait.PURE, verify=_verify_after, shape=_same_shape,
+               summary="the buffer's contents once the given effects (calls) have run")

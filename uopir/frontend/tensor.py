@@ -25,6 +25,7 @@ from uopir.dialects import tensor as T
 from uopir.frontend import device as D
 from uopir.frontend import dtype_promotion as P
 from uopir.frontend import indexing, nn_ops
+from uopir.frontend.schedule import ScheduleItem, schedule
 from uopir.frontend.shapes import broadcast_shape, check_shape, norm_axis, shape_args
 from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import DType, dtypes
@@ -160,6 +161,11 @@ class Tensor:
         if self.uop.op is not T.BUFFER:
             self.uop = D.realize(self.uop, self.device)
         return self
+
+    def schedule(self, *others: Tensor) -> list[ScheduleItem]:
+        """The kernel calls that realizing this tensor (and `others`) would run, in order; realized inputs are not
+        kernels. `print(print_ir(t.schedule()[-1].ast))` shows the last kernel."""
+        return schedule(self, *others)
 
     def numpy(self) -> np.ndarray:
         """A fresh numpy copy of the value (bfloat16 comes back as float32)."""

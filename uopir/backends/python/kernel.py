@@ -116,7 +116,7 @@ def _store(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
 def _reduce(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
     x = ctx.space(s[0])
     axis = ctx.axis
-    axes = tuple(sorted(axis[rr] for rr in u.src[1:]))
+    axes = tuple(axis[rr] for rr in u.src[1:])  # accumulate in operand order, the first range outermost
     shape = list(x.shape)
     for rr, rv in zip(u.src[1:], s[1:], strict=True):
         shape[axis[rr]] = rv.shape[axis[rr]]

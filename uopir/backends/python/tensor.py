@@ -136,6 +136,12 @@ def _bind(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
     return np.asarray(s[1], dtype=np.int64)
 
 
+def _after(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
+    """The live buffer, read now that its effect operands (the calls of a schedule) have run."""
+    arr = buffer_array(u.src[0], ctx.buffers)
+    return bf16_round(arr) if u.dtype is dtypes.bfloat16 else arr.copy()
+
+
 def _call(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
     arrays = [buffer_array(x, ctx.buffers) for x in u.src if x.op is T.BUFFER]
     if any(x.dtype is not dtypes.void and x.op is not T.BUFFER for x in u.src):
@@ -160,4 +166,5 @@ HANDLERS: HandlerTable = {
     T.VAR: _var,
     T.BIND: _bind,
     T.CALL: _call,
+    T.AFTER: _after,
 }

@@ -1,0 +1,24 @@
+"""tensor-to-kernel: the lowering from the tensor dialect to kernels (schedule.py) over index arithmetic
+(indexing.py); importing this package registers the pass."""
+from __future__ import annotations
+
+from typing import Any
+
+from uopir.ir.uop import UOp
+from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.tensor_to_kernel.schedule import Kernel, schedule
+
+__all__ = ["Kernel", "schedule", "tensor_to_kernel"]
+
+
+def tensor_to_kernel(root: UOp) -> UOp:
+    """The scheduled program: tensor.calls of kernels on buffers, results as tensor.after reads."""
+    return schedule(root)[1]
+
+
+@register_pass("tensor-to-kernel", summary="fuse a tensor program into kernels and emit the schedule of their calls",
+               consumes=("tensor",), produces=("core", "tensor", "kernel"))
+def _tensor_to_kernel_pass(root: UOp, options: Any, ctx: PassContext) -> UOp:
+    kernels, out = schedule(root)
+    ctx.count("kernels", len(kernels))
+    return out

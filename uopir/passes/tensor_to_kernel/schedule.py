@@ -1,0 +1,441 @@
+"""tensor-to-kernel: turn a tensor-level program into an ordered schedule of kernel calls on buffers.
+
+Plain code rather than patterns: choosing what to materialize is a whole-graph decision (who reads a value, at which
+index, in which kernel), and a kernel body is the rendering of a tensor node *at an index*, which no UOp denotes.
+
+What is materialized (gets a buffer and a kernel): `tensor.contiguous`, `tensor.copy` (and its operand), every
+`tensor.assign` (into its target), the root sink's tensor results; then, found by building the kernels and looking
+at them (`_Plan.review`), a reduction that would otherwise be computed twice (read by two kernels, or at two
+indices in one) or recomputed (its value does not depend on exactly the outermost loops around it, so it could not
+be hoisted: `m.sum(0)` expanded along the rows of an output), and, for the same reason, an expensive elementwise
+value (exp2, log2, sin, sqrt, recip, fdiv) read through an expand. Everything else fuses into the kernel that reads
+it: elementwise chains, the producers of a reduction, and a reduction into its consumer when each of its values is
+computed once per the loops around it (`(x @ w + b).relu()`, softmax and layernorm rows are one kernel each).
+
+Kernels: output ranges (kind loop) over the result's axes of size > 1, in axis order; a reduction's ranges (kind
+reduce) in axis order, the first outermost, so it accumulates in the same order as `tensor.reduce`. Movement ops are
+index arithmetic (`indexing.py`); a pad is a validity condition that gates the loads under it (a gated load with a
+zero alternative), wrapped in a `core.where` only when the padded value is not itself such a load.
+
+Schedule: one `tensor.call` per kernel; its operands are the buffers (param i is the i-th buffer) and then the calls
+it must follow (void operands: read-after-write, write-after-read and write-after-write on the same buffer). New
+buffers (intermediates and outputs) get ids above the largest `tensor.buffer` id of the input, in creation order,
+on the device of the values they hold. A sink result becomes `tensor.after buf, calls...`: the buffer once every
+call of the schedule has run; an input buffer result stays the buffer (its contents on entry).
+
+Assigns write their target through its reshape/permute/shrink/flip view in place, unless that is unsafe: the value
+reads the target at another element, a later assign writes the same buffer, the result is a view the sink returns,
+or the order of reads and writes cannot be kept. Then the value goes to a temporary buffer (which the assign's
+readers read) and a second kernel copies it into the target.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from uopir.dialects import core, kernel, tensor
+from uopir.dialects.core import const_value
+from uopir.dialects.semantics import ALU_NAMES
+from uopir.ir.diagnostics import IRError, diag_at
+from uopir.ir.dtype import dtypes
+from uopir.ir.uop import UOp
+from uopir.passes.tensor_to_kernel.indexing import Index, and_gate, iconst, movement_index, offset, strides
+
+EXPENSIVE = frozenset(("core.exp2", "core.log2", "core.sin", "core.sqrt", "core.recip", "core.fdiv"))
+_ELEMENTWISE = ALU_NAMES | {"core.cast", "core.bitcast"}
+_VIEWS = frozenset(("tensor.reshape", "tensor.permute", "tensor.shrink", "tensor.flip"))
+
+
+def _err(u: UOp, msg: str) -> IRError:
+    return IRError(diagnostics=[diag_at(u, msg)])
+
+
+def _zero(d) -> UOp:
+    return UOp.const(d, False if d.is_bool else 0)
+
+
+def base_buffer(target: UOp) -> UOp:
+    """The tensor.buffer an assign target writes (through views and earlier assigns)."""
+    while target.op is not tensor.BUFFER:
+        target = target.src[0]
+    return target
+
+
+@dataclass
+class Kernel:
+    """One kernel of the schedule: `ast` is its kernel.def, `buffers` its tensor.buffer operands (param order)."""
+
+    name: str
+    ast: UOp
+    buffers: list[UOp]
+    node: UOp  # the tensor node whose value (or assign) it stores
+    writes: UOp  # the buffer it writes
+    reads: set[UOp] = field(default_factory=set)  # input buffers read on entry, and materialized nodes read
+    deps: list[int] = field(default_factory=list)  # kernels that must run first (indices into the schedule)
+    origin: dict[UOp, UOp] = field(default_factory=dict, repr=False)  # rendered reduce/expensive value -> tensor node
+    ranges: tuple[UOp, ...] = ()  # the output ranges, outermost first
+
+
+# ---- rendering one kernel ------------------------------------------------------------------------------------------
+class _Builder:
+    """Renders tensor nodes at an index into one kernel body, memoized by (node, index, gate)."""
+
+    def __init__(self, plan: _Plan, own: UOp):
+        self.plan, self.own = plan, own
+        self.params: dict[UOp, UOp] = {}
+        self.buffers: list[UOp] = []
+        self.memo: dict[tuple, UOp] = {}
+        self.reads: set[UOp] = set()
+        self.origin: dict[UOp, UOp] = {}  # rendered reduce / expensive value -> its tensor node
+        self.axis = itertools.count()
+
+    def ptr(self, buf: UOp) -> UOp:
+        if buf not in self.params:
+            self.params[buf] = UOp(kernel.PARAM, buf.dtype.ptr(), (), len(self.buffers))
+            self.buffers.append(buf)
+        return self.params[buf]
+
+    def load(self, buf: UOp, idx: Index, gate: UOp | None) -> UOp:
+        p = UOp(kernel.INDEX, buf.dtype.ptr(), (self.ptr(buf), offset(idx, buf.arg[2])))
+        if gate is None:
+            return UOp(kernel.LOAD, buf.dtype, (p,))
+        return UOp(kernel.LOAD, buf.dtype, (p, _zero(buf.dtype), gate))
+
+    def address(self, target: UOp, idx: Index) -> tuple[UOp, UOp]:
+        """(buffer, offset) of element idx of an assign target: a buffer seen through views or earlier assigns."""
+        while target.op is not tensor.BUFFER:
+            if target.op.name in _VIEWS:
+                idx, _ = movement_index(target, idx)
+            target = target.src[0]
+        return target, offset(idx, target.arg[2])
+
+    def render(self, u: UOp, idx: Index, gate: UOp | None) -> UOp:
+        key = (u, idx, gate)
+        if (r := self.memo.get(key)) is None:
+            r = self.memo[key] = self._render(u, idx, gate)
+        return r
+
+    def _render(self, u: UOp, idx: Index, gate: UOp | None) -> UOp:
+        n = u.op.name
+        if u.shape is None:
+            if u.op is core.CONST:
+                return u
+            raise _err(u, f"tensor-to-kernel cannot lower a shapeless {n} inside a tensor expression yet")
+        if u is not self.own and u in self.plan.storage:
+            self.reads.add(u)
+            buf, target = self.plan.storage[u]
+            if target is None:
+                return self.load(buf, idx, gate)
+            b, off = self.address(target, idx)
+            p = UOp(kernel.INDEX, b.dtype.ptr(), (self.ptr(b), off))
+            return UOp(kernel.LOAD, b.dtype, (p,)) if gate is None else UOp(kernel.LOAD, b.dtype,
+                                                                              (p, _zero(b.dtype), gate))
+        if n == "tensor.buffer":
+            self.reads.add(u)
+            return self.load(u, idx, gate)
+        if n == "core.const":
+            return UOp.const(u.dtype, const_value(u))
+        if n in tensor.MOVEMENT_NAMES:
+            sidx, valid = movement_index(u, idx)
+            if valid is None:
+                return self.render(u.src[0], sidx, gate)
+            g = and_gate(gate, valid)
+            v = self.render(u.src[0], sidx, g)
+            if v.op is kernel.LOAD and len(v.src) == 3 and v.src[2] is g:
+                return v  # the gated load is already zero outside
+            return valid.where(v, _zero(u.dtype))
+        if n == "tensor.reduce":
+            op, axes = u.arg
+            src_shape = u.src[0].shape
+            ranges = [UOp(kernel.RANGE, dtypes.index, (iconst(src_shape[a]),), (next(self.axis), "reduce"))
+                      for a in sorted(axes)]
+            rmap = dict(zip(sorted(axes), ranges, strict=True))
+            sidx = tuple(rmap.get(a, i) for a, i in enumerate(idx))
+            v = self.render(u.src[0], sidx, gate)
+            r = UOp(kernel.REDUCE, u.dtype, (v, *ranges), op)
+            self.origin.setdefault(r, u)
+            return r
+        if n == "tensor.detach":
+            return self.render(u.src[0], idx, gate)
+        if n in _ELEMENTWISE:
+            r = u.replace(src=tuple(self.render(s, idx, gate) for s in u.src))
+            if n in EXPENSIVE:
+                self.origin.setdefault(r, u)
+            return r
+        raise _err(u, f"tensor-to-kernel cannot lower {n} yet")
+
+    def output_ranges(self, shape: tuple[int, ...]) -> Index:
+        return tuple(iconst(0) if d == 1 else UOp(kernel.RANGE, dtypes.index, (iconst(d),), (next(self.axis), "loop"))
+                     for d in shape)
+
+
+def _kernel_name(node: UOp, ast: UOp, shape: tuple[int, ...]) -> str:
+    kind = "r" if any(x.op is kernel.REDUCE for x in ast.toposort()) else "E"
+    if node.op is tensor.COPY:
+        kind = "copy"
+    return "_".join([kind, *(str(d) for d in shape)]) if shape else kind
+
+
+# ---- the plan: what is materialized, built and reviewed until nothing changes ---------------------------------------
+class _Plan:
+    def __init__(self, root: UOp):
+        self.root = root
+        self.order = list(root.toposort())
+        self.materialized: dict[UOp, str] = {}  # node -> why
+        self.temp_assigns: set[UOp] = set()
+        self.last_writes: set[UOp] = set()  # the last assign to each buffer
+        self.storage: dict[UOp, tuple[UOp, UOp | None]] = {}  # node -> (buffer, assign target view or None)
+        ids = [u.arg[0] for u in self.order if u.op is tensor.BUFFER]
+        self.first_id = max(ids, default=-1) + 1
+        self.devices: dict[UOp, str | None] = {}
+        for u in self.order:
+            if u.op is tensor.BUFFER:
+                self.devices[u] = u.arg[1]
+            elif u.op is tensor.COPY:
+                self.devices[u] = u.arg
+            else:
+                self.devices[u] = next((d for s in u.src if (d := self.devices[s]) is not None), None)
+        self.default_device = next((d for d in self.devices.values() if d is not None), "python")
+        self.outputs = [s for s in (root.src if root.op is core.SINK else (root,)) if self._needs_kernel(s)]
+        self._initial()
+
+    @staticmethod
+    def _needs_kernel(u: UOp) -> bool:
+        return u.dtype is not dtypes.void and u.shape is not None and u.op is not tensor.BUFFER
+
+    def _initial(self) -> None:
+        writers: dict[UOp, list[UOp]] = {}
+        for u in self.order:
+            n = u.op.name
+            if n in ("tensor.call", "tensor.after"):
+                raise _err(u, f"tensor-to-kernel takes a tensor-level program; {n} shows it is already scheduled")
+            if n in ("tensor.var", "tensor.bind"):
+                raise _err(u, "tensor-to-kernel does not lower symbolic variables yet")
+            if n == "tensor.contiguous":
+                self.materialized[u] = "contiguous"
+            elif n == "tensor.copy":
+                self.materialized[u] = "copy to another device"
+                if u.src[0].op is not tensor.BUFFER:
+                    self.materialized.setdefault(u.src[0], "copied to another device")
+            elif n == "tensor.assign":
+                self.materialized[u] = "assign"
+                writers.setdefault(base_buffer(u.src[0]), []).append(u)
+        for u in self.outputs:
+            self.materialized.setdefault(u, "output")
+            if u.op is tensor.ASSIGN and u.src[0].op is not tensor.BUFFER:
+                self.temp_assigns.add(u)  # the sink returns a view of the target: keep the value in a buffer
+        for ws in writers.values():
+            self.temp_assigns.update(ws[:-1])  # an earlier write's result must survive the later ones
+            self.last_writes.add(ws[-1])
+
+    def build(self) -> list[Kernel]:
+        """Every kernel of the current plan, in creation order (a valid order for reads of new buffers)."""
+        self.storage = {}
+        ids = itertools.count(self.first_id)
+        kernels: list[Kernel] = []
+        names: dict[str, int] = {}
+        for m in self.order:
+            if m not in self.materialized:
+                continue
+            for k in self._kernels_for(m, ids):
+                c = names.get(k.name, 0)
+                names[k.name] = c + 1
+                if c:
+                    k.name = f"{k.name}n{c}"
+                    k.ast = k.ast.replace(arg=k.name)
+                kernels.append(k)
+        return kernels
+
+    def _new_buffer(self, u: UOp, ids: itertools.count) -> UOp:
+        dev = self.devices.get(u) or self.default_device
+        return UOp(tensor.BUFFER, u.dtype, (), (next(ids), dev, u.shape))
+
+    def _kernel(self, node: UOp, value: UOp | None, dst: UOp, target: UOp | None, own: UOp | None) -> Kernel:
+        """Store `value` (a tensor expression of node's shape, or node itself when own is node) into dst, through
+        the assign target view `target` when given."""
+        b = _Builder(self, own if own is not None else node)
+        shape = node.shape
+        assert shape is not None
+        idx = b.output_ranges(shape)
+        if target is None:
+            dbuf, doff = dst, offset(idx, shape)
+        else:
+            dbuf, doff = b.address(target, idx)
+        dptr = UOp(kernel.INDEX, dbuf.dtype.ptr(), (b.ptr(dbuf), doff))
+        v = b.render(node if value is None else value, idx, None)
+        if v.dtype is not dbuf.dtype:
+            raise _err(node, f"tensor-to-kernel: value of type {v.dtype} stored into a {dbuf.dtype} buffer")
+        store = UOp(kernel.STORE, dtypes.void, (dptr, v))
+        rngs = [r for r in idx if r.op is kernel.RANGE]
+        body = UOp(kernel.END, dtypes.void, (store, *rngs)) if rngs else store
+        ast = UOp(kernel.DEF, dtypes.void, (body,), "k")
+        name = _kernel_name(node, ast, tuple(d for d in shape if d != 1))
+        return Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, ranges=tuple(rngs))
+
+    def _kernels_for(self, m: UOp, ids: itertools.count) -> list[Kernel]:
+        n = m.op.name
+        if n != "tensor.assign":
+            buf = self._new_buffer(m, ids)
+            self.storage[m] = (buf, None)
+            value = m.src[0] if n in ("tensor.contiguous", "tensor.copy") else None
+            return [self._kernel(m, value, buf, None, None if value is not None else m)]
+        target, value = m.src
+        if m in self.temp_assigns:
+            tmp = self._new_buffer(m, ids)
+            k1 = self._kernel(m, value, tmp, None, m)
+            self.storage[m] = (tmp, None)
+            k2 = self._kernel(m, m, tmp, target, UOp.sink())  # reads m (now the temp) into the target
+            return [k1, k2]
+        k = self._kernel(m, value, base_buffer(target), target, m)
+        self.storage[m] = (base_buffer(target), target)
+        return [k]
+
+    # --- review: what to materialize next ---------------------------------------------------------------------------
+    def review(self, kernels: list[Kernel]) -> bool:
+        """Materialize what the built kernels would compute twice or recompute; True when the plan changed."""
+        seen: dict[UOp, set[tuple[int, UOp]]] = {}
+        for ki, k in enumerate(kernels):
+            for r, t in k.origin.items():
+                if t.op is tensor.REDUCE:
+                    seen.setdefault(t, set()).add((ki, r))
+        twice = [t for t, where in seen.items() if len(where) > 1]
+        for t in twice:
+            self.materialized[t] = "a reduction read by two kernels or at two indices"
+        if twice:
+            return True
+        for want_reduce in (True, False):
+            for k in kernels:
+                bad = _first_recomputed(k, want_reduce)
+                if bad is not None:
+                    self.materialized[bad] = "recomputed inside a loop its value does not depend on"
+                    return True
+        for k in kernels:
+            if k.node.op is tensor.ASSIGN and k.node not in self.temp_assigns and _reads_other_element(k):
+                self.temp_assigns.add(k.node)
+                return True
+        return False
+
+
+def _free_ranges(u: UOp, memo: dict[UOp, frozenset[UOp]]) -> frozenset[UOp]:
+    """The ranges u's value depends on (a reduction's own ranges are bound inside it)."""
+    for x in u.toposort():
+        if x in memo:
+            continue
+        if x.op is kernel.RANGE:
+            memo[x] = frozenset((x,))
+        elif x.op is kernel.REDUCE:
+            memo[x] = memo[x.src[0]] - frozenset(x.src[1:])
+        else:
+            memo[x] = frozenset().union(*(memo[s] for s in x.src)) if x.src else frozenset()
+    return memo[u]
+
+
+def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
+    """The first tensor node (a reduction, or an expensive elementwise value) whose value in k does not depend on
+    exactly the outermost loops around it: hoisting cannot save it from being computed once per inner iteration."""
+    origin = k.origin
+    memo: dict[UOp, frozenset[UOp]] = {}
+    seen: set[tuple[UOp, tuple[UOp, ...]]] = set()
+    stack: list[tuple[UOp, tuple[UOp, ...]]] = [(k.ast, k.ranges)]
+    while stack:
+        u, loops = stack.pop()
+        if (u, loops) in seen:
+            continue
+        seen.add((u, loops))
+        deps = _free_ranges(u, memo)
+        t = origin.get(u)
+        if t is not None and t is not k.node and (t.op is tensor.REDUCE) == want_reduce and \
+                deps != frozenset(loops[:len(deps)]):
+            return t
+        if u.op is kernel.REDUCE:
+            inner = loops[:len(deps)] + tuple(u.src[1:])
+            stack.append((u.src[0], inner))
+        else:
+            stack.extend((s, loops) for s in u.src if s.dtype is not dtypes.index)
+    return None
+
+
+def _reads_other_element(k: Kernel) -> bool:
+    """Does an in-place assign kernel read its target buffer anywhere but the element it writes?"""
+    store = next(x for x in k.ast.toposort() if x.op is kernel.STORE)
+    dst = store.src[0]
+    for x in k.ast.toposort():
+        if x.op is kernel.LOAD and x.src[0].src[0] is dst.src[0] and (x.src[0] is not dst or len(x.src) > 1):
+            return True
+    return False
+
+
+# ---- ordering and emission -------------------------------------------------------------------------------------------
+def _order(kernels: list[Kernel]) -> list[Kernel] | None:
+    """The kernels in an order that keeps every read and write where the program has it, each with the kernels it
+    must follow; None when in-place assigns make that impossible (a kernel reads a buffer before and after a write)."""
+    producer: dict[UOp, int] = {}
+    writers: dict[UOp, list[int]] = {}
+    for i, k in enumerate(kernels):
+        producer.setdefault(k.node, i)  # a temp assign's first kernel fills the temp its readers read
+        if k.node.op is tensor.ASSIGN and k.writes is base_buffer(k.node.src[0]):
+            writers.setdefault(k.writes, []).append(i)
+    deps: list[set[int]] = [set() for _ in kernels]
+    for i, k in enumerate(kernels):
+        for r in k.reads:
+            if r.op is tensor.BUFFER:
+                for w in writers.get(r, ()):
+                    if w != i:
+                        deps[w].add(i)  # write after the reads of the entry contents
+            elif producer[r] != i:
+                deps[i].add(producer[r])  # read after write
+    for ws in writers.values():
+        for a, b in itertools.pairwise(ws):
+            deps[b].add(a)  # writes of one buffer in program order
+    order: list[int] = []
+    done: set[int] = set()
+    pending = list(range(len(kernels)))
+    while pending:
+        ready = next((i for i in pending if deps[i] <= done), None)
+        if ready is None:
+            return None
+        pending.remove(ready)
+        order.append(ready)
+        done.add(ready)
+    pos = {old: new for new, old in enumerate(order)}
+    out = [kernels[i] for i in order]
+    for k, i in zip(out, order, strict=True):
+        k.deps = sorted(pos[d] for d in deps[i])
+    return out
+
+
+def schedule(root: UOp) -> tuple[list[Kernel], UOp]:
+    """The kernels of a tensor-level program, in execution order, and the scheduled program (tensor.calls and a
+    root whose results are the same values as root's)."""
+    plan = _Plan(root)
+    for _ in range(10_000):
+        kernels = plan.build()
+        if plan.review(kernels):
+            continue
+        ordered = _order(kernels)
+        if ordered is not None:
+            break
+        if plan.temp_assigns >= {u for u in plan.materialized if u.op is tensor.ASSIGN}:
+            raise _err(root, "tensor-to-kernel could not order the kernels (internal error)")
+        plan.temp_assigns.update(u for u in plan.materialized if u.op is tensor.ASSIGN)
+    else:
+        raise _err(root, "tensor-to-kernel did not settle on a schedule")
+    calls: list[UOp] = []
+    for k in ordered:
+        calls.append(UOp(tensor.CALL, dtypes.void, (*k.buffers, *(calls[d] for d in k.deps)), (k.ast, k.name)))
+    used = {d for k in ordered for d in k.deps}
+    frontier = tuple(c for i, c in enumerate(calls) if i not in used)
+    results = []
+    for s in (root.src if root.op is core.SINK else (root,)):
+        if s in plan.storage:
+            buf, _ = plan.storage[s]
+            if s in plan.last_writes and s.src[0].op is tensor.BUFFER:
+                buf = s.src[0]  # the target itself holds the value once every call has run
+            results.append(UOp(tensor.AFTER, buf.dtype, (buf, *frontier)))
+        else:
+            results.append(s)
+    out = UOp.sink(*results) if root.op is core.SINK else results[0]
+    return ordered, out
+
+
+__all__ = ["Kernel", "schedule", "base_buffer", "EXPENSIVE", "strides"]
