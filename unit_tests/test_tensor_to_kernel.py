@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uopir.backends.python import evaluate, np_dtype, values_equal
+from uopir.backends.python import evaluate
 from uopir.dialects import core, kernel, tensor
+from uopir.dialects.semantics import np_dtype, values_equal
 from uopir.frontend import device as D
 from uopir.frontend.tensor import Tensor
 from uopir.ir.diagnostics import IRError

@@ -7,9 +7,10 @@ smallest interval an index expression can take over its ranges (a local stand-in
 """
 from __future__ import annotations
 
-from uopir.dialects import core
+from uopir.dialects import core, tensor
 from uopir.ir.dtype import dtypes
 from uopir.ir.uop import UOp
+from uopir.ir.valuerange import value_range
 
 Index = tuple[UOp, ...]
 
@@ -21,33 +22,6 @@ def iconst(v: int) -> UOp:
 def cval(u: UOp) -> int | None:
     """The value of an index const, else None."""
     return u.arg if u.op is core.CONST and u.dtype is dtypes.index and type(u.arg) is int else None
-
-
-def bounds(u: UOp) -> tuple[int, int] | None:
-    """[lo, hi] of an index expression built from consts, ranges, add, mul, idiv and mod by constants (None when
-    unknown). A range of end n runs over [0, n - 1]."""
-    n = u.op.name
-    if (c := cval(u)) is not None:
-        return c, c
-    if n == "kernel.range":
-        e = cval(u.src[0])
-        return None if e is None else (0, max(e - 1, 0))
-    if n == "kernel.var":
-        return u.arg[1], u.arg[2]
-    if n in ("core.add", "core.mul", "core.idiv", "core.mod"):
-        a, b = bounds(u.src[0]), bounds(u.src[1])
-        if a is None or b is None:
-            return None
-        if n == "core.add":
-            return a[0] + b[0], a[1] + b[1]
-        if n == "core.mul":
-            ps = [x * y for x in a for y in b]
-            return min(ps), max(ps)
-        if b[0] != b[1] or b[0] <= 0 or a[0] < 0:
-            return None  # only non-negative values by a positive constant: then C and floor semantics agree
-        k = b[0]
-        return (a[0] // k, a[1] // k) if n == "core.idiv" else ((a[0], a[1]) if a[1] < k else (0, k - 1))
-    return None
 
 
 def iadd(a: UOp, b: UOp | int) -> UOp:
@@ -73,35 +47,35 @@ def imul(a: UOp, k: int) -> UOp:
 
 def idiv(a: UOp, k: int) -> UOp:
     """a // k for a >= 0 (index values are non-negative here); folded when the bounds decide it."""
-    b = bounds(a)
+    b = value_range(a)
     if k == 1:
         return a
-    if b is not None and b[0] >= 0 and b[0] // k == b[1] // k:
+    if b[0] >= 0 and b[0] // k == b[1] // k:
         return iconst(b[0] // k)
     return a // iconst(k)
 
 
 def imod(a: UOp, k: int) -> UOp:
-    b = bounds(a)
+    b = value_range(a)
     if k == 1:
         return iconst(0)
-    if b is not None and 0 <= b[0] and b[1] < k:
+    if 0 <= b[0] and b[1] < k:
         return a
     return a % iconst(k)
 
 
 def lt(a: UOp, k: int) -> UOp | None:
     """a < k as a bool, or None when it always holds."""
-    b = bounds(a)
-    if b is not None and b[1] < k:
+    b = value_range(a)
+    if b[1] < k:
         return None
     return a.lt(iconst(k))
 
 
 def ge(a: UOp, k: int) -> UOp | None:
     """a >= k as a bool (written k-1 < a), or None when it always holds."""
-    b = bounds(a)
-    if b is not None and b[0] >= k:
+    b = value_range(a)
+    if b[0] >= k:
         return None
     return iconst(k - 1).lt(a)
 
@@ -187,20 +161,20 @@ def pad_index(idx: Index, pads: tuple[tuple[int, int], ...], src: tuple[int, ...
 
 def movement_index(u: UOp, idx: Index) -> tuple[Index, UOp | None]:
     """The index of u's operand that u's element at idx reads, and the validity condition a pad adds."""
-    n, src = u.op.name, u.src[0].shape
+    op, src = u.op, u.src[0].shape
     assert src is not None
-    if n == "tensor.reshape":
+    if op is tensor.RESHAPE:
         return reshape_index(idx, u.arg, src), None
-    if n == "tensor.permute":
+    if op is tensor.PERMUTE:
         return permute_index(idx, u.arg), None
-    if n == "tensor.expand":
+    if op is tensor.EXPAND:
         return expand_index(idx, u.arg, src), None
-    if n == "tensor.shrink":
+    if op is tensor.SHRINK:
         return shrink_index(idx, u.arg), None
-    if n == "tensor.flip":
+    if op is tensor.FLIP:
         return flip_index(idx, u.arg, src), None
     return pad_index(idx, u.arg, src)
 
 
-__all__ = ["Index", "iconst", "cval", "bounds", "iadd", "imul", "idiv", "imod", "lt", "ge", "and_gate", "strides",
+__all__ = ["Index", "iconst", "cval", "iadd", "imul", "idiv", "imod", "lt", "ge", "and_gate", "strides",
            "offset", "movement_index"]

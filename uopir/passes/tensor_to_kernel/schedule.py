@@ -35,15 +35,15 @@ from dataclasses import dataclass, field
 
 from uopir.dialects import core, kernel, tensor
 from uopir.dialects.core import const_value
-from uopir.dialects.semantics import ALU_NAMES
 from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import dtypes
 from uopir.ir.uop import UOp
 from uopir.passes.tensor_to_kernel.indexing import Index, and_gate, iconst, movement_index, offset, strides
 
-EXPENSIVE = frozenset(("core.exp2", "core.log2", "core.sin", "core.sqrt", "core.recip", "core.fdiv"))
-_ELEMENTWISE = ALU_NAMES | {"core.cast", "core.bitcast"}
-_VIEWS = frozenset(("tensor.reshape", "tensor.permute", "tensor.shrink", "tensor.flip"))
+EXPENSIVE = frozenset((core.EXP2, core.LOG2, core.SIN, core.SQRT, core.RECIP, core.FDIV))
+_ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
+_VIEWS = frozenset((tensor.RESHAPE, tensor.PERMUTE, tensor.SHRINK, tensor.FLIP))
+_MOVEMENT = frozenset(tensor.MOVEMENT_OPS)
 
 
 def _err(u: UOp, msg: str) -> IRError:
@@ -104,7 +104,7 @@ class _Builder:
     def address(self, target: UOp, idx: Index) -> tuple[UOp, UOp]:
         """(buffer, offset) of element idx of an assign target: a buffer seen through views or earlier assigns."""
         while target.op is not tensor.BUFFER:
-            if target.op.name in _VIEWS:
+            if target.op in _VIEWS:
                 idx, _ = movement_index(target, idx)
             target = target.src[0]
         return target, offset(idx, target.arg[2])
@@ -116,7 +116,7 @@ class _Builder:
         return r
 
     def _render(self, u: UOp, idx: Index, gate: UOp | None) -> UOp:
-        n = u.op.name
+        n, op = u.op.name, u.op
         if u.shape is None:
             if u.op is core.CONST:
                 return u
@@ -130,12 +130,12 @@ class _Builder:
             p = UOp(kernel.INDEX, b.dtype.ptr(), (self.ptr(b), off))
             return UOp(kernel.LOAD, b.dtype, (p,)) if gate is None else UOp(kernel.LOAD, b.dtype,
                                                                               (p, _zero(b.dtype), gate))
-        if n == "tensor.buffer":
+        if op is tensor.BUFFER:
             self.reads.add(u)
             return self.load(u, idx, gate)
-        if n == "core.const":
+        if op is core.CONST:
             return UOp.const(u.dtype, const_value(u))
-        if n in tensor.MOVEMENT_NAMES:
+        if op in _MOVEMENT:
             sidx, valid = movement_index(u, idx)
             if valid is None:
                 return self.render(u.src[0], sidx, gate)
@@ -144,22 +144,22 @@ class _Builder:
             if v.op is kernel.LOAD and len(v.src) == 3 and v.src[2] is g:
                 return v  # the gated load is already zero outside
             return valid.where(v, _zero(u.dtype))
-        if n == "tensor.reduce":
-            op, axes = u.arg
+        if op is tensor.REDUCE:
+            rop, axes = u.arg
             src_shape = u.src[0].shape
             ranges = [UOp(kernel.RANGE, dtypes.index, (iconst(src_shape[a]),), (next(self.axis), "reduce"))
                       for a in sorted(axes)]
             rmap = dict(zip(sorted(axes), ranges, strict=True))
             sidx = tuple(rmap.get(a, i) for a, i in enumerate(idx))
             v = self.render(u.src[0], sidx, gate)
-            r = UOp(kernel.REDUCE, u.dtype, (v, *ranges), op)
+            r = UOp(kernel.REDUCE, u.dtype, (v, *ranges), rop)
             self.origin.setdefault(r, u)
             return r
-        if n == "tensor.detach":
+        if op is tensor.DETACH:
             return self.render(u.src[0], idx, gate)
-        if n in _ELEMENTWISE:
+        if op in _ELEMENTWISE:
             r = u.replace(src=tuple(self.render(s, idx, gate) for s in u.src))
-            if n in EXPENSIVE:
+            if op in EXPENSIVE:
                 self.origin.setdefault(r, u)
             return r
         raise _err(u, f"tensor-to-kernel cannot lower {n} yet")
@@ -206,18 +206,19 @@ class _Plan:
     def _initial(self) -> None:
         writers: dict[UOp, list[UOp]] = {}
         for u in self.order:
-            n = u.op.name
-            if n in ("tensor.call", "tensor.after"):
-                raise _err(u, f"tensor-to-kernel takes a tensor-level program; {n} shows it is already scheduled")
-            if n in ("tensor.var", "tensor.bind"):
+            op = u.op
+            if op is tensor.CALL or op is tensor.AFTER:
+                raise _err(u, f"tensor-to-kernel takes a tensor-level program; {op.name} shows it is already "
+                              "scheduled")
+            if op is tensor.VAR or op is tensor.BIND:
                 raise _err(u, "tensor-to-kernel does not lower symbolic variables yet")
-            if n == "tensor.contiguous":
+            if op is tensor.CONTIGUOUS:
                 self.materialized[u] = "contiguous"
-            elif n == "tensor.copy":
+            elif op is tensor.COPY:
                 self.materialized[u] = "copy to another device"
                 if u.src[0].op is not tensor.BUFFER:
                     self.materialized.setdefault(u.src[0], "copied to another device")
-            elif n == "tensor.assign":
+            elif op is tensor.ASSIGN:
                 self.materialized[u] = "assign"
                 writers.setdefault(base_buffer(u.src[0]), []).append(u)
         for u in self.outputs:
@@ -273,11 +274,10 @@ class _Plan:
         return Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, ranges=tuple(rngs))
 
     def _kernels_for(self, m: UOp, ids: itertools.count) -> list[Kernel]:
-        n = m.op.name
-        if n != "tensor.assign":
+        if m.op is not tensor.ASSIGN:
             buf = self._new_buffer(m, ids)
             self.storage[m] = (buf, None)
-            value = m.src[0] if n in ("tensor.contiguous", "tensor.copy") else None
+            value = m.src[0] if m.op is tensor.CONTIGUOUS or m.op is tensor.COPY else None
             return [self._kernel(m, value, buf, None, None if value is not None else m)]
         target, value = m.src
         if m in self.temp_assigns:
