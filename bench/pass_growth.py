@@ -16,7 +16,7 @@ i32 = dtypes.int32
 
 
 def chain(n: int) -> list[UOp]:
-    out = [UOp(tensor.BUFFER, i32, (), (0, "CPU", (4,)))]
+    out = [UOp(tensor.BUFFER, i32, (), (0, "python", (4,)))]
     for _ in range(n - 1):
         out.append(out[-1] + core.const(i32, 3))
     return out

@@ -206,7 +206,7 @@ class Gen:
     def buffer(self, d: DType, shape: tuple[int, ...]) -> UOp:
         s = self.s
         bid = s.integer(0, 8) if s.chance(80) else s.choice((2**31, 2**63, 10**25))
-        dev = "CPU" if s.chance(50) else s.text()
+        dev = "python" if s.chance(50) else s.text()
         return self.mk(tensor.BUFFER, d, (), (bid, dev, shape))
 
     def value(self, d: DType, shape: tuple[int, ...] | None = None) -> UOp:
@@ -509,7 +509,7 @@ def _reduce(g: Gen) -> UOp:
 @builder("tensor.copy")
 def _copy(g: Gen) -> UOp:
     x = g.tensor_value()
-    return g.mk(tensor.COPY, x.dtype, (x,), g.s.choice(("CPU", "GPU", "CUDA:1")) if g.s.chance(60) else g.s.text())
+    return g.mk(tensor.COPY, x.dtype, (x,), g.s.choice(("python", "c", "cuda")) if g.s.chance(60) else g.s.text())
 
 
 _VIEW_OPS = ("tensor.reshape", "tensor.permute", "tensor.shrink", "tensor.flip", "tensor.assign")

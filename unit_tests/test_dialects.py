@@ -24,7 +24,7 @@ def msgs(root: UOp) -> list[str]:
 
 
 def buf(shape: tuple[int, ...], dtype=f32, id_: int = 0) -> UOp:
-    return UOp(tensor.BUFFER, dtype, (), (id_, "CPU", shape))
+    return UOp(tensor.BUFFER, dtype, (), (id_, "python", shape))
 
 
 def mv(op, x: UOp, arg) -> UOp:
@@ -259,9 +259,9 @@ def test_tensor_valid_graph():
 @pytest.mark.parametrize("build,msg", [
     (lambda a: UOp(tensor.RESHAPE, i32, (a,), (16,)),
      "'tensor.reshape' op result dtype i32 differs from operand dtype f32"),
-    (lambda a: UOp(tensor.BUFFER, f32.vec(2), (), (0, "CPU", (4,))),
+    (lambda a: UOp(tensor.BUFFER, f32.vec(2), (), (0, "python", (4,))),
      "'tensor.buffer' op buffer dtype must be a scalar number or bool, got vector<2xf32>"),
-    (lambda a: UOp(tensor.BUFFER, f32, (), (-1, "CPU", (4,))),
+    (lambda a: UOp(tensor.BUFFER, f32, (), (-1, "python", (4,))),
      "'tensor.buffer' op attribute 'id': expected an integer >= 0, got -1"),
     (lambda a: UOp(tensor.ASSIGN, f32, (a, buf((4, 4), i32, 1))),
      "'tensor.assign' op assign target and value dtypes differ: f32 vs i32"),

@@ -50,7 +50,7 @@ def corpus(rng: random.Random) -> list[str]:
         g = random_graph(rng.getrandbits(32), rng.randint(3, 25))
         texts.append(print_ir(g, generic=rng.random() < 0.4))
     # one hand-written input with everything the pretty syntax has (regions, dicts, positional attrs, tags)
-    texts.append("""%0 = tensor.buffer {id = 0, device = "CPU"} : tensor<4xf32>
+    texts.append("""%0 = tensor.buffer {id = 0, device = "python"} : tensor<4xf32>
 %1 = tensor.call %0 {name = "k"} ({
   %0 = kernel.param {idx = 0} : ptr<f32, global>
   %1 = core.const 4 : index

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 
@@ -138,7 +139,7 @@ def test_timing_and_statistics_objects_write_their_reports():
     pm.run(parse_ir(SRC), instruments=[Timing(buf), Statistics(buf)])
     text = buf.getvalue()
     assert text.index("Execution time report") < text.index("Pass statistics report")
-    assert "(S)    1 fold-constant - times the pattern fired" in text
+    assert re.search(r"\(S\)    1 fold-constant \(uopir/dialects/core\.py:\d+\) - times the pattern fired", text)
     assert "canonicalize" in text.split("Execution time report")[1].split("Pass statistics")[0]
     # Statistics counts nodes new in a plain-code pass's output (dce here changes nothing)
     assert pm.report.records[1].nodes_changed == 0
@@ -192,7 +193,7 @@ def _kernel_call() -> tuple[UOp, UOp]:
     r = UOp(kernel.RANGE, idx, (UOp.const(idx, 8),), (0, "global"))
     st_ = UOp(kernel.STORE, dtypes.void, (UOp(kernel.INDEX, f32.ptr(), (p0, r + 0)), UOp.const(f32, 1.0)))
     kdef = UOp(kernel.DEF, dtypes.void, (UOp(kernel.END, dtypes.void, (st_, r)),), "k")
-    call = UOp(tensor.CALL, dtypes.void, (UOp(tensor.BUFFER, f32, (), (0, "CPU", (8,))),), (kdef, "k"))
+    call = UOp(tensor.CALL, dtypes.void, (UOp(tensor.BUFFER, f32, (), (0, "python", (8,))),), (kdef, "k"))
     return call, kdef
 
 

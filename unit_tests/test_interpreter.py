@@ -22,7 +22,7 @@ i8, i16, i32, i64, u8, u16, u32, u64 = (dtypes.int8, dtypes.int16, dtypes.int32,
 
 
 def buf(i: int, d: DType, shape: tuple[int, ...]) -> UOp:
-    return UOp(tensor.BUFFER, d, (), (i, "CPU", tuple(shape)))
+    return UOp(tensor.BUFFER, d, (), (i, "python", tuple(shape)))
 
 
 def c(d: DType, v, shape=None) -> UOp:
@@ -395,7 +395,7 @@ def test_identity_ops_and_sink():
     x = np.arange(3, dtype=np.int32)
     b = buf(0, i32, (3,))
     outs = evaluate(UOp.sink(UOp(tensor.CONTIGUOUS, i32, (b,)), UOp(tensor.DETACH, i32, (b,)),
-                             UOp(tensor.COPY, i32, (b,), "CPU")), {0: x})
+                             UOp(tensor.COPY, i32, (b,), "c")), {0: x})
     assert isinstance(outs, list) and len(outs) == 3 and all((o == x).all() for o in outs)
 
 

@@ -198,7 +198,7 @@ def test_anchor_runs_on_kernel_bodies_only():
     r = UOp(kernel.RANGE, idx, (UOp.const(idx, 8),), (0, "global"))
     st_ = UOp(kernel.STORE, dtypes.void, (UOp(kernel.INDEX, f32.ptr(), (p0, r + 0)), UOp.const(f32, 1.0)))
     kdef = UOp(kernel.DEF, dtypes.void, (UOp(kernel.END, dtypes.void, (st_, r)),), "k")
-    b0 = UOp(tensor.BUFFER, f32, (), (0, "CPU", (8,)))
+    b0 = UOp(tensor.BUFFER, f32, (), (0, "python", (8,)))
     outer = UOp.const(dtypes.int32, 1) + 0
     root = UOp.sink(UOp(tensor.CALL, dtypes.void, (b0,), (kdef, "k")), outer)
     out = PassManager.parse("kernel(canonicalize)").run(root)
@@ -389,8 +389,8 @@ def test_dce_keeps_effects_and_results():
     f32 = dtypes.float32
     from uopir.dialects import tensor
 
-    a = UOp(tensor.BUFFER, f32, (), (0, "CPU", (4,)))
-    b = UOp(tensor.BUFFER, f32, (), (1, "CPU", (4,)))
+    a = UOp(tensor.BUFFER, f32, (), (0, "python", (4,)))
+    b = UOp(tensor.BUFFER, f32, (), (1, "python", (4,)))
     w = UOp(tensor.ASSIGN, f32, (a, b))
     g = UOp(core.GROUP, dtypes.void, (w, -b, w))
     out = PassManager.parse("dce").run(UOp.sink(g, b, b))

@@ -190,13 +190,13 @@ def test_tags_round_trip(tag) -> None:
 
 
 def test_zero_size_and_0d_tensors() -> None:
-    b0 = UOp(tensor.BUFFER, f32, (), (0, "CPU", ()))
-    bz = UOp(tensor.BUFFER, i32, (), (1, "CPU", (0, 4)))
+    b0 = UOp(tensor.BUFFER, f32, (), (0, "python", ()))
+    bz = UOp(tensor.BUFFER, i32, (), (1, "python", (0, 4)))
     r = UOp(tensor.RESHAPE, i32, (bz,), (4, 0, 1))
     e = UOp(tensor.EXPAND, i32, (r,), (4, 0, 7))
     red = UOp(tensor.REDUCE, f32, (UOp(tensor.RESHAPE, f32, (b0,), (1, 1)),), ("max", (0, 1)))
     text = assert_roundtrip(UOp.sink(e, red))
-    assert "tensor.buffer {id = 0, device = \"CPU\"} : tensor<f32>" in text
+    assert "tensor.buffer {id = 0, device = \"python\"} : tensor<f32>" in text
     assert ": tensor<4x0x7xi32>" in text
 
 
@@ -211,7 +211,7 @@ def test_nested_regions_round_trip() -> None:
             effects.append(UOp(tensor.CALL, VOID, (), (body(level + 1), f"inner{level}")))
         return UOp(kernel.DEF, VOID, tuple(effects), f"k{level}")
 
-    buf = UOp(tensor.BUFFER, f32, (), (0, "CPU", (4,)))
+    buf = UOp(tensor.BUFFER, f32, (), (0, "python", (4,)))
     g = UOp.sink(UOp(tensor.CALL, VOID, (buf,), (body(0), "outer")))
     verify(g)
     text = assert_roundtrip(g)

@@ -28,7 +28,7 @@ BOOL = dtypes.bool
 
 
 def buf(i: int, d: DType, shape: tuple[int, ...]) -> UOp:
-    return UOp(tensor.BUFFER, d, (), (i, "CPU", tuple(shape)))
+    return UOp(tensor.BUFFER, d, (), (i, "python", tuple(shape)))
 
 
 def c(d: DType, v, shape=None) -> UOp:

@@ -93,7 +93,7 @@ def where(e: IRError) -> tuple[int, int]:
 
 # ---- round trip ------------------------------------------------------------------------------------------------------
 DESIGN_EXAMPLE = """\
-%0 = tensor.buffer {id = 0, device = "CPU"} : tensor<16xf32>
+%0 = tensor.buffer {id = 0, device = "python"} : tensor<16xf32>
 %1 = tensor.reshape %0 {shape = [4, 4]} : tensor<4x4xf32>
 %2 = core.const 0.0 : f32
 %3 = core.max %1, %2 : tensor<4x4xf32>
@@ -101,8 +101,8 @@ core.sink %3
 """
 
 KERNEL_CALL = """\
-%0 = tensor.buffer {id = 0, device = "CPU"} : tensor<16xf32>
-%1 = tensor.buffer {id = 1, device = "CPU"} : tensor<16xf32>
+%0 = tensor.buffer {id = 0, device = "python"} : tensor<16xf32>
+%1 = tensor.buffer {id = 1, device = "python"} : tensor<16xf32>
 %2 = tensor.call %0, %1 {name = "E_16"} ({
   %0 = kernel.param {idx = 0} : ptr<f32, global>
   %1 = core.const 16 : index
@@ -128,7 +128,7 @@ def test_design_example_exact():
     mx = u.src[0]
     assert mx.op is get_op("core.max") and mx.shape == (4, 4) and mx.dtype is F32
     buf = mx.src[0].src[0]
-    assert buf.op is get_op("tensor.buffer") and buf.arg == (0, "CPU", (16,))
+    assert buf.op is get_op("tensor.buffer") and buf.arg == (0, "python", (16,))
     roundtrip(u)
 
 
@@ -149,13 +149,13 @@ def test_kernel_call_region_real_ops():
 
 def test_real_ops_built_in_python():
     c = UOp.const(F32, 1.5)
-    x = UOp(get_op("tensor.buffer"), F32, (), (3, "CPU", (2, 3)))
+    x = UOp(get_op("tensor.buffer"), F32, (), (3, "python", (2, 3)))
     y = UOp(get_op("tensor.permute"), F32, (x,), (1, 0))
     z = UOp(get_op("core.add"), F32, (y, c))
     r = UOp(get_op("kernel.range"), IDX, (UOp.const(IDX, 8),), (1, "loop"))
     g = UOp.sink(z, r)
     text = print_ir(g)
-    assert text == ("%0 = tensor.buffer {id = 3, device = \"CPU\"} : tensor<2x3xf32>\n"
+    assert text == ("%0 = tensor.buffer {id = 3, device = \"python\"} : tensor<2x3xf32>\n"
                     "%1 = tensor.permute %0 {perm = [1, 0]} : tensor<3x2xf32>\n"
                     "%2 = core.const 1.5 : f32\n"
                     "%3 = core.add %1, %2 : tensor<3x2xf32>\n"
@@ -316,7 +316,7 @@ def test_named_values_comments_and_mixed_forms():
     text = """\
 // a comment line
 
-  %buf.0 = tensor.buffer {device = "CPU", id = 0}   :   tensor<16xf32>   // trailing comment
+  %buf.0 = tensor.buffer {device = "python", id = 0}   :   tensor<16xf32>   // trailing comment
 %x$1-a = "tensor.reshape"(%buf.0) {shape = [4, 4]} : (tensor<16xf32>) -> tensor<4x4xf32>
 %_c = core.const 0 : f32
 %9 = "core.max"(%x$1-a, %_c) : (tensor<4x4xf32>, f32) -> tensor<4x4xf32>
@@ -404,7 +404,7 @@ ERRORS = [
     ("%0 = testtext.leaf 1 : ptr<f32, shared>\n", "unknown address space 'shared'", 1, 24),
     ("%0 = testtext.shaped : tensor<4x4xf32>\n%1 = testtext.shaped : tensor<4x3xf32>\n%2 = testtext.ew %0, %1 : "
      "tensor<4x4xf32>\n", "operand shapes differ: [4, 4] vs [4, 3]", 3, 1),
-    ("%0 = tensor.buffer {id = 0, device = \"CPU\"} : tensor<12xf32>\n%1 = tensor.reshape %0 {shape = [4, 3]} : "
+    ("%0 = tensor.buffer {id = 0, device = \"python\"} : tensor<12xf32>\n%1 = tensor.reshape %0 {shape = [4, 3]} : "
      "tensor<4x4xf32>\n", "result type tensor<4x4xf32> does not match the inferred tensor<4x3xf32>", 2, 43),
     ("%0 = testtext.shaped : tensor<4xf32>\n%1 = \"testtext.ew\"(%0, %0) : (tensor<4xf32>, tensor<5xf32>) -> "
      "tensor<4xf32>\n", "operand 1 type tensor<5xf32> does not match the type of '%0' (tensor<4xf32>)", 2, 46),
@@ -443,9 +443,9 @@ ERRORS = [
     ("%0 = testtext.leaf 1 : i32\n%1 = \"core.add\"(%0, %0) : f32\n",
      "expected '(' starting the operand types, got 'f32'", 2, 27),
     ("%0 = \"testtext.leaf\"() {n = 1}\n", "expected ':' and the function type", 1, 31),
-    ("%0 = tensor.buffer {id = 0, device = \"CPU\"} : f32\n",
-     "'tensor.buffer' needs a tensor result type (its 'shape' attribute is the type's shape), got f32", 1, 47),
-    ("%0 = tensor.buffer {id = -1, device = \"CPU\"} : tensor<4xf32>\n", "attribute 'id' of 'tensor.buffer'", 1, 21),
+    ("%0 = tensor.buffer {id = 0, device = \"python\"} : f32\n",
+     "'tensor.buffer' needs a tensor result type (its 'shape' attribute is the type's shape), got f32", 1, 50),
+    ("%0 = tensor.buffer {id = -1, device = \"python\"} : tensor<4xf32>\n", "attribute 'id' of 'tensor.buffer'", 1, 21),
     ("%0 = testtext.ew ⊕ : f32\n", "expected ':' or end of line, got '⊕'", 1, 18),
     ("%0 = testtext.leaf 1 : i32 // ok\n%1 = testtext.leaf 2 {tag = %0} : i32\ncore.sink %0, %1\n",
      "expected a value, got '%0'", 2, 29),

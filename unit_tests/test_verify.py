@@ -36,7 +36,7 @@ def msgs(root) -> list[str]:
 
 
 def buf(shape, dtype=f32, id_=0):
-    return UOp(tensor.BUFFER, dtype, (), (id_, "CPU", shape))
+    return UOp(tensor.BUFFER, dtype, (), (id_, "python", shape))
 
 
 def test_valid_graph_verifies_clean():
@@ -100,12 +100,12 @@ def test_arity_errors(op, src, expect):
     (tensor.BUFFER, (0, "CPU"), "'tensor.buffer' op arg must be a tuple of 3 values (id, device, shape), "
      "got [0, \"CPU\"]"),
     (tensor.BUFFER, 7, "'tensor.buffer' op arg must be a tuple of 3 values (id, device, shape), got 7"),
-    (tensor.BUFFER, (0, "CPU", (4,), 1), "'tensor.buffer' op arg must be a tuple of 3 values (id, device, shape), "
-     "got [0, \"CPU\", [4], 1]"),
+    (tensor.BUFFER, (0, "python", (4,), 1), "'tensor.buffer' op arg must be a tuple of 3 values (id, device, shape), "
+     "got [0, \"python\", [4], 1]"),
     (tensor.BUFFER, (0, 5, (4,)), "'tensor.buffer' op attribute 'device': expected a string, got 5"),
-    (tensor.BUFFER, (1.5, "CPU", (4,)), "'tensor.buffer' op attribute 'id': expected an integer, got 1.5"),
-    (tensor.BUFFER, (True, "CPU", (4,)), "'tensor.buffer' op attribute 'id': expected an integer, got true"),
-    (tensor.BUFFER, (0, "CPU", 4), "'tensor.buffer' op attribute 'shape': expected a list of int, got 4"),
+    (tensor.BUFFER, (1.5, "python", (4,)), "'tensor.buffer' op attribute 'id': expected an integer, got 1.5"),
+    (tensor.BUFFER, (True, "python", (4,)), "'tensor.buffer' op attribute 'id': expected an integer, got true"),
+    (tensor.BUFFER, (0, "python", 4), "'tensor.buffer' op attribute 'shape': expected a list of int, got 4"),
     (core.SINK, 3, "'core.sink' op takes no attributes, got arg 3"),
 ])
 def test_malformed_args(op, arg, expect):
