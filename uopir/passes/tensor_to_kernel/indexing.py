@@ -2,8 +2,8 @@
 
 An index is a tuple of `index`-typed kernel values, one per axis. Every movement op maps the index of its result to
 the index of its operand (and pad adds a validity condition); a load turns an index into a row-major offset. The
-helpers fold constants as they build, so kernels stay readable before kernel-simplify runs; `bounds` gives the
-smallest interval an index expression can take over its ranges (a local stand-in for the value-range hook).
+helpers fold constants as they build, so kernels stay readable before any simplification pass runs; divisions,
+modulos and comparisons are decided with the value-range hook (uopir.ir.valuerange) where the bounds allow.
 """
 from __future__ import annotations
 
