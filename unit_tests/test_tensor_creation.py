@@ -332,3 +332,12 @@ def test_ragged_data_keeps_its_message():
         Tensor([[1], [2, 3]])
     with pytest.raises(ValueError, match="ragged or non-numeric"):
         Tensor([[1], [2, 3]], dtype=dtypes.int32)
+
+
+@pytest.mark.parametrize("make", [lambda v: Tensor([v], dtype=dtypes.bfloat16),
+                                  lambda v: Tensor(np.array([v]), dtype=dtypes.bfloat16),
+                                  lambda v: Tensor(v, dtype=dtypes.bfloat16)])
+def test_bfloat16_from_python_floats_rounds_once(make):
+    # 1 + 2**-8 is a bf16 tie; the 2**-30 bit above it decides: rounding first to f32 drops it and ties to 1.0
+    v = 1 + 2**-8 + 2**-30
+    assert float(np.asarray(make(v).numpy()).reshape(-1)[0]) == 1.0078125

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from uopir.dialects.semantics import bf16_round
 from uopir.ir.dtype import DType, dtypes
 
 DEFAULT_FLOAT: DType = dtypes.float32
@@ -132,22 +133,11 @@ def sum_result(d: DType) -> DType:
     return d if d in (dtypes.float16, dtypes.bfloat16) else sum_acc(d)
 
 
-def round_bf16(a: np.ndarray) -> np.ndarray:
-    """Round float32 values to the nearest bfloat16 (ties to even) and keep them in float32."""
-    shape = np.shape(a)
-    a = np.ascontiguousarray(a, dtype=np.float32).reshape(shape)
-    bits = a.view(np.uint32).astype(np.uint64)
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
-    out = rounded.view(np.float32).copy()
-    nan = np.isnan(a)
-    out[nan] = a[nan]
-    return out
-
-
 def host_array(data: object, d: DType) -> np.ndarray:
     """`data` as a contiguous numpy array holding dtype d (bfloat16 rounded, carried in float32)."""
-    arr = np.array(data, dtype=to_np(d), copy=True, order="C")
-    return round_bf16(arr) if d is dtypes.bfloat16 else arr
+    if d is dtypes.bfloat16:  # round once, from float64, as a cast from float64 would (not through float32)
+        return bf16_round(np.array(data, dtype=np.float64)).copy(order="C")
+    return np.array(data, dtype=to_np(d), copy=True, order="C")
 
 
 def infer_dtype(arr: np.ndarray) -> DType:
@@ -184,7 +174,8 @@ def from_python(data: list | tuple | range, d: DType | None) -> tuple[np.ndarray
     non-numeric data ValueError."""
     if d is not None:
         try:
-            return np.array(data, dtype=to_np(d)), d
+            # bfloat16 goes through float64 so that host_array rounds once (float32 first would round twice)
+            return np.array(data, dtype=np.float64 if d is dtypes.bfloat16 else to_np(d)), d
         except OverflowError:
             for v in _leaves(data):  # name the int numpy refused
                 check_fits(v, d)
