@@ -183,6 +183,30 @@ def test_different_programs_never_share_an_entry() -> None:
         assert c.lowerings == 1 and got.tolist() == [2] * shape[0] and got.dtype == dtype
 
 
+def test_keys_abstract_buffers_and_nothing_else() -> None:
+    a, b = (Tensor(_f32(3, seed=s)) for s in (6, 7))
+    k1, in1, _, _ = R.cache_key((a * b + a).uop)
+    k2, in2, _, _ = R.cache_key((Tensor(_f32(3, seed=8)) * Tensor(_f32(3, seed=9)) + Tensor(_f32(3, seed=10))).uop)
+    k3, in3, _, _ = R.cache_key((b * a + b).uop)
+    assert k1 is k3 and [u.arg[0] for u in in3] == [b.uop.arg[0], a.uop.arg[0]]  # renamed inputs, one program
+    assert k2 is not k1 and len(in1) == 2 and len(in2) == 3
+    assert not any(u.op is tensor.BUFFER and u.tag != R.INPUT_TAG for u in k1.toposort())
+
+
+def test_realize_from_several_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(seed: int) -> bool:
+        ok = True
+        for k in range(4):
+            data = [_f32(3, 8, seed=seed + k), _f32(8, 16, seed=seed + 50), _f32(16, 4, seed=seed + 99)]
+            ok &= np.allclose(_mlp(*data).numpy(), _np_mlp(*data), rtol=1e-5, atol=1e-6)
+        return ok
+
+    with ThreadPoolExecutor(4) as ex:
+        assert all(ex.map(work, range(0, 400, 100)))
+
+
 def test_the_cache_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(R.SCHEDULE_CACHE_ENV, "0")
     with _Count() as c:

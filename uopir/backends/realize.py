@@ -25,6 +25,7 @@ kernel of a schedule, including those of values on other devices (every device's
 from __future__ import annotations
 
 import os
+import threading
 import time
 import weakref
 from collections import OrderedDict
@@ -85,7 +86,7 @@ STATS = RealizeStats()
 
 # ---- the plan: a schedule made executable, free of the data it was built from ---------------------------------------
 @dataclass
-class _Step:
+class Step:
     name: str
     kernel: UOp  # the kernel.def
     args: tuple[int, ...]  # buffer slots in parameter order
@@ -94,12 +95,12 @@ class _Step:
 
 
 @dataclass
-class _Plan:
+class Plan:
     """Slots 0..n_inputs-1 are the inputs (in key order), then the temporaries the schedule allocates."""
 
     n_inputs: int
     temps: list[tuple[DType, tuple[int, ...]]]
-    steps: list[_Step]
+    steps: list[Step]
     result: int | UOp  # a slot, or a const computed directly
     copy_result: str = ""  # "entry" / "exit": the result is an input's contents before / after the schedule (a copy)
     shape: tuple[int, ...] = field(default=())
@@ -109,11 +110,12 @@ class _Cache:
     """One backend's compiled kernels and cached plans."""
 
     def __init__(self) -> None:
-        self.plans: OrderedDict[UOp, _Plan] = OrderedDict()
+        self.plans: OrderedDict[tuple[UOp, str], Plan] = OrderedDict()  # (key, pipeline) -> plan
         self.programs: OrderedDict[UOp, Program] = OrderedDict()
 
 
 _CACHES: weakref.WeakKeyDictionary[Backend, _Cache] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()  # realize may run in several threads: the caches' bookkeeping is atomic
 
 
 def _cache(backend: Backend) -> _Cache:
@@ -125,7 +127,8 @@ def _cache(backend: Backend) -> _Cache:
 
 def clear_schedule_cache() -> None:
     """Forget every cached plan and compiled kernel (of every backend)."""
-    _CACHES.clear()
+    with _LOCK:
+        _CACHES.clear()
 
 
 def _err(u: UOp, msg: str) -> IRError:
@@ -174,25 +177,28 @@ def _input_buffers(inputs: list[UOp]) -> list[Buffer]:
 
 
 def _compile(backend: Backend, cache: _Cache, kdef: UOp, name: str) -> Program:
-    prog = cache.programs.get(kdef)
-    if prog is None:
-        if debug_level() >= 5:
-            print(print_ir(kdef))
-        prog = cache.programs[kdef] = backend.compile(kdef, name)
+    with _LOCK:
+        prog = cache.programs.get(kdef)
+        if prog is not None:
+            cache.programs.move_to_end(kdef)
+            return prog
+    if debug_level() >= 5:
+        print(print_ir(kdef))
+    prog = backend.compile(kdef, name)
+    with _LOCK:
+        cache.programs[kdef] = prog
         if len(cache.programs) > PROGRAM_CACHE_SIZE:
             cache.programs.popitem(last=False)
-    else:
-        cache.programs.move_to_end(kdef)
     return prog
 
 
-def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> _Plan:
+def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> Plan:
     """Lower the key with the backend's pipeline and make its schedule executable."""
     lowered = backend.lower(key)
     res = lowered.src[0] if lowered.op is core.SINK else lowered
     slots: dict[UOp, int] = {}
     temps: list[tuple[DType, tuple[int, ...]]] = []
-    steps: list[_Step] = []
+    steps: list[Step] = []
     last_use: dict[int, int] = {}
     for u in lowered.toposort():
         if u.op is tensor.BUFFER:
@@ -210,7 +216,7 @@ def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> _Plan:
             args = tuple(slots[x] for x in u.src if x.op is tensor.BUFFER)
             for a in args:
                 last_use[a] = len(steps)
-            steps.append(_Step(name, kdef, args, _compile(backend, cache, kdef, name)))
+            steps.append(Step(name, kdef, args, _compile(backend, cache, kdef, name)))
     shape = res.shape if res.shape is not None else ()
     copy = ""
     if res.op is tensor.AFTER:
@@ -226,10 +232,10 @@ def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> _Plan:
     for slot, i in last_use.items():
         if slot >= n_inputs and slot != result:
             steps[i].free += (slot,)
-    return _Plan(n_inputs, temps, steps, result, copy, shape)
+    return Plan(n_inputs, temps, steps, result, copy, shape)
 
 
-def _run(backend: Backend, plan: _Plan, inputs: list[Buffer], var_vals: dict[str, int]) -> Buffer:
+def _run(backend: Backend, plan: Plan, inputs: list[Buffer], var_vals: dict[str, int]) -> Buffer:
     alloc = backend.allocator
     bufs: list[Buffer | None] = [*inputs, *(alloc.alloc(d, s) for d, s in plan.temps)]
     out = _copy(alloc, inputs[plan.result]) if plan.copy_result == "entry" else None
@@ -278,21 +284,24 @@ def _symbolic_fallback(backend: Backend, root: UOp) -> Buffer:
     return interpret(root)
 
 
-def plan(backend: Backend, key: UOp, n_inputs: int) -> _Plan:
+def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
     """The executable schedule of a cache key on `backend`: from the schedule cache, else lowered (and cached)."""
-    cache = _cache(backend)
     on = schedule_cache_enabled()
-    p = cache.plans.get(key) if on else None
-    if p is not None:
-        cache.plans.move_to_end(key)
-        STATS.cache_hits += 1
-        return p
-    p = _plan(backend, cache, key, n_inputs)
-    STATS.lowerings += 1
-    if on:
-        cache.plans[key] = p
-        if len(cache.plans) > CACHE_SIZE:
-            cache.plans.popitem(last=False)
+    ck = (key, backend.pipeline)
+    with _LOCK:
+        cache = _cache(backend)
+        p = cache.plans.get(ck) if on else None
+        if p is not None:
+            cache.plans.move_to_end(ck)
+            STATS.cache_hits += 1
+            return p
+    p = _plan(backend, cache, key, n_inputs)  # outside the lock: two threads may lower one program, both correctly
+    with _LOCK:
+        STATS.lowerings += 1
+        if on:
+            cache.plans[ck] = p
+            if len(cache.plans) > CACHE_SIZE:
+                cache.plans.popitem(last=False)
     return p
 
 
