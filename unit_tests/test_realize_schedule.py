@@ -272,6 +272,22 @@ def test_a_20000_deep_elementwise_chain_lowers_and_realizes() -> None:
     assert got.tolist() == [20001.0, 19997.5]
 
 
+def test_stacked_softmax_layers_lower_in_polynomial_time() -> None:
+    # regression: each layer's reductions read the previous layer at three indices; fused, the first build of the
+    # plan rendered 3^layers copies before the review could materialize them (10 layers took over a minute)
+    a = _f32(8, 16, seed=11)
+    x, ref = Tensor(a), a
+    for _ in range(12):
+        x = (x.softmax() * 3).T.reshape(8, 16)
+        e = np.exp(ref - ref.max(1, keepdims=True))
+        ref = (e / e.sum(1, keepdims=True) * 3).T.reshape(8, 16)
+    n_kernels = len(x.schedule())
+    with _Count() as c:
+        got = x.numpy()
+    assert c.kernels == 23 == n_kernels
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-6)
+
+
 # ---- the fallback for symbolic variables ------------------------------------------------------------------------
 def test_graphs_with_bound_variables_are_interpreted_until_they_lower() -> None:
     v = UOp(tensor.VAR, dtypes.index, (), ("n", 1, 8))

@@ -90,6 +90,7 @@ class _Builder:
         self.reads: set[UOp] = set()
         self.origin: dict[UOp, UOp] = {}  # rendered reduce / expensive value -> its tensor node
         self.axis = itertools.count()
+        self.kernel_no = 0  # which kernel of the build this is
 
     def ptr(self, buf: UOp) -> UOp:
         if buf not in self.params:
@@ -177,6 +178,9 @@ class _Builder:
                 return valid.where(v, _zero(u.dtype))
             return [(u.src[0], sidx, g)], pad
         if op is tensor.REDUCE:
+            if not self.plan.rendered_once(u, (self.kernel_no, idx, gate)):
+                v = self.load(UOp(tensor.BUFFER, u.dtype, (), (0, "", u.shape), "stub"), idx, gate)
+                return [], lambda _: v  # this build is discarded: do not render the reduction again
             rop, axes = u.arg
             src_shape = u.src[0].shape
             ranges = [UOp(kernel.RANGE, dtypes.index, (iconst(src_shape[a]),), (next(self.axis), "reduce"))
@@ -221,6 +225,9 @@ class _Plan:
         self.temp_assigns: set[UOp] = set()
         self.last_writes: set[UOp] = set()  # the last assign to each buffer
         self.storage: dict[UOp, tuple[UOp, UOp | None]] = {}  # node -> (buffer, assign target view or None)
+        self.reduce_at: dict[UOp, tuple] = {}  # reduction -> where this build first rendered it
+        self.twice: dict[UOp, None] = {}  # reductions this build found at a second place
+        self.kernel_no = 0
         ids = [u.arg[0] for u in self.order if u.op is tensor.BUFFER]
         self.first_id = max(ids, default=-1) + 1
         self.devices: dict[UOp, str | None] = {}
@@ -265,9 +272,22 @@ class _Plan:
             self.temp_assigns.update(ws[:-1])  # an earlier write's result must survive the later ones
             self.last_writes.add(ws[-1])
 
-    def build(self) -> list[Kernel]:
-        """Every kernel of the current plan, in creation order (a valid order for reads of new buffers)."""
+    def rendered_once(self, u: UOp, where: tuple) -> bool:
+        """Note that reduction u is rendered in kernel/index/gate `where`. False at a second place: u is to be
+        materialized (rendering it again would compute it twice; a chain of fused reductions read at several indices
+        would render exponentially many copies), and this build is only finished to find the others."""
+        first = self.reduce_at.setdefault(u, where)
+        if first == where:
+            return True
+        self.twice.setdefault(u, None)
+        return False
+
+    def build(self) -> list[Kernel] | None:
+        """Every kernel of the current plan, in creation order (a valid order for reads of new buffers); None when
+        building found reductions to materialize (the plan changed: build again)."""
         self.storage = {}
+        self.reduce_at, self.twice = {}, {}
+        self.kernel_no = 0
         ids = itertools.count(self.first_id)
         kernels: list[Kernel] = []
         names: dict[str, int] = {}
@@ -281,6 +301,10 @@ class _Plan:
                     k.name = f"{k.name}n{c}"
                     k.ast = k.ast.replace(arg=k.name)
                 kernels.append(k)
+        if self.twice:
+            for t in self.twice:
+                self.materialized[t] = "a reduction read by two kernels or at two indices"
+            return None
         return kernels
 
     def _new_buffer(self, u: UOp, ids: itertools.count) -> UOp:
@@ -291,6 +315,8 @@ class _Plan:
         """Store `value` (a tensor expression of node's shape, or node itself when own is node) into dst, through
         the assign target view `target` when given."""
         b = _Builder(self, own if own is not None else node)
+        self.kernel_no += 1
+        b.kernel_no = self.kernel_no
         shape = node.shape
         assert shape is not None
         idx = b.output_ranges(shape)
@@ -328,17 +354,8 @@ class _Plan:
 
     # --- review: what to materialize next ---------------------------------------------------------------------------
     def review(self, kernels: list[Kernel]) -> bool:
-        """Materialize what the built kernels would compute twice or recompute; True when the plan changed."""
-        seen: dict[UOp, set[tuple[int, UOp]]] = {}
-        for ki, k in enumerate(kernels):
-            for r, t in k.origin.items():
-                if t.op is tensor.REDUCE:
-                    seen.setdefault(t, set()).add((ki, r))
-        twice = [t for t, where in seen.items() if len(where) > 1]
-        for t in twice:
-            self.materialized[t] = "a reduction read by two kernels or at two indices"
-        if twice:
-            return True
+        """Materialize what the built kernels would recompute (a reduction computed twice is caught while building,
+        `rendered_once`); True when the plan changed."""
         for want_reduce in (True, False):
             for k in kernels:
                 bad = _first_recomputed(k, want_reduce)
@@ -450,7 +467,7 @@ def schedule(root: UOp) -> tuple[list[Kernel], UOp]:
     plan = _Plan(root)
     for _ in range(10_000):
         kernels = plan.build()
-        if plan.review(kernels):
+        if kernels is None or plan.review(kernels):
             continue
         ordered = _order(kernels)
         if ordered is not None:
