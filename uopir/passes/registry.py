@@ -12,6 +12,7 @@ import io
 import os
 import pkgutil
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -116,6 +117,8 @@ register_anchor("any", lambda r: True, "run the nested pipeline on every nested 
 # ---- loading -------------------------------------------------------------------------------------------------------
 _loaded = False
 _test_loaded = False
+_loading = False  # a load_passes call is importing the modules (its thread holds the lock)
+_LOAD_LOCK = threading.RLock()
 
 
 def test_passes_requested() -> bool:
@@ -137,26 +140,36 @@ def _import(mod: str) -> None:
 def load_passes(test_passes: bool | None = None) -> None:
     """Import every pass module once, so the registry is complete (lazy: importing the manager stays cheap).
 
-    test_passes: also import the test-* passes (None: only when $UOPIR_TEST_PASSES asks for them)."""
-    global _loaded, _test_loaded
+    test_passes: also import the test-* passes (None: only when $UOPIR_TEST_PASSES asks for them). Safe from several
+    threads: one loads, the others wait until the registry is complete."""
+    global _loaded, _test_loaded, _loading
     if test_passes is None:
         test_passes = test_passes_requested()
-    if not _loaded:
-        _loaded = True
-        import uopir.dialects  # noqa: F401 - passes build ops of every dialect
-        import uopir.passes as pkg
+    if _loaded and (_test_loaded or not test_passes):
+        return
+    with _LOAD_LOCK:
+        if _loading:  # called again by a module being imported: the outer call completes the registry
+            return
+        _loading = True
+        try:
+            if not _loaded:
+                import uopir.dialects  # noqa: F401 - passes build ops of every dialect
+                import uopir.passes as pkg
 
-        names = list(PASS_MODULES)
-        for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".", onerror=lambda n: LOAD_ERRORS.setdefault(
-                n, "could not be imported")):
-            if m.name not in names and m.name not in TEST_PASS_MODULES:
-                names.append(m.name)
-        for mod in names:
-            _import(mod)
-    if test_passes and not _test_loaded:
-        _test_loaded = True
-        for mod in TEST_PASS_MODULES:
-            _import(mod)
+                names = list(PASS_MODULES)
+                for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".", onerror=lambda n: LOAD_ERRORS
+                                               .setdefault(n, "could not be imported")):
+                    if m.name not in names and m.name not in TEST_PASS_MODULES:
+                        names.append(m.name)
+                for mod in names:
+                    _import(mod)
+                _loaded = True
+            if test_passes and not _test_loaded:
+                for mod in TEST_PASS_MODULES:
+                    _import(mod)
+                _test_loaded = True
+        finally:
+            _loading = False
 
 
 def get_pass(name: str) -> PassInfo:
