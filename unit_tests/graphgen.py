@@ -587,6 +587,9 @@ def _call(g: Gen) -> UOp:
     body = sub.graph(g.s.integer(0, 8), root="kernel.def")
     g.used |= sub.used
     bufs = tuple(g.tensor_value() if g.s.chance(70) else g.any_value() for _ in range(g.s.integer(0, 4)))
+    # the kernel's variables get their values from operands: one tensor.var per kernel.var name
+    kvars = {x.arg[0]: x.arg for x in body.toposort() if x.op is kernel.VAR}
+    bufs += tuple(g.mk(tensor.VAR, IDX, (), a) for a in kvars.values())
     name = body.arg if g.s.chance(50) else g.s.text()
     return g.mk(tensor.CALL, VOID, bufs, (body, name))
 
