@@ -23,7 +23,7 @@ import numpy as np
 from uopir.frontend import variable as V
 from uopir.frontend.shapes import broadcast_shape
 from uopir.ir.dtype import dtypes
-from uopir.ir.symbolic import sadd, ssub
+from uopir.ir.symbolic import render, sadd, smax, smin, ssub
 from uopir.ir.uop import UOp
 
 if TYPE_CHECKING:
@@ -166,8 +166,17 @@ def _symbolic(it: Any, n: Any) -> bool:
 def _symbolic_bounds(it: Any, n: Any, d: int) -> tuple[tuple[Any, Any], Any]:
     """((start, end), size) of a symbolic slice, or ((i, i + 1), None) of a symbolic int index."""
     def pos(v: Any) -> Any:
+        """A non-negative position: a negative index (an int, or a symbolic one negative for every value) counts
+        from the end."""
         v = V.as_dim(v, f"index of dim {d}")
-        return sadd(n, v) if not V.is_sym(v) and v < 0 else v
+        if not V.is_sym(v):
+            return sadd(n, v) if v < 0 else v
+        if smax(v) < 0:
+            return sadd(n, v)
+        if smin(v) < 0:
+            raise IndexError(f"symbolic index {render(v)} of dim {d} can be negative or not (its variables' ranges "
+                             f"allow both); make its sign known")
+        return v
 
     if isinstance(it, slice):
         if it.step is not None and (V.is_sym(it.step) or it.step != 1):

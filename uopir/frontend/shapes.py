@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from uopir.frontend.variable import static_only
+from uopir.frontend.variable import fmt_dims, static_only
 from uopir.ir.uop import UOp
 
 
@@ -42,7 +42,7 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
         dims = {s[i - n + len(s)] for s in shapes if i - n + len(s) >= 0}
         dims.discard(1)
         if len(dims) > 1:
-            raise ValueError(f"shapes {', '.join(str(s) for s in shapes)} cannot be broadcast together")
+            raise ValueError(f"shapes {', '.join(fmt_dims(s) for s in shapes)} cannot be broadcast together")
         out.append(dims.pop() if dims else 1)
     return tuple(out)
 

@@ -152,7 +152,7 @@ class Tensor:
 
     def __repr__(self) -> str:
         state = "realized" if self.uop.op is T.BUFFER else self.uop.op.name
-        return f"<Tensor {state} on {self.device} with shape {self.shape} and dtype {self.dtype!r}>"
+        return f"<Tensor {state} on {self.device} with shape {V.fmt_dims(self.shape)} and dtype {self.dtype!r}>"
 
     def __len__(self) -> int:
         if not self.shape:
@@ -182,7 +182,7 @@ class Tensor:
         variables, so realizing again with other bound values runs the same kernels."""
         u = self.uop
         if u.op is T.SHRINK and u.src[0].op is T.BUFFER:
-            return self  # already a view of a realized buffer
+            return self  # already a view of a realized buffer (numpy() reads it at the bound values)
         bound = u.unbind_all()[1]
         free = [v.arg[0] for v in u.variables() if v not in bound]
         if free:
@@ -199,11 +199,11 @@ class Tensor:
         t = self.realize()
         if t.uop.op is not T.SHRINK:
             return D.buffer_data(t.uop)
-        try:
-            sizes = tuple(sym_infer(d) for d in t.shape)
+        try:  # a view of a realized buffer: its bounds at the bound values
+            bounds = tuple((sym_infer(b), sym_infer(e)) for b, e in T.sym_arg(t.uop))
         except ValueError as e:
             raise ValueError(f"numpy() of a tensor of symbolic shape {V.fmt_dims(t.shape)}: {e}") from None
-        return np.ascontiguousarray(D.buffer_data(t.uop.src[0])[tuple(slice(0, n) for n in sizes)])
+        return np.ascontiguousarray(D.buffer_data(t.uop.src[0])[tuple(slice(b, e) for b, e in bounds)])
 
     def tolist(self) -> Any:
         return self.numpy().tolist()
@@ -297,6 +297,9 @@ class Tensor:
         """start, start+step, ... < stop; int32 when all bounds are ints, else float32 (tinygrad's defaults)."""
         if stop is None:
             start, stop = 0, start
+        if any(V.is_sym(v) for v in (start, stop, step)):
+            raise TypeError("arange: start, stop and step must be numbers, not symbolic (slice a static arange with "
+                            "the Variable instead: Tensor.arange(max)[:n])")
         if step == 0:
             raise ValueError("arange step must not be zero")
         n = max(0, math.ceil((stop - start) / step))
@@ -1154,7 +1157,7 @@ class Tensor:
         for i, ((lo, hi), s) in enumerate(zip(bounds, self.shape, strict=True)):
             vals = [V.value_of(v) for v in (lo, hi, s)]
             if None not in vals and not 0 <= vals[0] <= vals[1] <= vals[2]:
-                raise ValueError(f"shrink {tuple((render(a), render(b)) for a, b in bounds)} is out of bounds for "
+                raise ValueError(f"shrink ({', '.join(V.fmt_dims(b) for b in bounds)}) is out of bounds for "
                                  f"shape {V.fmt_dims(self.shape)}: dim {i} needs 0 <= {render(lo)} <= {render(hi)} <= "
                                  f"{render(s)}, which is 0 <= {vals[0]} <= {vals[1]} <= {vals[2]} at the bound values")
 
