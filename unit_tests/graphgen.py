@@ -473,9 +473,21 @@ def _expand(g: Gen) -> UOp:
     return g.mk(tensor.EXPAND, x.dtype, (x,), new)
 
 
+def _symbolic_amount(g: Gen, hi: int) -> UOp:
+    """A variable in [0, hi], bound to a value or not: a symbolic pad / shrink amount (printed `?`, an operand)."""
+    v = g.mk(tensor.VAR, IDX, (), (g.s.choice(("i", "n", "pos")), 0, hi))
+    return g.mk(tensor.BIND, IDX, (v, g.add(core.const(IDX, g.s.integer(0, hi))))) if g.s.chance(50) else v
+
+
 @builder("tensor.pad")
 def _pad(g: Gen) -> UOp:
     x = g.tensor_value()
+    if x.shape and g.s.chance(15):  # pads (v, t - v) of a variable v: `?` amounts, a static result
+        a, t = g.s.integer(0, len(x.shape) - 1), g.s.integer(0, 3)
+        v = _symbolic_amount(g, t)
+        pads: list = [(g.s.integer(0, 3), g.s.integer(0, 3)) for _ in x.shape]
+        pads[a] = (v, t - v)
+        return g.add(tensor.movement(tensor.PAD, x, tuple(pads)))
     pads = tuple((g.s.integer(0, 3), g.s.integer(0, 3)) for _ in x.shape)
     return g.mk(tensor.PAD, x.dtype, (x,), pads)
 
@@ -483,10 +495,16 @@ def _pad(g: Gen) -> UOp:
 @builder("tensor.shrink")
 def _shrink(g: Gen) -> UOp:
     x = g.tensor_value()
-    bounds = []
+    bounds: list = []
     for d in x.shape:
         a, b = g.s.integer(0, d), g.s.integer(0, d)
         bounds.append((min(a, b), max(a, b)))
+    if x.shape and g.s.chance(15):  # a window [v, v + k) at a variable start: `?` bounds, a static size
+        a = g.s.integer(0, len(x.shape) - 1)
+        k = g.s.integer(0, x.shape[a])
+        v = _symbolic_amount(g, x.shape[a] - k)
+        bounds[a] = (v, v + k)
+        return g.add(tensor.movement(tensor.SHRINK, x, tuple(bounds)))
     return g.mk(tensor.SHRINK, x.dtype, (x,), tuple(bounds))
 
 
@@ -587,6 +605,9 @@ def _call(g: Gen) -> UOp:
     body = sub.graph(g.s.integer(0, 8), root="kernel.def")
     g.used |= sub.used
     bufs = tuple(g.tensor_value() if g.s.chance(70) else g.any_value() for _ in range(g.s.integer(0, 4)))
+    # the kernel's variables get their values from operands: one tensor.var per kernel.var name
+    kvars = {x.arg[0]: x.arg for x in body.toposort() if x.op is kernel.VAR}
+    bufs += tuple(g.mk(tensor.VAR, IDX, (), a) for a in kvars.values())
     name = body.arg if g.s.chance(50) else g.s.text()
     return g.mk(tensor.CALL, VOID, bufs, (body, name))
 

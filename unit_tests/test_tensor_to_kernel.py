@@ -302,10 +302,13 @@ def test_input_buffers_and_shapeless_results_stay() -> None:
     assert ks == [] and out is UOp.sink(b, c)
 
 
-def test_symbolic_variables_are_a_located_error() -> None:
+def test_one_variable_bound_to_two_values_is_a_located_error() -> None:
+    # symbolic shapes lower (unit_tests/test_symbolic.py); one program cannot give one variable two values
     v = UOp(tensor.VAR, dtypes.index, (), ("n", 1, 4))
-    with pytest.raises(IRError, match="symbolic variables"):
-        schedule(UOp.sink(v))
+    x = _buf(0, (4,))
+    a, b = (tensor.movement(tensor.SHRINK, x, ((0, v.bind(k)),)) for k in (2, 3))
+    with pytest.raises(IRError, match="bound to two values"):
+        schedule(UOp.sink(a + 1.0, b + 1.0))
 
 
 def test_schedule_of_a_scheduled_program_is_a_located_error() -> None:

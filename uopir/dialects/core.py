@@ -18,6 +18,7 @@ from uopir.ir.folds import declare_folds, has_effect
 from uopir.ir.ops import INTS, SCALAR, SHAPE, Attr, AttrError, OpDef, OptionalAttr, Trait, def_op, fmt_literal, register
 from uopir.ir.pattern import UPat
 from uopir.ir.rules import void_result
+from uopir.ir.symbolic import render
 from uopir.ir.uop import UOp, normalize_const
 from uopir.ir.valuerange import Range, register_range
 
@@ -27,9 +28,14 @@ REDUCE_OPS = ("add", "mul", "max", "min")  # the kinds of tensor.reduce and kern
 
 
 # ---- shared helpers (module level so the shape/verify closures stay cheap) -------------------------------------------
-def fmt_shape(shape: tuple[int, ...]) -> str:
-    """`[4, 4]`: how a shape is spelled in messages and attributes."""
-    return "[" + ", ".join(str(d) for d in shape) + "]"
+def fmt_shape(shape: tuple[int | UOp, ...]) -> str:
+    """`[4, 4]`: how a shape is spelled in messages and attributes (a symbolic dim as its expression, `n*4`)."""
+    return "[" + ", ".join(str(d) if type(d) is int else render(d) for d in shape) + "]"
+
+
+def static_shape(shape: tuple | None) -> bool:
+    """Does the shape hold only ints (no symbolic dim)?"""
+    return shape is None or all(type(d) is int for d in shape)
 
 
 def elementwise_shape(u: UOp) -> tuple[int, ...] | None:
@@ -177,6 +183,9 @@ def const_value(u: UOp) -> Any:
 def const(dtype: DType, value: Any, shape: tuple[int, ...] | None = None) -> UOp:
     """Build a const; with `shape` it is a tensor value (`core.const 0.0 : tensor<3x4xf32>`)."""
     v = normalize_const(dtype, value)
+    if shape is not None and not static_shape(tuple(shape)):
+        raise ValueError(f"a shaped core.const needs a static shape, got {fmt_shape(tuple(shape))} (expand a const "
+                         f"to a symbolic shape instead)")
     return UOp(CONST, dtype, (), v if shape is None else (v, tuple(shape)))
 
 
@@ -294,7 +303,7 @@ def keep(u: UOp, x: UOp) -> UOp | None:
         return None
     if xs == us:
         return x
-    if x.op is CONST and us is not None and x.dtype.count == 1:
+    if x.op is CONST and us is not None and x.dtype.count == 1 and static_shape(us):
         return const(x.dtype, const_value(x), us)
     return None
 
@@ -305,7 +314,7 @@ _FOLD_ERRORS = (IRError, ShapeError, ValueError, TypeError, OverflowError, KeyEr
 def _evaluated(u: UOp, compute: Callable[[], np.ndarray]) -> UOp | None:
     """u replaced by the constant `compute()` gives (in u's shape), or None when it cannot be a constant."""
     shape = _shape_of(u)
-    if shape is MIXED or (shape is not None and u.dtype.count != 1):
+    if shape is MIXED or (shape is not None and (u.dtype.count != 1 or not static_shape(shape))):
         return None
     if any(d.scalar.np_name is None for d in (u.dtype, *(s.dtype for s in u.src))):
         return None  # a pointer (a bitcast int -> ptr is valid IR): no value to fold to

@@ -38,7 +38,10 @@ Semantics, per dtype (the choices a C backend must reproduce):
   views of it). Every buffer an assign in the graph targets is read as a private copy, so a graph reads all
   buffers as they were on entry; the result of an assign is the written value.
 - `tensor.copy` / `tensor.contiguous` / `tensor.detach` are the identity on values.
-- `tensor.var` needs a value in `var_vals` (by name); `tensor.bind` gives its const value (an index).
+- `tensor.var` needs a value in `var_vals` (by name); `tensor.bind` gives its const value (an index). A movement
+  op's symbolic dims (`?`, its extra operands) are those values' index arithmetic; a shrink out of range or a
+  negative pad at these values is an error. A `tensor.call` gives its kernel's `kernel.var`s the values of its
+  variable operands.
 - A bf16 buffer's float32 carrier is rounded to bf16 when read.
 - NaN payloads and signs are not part of the contract: any NaN equals any NaN (`values_equal`).
 

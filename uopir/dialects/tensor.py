@@ -3,21 +3,46 @@ calls of kernels on buffers.
 
 Every tensor value has a shape derived by the op's shape rule; a rule that cannot hold raises ShapeError naming
 both shapes, which the verifier turns into a located diagnostic.
+
+Symbolic dimensions: a dimension may be an `index` expression over variables (`tensor.var`, or a `tensor.bind` of
+one to a value; see uopir.ir.symbolic). reshape, expand, pad and shrink take them: their attribute holds `?` where a
+dimension (or pad / shrink amount) is symbolic, and the op takes one extra operand per `?`, in the attribute's
+order: `tensor.shrink %x, %n {bounds = [[0, ?], [0, 4]]} : tensor<?x4xf32>`. Shapes hold the canonical form of
+those expressions (`sym_arg`), and the printed type shows a symbolic dimension as `?`. `movement(op, x, arg)` builds
+such an op from an arg holding ints and symbolic dims alike. Rules on symbolic amounts reject what no value of the
+variables could satisfy (tinygrad's lenient `resolve`); a bound value is checked where it is known (the frontend).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from uopir.dialects.core import CONST, REDUCE_OPS, const, const_value, fmt_shape, keep, lanes_are
 from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.folds import declare_folds
-from uopir.ir.ops import INT, INTS, REGION, SHAPE, STR, Attr, EnumAttr, IntAttr, OpDef, Trait, TupleAttr, def_op
+from uopir.ir.ops import (
+    DYN,
+    INT,
+    INTS,
+    REGION,
+    SHAPE,
+    STR,
+    SYM_PAIRS,
+    SYM_SHAPE,
+    Attr,
+    EnumAttr,
+    IntAttr,
+    OpDef,
+    Trait,
+    def_op,
+)
 from uopir.ir.pattern import UPat
 from uopir.ir.printer import fmt_type
 from uopir.ir.rules import index_result, symbolic_variable
+from uopir.ir.symbolic import canon, sadd, seq, smax, smin, sprod, ssub, sym_infer
 from uopir.ir.uop import UOp
+from uopir.ir.valuerange import register_range
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------------
@@ -31,6 +56,80 @@ def prod(shape: tuple[int, ...]) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def _dim(d: int | UOp) -> str:
+    return fmt_shape((d,))[1:-1]
+
+
+def _static(shape: tuple) -> bool:
+    for d in shape:
+        if type(d) is not int:
+            return False
+    return True
+
+
+
+
+def sym_arg(u: UOp) -> Any:
+    """u's shape/pads/bounds attribute with every `?` replaced by the (canonical) dimension its extra operand
+    gives: ints and index UOps. ShapeError when the `?`s and the extra operands do not pair up."""
+    arg = u.arg
+    if len(u.src) == 1:  # the common, static case: no `?` may be left
+        if DYN in arg or (arg and type(arg[0]) is tuple and any(DYN in x for x in arg)):
+            raise ShapeError(f"{_count_dyn(arg)} '?' in the attribute but no symbolic operand")
+        return arg
+    extra = u.src[1:]
+    it = iter(enumerate(extra, 1))
+
+    def dim(v: Any) -> Any:
+        if v is not DYN:
+            return v
+        i, d = next(it, (None, None))
+        if d is None:
+            raise ShapeError(f"{_count_dyn(arg)} '?' in the attribute but {len(extra)} symbolic operand"
+                             f"{'' if len(extra) == 1 else 's'}")
+        if d.dtype is not dtypes.index or d.shape is not None:
+            raise ShapeError(f"operand {i} (a symbolic dimension) must be an index value, got {d.op.name} of type "
+                             f"{fmt_type(d.dtype, d.shape)}")
+        return canon(d)
+
+    out = tuple(tuple(dim(v) for v in x) if type(x) is tuple else dim(x) for x in arg)
+    if next(it, None) is not None:
+        raise ShapeError(f"{len(extra)} symbolic operands for {_count_dyn(arg)} '?' in the attribute")
+    return out
+
+
+def _count_dyn(arg: tuple) -> int:
+    return sum(_count_dyn(x) if type(x) is tuple else x is DYN for x in arg)
+
+
+def call_var_vals(call: UOp, var_vals: Mapping[str, int] | None = None) -> dict[str, int]:
+    """The values a tensor.call gives its kernel's kernel.vars, by name: a tensor.bind operand its own value, a
+    tensor.var operand the one `var_vals` has for it (ValueError naming it when there is none)."""
+    out: dict[str, int] = {}
+    for x in call.src:
+        if x.op is VAR or (x.op is BIND and x.src[0].op is VAR):
+            out[(x if x.op is VAR else x.src[0]).arg[0]] = sym_infer(x, var_vals)
+    return out
+
+
+def movement(op: OpDef, x: UOp, arg: Any) -> UOp:
+    """The movement op `op` of x with `arg` (a shape, or [before, after] / [start, end] pairs) whose entries are
+    ints or symbolic dims (index UOps): each symbolic one becomes `?` and an extra operand (canonical, so equal
+    dims are one UOp)."""
+    extra: list[UOp] = []
+
+    def dim(v: Any) -> Any:
+        if isinstance(v, UOp):
+            v = canon(v)
+            if isinstance(v, UOp):
+                extra.append(v)
+                return DYN
+        return int(v)
+
+    a = tuple(tuple(dim(v) for v in e) if isinstance(e, tuple | list) else dim(e) for e in arg)
+    return UOp(op, x.dtype, (x, *extra), a)
 
 
 def _operand_shape(u: UOp) -> tuple[int, ...]:
@@ -63,9 +162,15 @@ def _same_shape(u: UOp) -> tuple[int, ...]:
 
 def _reshape_shape(u: UOp) -> tuple[int, ...]:
     s, new = _operand_shape(u), u.arg
-    if prod(s) != prod(new):
-        raise ShapeError(f"cannot reshape {tensor_type(s, u.src[0].dtype)} ({prod(s)} elements) to {fmt_shape(new)} "
-                         f"({prod(new)} elements)")
+    if len(u.src) == 1 and DYN not in new and _static(s):  # static (inline: shapes are inferred on every build)
+        if prod(s) != prod(new):
+            raise ShapeError(f"cannot reshape {tensor_type(s, u.src[0].dtype)} ({prod(s)} elements) to "
+                             f"{fmt_shape(new)} ({prod(new)} elements)")
+        return new
+    new = sym_arg(u)
+    if not seq(sprod(s), sprod(new)):
+        raise ShapeError(f"cannot reshape {fmt_shape(s)} ({_dim(sprod(s))} elements) to {fmt_shape(new)} "
+                         f"({_dim(sprod(new))} elements)")
     return new
 
 
@@ -79,13 +184,15 @@ def _permute_shape(u: UOp) -> tuple[int, ...]:
 
 def _expand_shape(u: UOp) -> tuple[int, ...]:
     s, new = _operand_shape(u), u.arg
+    if len(u.src) > 1 or DYN in new:
+        new = sym_arg(u)
     if len(s) != len(new):
         raise ShapeError(f"cannot expand {tensor_type(s, u.src[0].dtype)} to {fmt_shape(new)}: "
                          f"rank {len(s)} vs {len(new)}")
     for i, (a, b) in enumerate(zip(s, new, strict=True)):
         if a != b and a != 1:
             raise ShapeError(f"cannot expand {tensor_type(s, u.src[0].dtype)} to {fmt_shape(new)}: "
-                             f"axis {i} has size {a}, not 1")
+                             f"axis {i} has size {_dim(a)}, not 1")
     return new
 
 
@@ -94,7 +201,18 @@ def _pad_shape(u: UOp) -> tuple[int, ...]:
     if len(pads) != len(s):
         raise ShapeError(f"pad of {tensor_type(s, u.src[0].dtype)} needs {len(s)} [before, after] pairs, "
                          f"got {len(pads)}")
-    return tuple(b + d + a for d, (b, a) in zip(s, pads, strict=True))
+    if len(u.src) == 1 and _static(s):
+        try:
+            return tuple(b + d + a for d, (b, a) in zip(s, pads, strict=True))
+        except TypeError:  # a `?` without its operand: sym_arg says so
+            pass
+    pads = sym_arg(u)
+    for i, (b, a) in enumerate(pads):
+        for what, amount in (("before", b), ("after", a)):
+            if smax(amount) < 0:
+                raise ShapeError(f"pad amount {_dim(amount)} ({what}, axis {i}) is negative for "
+                                 f"every value of its variables")
+    return tuple(sadd(b, d, a) for d, (b, a) in zip(s, pads, strict=True))
 
 
 def _shrink_shape(u: UOp) -> tuple[int, ...]:
@@ -102,11 +220,23 @@ def _shrink_shape(u: UOp) -> tuple[int, ...]:
     if len(bounds) != len(s):
         raise ShapeError(f"shrink of {tensor_type(s, u.src[0].dtype)} needs {len(s)} [start, end] pairs, "
                          f"got {len(bounds)}")
+    if len(u.src) == 1 and _static(s):
+        try:
+            for i, (d, (b, e)) in enumerate(zip(s, bounds, strict=True)):
+                if not 0 <= b <= e <= d:
+                    raise ShapeError(f"cannot shrink {tensor_type(s, u.src[0].dtype)} to bounds "
+                                     f"{[list(x) for x in bounds]}: axis {i} needs 0 <= {b} <= {e} <= {d}")
+            return tuple(e - b for b, e in bounds)
+        except TypeError:  # a `?` without its operand: sym_arg says so
+            pass
+    bounds = sym_arg(u)
     for i, (d, (b, e)) in enumerate(zip(s, bounds, strict=True)):
-        if not 0 <= b <= e <= d:
-            raise ShapeError(f"cannot shrink {tensor_type(s, u.src[0].dtype)} to bounds "
-                             f"{[list(x) for x in bounds]}: axis {i} needs 0 <= {b} <= {e} <= {d}")
-    return tuple(e - b for b, e in bounds)
+        # symbolic: reject what fails for every value of the variables (a bound value is checked where it is known)
+        if smax(b) < 0 or smin(ssub(b, e)) > 0 or smin(ssub(e, d)) > 0:
+            raise ShapeError(f"cannot shrink {fmt_shape(s)} to bounds "
+                             f"[{', '.join(fmt_shape(x) for x in bounds)}]: axis {i} needs 0 <= "
+                             f"{_dim(b)} <= {_dim(e)} <= {_dim(d)}")
+    return tuple(ssub(e, b) for b, e in bounds)
 
 
 def _flip_shape(u: UOp) -> tuple[int, ...]:
@@ -188,6 +318,14 @@ def _verify_call(u: UOp) -> Iterator[str]:
     root = getattr(u.arg[0].op, "name", "an unregistered op")
     if root != "kernel.def":
         yield f"the kernel region's root must be a kernel.def, got {root}"
+        return
+    # a kernel.var of the kernel gets its value from the operand that is that variable (or a binding of it)
+    given = {(s if s.op is VAR else s.src[0]).arg[0] for s in u.src
+             if s.op is VAR or (s.op is BIND and s.src[0].op is VAR)}
+    for x in u.arg[0].toposort():
+        if x.op.name == "kernel.var" and type(x.arg) is tuple and x.arg[0] not in given:
+            yield f"the kernel uses variable {x.arg[0]!r}, but no operand gives it (pass its tensor.var or tensor.bind)"
+            return
 
 
 # ---- folds (declared beside each row below; exact against uopir.dialects.semantics) -----------------------------
@@ -196,7 +334,7 @@ def _reshape_fold(x: UOp, m: UOp) -> UOp | None:
     if m.arg == x.shape:
         return x
     if x.op is RESHAPE:
-        return m.replace(src=x.src) if x.src[0].shape != m.arg else x.src[0]
+        return m.replace(src=x.src[:1]) if x.src[0].shape != m.arg else x.src[0]
     return None
 
 
@@ -212,14 +350,14 @@ def _permute_fold(x: UOp, m: UOp) -> UOp | None:
 def _expand_fold(x: UOp, m: UOp) -> UOp | None:
     if m.arg == x.shape:
         return x
-    return m.replace(src=x.src) if x.op is EXPAND else None
+    return m.replace(src=x.src[:1]) if x.op is EXPAND else None
 
 
 def _pad_fold(x: UOp, m: UOp) -> UOp | None:
     """Zero pads are the operand; pads of pads add up."""
     if all(b == 0 and a == 0 for b, a in m.arg):
         return x
-    if x.op is PAD:
+    if x.op is PAD and len(x.src) == 1:
         return m.replace(src=x.src, arg=tuple((b0 + b1, a0 + a1) for (b0, a0), (b1, a1) in zip(x.arg, m.arg,
                                                                                               strict=True)))
     return None
@@ -230,7 +368,7 @@ def _shrink_fold(x: UOp, m: UOp) -> UOp | None:
     xs = x.shape
     if xs is not None and all(b == 0 and e == d for (b, e), d in zip(m.arg, xs, strict=True)):
         return x
-    if x.op is SHRINK:
+    if x.op is SHRINK and len(x.src) == 1:
         return m.replace(src=x.src, arg=tuple((b0 + b1, b0 + e1) for (b0, _), (b1, e1) in zip(x.arg, m.arg,
                                                                                              strict=True)))
     return None
@@ -289,24 +427,24 @@ def _twice(x: UOp, m: UOp) -> UOp | None:
 
 
 # ---- the ops ---------------------------------------------------------------------------------------------------------
-_PAIRS = TupleAttr(TupleAttr(IntAttr(lo=0), 2))
 
 BUFFER = def_op("tensor.buffer", 0,
                 (Attr("id", IntAttr(lo=0)), Attr("device", STR), Attr("shape", SHAPE, in_type=True)),
                 verify=_verify_buffer, shape=_buffer_shape, summary="a realized buffer on a device")
-RESHAPE = def_op("tensor.reshape", 1, (Attr("shape", SHAPE),), Trait.PURE, _verify_like_src0, _reshape_shape,
-                 summary="same elements, new shape (row-major)")
+RESHAPE = def_op("tensor.reshape", (1, None), (Attr("shape", SYM_SHAPE),), Trait.PURE, _verify_like_src0,
+                 _reshape_shape, summary="same elements, new shape (row-major)")
 declare_folds(_movement(RESHAPE, _reshape_fold, "reshape-fold"))
 PERMUTE = def_op("tensor.permute", 1, (Attr("perm", INTS),), Trait.PURE, _verify_like_src0, _permute_shape,
                  summary="reorder the axes: result axis i is operand axis perm[i]")
 declare_folds(_movement(PERMUTE, _permute_fold, "permute-fold"))
-EXPAND = def_op("tensor.expand", 1, (Attr("shape", SHAPE),), Trait.PURE, _verify_like_src0, _expand_shape,
+EXPAND = def_op("tensor.expand", (1, None), (Attr("shape", SYM_SHAPE),), Trait.PURE, _verify_like_src0, _expand_shape,
                 summary="broadcast size-1 axes to a larger size")
 declare_folds(_movement(EXPAND, _expand_fold, "expand-fold"))
-PAD = def_op("tensor.pad", 1, (Attr("pads", _PAIRS),), Trait.PURE, _verify_like_src0, _pad_shape,
+PAD = def_op("tensor.pad", (1, None), (Attr("pads", SYM_PAIRS),), Trait.PURE, _verify_like_src0, _pad_shape,
              summary="add [before, after] zeros on each axis")
 declare_folds(_movement(PAD, _pad_fold, "pad-fold"))
-SHRINK = def_op("tensor.shrink", 1, (Attr("bounds", _PAIRS),), Trait.PURE, _verify_like_src0, _shrink_shape,
+SHRINK = def_op("tensor.shrink", (1, None), (Attr("bounds", SYM_PAIRS),), Trait.PURE, _verify_like_src0,
+                _shrink_shape,
                 summary="keep [start, end) on each axis")
 declare_folds(_movement(SHRINK, _shrink_fold, "shrink-fold"))
 FLIP = def_op("tensor.flip", 1, (Attr("axes", INTS),), Trait.PURE, _verify_like_src0, _flip_shape,
@@ -337,3 +475,7 @@ CALL = def_op("tensor.call", (0, None), (Attr("kernel", REGION), Attr("name", ST
               summary="run a kernel (the region) on buffers; void, ordered by its operands")
 AFTER = def_op("tensor.after", (2, None), traits=Trait.PURE, verify=_verify_after, shape=_same_shape,
                summary="the buffer's contents once the given effects (calls) have run")
+
+# A variable spans its declared range; so does a binding (its value is not part of the shapes built from it).
+register_range(VAR, lambda u, _: (u.arg[1], u.arg[2]))
+register_range(BIND, lambda _, s: s[0])

@@ -9,6 +9,10 @@ data); negative ones count from the end. Boolean masks are rejected: their resul
 
 This module imports no Tensor (tensor.py imports it): it uses the public methods of the tensor it indexes and
 builds new tensors with `type(x)`.
+
+Symbolic indices (uopir.frontend.variable): a Variable (bound or not) as an int index or a slice bound (`t[:, :n]`,
+`t[n:n + 2]`), and any index into a symbolic dim, become a shrink with symbolic bounds; such slices take step 1, and
+a negative int counts from the (symbolic) end.
 """
 from __future__ import annotations
 
@@ -16,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uopir.frontend import variable as V
 from uopir.frontend.shapes import broadcast_shape
 from uopir.ir.dtype import dtypes
+from uopir.ir.symbolic import render, sadd, smax, smin, ssub
+from uopir.ir.uop import UOp
 
 if TYPE_CHECKING:
     from uopir.frontend.tensor import Tensor
@@ -74,7 +81,7 @@ def getitem(x: Tensor, index: Any) -> Tensor:
             raise IndexError("boolean indices are not supported; use where() instead")
         elif isinstance(it, np.integer):
             items[k] = int(it)
-        elif not (it is None or it is Ellipsis or isinstance(it, int | slice)):
+        elif not (it is None or it is Ellipsis or isinstance(it, int | slice | UOp)):
             raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}")
     if sum(it is Ellipsis for it in items) > 1:
         raise IndexError("an index can only have one ellipsis (...)")
@@ -83,7 +90,7 @@ def getitem(x: Tensor, index: Any) -> Tensor:
         raise IndexError(f"too many indices for a tensor of shape {x.shape}: {consumed} given")
     # numpy's adjacency rule looks at the index as written: an ellipsis (even an empty one) or a None between two
     # advanced indices (ints and tensors) separates them
-    adv_pos = [k for k, it in enumerate(items) if isinstance(it, int | tensor)]
+    adv_pos = [k for k, it in enumerate(items) if isinstance(it, int | tensor | UOp)]
     adjacent = bool(adv_pos) and adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
     fill = [slice(None)] * (x.ndim - consumed)
     ell = [k for k, it in enumerate(items) if it is Ellipsis]
@@ -106,7 +113,14 @@ def getitem(x: Tensor, index: Any) -> Tensor:
             out_shape.append(1)
             continue
         n = x.shape[d]
-        if isinstance(it, int):
+        if _symbolic(it, n):
+            (lo, hi), count = _symbolic_bounds(it, n, d)
+            bounds.append((lo, hi))
+            if count is None:
+                insert_at = len(out_shape) if insert_at is None else insert_at
+            else:
+                out_shape.append(count)
+        elif isinstance(it, int):
             if not -n <= it < n:
                 raise IndexError(f"index {it} is out of bounds for dim {d} with size {n} (shape {x.shape})")
             i = it % n
@@ -140,6 +154,39 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     if not tensor_dims:
         return x
     return _advanced(x, tensor_dims, adjacent=adjacent, insert_at=insert_at or 0)
+
+
+def _symbolic(it: Any, n: Any) -> bool:
+    """Does the index item (or the dim it indexes) hold a symbolic value?"""
+    if isinstance(it, slice):
+        return V.is_sym(n) or any(V.is_sym(v) for v in (it.start, it.stop, it.step))
+    return V.is_sym(it) or (V.is_sym(n) and isinstance(it, int))
+
+
+def _symbolic_bounds(it: Any, n: Any, d: int) -> tuple[tuple[Any, Any], Any]:
+    """((start, end), size) of a symbolic slice, or ((i, i + 1), None) of a symbolic int index."""
+    def pos(v: Any) -> Any:
+        """A non-negative position: a negative index (an int, or a symbolic one negative for every value) counts
+        from the end."""
+        v = V.as_dim(v, f"index of dim {d}")
+        if not V.is_sym(v):
+            return sadd(n, v) if v < 0 else v
+        if smax(v) < 0:
+            return sadd(n, v)
+        if smin(v) < 0:
+            raise IndexError(f"symbolic index {render(v)} of dim {d} can be negative or not (its variables' ranges "
+                             f"allow both); make its sign known")
+        return v
+
+    if isinstance(it, slice):
+        if it.step is not None and (V.is_sym(it.step) or it.step != 1):
+            raise IndexError(f"a slice with a symbolic bound, or of a symbolic dim, takes step 1; got step {it.step} "
+                             f"for dim {d}")
+        lo = 0 if it.start is None else pos(it.start)
+        hi = n if it.stop is None else pos(it.stop)
+        return (lo, hi), ssub(hi, lo)
+    i = pos(it)
+    return (i, sadd(i, 1)), None
 
 
 def _advanced(x: Tensor, tensor_dims: list[tuple[int, Tensor, int]], adjacent: bool, insert_at: int) -> Tensor:

@@ -10,6 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from uopir.frontend.variable import fmt_dims, static_only
+from uopir.ir.uop import UOp
+
 
 def shape_args(shape: Any, rest: tuple) -> tuple:
     """Accept f(2, 3), f((2, 3)) and f([2, 3])."""
@@ -21,7 +24,10 @@ def shape_args(shape: Any, rest: tuple) -> tuple:
 
 
 def check_shape(shape: tuple, what: str = "shape") -> tuple[int, ...]:
-    """The shape as Python ints; ValueError unless every dim is a non-negative int."""
+    """The shape as Python ints; ValueError unless every dim is a non-negative int (a symbolic dim is an error here:
+    the ops that take them check with uopir.frontend.variable)."""
+    if any(isinstance(s, UOp) for s in shape):
+        static_only(shape, what)
     for s in shape:
         if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < 0:
             raise ValueError(f"{what} {shape} must be non-negative ints")
@@ -36,7 +42,7 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
         dims = {s[i - n + len(s)] for s in shapes if i - n + len(s) >= 0}
         dims.discard(1)
         if len(dims) > 1:
-            raise ValueError(f"shapes {', '.join(str(s) for s in shapes)} cannot be broadcast together")
+            raise ValueError(f"shapes {', '.join(fmt_dims(s) for s in shapes)} cannot be broadcast together")
         out.append(dims.pop() if dims else 1)
     return tuple(out)
 

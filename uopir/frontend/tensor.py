@@ -25,11 +25,13 @@ from uopir.dialects import tensor as T
 from uopir.frontend import device as D
 from uopir.frontend import dtype_promotion as P
 from uopir.frontend import indexing, nn_ops
+from uopir.frontend import variable as V
 from uopir.frontend.schedule import ScheduleItem, schedule
 from uopir.frontend.shapes import broadcast_shape, check_shape, norm_axis, shape_args
 from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import OpDef
+from uopir.ir.symbolic import render, seq, sfloordiv, smax, smul, sprod, ssub, sym_infer
 from uopir.ir.uop import UOp
 
 Scalar = bool | int | float
@@ -45,6 +47,9 @@ _UINT_OF_SIZE = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}  # to wor
 
 def _tensor_type(t: Tensor) -> str:
     return T.tensor_type(t.shape, t.dtype)
+
+
+_SYM_MOVEMENT = (T.RESHAPE, T.EXPAND, T.PAD, T.SHRINK)  # the movement ops that take symbolic dims
 
 
 # ---- the Tensor -----------------------------------------------------------------------------------------------------
@@ -113,6 +118,8 @@ class Tensor:
         return self._new(UOp(op, dtype if dtype is not None else cd, us, arg))
 
     def _mv(self, op: OpDef, arg: Any) -> Tensor:
+        if op in _SYM_MOVEMENT:  # a symbolic dim in the arg becomes `?` and an operand
+            return self._new(T.movement(op, self.uop, arg))
         return self._new(UOp(op, self.dtype, (self.uop,), arg))
 
     # ---- introspection ----------------------------------------------------------------------------------------------
@@ -128,8 +135,8 @@ class Tensor:
     def ndim(self) -> int:
         return len(self.shape)
 
-    def numel(self) -> int:
-        return math.prod(self.shape)
+    def numel(self) -> int | UOp:
+        return sprod(self.shape)
 
     def element_size(self) -> int:
         return self.dtype.itemsize
@@ -145,7 +152,7 @@ class Tensor:
 
     def __repr__(self) -> str:
         state = "realized" if self.uop.op is T.BUFFER else self.uop.op.name
-        return f"<Tensor {state} on {self.device} with shape {self.shape} and dtype {self.dtype!r}>"
+        return f"<Tensor {state} on {self.device} with shape {V.fmt_dims(self.shape)} and dtype {self.dtype!r}>"
 
     def __len__(self) -> int:
         if not self.shape:
@@ -158,6 +165,8 @@ class Tensor:
     # ---- running ----------------------------------------------------------------------------------------------------
     def realize(self) -> Tensor:
         """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it."""
+        if any(V.is_sym(d) for d in self.shape):
+            return self._realize_symbolic()
         if self.uop.op is not T.BUFFER:
             self.uop = D.realize(self.uop, self.device)
         return self
@@ -167,9 +176,34 @@ class Tensor:
         kernels. `print(print_ir(t.schedule()[-1].ast))` shows the last kernel."""
         return schedule(self, *others)
 
+    def _realize_symbolic(self) -> Tensor:
+        """A symbolic shape is realized into a buffer of its largest size (every variable at its max), zero-padded
+        beyond the bound size: the tensor becomes a shrink of that buffer to its symbolic shape. The kernels keep the
+        variables, so realizing again with other bound values runs the same kernels."""
+        u = self.uop
+        if u.op is T.SHRINK and u.src[0].op is T.BUFFER:
+            return self  # already a view of a realized buffer (numpy() reads it at the bound values)
+        bound = u.unbind_all()[1]
+        free = [v.arg[0] for v in u.variables() if v not in bound]
+        if free:
+            raise ValueError(f"realize: variable {', '.join(repr(n) for n in free)} is not bound (a tensor of symbolic "
+                             f"shape {V.fmt_dims(self.shape)} realizes at bound values: Variable(...).bind(n))")
+        top = tuple(smax(d) for d in self.shape)
+        padded = self._mv(T.PAD, tuple((0, ssub(m, d)) for m, d in zip(top, self.shape, strict=True)))
+        buf = D.realize(padded.uop, self.device)
+        self.uop = T.movement(T.SHRINK, buf, tuple((0, d) for d in self.shape))
+        return self
+
     def numpy(self) -> np.ndarray:
-        """A fresh numpy copy of the value (bfloat16 comes back as float32)."""
-        return D.buffer_data(self.realize().uop)
+        """A fresh numpy copy of the value (bfloat16 comes back as float32); a symbolic shape at its bound values."""
+        t = self.realize()
+        if t.uop.op is not T.SHRINK:
+            return D.buffer_data(t.uop)
+        try:  # a view of a realized buffer: its bounds at the bound values
+            bounds = tuple((sym_infer(b), sym_infer(e)) for b, e in T.sym_arg(t.uop))
+        except ValueError as e:
+            raise ValueError(f"numpy() of a tensor of symbolic shape {V.fmt_dims(t.shape)}: {e}") from None
+        return np.ascontiguousarray(D.buffer_data(t.uop.src[0])[tuple(slice(b, e) for b, e in bounds)])
 
     def tolist(self) -> Any:
         return self.numpy().tolist()
@@ -226,12 +260,18 @@ class Tensor:
     @staticmethod
     def full(shape: int | Sequence[int], fill_value: Scalar, dtype: DTypeLike = None,
              device: str | None = None) -> Tensor:
-        """A splat value: one shaped core.const, no buffer."""
-        shp = check_shape(shape_args(shape, ()))
+        """A splat value: one shaped core.const, no buffer (a symbolic shape: a const expanded to it)."""
+        shp = shape_args(shape, ())
+        sym = any(V.is_sym(x) for x in shp)
+        shp = V.dims(shp, "full") if sym else check_shape(shp)
+        if sym and any(not V.is_sym(x) and x < 0 for x in shp):
+            raise ValueError(f"full: shape {V.fmt_dims(shp)} must have non-negative dims")
         if not P.is_scalar(fill_value):
             fill_value = np.asarray(fill_value).item()
         d = P.to_dtype(dtype) or P.scalar_dtype(fill_value)
         P.check_fits(fill_value, d)
+        if sym:
+            return Tensor(T.movement(T.EXPAND, C.const(d, fill_value, (1,) * len(shp)), shp), device=device)
         return Tensor(C.const(d, fill_value, shp), device=device)
 
     @staticmethod
@@ -247,7 +287,7 @@ class Tensor:
     @staticmethod
     def empty(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         """A fresh buffer (zero-filled here, so programs stay deterministic)."""
-        shp = check_shape(shape_args(shape[0], shape[1:]) if shape else ())
+        shp = check_shape(shape_args(shape[0], shape[1:]) if shape else (), "empty shape")
         d = P.to_dtype(dtype) or P.DEFAULT_FLOAT
         return Tensor(np.zeros(shp, P.to_np(d)), dtype=d, device=device)
 
@@ -257,6 +297,9 @@ class Tensor:
         """start, start+step, ... < stop; int32 when all bounds are ints, else float32 (tinygrad's defaults)."""
         if stop is None:
             start, stop = 0, start
+        if any(V.is_sym(v) for v in (start, stop, step)):
+            raise TypeError("arange: start, stop and step must be numbers, not symbolic (slice a static arange with "
+                            "the Variable instead: Tensor.arange(max)[:n])")
         if step == 0:
             raise ValueError("arange step must not be zero")
         n = max(0, math.ceil((stop - start) / step))
@@ -298,7 +341,7 @@ class Tensor:
 
     @staticmethod
     def _random(shape: tuple, dtype: DTypeLike, device: str | None, gen: Any, default: DType) -> Tensor:
-        shp = check_shape(shape_args(shape[0], shape[1:]) if shape else ())
+        shp = check_shape(shape_args(shape[0], shape[1:]) if shape else (), "random tensor shape")
         return Tensor(gen(shp), dtype=P.to_dtype(dtype) or default, device=device)
 
     @staticmethod
@@ -964,6 +1007,8 @@ class Tensor:
         """New shape with the same elements; one -1 is inferred, None keeps that dim."""
         new = list(shape_args(shape, args))
         new = [self.shape[i] if s is None else s for i, s in enumerate(new)]
+        if any(V.is_sym(s) for s in new) or any(V.is_sym(s) for s in self.shape):
+            return self._reshape_symbolic(new)
         for s in new:
             if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < -1:
                 raise ValueError(f"cannot reshape {self.shape} to {tuple(new)}: dims must be ints >= -1")
@@ -978,6 +1023,31 @@ class Tensor:
         if math.prod(shp) != self.numel():
             raise ValueError(f"cannot reshape {self.shape} ({self.numel()} elements) to {shp} "
                              f"({math.prod(shp)} elements)")
+        return self if shp == self.shape else self._mv(T.RESHAPE, shp)
+
+    def _reshape_symbolic(self, new: list) -> Tensor:
+        """reshape where a dim is symbolic: the element counts must be equal for every value of the variables
+        (so a static shape cannot become a symbolic one, as in tinygrad)."""
+        new = [s if V.is_sym(s) or s != -1 else -1 for s in new]
+        if new.count(-1) > 1:
+            raise ValueError(f"reshape: cannot reshape {V.fmt_dims(self.shape)} to {V.fmt_dims(new)}: only one dim "
+                             f"can be -1")
+        for s in new:
+            if not V.is_sym(s) and (isinstance(s, bool) or not isinstance(s, int | np.integer) or s < -1):
+                raise ValueError(f"reshape: cannot reshape {V.fmt_dims(self.shape)} to {V.fmt_dims(new)}: dims must "
+                                 f"be ints >= -1 or Variables")
+        n = self.numel()
+        if -1 in new:
+            known = sprod(V.as_dim(s, "reshape") for s in new if V.is_sym(s) or s != -1)
+            q = sfloordiv(n, known) if not V.is_sym(known) and known else None
+            if q is None or not seq(smul(q, known), n):
+                raise ValueError(f"reshape: cannot infer the -1 of {V.fmt_dims(new)} from "
+                                 f"{V.fmt_dims(self.shape)} ({render(n)} elements)")
+            new[new.index(-1)] = q
+        shp = V.dims(new, "reshape")
+        if not seq(sprod(shp), n):
+            raise ValueError(f"reshape: cannot reshape {V.fmt_dims(self.shape)} ({render(n)} elements) to "
+                             f"{V.fmt_dims(shp)} ({render(sprod(shp))} elements)")
         return self if shp == self.shape else self._mv(T.RESHAPE, shp)
 
     def view(self, shape: Any, *args: int) -> Tensor:
@@ -1007,11 +1077,18 @@ class Tensor:
         if len(new) < self.ndim:
             raise ValueError(f"cannot expand {self.shape} to {tuple(new)}: the target has fewer dims")
         lead = len(new) - self.ndim
-        full = tuple(self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(new))
-        check_shape(full, "expand shape")
+        full = tuple(self.shape[i - lead] if not V.is_sym(s) and s == -1 and i >= lead else s
+                     for i, s in enumerate(new))
+        if any(V.is_sym(s) for s in full):
+            full = V.dims(full, "expand")
+            if any(not V.is_sym(s) and s < 0 for s in full):
+                raise ValueError(f"expand: shape {V.fmt_dims(full)} must have non-negative dims")
+        else:
+            check_shape(full, "expand shape")
         for i, s in enumerate(self.shape):
             if s != full[i + lead] and s != 1:
-                raise ValueError(f"cannot expand {self.shape} to {full}: dim {i} has size {s}, not 1")
+                raise ValueError(f"cannot expand {V.fmt_dims(self.shape)} to {V.fmt_dims(full)}: dim {i} has size "
+                                 f"{render(s)}, not 1")
         return self._broadcast_to(full)
 
     def broadcast_to(self, shape: Any) -> Tensor:
@@ -1022,45 +1099,67 @@ class Tensor:
         (left, right, top, bottom, ...) tuple starting at the last dim. Negative amounts crop."""
         if not isinstance(padding, Sequence):
             raise TypeError(f"padding must be a sequence, got {type(padding).__name__}")
-        if all(isinstance(p, int | np.integer) for p in padding):
+        if all(isinstance(p, int | np.integer | UOp) for p in padding):
             if len(padding) % 2 or len(padding) > 2 * self.ndim:
                 raise ValueError(f"flat padding {tuple(padding)} needs an even length <= {2 * self.ndim} "
                                  f"for shape {self.shape}")
             pairs = [(0, 0)] * self.ndim
             for i in range(len(padding) // 2):
-                pairs[self.ndim - 1 - i] = (int(padding[2 * i]), int(padding[2 * i + 1]))
+                pairs[self.ndim - 1 - i] = (V.as_dim(padding[2 * i], "pad"), V.as_dim(padding[2 * i + 1], "pad"))
         else:
             if len(padding) != self.ndim:
                 raise ValueError(f"padding {tuple(padding)} needs {self.ndim} (before, after) pairs for shape "
                                  f"{self.shape}")
-            pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
+            pairs = [(0, 0) if p is None else (V.as_dim(p[0], "pad"), V.as_dim(p[1], "pad")) for p in padding]
+        for v in (v for pr in pairs for v in pr if V.is_sym(v)):
+            val = V.value_of(v)
+            if val is not None and val < 0:
+                raise ValueError(f"pad: amount {render(v)} is {val} at its bound value; a symbolic amount must not be "
+                                 f"negative (crop with shrink)")
         x = self
-        if any(b < 0 or a < 0 for b, a in pairs):
-            bounds = tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, self.shape, strict=True))
-            if any(lo > hi for lo, hi in bounds):
+        if any(not V.is_sym(v) and v < 0 for pr in pairs for v in pr):
+            def crop(v: int | UOp) -> int:
+                return 0 if V.is_sym(v) else max(0, -v)
+
+            bounds = tuple((crop(b), ssub(s, crop(a))) for (b, a), s in zip(pairs, self.shape, strict=True))
+            if any(not V.is_sym(lo) and not V.is_sym(hi) and lo > hi for lo, hi in bounds):
                 raise ValueError(f"padding {tuple(pairs)} crops more than shape {self.shape} has")
             x = x.shrink(bounds)
-            pairs = [(max(0, b), max(0, a)) for b, a in pairs]
-        if all(b == 0 and a == 0 for b, a in pairs):
+            pairs = [(b if V.is_sym(b) else max(0, b), a if V.is_sym(a) else max(0, a)) for b, a in pairs]
+        if all(not V.is_sym(b) and not V.is_sym(a) and b == 0 and a == 0 for b, a in pairs):
             return x
         pads = tuple(pairs)
         out = x._mv(T.PAD, pads)
         if value == 0 and math.copysign(1.0, value) > 0:  # -0.0 == 0, but pads with its own sign
             return out
-        mask = self._new(C.const(dtypes.bool, True, x.shape))._mv(T.PAD, pads)
+        mask = Tensor.full(x.shape, True, dtypes.bool, self.device)._mv(T.PAD, pads)
         return out._new(UOp(C.WHERE, out.dtype, (mask.uop, out.uop, C.const(out.dtype, value))))
 
     def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
         """Keep [start, end) on each dim (None keeps the dim)."""
         if len(arg) != self.ndim:
             raise ValueError(f"shrink {tuple(arg)} needs one (start, end) per dim of shape {self.shape}")
-        bounds = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape, strict=True))
+        bounds = tuple((0, s) if a is None else (V.as_dim(a[0], "shrink"), V.as_dim(a[1], "shrink"))
+                       for a, s in zip(arg, self.shape, strict=True))
+        if any(V.is_sym(v) for v in (*self.shape, *(v for b in bounds for v in b))):
+            self._check_symbolic_shrink(bounds)
+            return self if all(b == (0, s) for b, s in zip(bounds, self.shape, strict=True)) else \
+                self._mv(T.SHRINK, bounds)
         for (lo, hi), s in zip(bounds, self.shape, strict=True):
             if not 0 <= lo <= hi <= s:
                 raise ValueError(f"shrink {bounds} is out of bounds for shape {self.shape}")
         if all(b == (0, s) for b, s in zip(bounds, self.shape, strict=True)):
             return self
         return self._mv(T.SHRINK, bounds)
+
+    def _check_symbolic_shrink(self, bounds: tuple) -> None:
+        """0 <= start <= end <= size on each dim, at the bound values where every variable has one."""
+        for i, ((lo, hi), s) in enumerate(zip(bounds, self.shape, strict=True)):
+            vals = [V.value_of(v) for v in (lo, hi, s)]
+            if None not in vals and not 0 <= vals[0] <= vals[1] <= vals[2]:
+                raise ValueError(f"shrink ({', '.join(V.fmt_dims(b) for b in bounds)}) is out of bounds for "
+                                 f"shape {V.fmt_dims(self.shape)}: dim {i} needs 0 <= {render(lo)} <= {render(hi)} <= "
+                                 f"{render(s)}, which is 0 <= {vals[0]} <= {vals[1]} <= {vals[2]} at the bound values")
 
     def flip(self, axis: Any, *args: int) -> Tensor:
         axes = tuple(norm_axis(a, self.ndim, self.shape) for a in shape_args(axis, args))
@@ -1235,16 +1334,22 @@ class Tensor:
     def mean(self, axis: Any = None, keepdim: bool = False) -> Tensor:
         """Mean in the default float for ints (numpy gives float64); half floats keep their dtype."""
         x = self._float()
-        n = math.prod(self.shape[a] for a in self._axes(axis))
-        return x.sum(axis, keepdim) / float(n)
+        n = sprod(self.shape[a] for a in self._axes(axis))
+        return x.sum(axis, keepdim)._div_count(n)
 
     def var(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Variance with `correction` (Bessel's, 1, by default as tinygrad/torch; numpy's ddof=0 is correction=0)."""
         x = self._float()
         d = x - x.mean(axis, keepdim=True)
-        n = math.prod(self.shape[a] for a in self._axes(axis))
+        n = sprod(self.shape[a] for a in self._axes(axis))
         s = (d * d).sum(axis, keepdim)
-        return s / float(max(0, n - correction))
+        return s._div_count(ssub(n, correction).maximum(0) if V.is_sym(n) else max(0, n - correction))
+
+    def _div_count(self, n: int | UOp) -> Tensor:
+        """self / n for an element count; a symbolic count is a shapeless index value cast to self's dtype."""
+        if not V.is_sym(n):
+            return self / float(n)
+        return self._new(UOp(C.FDIV, self.dtype, (self.uop, UOp(C.CAST, self.dtype, (n,)))))
 
     def std(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         return self.var(axis, keepdim, correction).sqrt()

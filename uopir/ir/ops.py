@@ -38,6 +38,28 @@ class Ident:
     name: str
 
 
+class _Dynamic:
+    """The one value `DYN`, printed `?`: a dimension (or pad/shrink amount) that is not a number in the attribute but
+    a symbolic value, given as the op's next extra operand (MLIR's `?` in `tensor<?x4xf32>`)."""
+
+    __slots__ = ()
+    _instance: _Dynamic | None = None
+
+    def __new__(cls) -> _Dynamic:
+        if cls._instance is None:
+            cls._instance = object.__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "?"
+
+    def __reduce__(self) -> str:
+        return "DYN"
+
+
+DYN = _Dynamic()
+
+
 class AttrError(ValueError):
     """A value does not fit an attribute's type; the message says what was expected."""
 
@@ -69,6 +91,8 @@ class IntAttr(AttrType):
 
     def convert(self, v: Any) -> int:
         if type(v) is not int:
+            if v is DYN:
+                raise AttrError("expected an integer, got '?' (a symbolic dim; this attribute takes static ones)")
             raise _fail("an integer", v)
         if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
             if self.hi is None:
@@ -80,6 +104,21 @@ class IntAttr(AttrType):
 
     def fmt(self, v: int) -> str:
         return str(v)
+
+
+class DimAttr(IntAttr):
+    """A size or an amount (an integer >= 0), or `?` (DYN): a symbolic one, taken from the op's extra operands."""
+
+    name = "dim"
+
+    def __init__(self) -> None:
+        super().__init__(lo=0)
+
+    def convert(self, v: Any) -> Any:
+        return v if v is DYN else super().convert(v)
+
+    def fmt(self, v: Any) -> str:
+        return "?" if v is DYN else str(v)
 
 
 class FloatAttr(AttrType):
@@ -238,6 +277,8 @@ class AnyAttr(AttrType):
 INT, FLOAT, BOOL, STR, DTYPE, SCALAR, REGION, ANY = (IntAttr(), FloatAttr(), BoolAttr(), StrAttr(), DTypeAttr(),
                                                     ScalarAttr(), RegionAttr(), AnyAttr())
 SHAPE = TupleAttr(IntAttr(lo=0))
+SYM_SHAPE = TupleAttr(DimAttr())  # a shape whose `?` dims are symbolic (the op's extra operands, in order)
+SYM_PAIRS = TupleAttr(TupleAttr(DimAttr(), 2))  # [before, after] / [start, end] per axis, `?` as in SYM_SHAPE
 INTS = TupleAttr(INT)
 
 
@@ -280,6 +321,8 @@ def fmt_literal(v: Any) -> str:
         return quote(v)
     if isinstance(v, Ident):
         return v.name
+    if v is DYN:
+        return "?"
     if isinstance(v, DType):
         return v.name
     if type(v) in (tuple, list):

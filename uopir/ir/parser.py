@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from uopir.ir.diagnostics import IRError, Location, ShapeError, SourceMap, register_parse, register_source
 from uopir.ir.dtype import ADDRSPACES, SCALARS, DType, dtypes
 from uopir.ir.lexer import NUM_START, WORD_START, parse_number, token_col, tokenize_line, unescape
-from uopir.ir.ops import ANY, DIALECTS, REGISTRY, REQUIRED, AttrError, Ident, OpDef, OptionalAttr, RegionAttr
+from uopir.ir.ops import ANY, DIALECTS, DYN, REGISTRY, REQUIRED, AttrError, Ident, OpDef, OptionalAttr, RegionAttr
 from uopir.ir.printer import fmt_type
 from uopir.ir.uop import UOp, gc_paused
 
@@ -43,7 +43,7 @@ _NO_REGIONS: list = []
 # ---- types ----------------------------------------------------------------------------------------------------------
 _SCALAR_TYPES: dict[str, DType] = {d.name: d for d in SCALARS}
 _TYPES: dict[str, tuple[DType, tuple[int, ...] | None]] = {}
-_DIMS_RE = re.compile(r"((?:[0-9]++x)*+)(.+)", re.ASCII)
+_DIMS_RE = re.compile(r"((?:(?:[0-9]++|\?)x)*+)(.+)", re.ASCII)
 _VEC_RE = re.compile(r"([0-9]+)x(.+)", re.ASCII)
 
 
@@ -95,7 +95,8 @@ def _dtype(s: str) -> DType:
 
 
 def parse_type(text: str) -> tuple[DType, tuple[int, ...] | None]:
-    """(dtype, shape) of a type's text: `f32`, `vector<4xf32>`, `ptr<f32, local, 16>`, `tensor<4x4xf32>`.
+    """(dtype, shape) of a type's text: `f32`, `vector<4xf32>`, `ptr<f32, local, 16>`, `tensor<4x4xf32>`; a `?` dim
+    (`tensor<?x4xf32>`, a symbolic one) is DYN in the shape.
 
     Cached (the same few types repeat on every line); ValueError with a message for a bad type."""
     r = _TYPES.get(text)
@@ -109,7 +110,7 @@ def parse_type(text: str) -> tuple[DType, tuple[int, ...] | None]:
         dims = m.group(1)
         if len(dims) > 4000:
             raise ValueError("tensor type has too many dimensions")
-        shape = tuple(int(x) for x in dims.split("x")[:-1])
+        shape = tuple(DYN if x == "?" else int(x) for x in dims.split("x")[:-1])
         r = (_dtype(m.group(2)), shape)
     else:
         r = (_dtype(s), None)
@@ -121,6 +122,13 @@ def parse_type(text: str) -> tuple[DType, tuple[int, ...] | None]:
 
 
 # ---- per-op facts ---------------------------------------------------------------------------------------------------
+def _as_typed(shape: tuple | None) -> tuple | None:
+    """A value's shape as its type states it: a symbolic dim (an index UOp) is `?` (DYN)."""
+    if shape is None:
+        return None
+    return tuple(d if type(d) is int else DYN for d in shape)
+
+
 def _is_region(t: Any) -> bool:
     return isinstance(t, RegionAttr) or (isinstance(t, OptionalAttr) and isinstance(t.inner, RegionAttr))
 
@@ -648,14 +656,14 @@ class _Parser:
                 self.err(li, 0, f"cannot infer the shape of '{od.name}': {type(e).__name__}: {e}")
         if ush is not None and type(ush) is not tuple:
             ush = tuple(ush)
-        if ush != shape:
+        if ush != shape and _as_typed(ush) != shape:
             if ty_k < 0:
                 self.err(cl, end_k, f"missing result type: the result is a tensor of shape {list(ush)}")
             self.err(cl, ty_k, f"result type {fmt_type(dtype, shape)} does not match the inferred "
                                f"{fmt_type(dtype, ush)}")
         for j, (k, (sd, ss)) in enumerate(stated or ()):
             s = src[j]
-            if s.dtype is not sd or (s.shape if s.op.shape is not None else None) != ss:
+            if s.dtype is not sd or _as_typed(s.shape if s.op.shape is not None else None) != ss:
                 self.err(cl, k, f"operand {j} type {fmt_type(sd, ss)} does not match the type of "
                                 f"'{self.toks[li][src_toks[j]]}' ({fmt_type(s.dtype, s.shape)})")
         return u
@@ -712,6 +720,8 @@ class _Parser:
                 return parse_number(tok), i + 1
             except ValueError as e:
                 self.err(li, i, str(e))
+        if tok == "?":  # a symbolic dim (DimAttr): its value is one of the op's extra operands
+            return DYN, i + 1
         if c in WORD_START:
             if tok in _KEYWORDS:
                 return _KEYWORDS[tok], i + 1

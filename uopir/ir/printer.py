@@ -17,10 +17,21 @@ _INDENT = "  "
 
 
 def fmt_type(dtype: DType, shape: tuple[int, ...] | None = None) -> str:
-    """`tensor<4x4xf32>` / `tensor<f32>` for a shaped value, else the dtype's name."""
+    """`tensor<4x4xf32>` / `tensor<f32>` for a shaped value, else the dtype's name; a symbolic dim prints `?`
+    (`tensor<?x4xf32>`: its value is the op's operand, see uopir.ir.symbolic)."""
     if shape is None:
         return dtype.name
-    return "tensor<" + "".join([f"{d}x" for d in shape]) + dtype.name + ">"
+    key = (dtype, shape)
+    t = _TYPE_TEXT.get(key)
+    if t is None:
+        t = "tensor<" + "".join([f"{d}x" if type(d) is int else "?x" for d in shape]) + dtype.name + ">"
+        if len(_TYPE_TEXT) > 4096:
+            _TYPE_TEXT.clear()
+        _TYPE_TEXT[key] = t
+    return t
+
+
+_TYPE_TEXT: dict[tuple, str] = {}  # (dtype, shape) -> its text: the few types of a graph repeat on every line
 
 
 def _same(v: Any, d: Any) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from uopir.ir.corenames import core_op
+from uopir.ir.corenames import core_op, symbolic_op
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import OpDef, get_op
 
@@ -288,6 +288,47 @@ class UOp:
         a_ = a if isinstance(a, UOp) else ref._scalar(a)
         b_ = b if isinstance(b, UOp) else ref._scalar(b)
         return UOp(core_op("where"), a_.dtype, (self, a_, b_))
+
+    # --- symbolic variables (tinygrad's names; the ops are tensor.var and tensor.bind) --------------------------------
+    def bind(self, value: int) -> UOp:
+        """This tensor.var bound to `value` (a tensor.bind): usable as a dimension that has a value now, while the
+        compiled kernels keep the variable (so one kernel serves every value)."""
+        var = symbolic_op("var")
+        if self.op is not var:
+            raise TypeError(f"bind needs a variable ({var.name}), got {self.op.name}")
+        if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
+            raise TypeError(f"variable {self.arg[0]!r} binds to an int, got {type(value).__name__}")
+        v = int(value.__index__())
+        name, lo, hi = self.arg
+        if not lo <= v <= hi:
+            raise ValueError(f"cannot bind variable {name!r} to {v}: outside its range [{lo}, {hi}]")
+        return UOp(symbolic_op("bind"), self.dtype, (self, UOp.const(self.dtype, v)))
+
+    def unbind(self) -> tuple[UOp, int]:
+        """(variable, value) of a tensor.bind."""
+        bind = symbolic_op("bind")
+        if self.op is not bind:
+            raise TypeError(f"unbind needs a bound variable ({bind.name}), got {self.op.name}")
+        return self.src[0], self.src[1].arg
+
+    def variables(self) -> list[UOp]:
+        """The variables (tensor.var, kernel.var) of this graph, bound or not, sorted by name (regions not entered)."""
+        kinds = (symbolic_op("var"), symbolic_op("kernel_var"))
+        return sorted((u for u in self.toposort() if u.op in kinds), key=lambda u: (u.arg, u.op.name))
+
+    def unbind_all(self) -> tuple[UOp, dict[UOp, int]]:
+        """(this graph with every tensor.bind replaced by its variable, {variable: value}); ValueError when one
+        variable is bound to two values."""
+        bind = symbolic_op("bind")
+        vals: dict[UOp, int] = {}
+        mapping: dict[UOp, UOp] = {}
+        for u in self.toposort():
+            if u.op is bind:
+                var, v = u.src[0], u.src[1].arg
+                if vals.setdefault(var, v) != v:
+                    raise ValueError(f"variable {var.arg[0]!r} is bound to two values: {vals[var]} and {v}")
+                mapping[u] = var
+        return (self.substitute(mapping) if mapping else self), vals
 
 
 def normalize_const(dtype: DType, value: Any) -> Any:

@@ -13,6 +13,7 @@ from uopir.backends.python.kernel import run_kernel
 from uopir.dialects import tensor as T
 from uopir.dialects.semantics import bf16_round, np_dtype, reduce_array
 from uopir.ir.dtype import dtypes
+from uopir.ir.symbolic import sym_infer
 from uopir.ir.uop import UOp
 
 # the views a tensor.assign may write through (expand and pad would alias or invent elements)
@@ -43,7 +44,20 @@ def buffer_array(u: UOp, buffers: dict[int, np.ndarray]) -> np.ndarray:
     return arr
 
 
-def _assign_view(u: UOp, target: UOp, buffers: dict[int, np.ndarray]) -> np.ndarray:
+def movement_arg(u: UOp, var_vals: dict[str, int]) -> tuple:
+    """A movement op's shape / pads / bounds with its symbolic dims (`?`) at their values (bindings give theirs,
+    free variables the one var_vals has)."""
+    if len(u.src) == 1:
+        return u.arg
+    try:
+        arg = T.sym_arg(u)
+        return tuple(tuple(sym_infer(d, var_vals) for d in x) if type(x) is tuple else sym_infer(x, var_vals)
+                     for x in arg)
+    except ValueError as e:  # an unbound variable, or a dim the interpreter cannot evaluate
+        raise op_error(u, str(e)) from None
+
+
+def _assign_view(u: UOp, target: UOp, buffers: dict[int, np.ndarray], var_vals: dict[str, int]) -> np.ndarray:
     """A writable numpy view of the buffer region that `target` denotes."""
     chain: list[UOp] = []
     t = target
@@ -59,15 +73,16 @@ def _assign_view(u: UOp, target: UOp, buffers: dict[int, np.ndarray]) -> np.ndar
     base = buffer_array(t, buffers)
     v = base
     for m in reversed(chain):
+        arg = movement_arg(m, var_vals)
         if m.op is T.RESHAPE:
-            nv = v.reshape(m.arg)
+            nv = v.reshape(arg)
             if nv.size and not np.shares_memory(nv, base):
                 raise op_error(u, "tensor.assign cannot write through this reshape: it is not a view of the buffer")
             v = nv
         elif m.op is T.PERMUTE:
             v = np.transpose(v, m.arg)
         elif m.op is T.SHRINK:
-            v = v[tuple(slice(b, e) for b, e in m.arg)]
+            v = v[tuple(slice(b, e) for b, e in arg)]
         else:
             v = np.flip(v, axis=m.arg) if m.arg else v
     return v
@@ -85,7 +100,7 @@ def _buffer(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
 
 
 def _reshape(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
-    return np.reshape(s[0], u.arg)
+    return np.reshape(s[0], movement_arg(u, ctx.var_vals))
 
 
 def _permute(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
@@ -93,17 +108,26 @@ def _permute(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
 
 
 def _expand(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
-    return np.broadcast_to(s[0], u.arg)
+    return np.broadcast_to(s[0], movement_arg(u, ctx.var_vals))
 
 
 def _pad(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
     if not u.arg:  # a 0-d tensor: nothing to pad (np.pad rejects an empty pad list)
         return s[0]
-    return np.pad(s[0], [tuple(p) for p in u.arg], mode="constant", constant_values=np.zeros((), s[0].dtype))
+    pads = movement_arg(u, ctx.var_vals)
+    if any(b < 0 or a < 0 for b, a in pads):
+        raise op_error(u, f"pad amounts {[list(p) for p in pads]} are negative at these variable values")
+    return np.pad(s[0], [tuple(p) for p in pads], mode="constant", constant_values=np.zeros((), s[0].dtype))
 
 
 def _shrink(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
-    return s[0][tuple(slice(b, e) for b, e in u.arg)]
+    bounds = movement_arg(u, ctx.var_vals)
+    if len(u.src) > 1:
+        for (b, e), n in zip(bounds, np.shape(s[0]), strict=True):
+            if not 0 <= b <= e <= n:
+                raise op_error(u, f"shrink bounds {[list(x) for x in bounds]} are out of range for shape "
+                                  f"{list(np.shape(s[0]))} at these variable values")
+    return s[0][tuple(slice(b, e) for b, e in bounds)]
 
 
 def _flip(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
@@ -120,7 +144,7 @@ def _identity(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
 
 
 def _assign(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
-    view = _assign_view(u, u.src[0], ctx.buffers)
+    view = _assign_view(u, u.src[0], ctx.buffers, ctx.var_vals)
     val = np.asarray(s[1], dtype=view.dtype)
     view[...] = val
     return np.broadcast_to(val, view.shape)
@@ -144,9 +168,14 @@ def _after(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
 
 def _call(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
     arrays = [buffer_array(x, ctx.buffers) for x in u.src if x.op is T.BUFFER]
-    if any(x.dtype is not dtypes.void and x.op is not T.BUFFER for x in u.src):
-        raise op_error(u, "tensor.call operands must be tensor.buffer values (or void values that order it)")
-    run_kernel(u.arg[0], arrays, ctx.var_vals)
+    if any(x.dtype is not dtypes.void and x.op not in (T.BUFFER, T.VAR, T.BIND) for x in u.src):
+        raise op_error(u, "tensor.call operands must be tensor.buffer values, variables (tensor.var or tensor.bind, "
+                          "the values of the kernel's kernel.vars) or void values that order it")
+    try:
+        var_vals = {**ctx.var_vals, **T.call_var_vals(u, ctx.var_vals)}
+    except ValueError as e:
+        raise op_error(u, str(e)) from None
+    run_kernel(u.arg[0], arrays, var_vals)
     return None
 
 

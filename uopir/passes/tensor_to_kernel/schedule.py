@@ -23,6 +23,13 @@ buffers (intermediates and outputs) get ids above the largest `tensor.buffer` id
 on the device of the values they hold. A sink result becomes `tensor.after buf, calls...`: the buffer once every
 call of the schedule has run; an input buffer result stays the buffer (its contents on entry).
 
+Symbolic dimensions (tensor.var, tensor.bind): index math over them becomes index math over `kernel.var` of the
+same name and range (indexing.kernel_dim), so a kernel's body never holds a bound value and one kernel serves every
+value. Each `tensor.call` passes the variables its kernel reads as operands after the buffers (the tensor.bind
+where the program binds the variable, else the tensor.var, whose value the caller supplies by name). A value of
+symbolic shape is stored in a buffer of its largest shape (every variable at its max), at that shape's strides; a
+sink result of symbolic shape is a shrink of that buffer back to its shape.
+
 Assigns write their target through its reshape/permute/shrink/flip view in place, unless that is unsafe: the value
 reads the target at another element, a later assign writes the same buffer, the result is a view the sink returns,
 or the order of reads and writes cannot be kept. Then the value goes to a temporary buffer (which the assign's
@@ -31,6 +38,7 @@ readers read) and a second kernel copies it into the target.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,8 +46,17 @@ from uopir.dialects import core, kernel, tensor
 from uopir.dialects.core import const_value
 from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import dtypes
+from uopir.ir.symbolic import render, smax
 from uopir.ir.uop import UOp
-from uopir.passes.tensor_to_kernel.indexing import Index, and_gate, iconst, movement_index, offset, strides
+from uopir.passes.tensor_to_kernel.indexing import (
+    Index,
+    and_gate,
+    iconst,
+    kernel_index,
+    movement_index,
+    offset,
+    strides,
+)
 
 EXPENSIVE = frozenset((core.EXP2, core.LOG2, core.SIN, core.SQRT, core.RECIP, core.FDIV))
 _ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
@@ -75,6 +92,7 @@ class Kernel:
     deps: list[int] = field(default_factory=list)  # kernels that must run first (indices into the schedule)
     origin: dict[UOp, UOp] = field(default_factory=dict, repr=False)  # rendered reduce/expensive value -> tensor node
     ranges: tuple[UOp, ...] = ()  # the output ranges, outermost first
+    vars: tuple[UOp, ...] = ()  # the tensor.bind / tensor.var operands that give the kernel's kernel.vars
 
 
 # ---- rendering one kernel ------------------------------------------------------------------------------------------
@@ -147,6 +165,9 @@ class _Builder:
         if u.shape is None:
             if u.op is core.CONST:
                 return [], lambda _: u
+            if _symbolic_scalar(u):  # an index expression over variables (a symbolic element count, `mean`)
+                e = u.substitute({x: kernel_index(x) for x in u.toposort() if x.op is tensor.VAR or x.op is tensor.BIND})
+                return [], lambda _: e
             raise _err(u, f"tensor-to-kernel cannot lower a shapeless {n} inside a tensor expression yet")
         if u is not self.own and u in self.plan.storage:
             self.reads.add(u)
@@ -183,7 +204,7 @@ class _Builder:
                 return [], lambda _: v  # this build is discarded: do not render the reduction again
             rop, axes = u.arg
             src_shape = u.src[0].shape
-            ranges = [UOp(kernel.RANGE, dtypes.index, (iconst(src_shape[a]),), (next(self.axis), "reduce"))
+            ranges = [UOp(kernel.RANGE, dtypes.index, (kernel_index(src_shape[a]),), (next(self.axis), "reduce"))
                       for a in sorted(axes)]
             rmap = dict(zip(sorted(axes), ranges, strict=True))
             sidx = tuple(rmap.get(a, i) for a, i in enumerate(idx))
@@ -205,15 +226,28 @@ class _Builder:
         raise _err(u, f"tensor-to-kernel cannot lower {n} yet")
 
     def output_ranges(self, shape: tuple[int, ...]) -> Index:
-        return tuple(iconst(0) if d == 1 else UOp(kernel.RANGE, dtypes.index, (iconst(d),), (next(self.axis), "loop"))
+        return tuple(iconst(0) if d == 1 else
+                     UOp(kernel.RANGE, dtypes.index, (kernel_index(d),), (next(self.axis), "loop"))
                      for d in shape)
+
+
+def _symbolic_scalar(u: UOp) -> bool:
+    """Is u a shapeless value computed from constants and variables only (tensor.var / tensor.bind)?"""
+    return all(x.shape is None and (x.op is tensor.VAR or x.op is tensor.BIND or x.op is core.CONST or
+                                    x.op in _ELEMENTWISE) for x in u.toposort())
 
 
 def _kernel_name(node: UOp, ast: UOp, shape: tuple[int, ...]) -> str:
     kind = "r" if any(x.op is kernel.REDUCE for x in ast.toposort()) else "E"
     if node.op is tensor.COPY:
         kind = "copy"
-    return "_".join([kind, *(str(d) for d in shape)]) if shape else kind
+    dims = (str(d) if type(d) is int else re.sub(r"\W+", "_", render(d)).strip("_") for d in shape)
+    return "_".join([kind, *dims]) if shape else kind
+
+
+def storage_shape(shape: tuple) -> tuple[int, ...]:
+    """The buffer shape of a value: its shape, a symbolic dim at its largest value."""
+    return tuple(d if type(d) is int else smax(d) for d in shape)
 
 
 # ---- the plan: what is materialized, built and reviewed until nothing changes ---------------------------------------
@@ -239,6 +273,7 @@ class _Plan:
             else:
                 self.devices[u] = next((d for s in u.src if (d := self.devices[s]) is not None), None)
         self.default_device = next((d for d in self.devices.values() if d is not None), "python")
+        self.var_operands = _var_operands(self.order)  # variable name -> the operand that gives it to a kernel
         self.outputs = [s for s in (root.src if root.op is core.SINK else (root,)) if self._needs_kernel(s)]
         self._initial()
 
@@ -253,8 +288,6 @@ class _Plan:
             if op is tensor.CALL or op is tensor.AFTER:
                 raise _err(u, f"tensor-to-kernel takes a tensor-level program; {op.name} shows it is already "
                               "scheduled")
-            if op is tensor.VAR or op is tensor.BIND:
-                raise _err(u, "tensor-to-kernel does not lower symbolic variables yet")
             if op is tensor.CONTIGUOUS:
                 self.materialized[u] = "contiguous"
             elif op is tensor.COPY:
@@ -309,7 +342,7 @@ class _Plan:
 
     def _new_buffer(self, u: UOp, ids: itertools.count) -> UOp:
         dev = self.devices.get(u) or self.default_device
-        return UOp(tensor.BUFFER, u.dtype, (), (next(ids), dev, u.shape))
+        return UOp(tensor.BUFFER, u.dtype, (), (next(ids), dev, storage_shape(u.shape)))
 
     def _kernel(self, node: UOp, value: UOp | None, dst: UOp, target: UOp | None, own: UOp | None) -> Kernel:
         """Store `value` (a tensor expression of node's shape, or node itself when own is node) into dst, through
@@ -321,7 +354,7 @@ class _Plan:
         assert shape is not None
         idx = b.output_ranges(shape)
         if target is None:
-            dbuf, doff = dst, offset(idx, shape)
+            dbuf, doff = dst, offset(idx, dst.arg[2])
         else:
             dbuf, doff = b.address(target, idx)
         dptr = UOp(kernel.INDEX, dbuf.dtype.ptr(), (b.ptr(dbuf), doff))
@@ -333,7 +366,9 @@ class _Plan:
         body = UOp(kernel.END, dtypes.void, (store, *rngs)) if rngs else store
         ast = UOp(kernel.DEF, dtypes.void, (body,), "k")
         name = _kernel_name(node, ast, tuple(d for d in shape if d != 1))
-        return Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, ranges=tuple(rngs))
+        names = sorted({x.arg[0] for x in ast.toposort() if x.op is kernel.VAR})
+        return Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, ranges=tuple(rngs),
+                      vars=tuple(self.var_operands[n] for n in names))
 
     def _kernels_for(self, m: UOp, ids: itertools.count) -> list[Kernel]:
         if m.op is not tensor.ASSIGN:
@@ -367,6 +402,26 @@ class _Plan:
                 self.temp_assigns.add(k.node)
                 return True
         return False
+
+
+def _var_operands(order: list[UOp]) -> dict[str, UOp]:
+    """Each variable's name -> the tensor-level value a kernel call passes for it: its tensor.bind where the program
+    binds it (one value per variable), else the tensor.var (its value comes from the caller, by name)."""
+    out: dict[str, UOp] = {}
+    for u in order:
+        if u.op is tensor.BIND and u.src[0].op is tensor.VAR:
+            name = u.src[0].arg[0]
+            prev = out.get(name)
+            if prev is not None and prev.op is tensor.BIND and prev is not u:
+                raise _err(u, f"variable {name!r} is bound to two values in one program ({prev.src[1].arg} and "
+                              f"{u.src[1].arg})")
+            out[name] = u
+        elif u.op is tensor.VAR:
+            prev = out.get(u.arg[0])
+            if prev is not None and (prev if prev.op is tensor.VAR else prev.src[0]) is not u:
+                raise _err(u, f"two different variables are named {u.arg[0]!r}")
+            out.setdefault(u.arg[0], u)
+    return out
 
 
 def _free_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
@@ -479,7 +534,8 @@ def schedule(root: UOp) -> tuple[list[Kernel], UOp]:
         raise _err(root, "tensor-to-kernel did not settle on a schedule")
     calls: list[UOp] = []
     for k in ordered:
-        calls.append(UOp(tensor.CALL, dtypes.void, (*k.buffers, *(calls[d] for d in k.deps)), (k.ast, k.name)))
+        calls.append(UOp(tensor.CALL, dtypes.void, (*k.buffers, *k.vars, *(calls[d] for d in k.deps)),
+                         (k.ast, k.name)))
     used = {d for k in ordered for d in k.deps}
     frontier = tuple(c for i, c in enumerate(calls) if i not in used)
     results = []
@@ -488,7 +544,10 @@ def schedule(root: UOp) -> tuple[list[Kernel], UOp]:
             buf, _ = plan.storage[s]
             if s in plan.last_writes and s.src[0].op is tensor.BUFFER:
                 buf = s.src[0]  # the target itself holds the value once every call has run
-            results.append(UOp(tensor.AFTER, buf.dtype, (buf, *frontier)))
+            after = UOp(tensor.AFTER, buf.dtype, (buf, *frontier))
+            if after.shape != s.shape:  # a symbolic shape: its buffer has the largest one
+                after = tensor.movement(tensor.SHRINK, after, tuple((0, d) for d in s.shape))
+            results.append(after)
         else:
             results.append(s)
     out = UOp.sink(*results) if root.op is core.SINK else results[0]
