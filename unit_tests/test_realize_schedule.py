@@ -20,6 +20,7 @@ from uopir.dialects import core, tensor
 from uopir.dialects.semantics import alu, values_equal
 from uopir.frontend import device as D
 from uopir.frontend.tensor import Tensor
+from uopir.ir.diagnostics import IRError
 from uopir.ir.dtype import dtypes
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
@@ -288,15 +289,28 @@ def test_stacked_softmax_layers_lower_in_polynomial_time() -> None:
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-6)
 
 
-# ---- the fallback for symbolic variables ------------------------------------------------------------------------
-def test_graphs_with_bound_variables_are_interpreted_until_they_lower() -> None:
+# ---- symbolic variables ------------------------------------------------------------------------------------------
+def _bound_program(value: int) -> UOp:
     v = UOp(tensor.VAR, dtypes.index, (), ("n", 1, 8))
-    n = UOp(tensor.BIND, dtypes.index, (v, core.const(dtypes.index, 3)))
+    n = UOp(tensor.BIND, dtypes.index, (v, core.const(dtypes.index, value)))
     x = Tensor(np.array([1.0, 2.0], np.float32))
-    g = x.uop + n.cast(f32)
+    return x.uop + n.cast(f32)
+
+
+def test_graphs_with_bound_variables_run_as_kernels_and_share_one_schedule() -> None:
     with _Count() as c:
-        out = get_backend("python").realize(g)
-    assert c.interpreted == 1 and c.kernels == 0 and out.numpy().tolist() == [4.0, 5.0]
+        out = get_backend("python").realize(_bound_program(3))
+    assert c.interpreted == 0 and c.kernels == 1 and c.lowerings == 1 and out.numpy().tolist() == [4.0, 5.0]
+    with _Count() as c:  # another bound value: the key holds the variable, so the schedule is reused
+        out = get_backend("python").realize(_bound_program(6))
+    assert c.lowerings == 0 and c.hits == 1 and c.kernels == 1 and out.numpy().tolist() == [7.0, 8.0]
+
+
+def test_a_free_variable_cannot_be_realized() -> None:
+    v = UOp(tensor.VAR, dtypes.index, (), ("n", 1, 8))
+    g = Tensor(np.array([1.0, 2.0], np.float32)).uop + v.cast(f32)
+    with pytest.raises(IRError, match="every variable bound"):
+        get_backend("python").realize(g)
 
 
 # ---- realize (cached or not) against the whole-graph interpreter ------------------------------------------------

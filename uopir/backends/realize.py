@@ -18,8 +18,8 @@ Debug output (`UOPIR_DEBUG=n`, as tinygrad's DEBUG): at 2 and above one line per
 count, name, buffers, time); at 5 and above each kernel's IR (print_ir) when it is compiled, before the backend
 lowers it (once per kernel and backend in a process).
 
-Graphs with symbolic variables are interpreted whole by backends that can (`interpret`), until tensor-to-kernel
-lowers `tensor.var` / `tensor.bind` to `kernel.var` (see `_symbolic_fallback`). The realizing backend runs every
+Symbolic variables lower to `kernel.var`: the key holds each variable, `cache_key` collects the bound values and
+every launch gets them by name, so one schedule serves every value. The realizing backend runs every
 kernel of a schedule, including those of values on other devices (every device's buffers live in host memory today).
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ class RealizeStats:
     lowerings: int = 0  # schedules built by running the pipeline
     cache_hits: int = 0  # schedules taken from the cache
     kernels: int = 0  # kernels launched
-    interpreted: int = 0  # graphs realized by the symbolic fallback
+    interpreted: int = 0  # graphs realized by interpreting them whole (none today; kept for the counters' readers)
 
 
 STATS = RealizeStats()
@@ -208,10 +208,11 @@ def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> Plan:
                 slots[u] = n_inputs + len(temps)
                 temps.append((u.dtype, tuple(u.arg[2])))
         elif u.op is tensor.CALL:
-            bad = next((x for x in u.src if x.op is not tensor.BUFFER and x.dtype is not dtypes.void), None)
+            bad = next((x for x in u.src if x.op is not tensor.BUFFER and x.op is not tensor.VAR
+                        and x.dtype is not dtypes.void), None)
             if bad is not None:
-                raise _err(u, f"tensor.call operands must be tensor.buffer values (or void values that order it), "
-                              f"got {bad.op.name}")
+                raise _err(u, f"tensor.call operands must be tensor.buffer values, variables (or void values that "
+                              f"order it), got {bad.op.name}")
             kdef, name = u.arg
             args = tuple(slots[x] for x in u.src if x.op is tensor.BUFFER)
             for a in args:
@@ -273,17 +274,6 @@ def _copy(alloc: Allocator, buf: Buffer) -> Buffer:
     return alloc.from_numpy(bf16_round(arr) if buf.dtype is dtypes.bfloat16 else arr, buf.dtype)
 
 
-def _symbolic_fallback(backend: Backend, root: UOp) -> Buffer:
-    """Graphs with tensor.var / tensor.bind: tensor-to-kernel does not lower symbolic variables yet, so a backend that
-    can interpret whole graphs (python) does. Remove this once variables lower to kernel.var: the key already holds
-    the variables and `cache_key` collects their values for the launch."""
-    interpret = getattr(backend, "interpret", None)
-    if interpret is None:
-        raise RuntimeError(f"device {backend.device!r} cannot realize programs with symbolic variables yet")
-    STATS.interpreted += 1
-    return interpret(root)
-
-
 def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
     """The executable schedule of a cache key on `backend`: from the schedule cache, else lowered (and cached)."""
     on = schedule_cache_enabled()
@@ -308,7 +298,7 @@ def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
 def realize(backend: Backend, root: UOp) -> Buffer:
     """The value of a tensor-level graph, computed on `backend` kernel by kernel, in a fresh buffer of its device."""
     key, inputs, var_vals, symbolic = cache_key(root)
-    if symbolic:
-        return _symbolic_fallback(backend, root)
+    if symbolic and not var_vals and any(u.op is tensor.VAR for u in root.toposort()):
+        raise _err(root, "realizing needs every variable bound (Variable(...).bind(value))")
     bufs = _input_buffers(inputs)
     return _run(backend, plan(backend, key, len(inputs)), bufs, var_vals)

@@ -166,7 +166,8 @@ class _Builder:
             if u.op is core.CONST:
                 return [], lambda _: u
             if _symbolic_scalar(u):  # an index expression over variables (a symbolic element count, `mean`)
-                e = u.substitute({x: kernel_index(x) for x in u.toposort() if x.op is tensor.VAR or x.op is tensor.BIND})
+                e = u.substitute({x: kernel_index(x) for x in u.toposort()
+                                  if x.op is tensor.VAR or x.op is tensor.BIND})
                 return [], lambda _: e
             raise _err(u, f"tensor-to-kernel cannot lower a shapeless {n} inside a tensor expression yet")
         if u is not self.own and u in self.plan.storage:
