@@ -63,6 +63,8 @@ class _Nest:
             return ins | {s}
         if s.op is D.ACCSTORE:
             return ins - self.acc_loops[s.src[0]]
+        if s.op is D.ACC:  # its value changes in every iteration of its loops
+            return ins | self.acc_loops[s]
         return ins
 
     def _place(self) -> None:
