@@ -79,7 +79,48 @@ ACCSTORE = def_op("device.accstore", 2, traits=Trait.SIDE_EFFECT, verify=_verify
                   summary="update an accumulator; a non-void result reads the updated value")
 WMMA = def_op("device.wmma", 3, (Attr("name", STR), Attr("dims", TupleAttr(IntAttr(lo=1), 3)), Attr("device", STR)),
               Trait.PURE, _verify_wmma, summary="tensor-core multiply-accumulate a*b+c on fragments (vectors)")
-PROGRAM = def_op("device.program", (0, None), (Attr("name", STR),), Trait.TERMINATOR, void_result,
+_OPENS = {"device.loop": "device.endloop", "device.if": "device.endif"}
+_CLOSES = {v: k for k, v in _OPENS.items()}
+
+
+def _verify_program(u: UOp) -> Iterator[str]:
+    """The program contract (docs/dialects.md): every op listed once, after its operands; loops and ifs closed
+    innermost first; nothing defined inside a block (a loop counter included) is read after it closes. (An
+    accumulator updated in a loop is declared before it, so it is read after the loop.)"""
+    yield from void_result(u)
+    index: dict[UOp, int] = {}
+    dead: set[UOp] = set()  # values of blocks already closed
+    open_: list[tuple[UOp, list[UOp]]] = []  # open block -> values defined in it
+    for i, op in enumerate(u.src):
+        where = f"operand {i} ({op.op.name})"
+        if op in index:
+            yield f"{where} is listed twice (first as operand {index[op]})"
+            return
+        for s in op.src:
+            if s not in index:
+                yield f"{where} uses a {s.op.name} that is not listed before it"
+                return
+            if s in dead:
+                yield f"{where} uses a {s.op.name} defined inside a loop or if that is closed before it"
+                return
+        index[op] = i
+        name = op.op.name
+        if name in _CLOSES:
+            if not open_ or open_[-1][0] is not op.src[0]:
+                yield f"{where} does not close the innermost open {_CLOSES[name]}"
+                return
+            dead.update(open_.pop()[1])
+            dead.add(op.src[0])
+        else:
+            if open_:
+                open_[-1][1].append(op)
+            if name in _OPENS:
+                open_.append((op, []))
+    if open_:
+        yield f"{open_[-1][0].op.name} (operand {index[open_[-1][0]]}) is never closed"
+
+
+PROGRAM = def_op("device.program", (0, None), (Attr("name", STR),), Trait.TERMINATOR, _verify_program,
                  summary="the linearized program: its operands in execution order")
 
 _LANG = re.compile(r"[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*")
