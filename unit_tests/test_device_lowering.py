@@ -196,3 +196,60 @@ device.program %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11 {name = "scan"}
     run_program(prog, [buf])
     assert buf.tolist() == [1, 3, 6, 10, 15, 21]
     assert dtypes.int32 is prog.src[0].dtype.base
+
+
+def _kernel_vs_program(text: str, pipeline: str, buffers: list[np.ndarray], var_vals: dict[str, int] | None = None
+                       ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    from uopir.backends.python import run_kernel
+    kdef = parse_ir(text)
+    want = [b.copy() for b in buffers]
+    run_kernel(kdef, want, var_vals)
+    prog = PassManager.parse(pipeline).run(kdef)
+    assert prog.op is device.PROGRAM
+    got = [b.copy() for b in buffers]
+    run_program(prog, got, var_vals)
+    return want, got
+
+
+def test_gpu_groups_and_threads_run_as_the_kernel() -> None:
+    """Workgroups × threads (group_id, local_id) with a per-thread reduction: the same values as the kernel."""
+    text = """
+%0 = kernel.param {idx = 0} : ptr<f32, global>
+%1 = kernel.param {idx = 1} : ptr<f32, global>
+%2 = core.const 3 : index
+%3 = kernel.range %2 {axis = 0, kind = global} : index
+%4 = core.const 8 : index
+%5 = kernel.range %4 {axis = 1, kind = local} : index
+%6 = core.mul %3, %4 : index
+%7 = core.add %6, %5 : index
+%8 = kernel.index %0, %7 : ptr<f32, global>
+%9 = core.const 5 : index
+%10 = kernel.range %9 {axis = 2, kind = reduce} : index
+%11 = core.mul %7, %9 : index
+%12 = core.add %11, %10 : index
+%13 = kernel.index %1, %12 : ptr<f32, global>
+%14 = kernel.load %13 : f32
+%15 = kernel.reduce %14, %10 {op = max} : f32
+%16 = kernel.store %8, %15
+%17 = kernel.end %16, %3, %5
+kernel.def %17 {name = "g"}
+"""
+    x = np.random.default_rng(1).standard_normal(120).astype(np.float32)
+    want, got = _kernel_vs_program(text, "kernel-to-device{target=gpu},device-linearize",
+                                   [np.zeros(24, np.float32), x])
+    assert np.array_equal(want[0], x.reshape(24, 5).max(1)) and np.array_equal(got[0], want[0])
+
+
+def test_symbolic_loop_bounds_take_their_variable() -> None:
+    text = """
+%0 = kernel.param {idx = 0} : ptr<i32, global>
+%1 = kernel.var {name = "n", min = 1, max = 8} : index
+%2 = kernel.range %1 {axis = 0} : index
+%3 = kernel.index %0, %2 : ptr<i32, global>
+%4 = core.cast %2 : i32
+%5 = kernel.store %3, %4
+%6 = kernel.end %5, %2
+kernel.def %6 {name = "iota"}
+"""
+    want, got = _kernel_vs_program(text, "kernel-to-device,device-linearize", [np.full(8, -1, np.int32)], {"n": 5})
+    assert want[0].tolist() == got[0].tolist() == [0, 1, 2, 3, 4, -1, -1, -1]

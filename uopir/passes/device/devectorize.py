@@ -8,7 +8,7 @@ as soon as every reader is split too:
 - elementwise ops and casts (a scalar `where` condition stays whole; a bitcast that changes the lane count is left);
 - `kernel.load` of n lanes at offset o: loads of each part at o + start (a gated load's alternative split alike);
 - `kernel.store`: one store per part, grouped (`core.group`);
-- `device.acc` and its `device.accstore`s: one accumulator per part (ids renumbered in toposort order);
+- `device.acc` and its `device.accstore`s: one accumulator per part (fresh ids after the kernel's largest);
 - a `core.gep` that picks more lanes than allowed.
 
 Folds: `gep(vectorize(x…), i…)` picks the x's, `gep(gep(x, a), b)` is one gep, a gep of a constant is a constant,
@@ -25,7 +25,7 @@ from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite, is_vector
 from uopir.ir.uop import UOp
-from uopir.passes.device.common import in_kernels, renumber_ids, resolve_target
+from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.manager import PassContext, register_pass
 from uopir.passes.target import Target
 
@@ -217,6 +217,5 @@ def device_devectorize(root: UOp, options: DevectorizeOptions, ctx: PassContext)
     def run(k: UOp) -> UOp:
         ids = [u.arg for u in k.toposort() if u.op is D.ACC]
         dctx = _Ctx(t, options.width, max(ids, default=-1) + 1)
-        out = graph_rewrite(k, DEVECTORIZE, ctx=dctx, stats=ctx.stats)
-        return renumber_ids(out) if dctx.next_acc > len(ids) else out
+        return graph_rewrite(k, DEVECTORIZE, ctx=dctx, stats=ctx.stats)
     return in_kernels(root, run)

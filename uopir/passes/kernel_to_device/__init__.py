@@ -13,7 +13,9 @@
 
 The update is exact against the reduction semantics (uopir.dialects.semantics): add/mul/max from the identity 0 / 1
 / the dtype's minimum; min from the maximum, as `-max(-acc, -x)` on floats (NaN and signed zeros as np.minimum),
-`x < acc ? x : acc` on integers and `acc & x` on bools. Loop and accumulator ids are numbered in program order.
+`x < acc ? x : acc` on integers and `acc & x` on bools. A loop's id is its range's position among the kernel's
+ranges (a range reduced twice gets a fresh id for its second loop); accumulators are numbered in the order they are
+made (inner reductions first). device-linearize numbers both again in program order.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from uopir.ir.uop import UOp
 from uopir.ir.valuerange import vmax
-from uopir.passes.device.common import in_kernels, renumber_ids, resolve_target
+from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.manager import PassContext, register_pass
 from uopir.passes.target import Target
 
@@ -64,20 +66,29 @@ def reduce_update(op: str, acc: UOp, x: UOp) -> UOp:
 @dataclass
 class _Lowering:
     target: Target
+    range_ids: dict[UOp, int]  # each range's position among the kernel's ranges (toposort): its loop's id
     specials: dict[UOp, UOp] = field(default_factory=dict)  # gpu: range -> its hardware id
+    used: set[int] = field(default_factory=set)
     loops: int = 0
     accs: int = 0
 
-    def loop(self, end: UOp) -> UOp:
+    def loop(self, r: UOp) -> UOp:
+        """A new loop for range r: the range's id, or a fresh one when that is taken (a range in two reductions)."""
+        i = self.range_ids.get(r)
+        if i is None or i in self.used:
+            i = len(self.range_ids) + len(self.used)
+            while i in self.used:
+                i += 1
+        self.used.add(i)
         self.loops += 1
-        return UOp(D.LOOP, dtypes.index, (end,), self.loops - 1)
+        return UOp(D.LOOP, dtypes.index, (r.src[0],), i)
 
 
 def _lower_reduce(ctx: _Lowering, r: UOp) -> UOp:
     value, ranges = r.src[0], r.src[1:]
     if not ranges:
         return value  # a reduction over nothing is its value (not `identity op value`: -0.0 + 0.0 is +0.0)
-    loops = [ctx.loop(rg.src[0]) for rg in ranges]
+    loops = [ctx.loop(rg) for rg in ranges]
     x = value.substitute(dict(zip(ranges, loops, strict=True)))
     ctx.accs += 1
     acc = UOp(D.ACC, r.dtype, (reduce_identity(r.arg, r.dtype), *loops), ctx.accs - 1)
@@ -85,7 +96,7 @@ def _lower_reduce(ctx: _Lowering, r: UOp) -> UOp:
 
 
 def _lower_range(ctx: _Lowering, r: UOp) -> UOp:
-    return ctx.specials.get(r) or ctx.loop(r.src[0])
+    return ctx.specials.get(r) or ctx.loop(r)
 
 
 def _lower_end(e: UOp) -> UOp:
@@ -153,11 +164,12 @@ def kernel_to_device(root: UOp, options: KernelToDeviceOptions, ctx: PassContext
     def lower(kdef: UOp) -> UOp:
         if kdef.op is not K.DEF:
             return kdef  # already linearized
-        lw = _Lowering(t, _gpu_ids(kdef, t) if t.kind == "gpu" else {})
+        ranges = [u for u in kdef.toposort() if u.op is K.RANGE]
+        lw = _Lowering(t, {r: i for i, r in enumerate(ranges)}, _gpu_ids(kdef, t) if t.kind == "gpu" else {})
         out = graph_rewrite(kdef, REDUCES, ctx=lw, stats=ctx.stats)
         out = graph_rewrite(out, RANGES, ctx=lw, stats=ctx.stats)
         ctx.count("accumulators", lw.accs)
         ctx.count("loops", lw.loops)
         ctx.count("hardware-ids", len(lw.specials))
-        return renumber_ids(out)
+        return out
     return in_kernels(root, lower)
