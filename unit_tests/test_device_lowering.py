@@ -65,8 +65,10 @@ def _run(g: UOp, bufs: dict[int, np.ndarray]) -> list:
     return [out, [got[k] for k in sorted(bufs)]]
 
 
-def check(root: UOp, seed: int = 0) -> None:
-    bufs = _input_arrays(root, np.random.default_rng(seed))
+def check(root: UOp, seed: int = 0, bufs: dict[int, np.ndarray] | None = None) -> None:
+    """Tensor level == kernel level == each device pipeline, on random inputs (or `bufs`)."""
+    if bufs is None:
+        bufs = _input_arrays(root, np.random.default_rng(seed))
     try:
         want = _run(root, bufs)
         sched = tensor_to_kernel(root)
@@ -253,3 +255,11 @@ kernel.def %6 {name = "iota"}
 """
     want, got = _kernel_vs_program(text, "kernel-to-device,device-linearize", [np.full(8, -1, np.int32)], {"n": 5})
     assert want[0].tolist() == got[0].tolist() == [0, 1, 2, 3, 4, -1, -1, -1]
+
+
+def test_bf16_buffers_are_rounded_when_loaded() -> None:
+    """Regression (found by the fuzzer): a bf16 buffer's float32 carrier may hold values between bf16 numbers; the
+    tensor level rounds them when it reads the buffer, and so must a kernel's (and a program's) load."""
+    b = UOp(tensor.BUFFER, dtypes.bfloat16, (), (0, "python", (2, 3)))
+    carrier = np.array([[2.999, -70.6, 1.0], [0.1, 255.4, -3.0001]], np.float32)  # 3.0, -71, 1, ~0.1, 256, -3
+    check(UOp.sink(b.alu("core.trunc"), UOp(tensor.SHRINK, b.dtype, (b,), ((0, 2), (1, 3)))), bufs={0: carrier})

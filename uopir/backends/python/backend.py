@@ -14,9 +14,8 @@ import numpy as np
 
 from uopir.backends.buffers import graph_buffers
 from uopir.backends.interface import Backend, Buffer, HostAllocator, LaunchBuffers, Program, Runtime
-from uopir.backends.python.device import run_program
+from uopir.backends.python.device import run_region
 from uopir.backends.python.interpreter import evaluate
-from uopir.backends.python.kernel import run_kernel
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.dialects.semantics import np_dtype
@@ -43,13 +42,11 @@ class PythonRuntime(Runtime):
 
     def load(self, name: str, program: UOp, source: str | None, binary: bytes | None) -> Program:
         if program.op is K.DEF or program.op is D.PROGRAM:
-            run = run_kernel if program.op is K.DEF else run_program
-
             def entry(buffers: LaunchBuffers, var_vals: Mapping[str, int] | None) -> Any:
                 if isinstance(buffers, Mapping):
                     raise TypeError(f"a {program.op.name} takes its buffers by position (kernel.param index), "
                                     f"not by id")
-                return run(program, [_host(b) for b in buffers], dict(var_vals or {}))
+                return run_region(program, [_host(b) for b in buffers], dict(var_vals or {}))
         else:
             def entry(buffers: LaunchBuffers, var_vals: Mapping[str, int] | None) -> Any:
                 if not isinstance(buffers, Mapping):

@@ -8,7 +8,8 @@ one iteration at a time, with the vectorized loops around them as array axes. Ha
 axes too; a barrier is then a no-op, since every op finishes for all threads before the next starts. `device.if`
 masks the effects (stores, accumulator updates) of its block, and so does a loop whose bound differs between the
 lanes of an enclosing axis. Scalars span the axes (right-aligned numpy broadcasting); vectors add a trailing lane
-axis. Local memory is one buffer for the whole launch (right for one workgroup).
+axis. Local memory is one buffer for the whole launch (right for one workgroup). `run_region` runs a kernel region
+at any stage (a kernel between kernel-to-device and device-linearize is linearized first).
 """
 from __future__ import annotations
 
@@ -16,15 +17,17 @@ import numpy as np
 
 from uopir.backends.python import core
 from uopir.backends.python.base import HandlerTable, Value, op_error
-from uopir.backends.python.kernel import Ptr
+from uopir.backends.python.kernel import Ptr, run_kernel
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
-from uopir.dialects.semantics import const_array, np_dtype
+from uopir.dialects.semantics import bf16_round, const_array, np_dtype
 from uopir.ir.diagnostics import IRError
+from uopir.ir.dtype import dtypes
 from uopir.ir.uop import UOp
+from uopir.passes.device.linearize import linearize
 
-__all__ = ["run_program", "HANDLERS"]
+__all__ = ["run_program", "run_region", "HANDLERS"]
 
 
 class DeviceCtx:
@@ -105,6 +108,8 @@ def _load(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
     if np.any(~inb if act is None else act & ~inb):
         raise op_error(u, f"out-of-bounds load (buffer of {p.flat.size} elements)")
     val = p.flat[np.where(inb, off, 0)] if p.flat.size else np.zeros(off.shape, p.flat.dtype)
+    if u.src[0].dtype.base is dtypes.bfloat16:  # a bf16 buffer's float32 carrier is rounded when read
+        val = bf16_round(val)
     if gate is None:
         return val
     alt = s[1] if len(s) > 1 else np.zeros((), p.flat.dtype)
@@ -309,3 +314,11 @@ def _control(u: UOp, pc: int, ops: tuple[UOp, ...], match: dict[int, int], seq: 
     ctx.mask = masks.pop()
     return pc + 1
 
+
+
+def run_region(body: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] | None = None) -> None:
+    """Run a kernel region at any stage: a kernel.def (data-parallel), a kernel.def already lowered by
+    kernel-to-device (linearized here first), or a device.program."""
+    if body.op is K.DEF and any(u.op.dialect == "device" for u in body.toposort()):
+        body = linearize(body)
+    (run_program if body.op is D.PROGRAM else run_kernel)(body, buffers, var_vals)

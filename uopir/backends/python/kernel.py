@@ -16,8 +16,9 @@ from uopir.backends.python import core
 from uopir.backends.python.base import HandlerTable, Value, op_error, run_ops
 from uopir.dialects import core as C
 from uopir.dialects import kernel as K
-from uopir.dialects.semantics import bitcast_array, const_array, np_dtype, reduce_array
+from uopir.dialects.semantics import bf16_round, bitcast_array, const_array, np_dtype, reduce_array
 from uopir.ir.diagnostics import IRError
+from uopir.ir.dtype import dtypes
 from uopir.ir.uop import UOp
 
 
@@ -97,6 +98,8 @@ def _load(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
         raise op_error(u, f"out-of-bounds load (buffer of {p.flat.size} elements)")
     off = np.where(inb, p.off, 0)
     val = p.flat[off] if p.flat.size else np.zeros(off.shape, p.flat.dtype)
+    if u.src[0].dtype.base is dtypes.bfloat16:  # a bf16 buffer's float32 carrier is rounded when read
+        val = bf16_round(val)
     alt = s[1] if len(s) > 1 else np.zeros((), p.flat.dtype)
     return ctx.space(val if gate is None else np.where(gate, val, alt))
 

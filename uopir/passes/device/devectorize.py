@@ -13,7 +13,7 @@ as soon as every reader is split too:
 
 Folds: `gep(vectorize(x…), i…)` picks the x's, `gep(gep(x, a), b)` is one gep, a gep of a constant is a constant,
 a gep of every lane in order is its operand, and a vectorize of lanes of one x is a gep of x (x itself for all
-of its lanes in order).
+of its lanes in order; only a gep no wider than allowed).
 """
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ def _gep_of_vectorize(g: UOp, v: UOp) -> UOp:
 
 
 def _gep_of_const(g: UOp, c: UOp) -> UOp:
-    v = c.arg
+    v = c.arg if type(c.arg) is tuple else (c.arg,) * c.dtype.count  # a scalar const: every lane is it
     return UOp.const(g.dtype, v[g.arg[0]] if len(g.arg) == 1 else tuple(v[i] for i in g.arg))
 
 
@@ -165,8 +165,9 @@ def _gep_all(g: UOp, x: UOp) -> UOp | None:
     return x if g.arg == tuple(range(x.dtype.count)) else None
 
 
-def _vectorize_of_geps(v: UOp) -> UOp | None:
-    """Lanes all taken from one vector x: x itself (every lane in order) or one gep of x."""
+def _vectorize_of_geps(ctx: _Ctx, v: UOp) -> UOp | None:
+    """Lanes all taken from one vector x: x itself (every lane in order) or one gep of x (when that gep is allowed:
+    a wider one would be split again)."""
     first = v.src[0]
     if first.op is not C.GEP:
         return None
@@ -176,7 +177,9 @@ def _vectorize_of_geps(v: UOp) -> UOp | None:
         if s.op is not C.GEP or s.src[0] is not x:
             return None
         idx.extend(s.arg)
-    return x if x.dtype is v.dtype and idx == list(range(x.dtype.count)) else gep(x, tuple(idx))
+    if x.dtype is v.dtype and idx == list(range(x.dtype.count)):
+        return x
+    return gep(x, tuple(idx)) if len(idx) <= ctx.limit(v.dtype) else None
 
 
 GEP_FOLDS = [
