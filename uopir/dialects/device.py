@@ -85,8 +85,8 @@ _CLOSES = {v: k for k, v in _OPENS.items()}
 
 def _verify_program(u: UOp) -> Iterator[str]:
     """The program contract (docs/dialects.md): every op listed once, after its operands; loops and ifs closed
-    innermost first; nothing defined inside a block (a loop counter included) is read after it closes. (An
-    accumulator updated in a loop is declared before it, so it is read after the loop.)"""
+    innermost first; nothing defined inside a block (a loop counter included) is read after it closes, except an
+    accumulator update (`device.accstore`), whose value after the loop is the accumulator's final value."""
     yield from void_result(u)
     index: dict[UOp, int] = {}
     dead: set[UOp] = set()  # values of blocks already closed
@@ -109,7 +109,7 @@ def _verify_program(u: UOp) -> Iterator[str]:
             if not open_ or open_[-1][0] is not op.src[0]:
                 yield f"{where} does not close the innermost open {_CLOSES[name]}"
                 return
-            dead.update(open_.pop()[1])
+            dead.update(v for v in open_.pop()[1] if v.op.name != "device.accstore")
             dead.add(op.src[0])
         else:
             if open_:

@@ -1,15 +1,17 @@
 """Handlers for the device dialect, and `run_program`, which runs a linearized `device.program` on buffers.
 
 The program is sequential (what a C renderer prints): ops in order, loops from `device.loop` to `device.endloop`,
-accumulators assigned by `device.accstore`. To stay fast it runs a loop as a numpy axis (all iterations at once)
-whenever that cannot change a result: when no accumulator declared outside the loop is assigned inside it, and every
-buffer stored inside it is loaded there only at the address it is stored to (in the same iteration). Other loops run
-one iteration at a time, with the vectorized loops around them as array axes. Hardware ids (`device.special`) are
-axes too; a barrier is then a no-op, since every op finishes for all threads before the next starts. `device.if`
-masks the effects (stores, accumulator updates) of its block, and so does a loop whose bound differs between the
-lanes of an enclosing axis. Scalars span the axes (right-aligned numpy broadcasting); vectors add a trailing lane
-axis. Local memory is one buffer for the whole launch (right for one workgroup). `run_region` runs a kernel region
-at any stage (a kernel between kernel-to-device and device-linearize is linearized first).
+accumulators assigned by `device.accstore` (whose value is the accumulator after the update; read after the loop,
+the final value, or the init when the loop ran no iteration). To stay fast it runs a loop as a numpy axis (all
+iterations at once) whenever that cannot change a result: when no accumulator declared outside the loop is assigned
+inside it, and every buffer stored inside it is loaded there only at the address it is stored to (in the same
+iteration). Other loops run one iteration at a time, with the vectorized loops around them as array axes. Hardware
+ids (`device.special`) are axes too; a barrier is then a no-op, since every op finishes for all threads before the
+next starts. `device.if` masks the effects (stores, accumulator updates) of its block, and so does a loop whose
+bound differs between the lanes of an enclosing axis. Scalars span the axes (right-aligned numpy broadcasting);
+vectors add a trailing lane axis. Local memory is one buffer for the whole launch (right for one workgroup).
+`run_region` runs a kernel region at any stage (a kernel between kernel-to-device and device-linearize is linearized
+first).
 """
 from __future__ import annotations
 
@@ -246,6 +248,10 @@ def run_program(prog: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] |
     vals: dict[UOp, Value] = {}
     masks: list[np.ndarray | None] = []
     counters: dict[int, list[int]] = {}  # pc of a sequential loop -> [next iteration, trip count]
+    updates: dict[UOp, list[UOp]] = {}  # accumulator -> its device.accstores
+    for x in ops:
+        if x.op is D.ACCSTORE:
+            updates.setdefault(x.src[0], []).append(x)
     pc = 0
     while pc < len(ops):
         u = ops[pc]
@@ -262,6 +268,9 @@ def run_program(prog: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] |
                 acc, m = u.src[0], _lane_mask(ctx.mask, u.src[0].dtype.count)
                 vals[acc] = v if m is None else np.where(m, v, vals[acc])
                 v = vals[acc]
+            elif op is D.ACC:  # its updates read as the init until they run (a loop of no iterations)
+                for st in updates.get(u, ()):
+                    vals[st] = v
             vals[u] = v
         except IRError:
             raise

@@ -6,9 +6,10 @@ The program (the contract the renderers read; docs/dialects.md, device section):
 - operands are all the ops of the kernel in execution order, each after its operands; params, variables and
   constants first, then loop headers in nesting order with their bodies;
 - `device.loop %n {id}` opens a loop whose counter is its value, `device.endloop %loop` closes it;
-- `%acc = device.acc %init, %loops… {id}` declares an accumulator before its loops; reading %acc gives its current
-  value; `device.accstore %acc, %v` (void) assigns it;
-- a value defined inside a loop is used only inside it, except accumulators.
+- `%acc = device.acc %init {id}` declares an accumulator before its loops; reading %acc gives its current value;
+  `%new = device.accstore %acc, %v : T` assigns it, and its value is the accumulator after the assignment;
+- a value defined inside a loop is used only inside it, except accumulator updates: the reduction's result is read
+  after its loops through its `device.accstore` (the accumulator's final value).
 
 Placement: an op sits in the loops its operands need (a loop counter needs its loop; an accumulator's update needs
 the accumulator's loops; the reduction's result read after the update escapes those loops), as far out as that
@@ -220,7 +221,7 @@ def linearize(kdef: UOp) -> UOp:
             raise _err(stuck, "device-linearize: the ops of this block depend on each other in a cycle")
         return out
 
-    # emit, rebuilding each op on the emitted operands; a reduction's result read after its update is the accumulator
+    # emit, rebuilding each op on the emitted operands
     new: dict[UOp, UOp] = {}
     program: list[UOp] = []
     ids = {D.LOOP: 0, D.ACC: 0}  # loops and accumulators are numbered in program order
@@ -229,12 +230,10 @@ def linearize(kdef: UOp) -> UOp:
         if u.op is D.ACC:  # declared before its loops: the program's accumulator names only its init
             src: tuple[UOp, ...] = (new[u.src[0]],)
         else:
-            src = tuple(new[s.src[0]] if s.op is D.ACCSTORE else new[s] for s in u.src if s.op not in _MARKERS)
+            src = tuple(new[s] for s in u.src if s.op not in _MARKERS)
         if u.op in ids:
             n = u.replace(src=src, arg=ids[u.op])
             ids[u.op] += 1
-        elif u.op is D.ACCSTORE:
-            n = u.replace(src=src, dtype=dtypes.void)
         else:
             n = u if src == u.src else u.replace(src=src)
         new[u] = n
