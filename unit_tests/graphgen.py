@@ -288,7 +288,7 @@ class Gen:
         used_as_src = {x for u in self.pool for x in u.src}
         srcs = tuple(dict.fromkeys(u for u in self.pool if u not in used_as_src and (u.dtype is VOID or s.chance(90))))
         if root == "device.program":
-            return self.mk(device.PROGRAM, VOID, srcs, s.text())
+            return self.mk(device.PROGRAM, VOID, program_ops(srcs), s.text())
         return self.add(UOp(core.SINK, VOID, srcs))
 
     def kernel_def(self) -> UOp:
@@ -752,10 +752,24 @@ def _wmma(g: Gen) -> UOp:
     return g.mk(device.WMMA, c, (g.value(ab), g.value(ab), g.value(c)), (name, dims, dev))
 
 
+_BLOCK_OPS = frozenset((device.LOOP, device.ENDLOOP, device.IF, device.ENDIF))
+
+
+def program_ops(values: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    """A valid device.program's operand list for some of these values: every op they need, each after its operands
+    (a value that needs a loop or an if is left out: random ops would not nest as blocks must)."""
+    out: dict[UOp, None] = {}
+    for v in values:
+        order = v.toposort()
+        if not any(u.op in _BLOCK_OPS for u in order):
+            out.update(order)
+    return tuple(out)
+
+
 @builder("device.program")
 def _program(g: Gen) -> UOp:
     srcs = tuple(dict.fromkeys(g.any_value() for _ in range(g.s.integer(0, 4))))
-    return g.mk(device.PROGRAM, VOID, srcs, g.s.text())
+    return g.mk(device.PROGRAM, VOID, program_ops(srcs), g.s.text())
 
 
 @builder("device.source")

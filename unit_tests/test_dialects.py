@@ -286,7 +286,7 @@ def test_tensor_valid_graph():
     (lambda a: UOp(tensor.PAD, f32, (a,), ((1, 2, 3), (0, 0))),
      "'tensor.pad' op attribute 'pads': expected a list of 2 elements, got 3"),
     (lambda a: UOp(tensor.CALL, dtypes.void, (a,), (UOp.sink(), "k")),
-     "'tensor.call' op the kernel region's root must be a kernel.def, got core.sink"),
+     "'tensor.call' op the kernel region's root must be a kernel.def or a device.program, got core.sink"),
 ])
 def test_tensor_rule_failures(build, msg):
     assert msgs(build(buf((4, 4)))) == [msg]
@@ -366,21 +366,54 @@ def test_kernel_rule_failures(build, msg):
 
 # ---- device dialect --------------------------------------------------------------------------------------------------
 def test_device_valid_program():
-    gid = UOp(device.SPECIAL, idx, (UOp.const(idx, 64),), ("global_id", 0))
-    loop = UOp(device.LOOP, idx, (UOp.const(idx, 8),), 0)
-    acc = UOp(device.ACC, f32, (UOp.const(f32, 0.0), loop), 0)
-    ld = UOp(kernel.LOAD, f32, (UOp(kernel.INDEX, f32.ptr(), (UOp(kernel.PARAM, f32.ptr(), (), 1), gid * 8 + loop)),))
-    upd = UOp(device.ACCSTORE, f32, (acc, acc + ld))
-    end = UOp(device.ENDLOOP, dtypes.void, (loop, upd))
-    cond = UOp(device.IF, dtypes.void, (gid.lt(UOp.const(idx, 60)), end))
-    st = UOp(kernel.STORE, dtypes.void, (UOp(kernel.INDEX, f32.ptr(), (P, gid)), upd))
-    fin = UOp(device.ENDIF, dtypes.void, (cond, st))
-    bar = UOp(device.BARRIER, dtypes.void, (fin,))
+    """A linearized program lists every op in execution order (the contract in docs/dialects.md)."""
+    c64, c8, c60, zero = UOp.const(idx, 64), UOp.const(idx, 8), UOp.const(idx, 60), UOp.const(f32, 0.0)
+    p1 = UOp(kernel.PARAM, f32.ptr(), (), 1)
+    gid = UOp(device.SPECIAL, idx, (c64,), ("global_id", 0))
+    acc = UOp(device.ACC, f32, (zero,), 0)
+    loop = UOp(device.LOOP, idx, (c8,), 0)
+    row = gid * 8
+    off = row + loop
+    ix = UOp(kernel.INDEX, f32.ptr(), (p1, off))
+    ld = UOp(kernel.LOAD, f32, (ix,))
+    new = acc + ld
+    upd = UOp(device.ACCSTORE, dtypes.void, (acc, new))
+    end = UOp(device.ENDLOOP, dtypes.void, (loop,))
+    lt = gid.lt(c60)
+    cond = UOp(device.IF, dtypes.void, (lt,))
+    ox = UOp(kernel.INDEX, f32.ptr(), (P, gid))
+    st = UOp(kernel.STORE, dtypes.void, (ox, acc))
+    fin = UOp(device.ENDIF, dtypes.void, (cond,))
+    bar = UOp(device.BARRIER, dtypes.void, ())
     h = f32.vec(8)
     z = UOp.const(h, 0.0)
     w = UOp(device.WMMA, h, (z, z, z), ("m16n8k16", (16, 8, 16), "CUDA"))
-    prog = UOp(device.PROGRAM, dtypes.void, (gid, loop, acc, ld, upd, end, cond, st, fin, bar, w), "p")
+    prog = UOp(device.PROGRAM, dtypes.void, (c64, c8, c60, zero, P, p1, gid, acc, loop, row, off, ix, ld, new, upd,
+                                             end, lt, cond, ox, st, fin, bar, z, w), "p")
     assert msgs(prog) == []
+    # the graph form before linearize: the accumulator names its loop, the update has the accumulator's value
+    gacc = UOp(device.ACC, f32, (zero, loop), 1)
+    gupd = UOp(device.ACCSTORE, f32, (gacc, gacc + ld))
+    gst = UOp(kernel.STORE, dtypes.void, (ox, gupd))
+    kdef = UOp(kernel.DEF, dtypes.void, (UOp(device.ENDLOOP, dtypes.void, (loop, gst)),), "k")
+    assert msgs(kdef) == []
+
+
+def test_device_program_rules():
+    c8 = UOp.const(idx, 8)
+    loop = UOp(device.LOOP, idx, (c8,), 0)
+    end = UOp(device.ENDLOOP, dtypes.void, (loop,))
+    assert msgs(UOp(device.PROGRAM, dtypes.void, (loop, end), "p")) == [
+        "'device.program' op operand 0 (device.loop) uses a core.const that is not listed before it"]
+    assert msgs(UOp(device.PROGRAM, dtypes.void, (c8, loop, end, end), "p")) == [
+        "'device.program' op operand 3 (device.endloop) is listed twice (first as operand 2)"]
+    assert msgs(UOp(device.PROGRAM, dtypes.void, (c8, loop), "p")) == [
+        "'device.program' op device.loop (operand 1) is never closed"]
+    late = UOp(kernel.STORE, dtypes.void, (UOp(kernel.INDEX, f32.ptr(), (P, loop)), UOp.const(f32, 1.0)))
+    ix, one = late.src
+    assert msgs(UOp(device.PROGRAM, dtypes.void, (c8, P, one, loop, end, ix, late), "p")) == [
+        "'device.program' op operand 5 (kernel.index) uses a device.loop defined inside a loop or if that is closed "
+        "before it"]
 
 
 @pytest.mark.parametrize("build,msg", [

@@ -10,6 +10,7 @@ from uopir.ir.dtype import dtypes
 from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, TupleAttr, def_op, quote
 from uopir.ir.rules import index_result_and_operand, void_result
 from uopir.ir.uop import UOp
+from uopir.ir.valuerange import register_range
 
 SPECIAL_KINDS = ("group_id", "local_id", "global_id")
 _LOOPS = frozenset(("device.loop", "kernel.range"))
@@ -78,7 +79,48 @@ ACCSTORE = def_op("device.accstore", 2, traits=Trait.SIDE_EFFECT, verify=_verify
                   summary="update an accumulator; a non-void result reads the updated value")
 WMMA = def_op("device.wmma", 3, (Attr("name", STR), Attr("dims", TupleAttr(IntAttr(lo=1), 3)), Attr("device", STR)),
               Trait.PURE, _verify_wmma, summary="tensor-core multiply-accumulate a*b+c on fragments (vectors)")
-PROGRAM = def_op("device.program", (0, None), (Attr("name", STR),), Trait.TERMINATOR, void_result,
+_OPENS = {"device.loop": "device.endloop", "device.if": "device.endif"}
+_CLOSES = {v: k for k, v in _OPENS.items()}
+
+
+def _verify_program(u: UOp) -> Iterator[str]:
+    """The program contract (docs/dialects.md): every op listed once, after its operands; loops and ifs closed
+    innermost first; nothing defined inside a block (a loop counter included) is read after it closes, except an
+    accumulator update (`device.accstore`), whose value after the loop is the accumulator's final value."""
+    yield from void_result(u)
+    index: dict[UOp, int] = {}
+    dead: set[UOp] = set()  # values of blocks already closed
+    open_: list[tuple[UOp, list[UOp]]] = []  # open block -> values defined in it
+    for i, op in enumerate(u.src):
+        where = f"operand {i} ({op.op.name})"
+        if op in index:
+            yield f"{where} is listed twice (first as operand {index[op]})"
+            return
+        for s in op.src:
+            if s not in index:
+                yield f"{where} uses a {s.op.name} that is not listed before it"
+                return
+            if s in dead:
+                yield f"{where} uses a {s.op.name} defined inside a loop or if that is closed before it"
+                return
+        index[op] = i
+        name = op.op.name
+        if name in _CLOSES:
+            if not open_ or open_[-1][0] is not op.src[0]:
+                yield f"{where} does not close the innermost open {_CLOSES[name]}"
+                return
+            dead.update(v for v in open_.pop()[1] if v.op.name != "device.accstore")
+            dead.add(op.src[0])
+        else:
+            if open_:
+                open_[-1][1].append(op)
+            if name in _OPENS:
+                open_.append((op, []))
+    if open_:
+        yield f"{open_[-1][0].op.name} (operand {index[open_[-1][0]]}) is never closed"
+
+
+PROGRAM = def_op("device.program", (0, None), (Attr("name", STR),), Trait.TERMINATOR, _verify_program,
                  summary="the linearized program: its operands in execution order")
 
 _LANG = re.compile(r"[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*")
@@ -96,3 +138,10 @@ def _verify_source(u: UOp) -> Iterator[str]:
 
 SOURCE = def_op("device.source", 0, (Attr("lang", STR), Attr("name", STR), Attr("text", STR)), Trait.PURE,
                 _verify_source, summary="emitted source text of one program in a language (what emit-<lang> makes)")
+
+
+# ---- value ranges ----------------------------------------------------------------------------------------------------
+# A loop counter and a hardware id run over [0, end - 1] (uopir.ir.valuerange), like the kernel.range they replace.
+
+register_range(LOOP, lambda _, s: (0, max(0, s[0][1] - 1)))
+register_range(SPECIAL, lambda _, s: (0, max(0, s[0][1] - 1)))

@@ -316,8 +316,8 @@ def _verify_call(u: UOp) -> Iterator[str]:
     if u.dtype is not dtypes.void:
         yield f"result must be void, got {u.dtype}"
     root = getattr(u.arg[0].op, "name", "an unregistered op")
-    if root != "kernel.def":
-        yield f"the kernel region's root must be a kernel.def, got {root}"
+    if root not in ("kernel.def", "device.program"):
+        yield f"the kernel region's root must be a kernel.def or a device.program, got {root}"
         return
     # a kernel.var of the kernel gets its value from the operand that is that variable (or a binding of it)
     given = {(s if s.op is VAR else s.src[0]).arg[0] for s in u.src

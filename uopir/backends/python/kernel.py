@@ -101,7 +101,7 @@ def _load(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
         raise op_error(u, f"out-of-bounds load (buffer of {p.flat.size} elements)")
     off = np.where(inb, p.off, 0)
     val = p.flat[off] if p.flat.size else np.zeros(off.shape, p.flat.dtype)
-    if u.dtype is dtypes.bfloat16:  # a bf16 carrier is rounded when read, as at the graph level
+    if u.src[0].dtype.base is dtypes.bfloat16:  # a bf16 buffer's float32 carrier is rounded when read
         val = bf16_round(val)
     alt = s[1] if len(s) > 1 else np.zeros((), p.flat.dtype)
     return ctx.space(val if gate is None else np.where(gate, val, alt))

@@ -1,5 +1,5 @@
 """Handlers for the tensor dialect: buffers, movement ops as numpy views, reductions, assign, variables, and
-`tensor.call`, which runs its kernel region with `run_kernel`.
+`tensor.call`, which runs its kernel region at whatever stage it is (`run_region`).
 
 The graph-level context says which buffers an assign or a call of the graph writes: those are read as private
 copies, so every read sees the buffers as they were on entry.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from uopir.backends.python.base import HandlerTable, Value, op_error
-from uopir.backends.python.kernel import run_kernel
+from uopir.backends.python.device import run_region
 from uopir.dialects import tensor as T
 from uopir.dialects.semantics import bf16_round, np_dtype, reduce_array
 from uopir.ir.dtype import dtypes
@@ -175,7 +175,7 @@ def _call(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
         var_vals = {**ctx.var_vals, **T.call_var_vals(u, ctx.var_vals)}
     except ValueError as e:
         raise op_error(u, str(e)) from None
-    run_kernel(u.arg[0], arrays, var_vals)
+    run_region(u.arg[0], arrays, var_vals)
     return None
 
 
