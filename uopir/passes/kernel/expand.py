@@ -34,9 +34,10 @@ from uopir.passes.kernel.anchors import is_kernel_body
 from uopir.passes.kernel.indexmath import ALU, const_extent, linear_coeffs, range_deps, rebuild
 from uopir.passes.manager import PassContext, register_pass
 
-__all__ = ["expand_kernel", "LANE_KINDS"]
+__all__ = ["expand_kernel", "LANE_KINDS", "MAX_LANES"]
 
 LANE_KINDS = ("upcast", "unroll")
+MAX_LANES = 4096  # the widest vector kernel-expand builds (a bound on the IR it writes, far above any target's)
 Layout = tuple[UOp, ...]  # lane axes, the last fastest
 _VECTOR_OPS = ALU | {core.CAST, core.BITCAST}
 _VOID_COLLECTORS = frozenset((K.DEF, core.GROUP, core.SINK))
@@ -107,8 +108,11 @@ class _Expander:
         self.lane_ranges = [u for u in self.order if u.op is K.RANGE and u.arg[1] in LANE_KINDS]
         axes = [r.arg[0] for r in self.lane_ranges]
         for r in self.lane_ranges:
-            if const_extent(r) is None:
+            n = const_extent(r)
+            if n is None:
                 raise _Fail(r, f"an {r.arg[1]} range needs a constant extent to become vector lanes")
+            if not 1 <= n <= MAX_LANES:
+                raise _Fail(r, f"an {r.arg[1]} range of extent {n} cannot become vector lanes (1 to {MAX_LANES})")
             if axes.count(r.arg[0]) > 1:
                 raise _Fail(r, f"two {'/'.join(LANE_KINDS)} ranges share axis {r.arg[0]}")
         lane_set = frozenset(self.lane_ranges)
@@ -119,13 +123,19 @@ class _Expander:
         self.lanes: dict[UOp, list[UOp]] = {}  # nodes with lane axes as one scalar per lane
         self._layouts: dict[frozenset[UOp], _Lanes] = {}
         self.stats: dict[str, int] = {}
+        self.current = kdef  # the node being expanded (where an error is reported)
 
     def count(self, name: str, n: int = 1) -> None:
         self.stats[name] = self.stats.get(name, 0) + n
 
     # layouts and projections
     def lanes_of(self, layout: Layout) -> _Lanes:
-        return _Lanes(layout, tuple(self.extent[r] for r in layout))
+        lanes = _Lanes(layout, tuple(self.extent[r] for r in layout))
+        if lanes.size > MAX_LANES:
+            u = self.current
+            raise _Fail(u, f"{u.op.name} would have {lanes.size} lanes (over "
+                           f"{', '.join(f'axis {r.arg[0]}' for r in layout)}); kernel-expand makes at most {MAX_LANES}")
+        return lanes
 
     def layout(self, u: UOp) -> Layout:
         return tuple(sorted(self.deps[u], key=lambda r: r.arg[0]))
@@ -162,28 +172,28 @@ class _Expander:
         return self.new[self.order[-1]]
 
     def visit(self, u: UOp) -> None:
+        self.current = u
         op = u.op
         if op is K.STORE:
             self.new[u] = self.store(u) if self.deps[u] else self.same(u)
         elif op is K.END:
             rest = tuple(self.new[r] for r in u.src[1:] if r not in self.extent)
-            v = self.new[u.src[0]]
+            v = self.effect(u, u.src[0])
             self.new[u] = u.replace(src=(v, *rest)) if rest else v
             if not rest:
                 self.count("ends-dropped")
         elif op is K.REDUCE:
             self.reduce(u)
         elif u.dtype is dtypes.void or op in _VOID_COLLECTORS:
-            missing = [s for s in u.src if s not in self.new]
-            if missing:
-                raise _Fail(u, f"operand {missing[0].op.name} varies over {self._names(missing[0])}; a void op "
-                               f"here must only collect effects")
-            self.new[u] = self.same(u)
+            src = tuple(self.effect(u, s) for s in u.src)
+            self.new[u] = u if src == u.src else u.replace(src=src)
         elif not self.deps[u]:
             self.new[u] = self.same(u)
         elif u.dtype.count > 1:
             raise _Fail(u, f"{op.name} is already a vector ({u.dtype}); kernel-expand widens scalars only")
         elif op is K.RANGE:
+            if u not in self.extent:
+                raise _Fail(u, f"a range's extent cannot vary over upcast/unroll ranges ({self._names(u)})")
             self.lanes[u] = [UOp.const(dtypes.index, i) for i in range(self.extent[u])]
         elif op is K.LOAD:
             self.load(u)
@@ -200,6 +210,13 @@ class _Expander:
         """u (without lane axes) on its rebuilt operands, not folded: expansion changes nothing else."""
         src = tuple(self.new[s] for s in u.src)
         return u if src == u.src else u.replace(src=src)
+
+    def effect(self, u: UOp, s: UOp) -> UOp:
+        """Operand s of a void op u, which must not be a value that varies over lanes (effects are per lane)."""
+        if s not in self.new:
+            raise _Fail(u, f"{u.op.name} takes {s.op.name}, a value that varies over {self._names(s)}; kernel-expand "
+                           f"only expands effects (stores) under void ops")
+        return self.new[s]
 
     def _names(self, u: UOp) -> str:
         return ", ".join(f"axis {r.arg[0]}" for r in self.layout(u))

@@ -108,8 +108,8 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
     if opt.kind not in _SPLIT_KINDS:
         raise OptError(f"unknown opt kind {opt.kind!r}")
     n = const_extent(r)
-    if n is None:
-        raise OptError(f"axis {opt.axis} has no constant extent to split")
+    if n is None or n < 1:
+        raise OptError(f"axis {opt.axis} has no positive constant extent to split")
     if r.arg[1] in _SPLIT_KINDS:
         raise OptError(f"axis {opt.axis} is already an {r.arg[1]} range")
     if opt.factor < 1 or n % opt.factor:
@@ -206,21 +206,18 @@ def _pow2_divisor(n: int, cap: int) -> int:
     return f
 
 
-def _skip_reason(kdef: UOp) -> str | None:
+def _leave_alone(kdef: UOp) -> bool:
+    """A kernel the heuristic does not touch: already optimized (upcast/unroll ranges, vectors), or two ranges on
+    one axis number (an opt names its range by axis)."""
     order = kdef.toposort()
     axes = [u.arg[0] for u in order if u.op is K.RANGE]
-    if len(axes) != len(set(axes)):
-        return "two ranges share an axis number"
-    if any(u.op is K.RANGE and u.arg[1] in _SPLIT_KINDS for u in order):
-        return "it already has upcast/unroll ranges"
-    if any(u.dtype.count > 1 for u in order):
-        return "it already computes vectors"
-    return None
+    return len(axes) != len(set(axes)) or any(
+        (u.op is K.RANGE and u.arg[1] in _SPLIT_KINDS) or u.dtype.count > 1 for u in order)
 
 
 def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     """The opts the heuristic picks for one kernel on target t (the module docstring says how)."""
-    if _skip_reason(kdef) is not None:
+    if _leave_alone(kdef):
         return []
     k = _Kernel(kdef)
     opts: list[Opt] = []
