@@ -99,8 +99,12 @@ def _verify_store(u: UOp) -> Iterator[str]:
 
 
 def _verify_reduce(u: UOp) -> Iterator[str]:
-    if u.dtype is not u.src[0].dtype:
-        yield f"result dtype {u.dtype} differs from operand dtype {u.src[0].dtype}"
+    d, v = u.dtype, u.src[0].dtype
+    if d is not v and (d.scalar is not v.scalar or d.is_ptr):
+        yield f"result dtype {d} differs from operand dtype {v}"
+    elif v.count % d.count:
+        yield f"result lanes {d.count} must divide the operand's {v.count} lanes (each run of operand lanes " \
+              f"reduces into one result lane)"
     yield from _ranges(u, 1)
 
 
@@ -129,7 +133,7 @@ LOAD = def_op("kernel.load", (1, 3), verify=_verify_load,
 STORE = def_op("kernel.store", (2, 3), traits=Trait.SIDE_EFFECT, verify=_verify_store,
                summary="write a value through a pointer, optionally gated")
 REDUCE = def_op("kernel.reduce", (1, None), (Attr("op", EnumAttr(*REDUCE_OPS)),), Trait.PURE, _verify_reduce,
-                summary="reduce the value over the given ranges")
+                summary="reduce the value over the given ranges (and runs of its lanes into fewer)")
 LOCAL = def_op("kernel.local", 0, (Attr("id", INT),), verify=_sized_ptr("local"),
                summary="a buffer in workgroup-local memory")
 REGISTER = def_op("kernel.register", 0, (Attr("id", INT),), verify=_sized_ptr("register"),

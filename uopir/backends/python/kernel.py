@@ -4,7 +4,9 @@ Data-parallel semantics: every kernel.range is one numpy axis of the iteration s
 its whole iteration space at once, in toposort order. Values broadcast against that space (a value that does not
 depend on a range has size 1 on its axis). A load sees a store of the same kernel only if it depends on it; when
 several iterations store to one address, the last in row-major order of the ranges (toposort order) wins.
-Vectors inside kernels are not interpreted yet (their lane axis would collide with the range axes).
+A vector value (what kernel-expand makes) has one more axis than the space, its lanes, last. A vector load or store
+moves consecutive elements from its pointer; a kernel.reduce whose value has more lanes than its result folds each
+run of value-lanes/result-lanes consecutive lanes into one result lane, after its ranges (the lanes innermost).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from uopir.dialects import core as C
 from uopir.dialects import kernel as K
 from uopir.dialects.semantics import bf16_round, bitcast_array, const_array, np_dtype, reduce_array
 from uopir.ir.diagnostics import IRError
-from uopir.ir.dtype import dtypes
+from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
 
@@ -91,15 +93,23 @@ def _index(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
                _and_gate(p.gate, ctx.space(s[2]) if len(s) > 2 else None))
 
 
+def _lanes(d: DType, off: np.ndarray, gate: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """A vector access of dtype d touches d.count consecutive elements: offsets and gate get the lane axis."""
+    if d.count == 1:
+        return off, gate
+    return off[..., None] + np.arange(d.count, dtype=np.int64), None if gate is None else gate[..., None]
+
+
 def _load(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
     p = s[0]
     if u in ctx.dead:  # inside an empty range: its value is never used
         return ctx.space(np.zeros((), p.flat.dtype))
     gate = _and_gate(p.gate, ctx.space(s[2]) if len(s) > 2 else None)
-    inb = (p.off >= 0) & (p.off < p.flat.size)
+    off, gate = _lanes(u.dtype, p.off, gate)
+    inb = (off >= 0) & (off < p.flat.size)
     if np.any(~inb if gate is None else gate & ~inb):
         raise op_error(u, f"out-of-bounds load (buffer of {p.flat.size} elements)")
-    off = np.where(inb, p.off, 0)
+    off = np.where(inb, off, 0)
     val = p.flat[off] if p.flat.size else np.zeros(off.shape, p.flat.dtype)
     if u.src[0].dtype.base is dtypes.bfloat16:  # a bf16 buffer's float32 carrier is rounded when read
         val = bf16_round(val)
@@ -112,7 +122,8 @@ def _store(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
     if u in ctx.dead:
         return None
     gate = _and_gate(p.gate, ctx.space(s[2]) if len(s) > 2 else None)
-    off, val = np.broadcast_arrays(p.off, ctx.space(s[1]), *(() if gate is None else (gate,)))[:2]
+    poff, gate = _lanes(u.src[1].dtype, p.off, gate)
+    off, val = np.broadcast_arrays(poff, ctx.space(s[1]), *(() if gate is None else (gate,)))[:2]
     mask = np.ones(off.shape, bool) if gate is None else np.broadcast_to(gate, off.shape)
     o, v = off[mask], val[mask]
     if o.size and (o.min() < 0 or o.max() >= p.flat.size):
@@ -128,7 +139,15 @@ def _reduce(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
     shape = list(x.shape)
     for rr, rv in zip(u.src[1:], s[1:], strict=True):
         shape[axis[rr]] = rv.shape[axis[rr]]
-    return reduce_array(np.broadcast_to(x, shape), u.arg, axes, u.dtype)
+    x = np.broadcast_to(x, shape)
+    n_in = u.src[0].dtype.count
+    if n_in == 1:
+        return reduce_array(x, u.arg, axes, u.dtype)
+    # lanes: the value's lane axis splits into (result lane, run); each run folds after the ranges, innermost
+    n_out = u.dtype.count
+    x = x.reshape(x.shape[:-1] + (n_out, n_in // n_out))
+    r = reduce_array(x, u.arg, axes + (x.ndim - 1,), u.dtype.scalar)
+    return r.reshape(r.shape[:-2] + ((n_out,) if n_out > 1 else ()))
 
 
 HANDLERS: HandlerTable = {
@@ -148,13 +167,14 @@ HANDLERS: HandlerTable = {
 
 # ---- core ops inside a kernel: constants span the iteration space; the roots have no value ---------------------------
 def _const_in_space(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
-    return ctx.space(const_array(u.dtype, u.arg))
+    a = const_array(u.dtype, u.arg)
+    return a.reshape((1,) * ctx.nd + a.shape) if u.dtype.count > 1 else ctx.space(a)
 
 
 def _scalar_bitcast(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
-    if u.dtype.count != 1 or u.src[0].dtype.count != 1:
-        raise op_error(u, "the reference interpreter does not run a vector core.bitcast inside a kernel yet")
-    return bitcast_array(s[0], u.src[0].dtype, u.dtype)
+    if u.dtype.count != u.src[0].dtype.count:
+        raise op_error(u, "the reference interpreter does not run a lane-changing core.bitcast inside a kernel yet")
+    return bitcast_array(s[0], u.src[0].dtype.scalar, u.dtype.scalar)
 
 
 CORE_HANDLERS: HandlerTable = {
@@ -162,6 +182,8 @@ CORE_HANDLERS: HandlerTable = {
     C.CONST: _const_in_space,
     C.CAST: core.HANDLERS[C.CAST],
     C.BITCAST: _scalar_bitcast,
+    C.VECTORIZE: core.HANDLERS[C.VECTORIZE],
+    C.GEP: core.HANDLERS[C.GEP],
     C.SINK: core.void,
     C.GROUP: core.void,
 }

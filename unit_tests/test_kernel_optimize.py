@@ -1,0 +1,321 @@
+"""kernel-optimize and kernel-expand against the reference interpreter: random tensor programs lowered with
+canonicalize,tensor-to-kernel,kernel-optimize{strategy=heuristic},kernel-expand (on several target descriptions,
+and with random opts) give bit-identical results and buffers to the tensor-level interpretation; the heuristic's
+choices on matmul, elementwise and reduction kernels; UOPIR_NOOPT; located errors."""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_tensor_to_kernel import _Gen, _input_arrays
+
+from uopir.backends.python import evaluate
+from uopir.backends.python.kernel import run_kernel
+from uopir.dialects import core, kernel, tensor
+from uopir.dialects.semantics import np_dtype, values_equal
+from uopir.frontend.tensor import Tensor
+from uopir.ir.diagnostics import IRError
+from uopir.ir.dtype import dtypes
+from uopir.ir.parser import parse_ir
+from uopir.ir.printer import print_ir
+from uopir.ir.regions import map_regions
+from uopir.ir.uop import UOp
+from uopir.ir.verify import verify
+from uopir.passes.kernel.expand import expand_kernel
+from uopir.passes.kernel.indexmath import const_extent
+from uopir.passes.kernel.optimize import Opt, OptError, apply_opt, heuristic_opts
+from uopir.passes.manager import PassManager
+from uopir.passes.target import CPU, register_target
+
+# A target whose small vectors and factors make every opt a real split on the small shapes of random programs.
+TINY = CPU.derive(name="test-tiny", max_vector_bytes=8, upcast_sizes=(2,), unroll_sizes=(2,), max_upcast=8, threads=2)
+WIDE = CPU.derive(name="test-wide", max_vector_bytes=64, threads=2)
+register_target(TINY, replace=True)
+register_target(WIDE, replace=True)
+
+
+# ---- running a lowering against the interpreter ----------------------------------------------------------------------
+def lowered_matches(root: UOp, lower: Callable[[UOp], UOp], seed: int = 0) -> UOp:
+    """Assert that `lower(root)` (a schedule) computes what root computes, bit for bit; returns the schedule."""
+    bufs = _input_arrays(root, np.random.default_rng(seed))
+    ref_bufs = {k: v.copy() for k, v in bufs.items()}
+    ref = evaluate(root, ref_bufs)
+    out = lower(root)
+    verify(out)
+    assert parse_ir(print_ir(out)) is out
+    got_bufs = {k: v.copy() for k, v in bufs.items()}
+    for u in out.toposort():
+        if u.op is tensor.BUFFER and u.arg[0] not in got_bufs:
+            got_bufs[u.arg[0]] = np.full(u.arg[2], 7, np_dtype(u.dtype))  # garbage: every element must be written
+    got = evaluate(out, got_bufs)
+    want, have = [ref, [ref_bufs[k] for k in sorted(bufs)]], [got, [got_bufs[k] for k in sorted(bufs)]]
+    if not values_equal(want, have):
+        raise AssertionError(f"the lowered program computes other values\nprogram:\n{print_ir(root)}\n"
+                             f"lowered:\n{print_ir(out)}\nwant {want}\ngot {have}")
+    return out
+
+
+def pipeline(text: str) -> Callable[[UOp], UOp]:
+    pm = PassManager.parse(text)
+    return lambda root: pm.run(root)
+
+
+def kernels(out: UOp) -> list[UOp]:
+    found: list[UOp] = []
+    map_regions(out, lambda r: r.op is kernel.DEF, lambda r: found.append(r) or r)
+    return found
+
+
+def kinds(kdef: UOp) -> dict[int, tuple[int | None, str]]:
+    """axis -> (extent, kind) of every range."""
+    return {u.arg[0]: (const_extent(u), u.arg[1]) for u in kdef.toposort() if u.op is kernel.RANGE}
+
+
+def lanes_left(out: UOp) -> list[UOp]:
+    return [u for k in kernels(out) for u in k.toposort() if u.op is kernel.RANGE and u.arg[1] in ("upcast", "unroll")]
+
+
+# ---- the property: random programs, every target ---------------------------------------------------------------------
+@settings(max_examples=120, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 3), st.sampled_from(["cpu", "gpu", "test-tiny", "test-wide"]))
+def test_heuristic_then_expand_is_bit_identical(r: random.Random, seed: int, tgt: str) -> None:
+    text = f"canonicalize,tensor-to-kernel,kernel-optimize{{strategy=heuristic target={tgt}}},kernel-expand"
+    out = lowered_matches(_Gen(r).program(), pipeline(text), seed)
+    assert lanes_left(out) == []
+
+
+def _random_opts(kdef: UOp, r: random.Random) -> UOp:
+    """Random valid upcasts of output ranges and unrolls of the innermost range of reductions."""
+    order = list(kdef.toposort())
+    reduces = [u for u in order if u.op is kernel.REDUCE]
+    cands = []
+    for u in order:
+        n = const_extent(u) if u.op is kernel.RANGE else None
+        if not n or n < 2:
+            continue
+        if u.arg[1] == "loop":
+            cands.append(("upcast", u, n))
+        elif u.arg[1] == "reduce" and all(u not in x.src[1:-1] for x in reduces):
+            cands.append(("unroll", u, n))
+    for kind, u, n in r.sample(cands, r.randint(0, len(cands))):
+        f = r.choice([d for d in range(2, n + 1) if n % d == 0])
+        kdef = apply_opt(kdef, Opt(kind, u.arg[0], f))  # type: ignore[arg-type]
+    return kdef
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 3))
+def test_random_opts_then_expand_is_bit_identical(r: random.Random, seed: int) -> None:
+    pre = PassManager.parse("canonicalize,tensor-to-kernel")
+    rr = random.Random(r.random())
+
+    def lower(root: UOp) -> UOp:
+        opt = map_regions(pre.run(root), lambda k: k.op is kernel.DEF, lambda k: _random_opts(k, rr))
+        verify(opt)
+        return map_regions(opt, lambda k: k.op is kernel.DEF, expand_kernel)
+    out = lowered_matches(_Gen(r).program(), lower, seed)
+    assert lanes_left(out) == []
+
+
+# ---- what the heuristic picks ----------------------------------------------------------------------------------------
+def _f32(*shape: int) -> Tensor:
+    return Tensor(np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32))
+
+
+def _one_kernel(t: Tensor, text: str) -> UOp:
+    out = lowered_matches(UOp.sink(t.uop), pipeline(text))
+    ks = kernels(out)
+    assert len(ks) == 1
+    return ks[0]
+
+
+def test_matmul_gets_register_tiling_and_an_unrolled_reduction() -> None:
+    x, w = _f32(8, 32), _f32(32, 16)
+    k = _one_kernel(x @ w, "tensor-to-kernel,kernel-optimize")
+    got = kinds(k)
+    # output axes 0 (rows, 8) and 1 (columns, 16) split 4x4 into registers; the reduction (32) unrolled by 4
+    assert sorted(v for v in got.values() if v[1] in ("upcast", "unroll")) == [(4, "unroll"), (4, "upcast"),
+                                                                              (4, "upcast")]
+    assert got[0] == (2, "loop") and got[1] == (4, "loop") and got[2] == (8, "reduce")
+    assert heuristic_opts(kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0], CPU) == [
+        Opt("upcast", 0, 4), Opt("upcast", 1, 4), Opt("unroll", 2, 4)]
+
+
+def test_matmul_on_wide_vectors_upcasts_the_columns_by_the_vector_width() -> None:
+    x, w = _f32(8, 64), _f32(64, 32)
+    k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
+    # 64-byte vectors hold 16 f32: columns by 16, rows by 2 (max_upcast 32), the reduction by 4
+    assert heuristic_opts(k, WIDE) == [Opt("upcast", 0, 2), Opt("upcast", 1, 16), Opt("unroll", 2, 4)]
+
+
+def test_elementwise_gets_a_vector_upcast_of_the_contiguous_axis() -> None:
+    a, b, c = _f32(64), _f32(64), _f32(64)
+    k = _one_kernel(a * b + c, "tensor-to-kernel,kernel-optimize")
+    assert sorted(kinds(k).values()) == [(4, "upcast"), (16, "loop")]
+    k = _one_kernel(a * b + c, "tensor-to-kernel,kernel-optimize{target=test-wide}")
+    assert sorted(kinds(k).values()) == [(4, "loop"), (16, "upcast")]
+    k = _one_kernel(a * b + c, "tensor-to-kernel,kernel-optimize,kernel-expand")
+    loads = [u for u in k.toposort() if u.op is kernel.LOAD]
+    assert [u.dtype for u in loads] == [dtypes.float32.vec(4)] * 3
+    stores = [u for u in k.toposort() if u.op is kernel.STORE]
+    assert [u.src[1].dtype for u in stores] == [dtypes.float32.vec(4)]
+
+
+def test_a_transposed_read_is_not_vector_upcast() -> None:
+    a = _f32(8, 8)
+    k = _one_kernel(a.permute(1, 0) + 1.0, "tensor-to-kernel,kernel-optimize")
+    assert all(kind == "loop" for _, kind in kinds(k).values())
+
+
+def test_small_reductions_are_unrolled_fully_and_long_ones_by_a_factor() -> None:
+    k = _one_kernel(_f32(5, 3).sum(1), "tensor-to-kernel,kernel-optimize")
+    assert sorted(kinds(k).values()) == [(3, "unroll"), (5, "loop")]
+    k = _one_kernel(_f32(5, 64).sum(1), "tensor-to-kernel,kernel-optimize")
+    assert sorted(kinds(k).values()) == [(4, "unroll"), (5, "loop"), (16, "reduce")]
+    k = _one_kernel(_f32(5, 7, 3).sum((1, 2)), "tensor-to-kernel,kernel-optimize,kernel-expand")
+    (red,) = [u for u in k.toposort() if u.op is kernel.REDUCE]
+    assert red.src[0].dtype is dtypes.float32.vec(3) and red.dtype is dtypes.float32  # 3 lanes fold into one
+    assert [kinds(k)[r.arg[0]] for r in red.src[1:]] == [(7, "reduce")]
+
+
+def test_outer_axis_goes_to_threads_when_the_target_has_them() -> None:
+    a, b = _f32(256, 256), _f32(256, 256)
+    k = _one_kernel(a + b, "tensor-to-kernel,kernel-optimize{target=test-wide}")
+    assert kinds(k)[0] == (256, "global") and kinds(k)[1] == (16, "loop")
+    k = _one_kernel(a + b, "tensor-to-kernel,kernel-optimize")  # the generic cpu has one thread
+    assert kinds(k)[0] == (256, "loop")
+    small = _one_kernel(_f32(4, 8) + 1.0, "tensor-to-kernel,kernel-optimize{target=test-wide}")
+    assert "global" not in {kind for _, kind in kinds(small).values()}  # too little work to share
+    g = _one_kernel(_f32(4, 8) + 1.0, "tensor-to-kernel,kernel-optimize{target=gpu}")
+    assert kinds(g)[0] == (4, "global") and kinds(g)[1] == (2, "global")
+
+
+def test_noopt_environment_turns_the_heuristic_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    x, w = _f32(8, 32), _f32(32, 16)
+    base = PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop))
+    monkeypatch.setenv("UOPIR_NOOPT", "1")
+    assert PassManager.parse("kernel-optimize").run(base) is base
+    monkeypatch.setenv("UOPIR_NOOPT", "0")
+    assert PassManager.parse("kernel-optimize").run(base) is not base
+    assert PassManager.parse("kernel-optimize{strategy=none}").run(base) is base
+
+
+def test_optimizing_twice_changes_nothing_more() -> None:
+    once = PassManager.parse("tensor-to-kernel,kernel-optimize").run(UOp.sink((_f32(8, 32) @ _f32(32, 16)).uop))
+    assert PassManager.parse("kernel-optimize").run(once) is once
+    expanded = PassManager.parse("kernel-expand").run(once)
+    assert PassManager.parse("kernel-optimize").run(expanded) is expanded  # vectors: already optimized
+
+
+def test_the_pass_runs_on_a_lone_kernel_and_under_the_anchor() -> None:
+    prog = PassManager.parse("tensor-to-kernel").run(UOp.sink((_f32(8, 32) @ _f32(32, 16)).uop))
+    (k,) = kernels(prog)
+    direct = PassManager.parse("kernel-optimize,kernel-expand").run(k)
+    (anchored,) = kernels(PassManager.parse("kernel(kernel-optimize,kernel-expand)").run(prog))
+    assert direct is anchored
+
+
+# ---- opts and their errors -------------------------------------------------------------------------------------------
+def _matvec() -> UOp:
+    return kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((_f32(4, 6) @ _f32(6, 1)).uop)))[0]
+
+
+def test_a_split_rewrites_the_index_and_keeps_the_reduction_order() -> None:
+    k = apply_opt(_matvec(), Opt("unroll", 1, 3))
+    (red,) = [u for u in k.toposort() if u.op is kernel.REDUCE]
+    assert [kinds(k)[r.arg[0]] for r in red.src[1:]] == [(2, "reduce"), (3, "unroll")]  # r_o, r_i in r's place
+    text = print_ir(k)
+    assert "core.mul" in text and "kind = unroll" in text
+
+
+def test_opts_that_do_not_apply_are_errors() -> None:
+    k = _matvec()
+    with pytest.raises(OptError, match="does not divide"):
+        apply_opt(k, Opt("upcast", 0, 3))
+    with pytest.raises(OptError, match="ranges on it"):
+        apply_opt(k, Opt("upcast", 9, 2))
+    with pytest.raises(OptError, match="only an output"):
+        apply_opt(k, Opt("global", 1))
+    with pytest.raises(OptError, match="already"):
+        apply_opt(apply_opt(k, Opt("upcast", 0, 2)), Opt("upcast", 2, 2))
+
+
+def test_unknown_target_is_a_pipeline_error() -> None:
+    with pytest.raises(IRError, match="unknown target 'nope'"):
+        PassManager.parse("kernel-optimize{target=nope}").run(_matvec())
+
+
+_BAD_UNROLL = """\
+%0 = kernel.param {idx = 0} : ptr<f32, global>
+%1 = kernel.param {idx = 1} : ptr<f32, global>
+%2 = core.const 2 : index
+%3 = kernel.range %2 {axis = 0, kind = unroll} : index
+%4 = core.const 3 : index
+%5 = kernel.range %4 {axis = 1, kind = reduce} : index
+%6 = core.mul %3, %4 : index
+%7 = core.add %6, %5 : index
+%8 = kernel.index %1, %7 : ptr<f32, global>
+%9 = kernel.load %8 : f32
+%10 = kernel.reduce %9, %3, %5 {op = add} : f32
+%11 = core.const 0 : index
+%12 = kernel.index %0, %11 : ptr<f32, global>
+%13 = kernel.store %12, %10
+kernel.def %13 {name = "k"}
+"""
+
+
+def test_an_unroll_range_that_is_not_innermost_in_its_reduction_is_a_located_error() -> None:
+    k = parse_ir(_BAD_UNROLL, "bad.uop")
+    with pytest.raises(IRError, match=r"bad.uop:11:\d+: error: kernel-expand: the upcast/unroll ranges"):
+        expand_kernel(k)
+    with pytest.raises(IRError, match="must be its last"):
+        PassManager.parse("kernel-expand").run(k)
+
+
+def test_an_upcast_range_without_a_constant_extent_is_a_located_error() -> None:
+    text = _BAD_UNROLL.replace("%2 = core.const 2 : index", '%2 = kernel.var {name = "n", min = 1, max = 2} : index')
+    with pytest.raises(IRError, match=r"bad.uop:4:\d+: error: kernel-expand: an unroll range needs a constant"):
+        expand_kernel(parse_ir(text, "bad.uop"))
+
+
+# ---- bit-identical float reductions ----------------------------------------------------------------------------------
+def test_an_unrolled_float_sum_accumulates_in_the_original_order() -> None:
+    # 1e8 + 1 + 1 + ... in f32: sequentially every +1 is lost; summing the unrolled lanes first would keep them
+    vals = np.array([1e8] + [1.0] * 15, np.float32).reshape(1, 16)
+    t = Tensor(vals).sum(1)
+    out = lowered_matches(UOp.sink(t.uop), pipeline("tensor-to-kernel,kernel-optimize,kernel-expand"))
+    assert lanes_left(out) == [] and kinds(kernels(out)[0]) == {}  # fully unrolled: one lane reduction
+    k = kernels(out)[0]
+    res = np.zeros(1, np.float32)
+    run_kernel(k, [res, vals.reshape(-1)])
+    assert res[0] == np.float32(1e8)  # not 1e8 + 15
+
+
+# ---- the interpreter's vector semantics ------------------------------------------------------------------------------
+def test_vector_load_store_and_lane_reduction_in_the_interpreter() -> None:
+    f32, idx = dtypes.float32, dtypes.index
+    p0, p1 = (UOp(kernel.PARAM, f32.ptr(), (), i) for i in (0, 1))
+    r = UOp(kernel.RANGE, idx, (UOp.const(idx, 2),), (0, "loop"))
+    four = UOp.const(idx, 4)
+    v = UOp(kernel.LOAD, f32.vec(4), (UOp(kernel.INDEX, f32.ptr(), (p1, r * four)),))  # p1[4r .. 4r+3]
+    doubled = v * UOp.const(f32.vec(4), 2.0)
+    pair = UOp(kernel.REDUCE, f32.vec(2), (doubled,), "add")  # lanes (0,1) and (2,3) fold
+    st_ = UOp(kernel.STORE, dtypes.void, (UOp(kernel.INDEX, f32.ptr(), (p0, r * UOp.const(idx, 2))), pair))
+    kdef = UOp(kernel.DEF, dtypes.void, (UOp(kernel.END, dtypes.void, (st_, r)),), "k")
+    verify(kdef)
+    src = np.arange(8, dtype=np.float32)
+    out = np.zeros(4, np.float32)
+    run_kernel(kdef, [out, src])
+    np.testing.assert_array_equal(out, [2, 10, 18, 26])
+
+
+def test_a_reduce_with_lanes_that_do_not_divide_is_a_verifier_error() -> None:
+    f32 = dtypes.float32
+    x = UOp(core.VECTORIZE, f32.vec(3), tuple(UOp.const(f32, float(i)) for i in range(3)))
+    bad = UOp(kernel.REDUCE, f32.vec(2), (x,), "add")
+    with pytest.raises(IRError, match="result lanes 2 must divide the operand's 3 lanes"):
+        verify(UOp.sink(bad))

@@ -1,0 +1,347 @@
+"""kernel-expand: upcast and unroll ranges become vector lanes; afterwards no range of those kinds remains.
+
+A value that varies over some upcast/unroll ranges (its *lane axes*, ordered by axis number, the last fastest)
+becomes one lane per point of those ranges, in one of two forms:
+  - a vector: ALU ops, casts and loads of data become one op on `vector<L x T>`; an operand with fewer lane axes is
+    widened with `core.gep` (repeated or permuted lanes) or, when it has none, a vector constant / `core.vectorize`;
+  - per-lane scalars: index math, pointers and conditions built from them stay scalar, one copy per lane with the
+    range replaced by the lane's constant and folded (`r_o * 4 + 2`), so addresses stay plain integers.
+Memory: a load or store whose address is linear in a lane axis with stride 1 (and whose gates do not vary along it)
+becomes one vector access per point of its other lane axes, at the address of that run's first lane (`kernel.load
+%p : vector<4xf32>` reads 4 consecutive elements); any other access is one scalar access per lane (a gather, a
+scatter: the stores grouped with `core.group`).
+Reductions: a kernel.reduce over unroll (or upcast) ranges, which must be its innermost (last) range operands,
+becomes a kernel.reduce of a vector with fewer result lanes: its value is arranged result-lane-major, reduced lanes
+minor (in the reduce's range order), and each run of lanes folds into one result lane after the remaining ranges,
+exactly the order the unexpanded reduce accumulated in (so float sums are bit-identical). A kernel.end forgets its
+upcast/unroll ranges (an end with none left is dropped, its value taking its place).
+
+Plain code rather than patterns: a node's lanes depend on the lane axes of the whole graph below it, computed once in
+one toposort pass.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from uopir.dialects import core
+from uopir.dialects import kernel as K
+from uopir.ir.diagnostics import IRError, diag_at
+from uopir.ir.dtype import dtypes
+from uopir.ir.regions import map_regions
+from uopir.ir.uop import UOp
+from uopir.passes.kernel.anchors import is_kernel_body
+from uopir.passes.kernel.indexmath import ALU, const_extent, linear_coeffs, range_deps, rebuild
+from uopir.passes.manager import PassContext, register_pass
+
+__all__ = ["expand_kernel", "LANE_KINDS", "MAX_LANES"]
+
+LANE_KINDS = ("upcast", "unroll")
+MAX_LANES = 4096  # the widest vector kernel-expand builds (a bound on the IR it writes, far above any target's)
+Layout = tuple[UOp, ...]  # lane axes, the last fastest
+_VECTOR_OPS = ALU | {core.CAST, core.BITCAST}
+_VOID_COLLECTORS = frozenset((K.DEF, core.GROUP, core.SINK))
+
+
+class _Fail(Exception):
+    def __init__(self, u: UOp, msg: str):
+        super().__init__(msg)
+        self.u, self.msg = u, msg
+
+
+# ---- lane helpers that fold as they build ----------------------------------------------------------------------------
+def gep(v: UOp, idx: list[int]) -> UOp:
+    """Lanes idx of vector v (one index: a scalar), looking through gep, vectorize and vector constants."""
+    if idx == list(range(v.dtype.count)):
+        return v
+    if v.op is core.GEP:
+        return gep(v.src[0], [v.arg[i] for i in idx])
+    d = v.dtype.scalar.vec(len(idx))
+    if v.op is core.VECTORIZE:
+        return v.src[idx[0]] if len(idx) == 1 else vectorize([v.src[i] for i in idx])
+    if v.op is core.CONST and type(v.arg) is tuple:
+        return UOp.const(d, v.arg[idx[0]] if len(idx) == 1 else tuple(v.arg[i] for i in idx))
+    return UOp(core.GEP, d, (v,), tuple(idx))
+
+
+def vectorize(xs: list[UOp]) -> UOp:
+    """A vector of scalars xs; lanes picked from one vector become a gep of it, constants a vector constant."""
+    if len(xs) == 1:
+        return xs[0]
+    if all(x.op is core.GEP and len(x.arg) == 1 and x.src[0] is xs[0].src[0] for x in xs):
+        return gep(xs[0].src[0], [x.arg[0] for x in xs])
+    if all(x.op is core.CONST for x in xs):
+        return UOp.const(xs[0].dtype.vec(len(xs)), tuple(x.arg for x in xs))
+    return UOp(core.VECTORIZE, xs[0].dtype.vec(len(xs)), tuple(xs))
+
+
+# ---- layouts ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Lanes:
+    """The points of a layout, in lane order, each as {range: value}."""
+
+    layout: Layout
+    extents: tuple[int, ...]
+
+    def points(self) -> list[dict[UOp, int]]:
+        return [dict(zip(self.layout, p, strict=True)) for p in itertools.product(*(range(n) for n in self.extents))]
+
+    def index(self, point: dict[UOp, int]) -> int:
+        i = 0
+        for r, n in zip(self.layout, self.extents, strict=True):
+            i = i * n + point[r]
+        return i
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for e in self.extents:
+            n *= e
+        return n
+
+
+class _Expander:
+    """Expands one kernel body (see the module docstring)."""
+
+    def __init__(self, kdef: UOp):
+        self.order = list(kdef.toposort())
+        self.lane_ranges = [u for u in self.order if u.op is K.RANGE and u.arg[1] in LANE_KINDS]
+        axes = [r.arg[0] for r in self.lane_ranges]
+        for r in self.lane_ranges:
+            n = const_extent(r)
+            if n is None:
+                raise _Fail(r, f"an {r.arg[1]} range needs a constant extent to become vector lanes")
+            if not 1 <= n <= MAX_LANES:
+                raise _Fail(r, f"an {r.arg[1]} range of extent {n} cannot become vector lanes (1 to {MAX_LANES})")
+            if axes.count(r.arg[0]) > 1:
+                raise _Fail(r, f"two {'/'.join(LANE_KINDS)} ranges share axis {r.arg[0]}")
+        lane_set = frozenset(self.lane_ranges)
+        self.extent = {r: const_extent(r) for r in self.lane_ranges}
+        self.deps = range_deps(self.order, keep=lambda r: r in lane_set, reduce_consumes=True)
+        self.new: dict[UOp, UOp] = {}  # nodes without lane axes, rebuilt
+        self.vecs: dict[UOp, UOp] = {}  # nodes with lane axes as one vector (lanes in layout order)
+        self.lanes: dict[UOp, list[UOp]] = {}  # nodes with lane axes as one scalar per lane
+        self._layouts: dict[frozenset[UOp], _Lanes] = {}
+        self.stats: dict[str, int] = {}
+        self.current = kdef  # the node being expanded (where an error is reported)
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.stats[name] = self.stats.get(name, 0) + n
+
+    # layouts and projections
+    def lanes_of(self, layout: Layout) -> _Lanes:
+        lanes = _Lanes(layout, tuple(self.extent[r] for r in layout))
+        if lanes.size > MAX_LANES:
+            u = self.current
+            raise _Fail(u, f"{u.op.name} would have {lanes.size} lanes (over "
+                           f"{', '.join(f'axis {r.arg[0]}' for r in layout)}); kernel-expand makes at most {MAX_LANES}")
+        return lanes
+
+    def layout(self, u: UOp) -> Layout:
+        return tuple(sorted(self.deps[u], key=lambda r: r.arg[0]))
+
+    def project(self, s: UOp, points: list[dict[UOp, int]]) -> list[int]:
+        """For each point (of a layout containing s's lane axes), the index of s's lane at that point."""
+        own = self.lanes_of(self.layout(s))
+        return [own.index(p) for p in points]
+
+    # a source in the form a user needs
+    def scalar(self, s: UOp, point: dict[UOp, int]) -> UOp:
+        """s's scalar at one point."""
+        if not self.deps[s]:
+            return self.new[s]
+        i = self.project(s, [point])[0]
+        return self.lanes[s][i] if s in self.lanes else gep(self.vecs[s], [i])
+
+    def vector(self, s: UOp, points: list[dict[UOp, int]]) -> UOp:
+        """s at these points, as one vector (a scalar for one point)."""
+        if not self.deps[s]:
+            x = self.new[s]
+            if len(points) == 1:
+                return x
+            if x.op is core.CONST:
+                return UOp.const(x.dtype.vec(len(points)), (x.arg,) * len(points))
+            return UOp(core.VECTORIZE, x.dtype.vec(len(points)), (x,) * len(points))
+        idx = self.project(s, points)
+        return gep(self.vecs[s], idx) if s in self.vecs else vectorize([self.lanes[s][i] for i in idx])
+
+    # ---- the walk ----------------------------------------------------------------------------------------------------
+    def run(self) -> UOp:
+        for u in self.order:
+            self.visit(u)
+        return self.new[self.order[-1]]
+
+    def visit(self, u: UOp) -> None:
+        self.current = u
+        op = u.op
+        if op is K.STORE:
+            self.new[u] = self.store(u) if self.deps[u] else self.same(u)
+        elif op is K.END:
+            rest = tuple(self.new[r] for r in u.src[1:] if r not in self.extent)
+            v = self.effect(u, u.src[0])
+            self.new[u] = u.replace(src=(v, *rest)) if rest else v
+            if not rest:
+                self.count("ends-dropped")
+        elif op is K.REDUCE:
+            self.reduce(u)
+        elif u.dtype is dtypes.void or op in _VOID_COLLECTORS:
+            src = tuple(self.effect(u, s) for s in u.src)
+            self.new[u] = u if src == u.src else u.replace(src=src)
+        elif not self.deps[u]:
+            self.new[u] = self.same(u)
+        elif u.dtype.count > 1:
+            raise _Fail(u, f"{op.name} is already a vector ({u.dtype}); kernel-expand widens scalars only")
+        elif op is K.RANGE:
+            if u not in self.extent:
+                raise _Fail(u, f"a range's extent cannot vary over upcast/unroll ranges ({self._names(u)})")
+            self.lanes[u] = [UOp.const(dtypes.index, i) for i in range(self.extent[u])]
+        elif op is K.LOAD:
+            self.load(u)
+        elif op in _VECTOR_OPS and not u.dtype.is_ptr and u.dtype is not dtypes.index and \
+                any(s in self.vecs for s in u.src):
+            points = self.lanes_of(self.layout(u)).points()
+            self.vecs[u] = rebuild(u, tuple(self.vector(s, points) for s in u.src), u.dtype.vec(len(points)))
+            self.count("vector-ops")
+        else:
+            points = self.lanes_of(self.layout(u)).points()
+            self.lanes[u] = [rebuild(u, tuple(self.scalar(s, p) for s in u.src)) for p in points]
+
+    def same(self, u: UOp) -> UOp:
+        """u (without lane axes) on its rebuilt operands, not folded: expansion changes nothing else."""
+        src = tuple(self.new[s] for s in u.src)
+        return u if src == u.src else u.replace(src=src)
+
+    def effect(self, u: UOp, s: UOp) -> UOp:
+        """Operand s of a void op u, which must not be a value that varies over lanes (effects are per lane)."""
+        if s not in self.new:
+            raise _Fail(u, f"{u.op.name} takes {s.op.name}, a value that varies over {self._names(s)}; kernel-expand "
+                           f"only expands effects (stores) under void ops")
+        return self.new[s]
+
+    def _names(self, u: UOp) -> str:
+        return ", ".join(f"axis {r.arg[0]}" for r in self.layout(u))
+
+    # ---- memory ------------------------------------------------------------------------------------------------------
+    def run_axis(self, ptr: UOp, gates: list[UOp], layout: Layout) -> UOp | None:
+        """The lane axis along which the access at ptr touches consecutive elements (stride 1, gates constant along
+        it), the innermost such; None when there is none (a gather/scatter)."""
+        if ptr.op is not K.INDEX or self.deps[ptr.src[0]]:
+            return None
+        gates = gates + ([ptr.src[2]] if len(ptr.src) > 2 else [])
+        c = linear_coeffs(ptr.src[1], frozenset(layout), self.deps)
+        if c is None:
+            return None
+        for r in reversed(layout):
+            if c.get(r) == 1 and self.extent[r] > 1 and not any(r in self.deps[g] for g in gates):
+                return r
+        return None
+
+    def runs(self, layout: Layout, axis: UOp) -> list[tuple[dict[UOp, int], list[dict[UOp, int]]]]:
+        """The layout's points grouped into runs along `axis`: (first point, the run's points in order)."""
+        other = self.lanes_of(tuple(r for r in layout if r is not axis))
+        out = []
+        for p in other.points():
+            run = [{**p, axis: i} for i in range(self.extent[axis])]
+            out.append((run[0], run))
+        return out
+
+    def load(self, u: UOp) -> None:
+        layout = self.layout(u)
+        lanes = self.lanes_of(layout)
+        ptr = u.src[0]
+        gated = len(u.src) == 3
+        axis = self.run_axis(ptr, [u.src[2]] if gated else [], layout)
+        if axis is None:  # one scalar load per lane
+            self.lanes[u] = [rebuild(u, tuple(self.scalar(s, p) for s in u.src)) for p in lanes.points()]
+            self.count("scalar-loads", lanes.size)
+            return
+        chunks: list[tuple[list[dict[UOp, int]], UOp]] = []
+        for first, run in self.runs(layout, axis):
+            src = (self.scalar(ptr, first),)
+            if gated:
+                src += (self.vector(u.src[1], run), self.scalar(u.src[2], first))
+            chunks.append((run, UOp(K.LOAD, u.dtype.vec(len(run)), src)))
+            self.count("vector-loads")
+        if len(chunks) == 1 and layout[-1] is axis:
+            self.vecs[u] = chunks[0][1]
+            return
+        where = {}
+        for run, v in chunks:
+            for i, p in enumerate(run):
+                where[lanes.index(p)] = (v, i)
+        self.vecs[u] = vectorize([gep(where[i][0], [where[i][1]]) for i in range(lanes.size)])
+
+    def store(self, u: UOp) -> UOp:
+        layout = self.layout(u)
+        ptr, val = u.src[0], u.src[1]
+        gated = len(u.src) == 3
+        axis = self.run_axis(ptr, [u.src[2]] if gated else [], layout)
+        stores: list[UOp] = []
+        if axis is None:  # one scalar store per lane
+            for p in self.lanes_of(layout).points():
+                stores.append(rebuild(u, tuple(self.scalar(s, p) for s in u.src)))
+            self.count("scalar-stores", len(stores))
+        else:
+            for first, run in self.runs(layout, axis):
+                src = (self.scalar(ptr, first), self.vector(val, run))
+                stores.append(UOp(K.STORE, dtypes.void, src + ((self.scalar(u.src[2], first),) if gated else ())))
+            self.count("vector-stores", len(stores))
+        return stores[0] if len(stores) == 1 else UOp(core.GROUP, dtypes.void, tuple(stores))
+
+    # ---- reductions --------------------------------------------------------------------------------------------------
+    def reduce(self, u: UOp) -> None:
+        rs = u.src[1:]
+        red = tuple(r for r in rs if r in self.extent)
+        keep = tuple(r for r in rs if r not in self.extent)
+        if rs[len(keep):] != red:
+            raise _Fail(u, "the upcast/unroll ranges of a kernel.reduce must be its last (innermost) range operands, "
+                           "so its lanes can fold after the other ranges in the same order")
+        if u.dtype.count > 1 and (red or self.deps[u]):
+            raise _Fail(u, f"kernel.reduce is already a vector ({u.dtype}); kernel-expand widens scalars only")
+        out = self.layout(u)
+        value = u.src[0]
+        if not out and not red:
+            self.new[u] = self.same(u)
+            return
+        points = self.lanes_of(out + red).points()
+        vin = self.vector(value, points)
+        n_out = self.lanes_of(out).size
+        r = UOp(K.REDUCE, u.dtype.vec(n_out), (vin, *(self.new[r] for r in keep)), u.arg)
+        if red:
+            self.count("lane-reductions")
+        if out:
+            self.vecs[u] = r
+        else:
+            self.new[u] = r
+
+
+def expand_kernel(kdef: UOp) -> UOp:
+    """One kernel body with its upcast/unroll ranges turned into vector lanes; an IRError located at the op that
+    cannot be expanded."""
+    try:
+        return _expand(kdef)[0]
+    except _Fail as f:
+        raise IRError(diagnostics=[diag_at(f.u, f"kernel-expand: {f.msg}")]) from None
+
+
+def _expand(kdef: UOp) -> tuple[UOp, dict[str, int]]:
+    e = _Expander(kdef)
+    if not e.lane_ranges:
+        return kdef, {}
+    return e.run(), e.stats
+
+
+@register_pass("kernel-expand", summary="turn upcast/unroll ranges into vector lanes (vector loads, stores, ALU ops, "
+               "lane reductions)", consumes=("kernel",), produces=("kernel", "core"))
+def kernel_expand(root: UOp, options: None, ctx: PassContext) -> UOp:
+    def run(kdef: UOp) -> UOp:
+        try:
+            out, stats = _expand(kdef)
+        except _Fail as f:
+            ctx.error(f.u, f"kernel-expand: {f.msg}")
+            return kdef
+        for k, n in stats.items():
+            ctx.count(k, n)
+        return out
+
+    return run(root) if is_kernel_body(root) else map_regions(root, is_kernel_body, run)

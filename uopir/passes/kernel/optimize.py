@@ -1,0 +1,335 @@
+"""kernel-optimize: choose, per kernel, how its ranges map onto registers, vector lanes and threads.
+
+An *opt* splits a range r of constant extent n by a factor f that divides n: r becomes `r_o * f + r_i` with r_o
+(extent n/f) keeping r's axis and kind and r_i (extent f) a new axis of kind `upcast` (an output axis, kept in
+registers as f lanes) or `unroll` (a reduction axis, f steps per iteration). In a kernel.end or kernel.reduce, r's
+place is taken by `r_o, r_i` (r_o outer), so a reduction still accumulates in the same order. When f == n the range
+just changes kind. The `global` opt marks an output range as the one whose iterations run on several threads (cpu)
+or as thread/block ids (gpu). kernel-expand then turns upcast/unroll ranges into vector lanes.
+
+The printed kernel says what was done: the kinds of its ranges (and the index math `r_o * f + r_i`).
+
+`strategy=heuristic` picks opts from the target description (uopir.passes.target; never from a backend's name):
+  1. register tiling: in a kernel with a reduction, the output ranges along which some input read under the
+     reduction is reused (its address does not vary along them) are upcast, at most two, the most reused first:
+     a contiguous, vector-friendly one by the target's vector width of the stored dtype, the others by the first
+     fitting `upcast_sizes`; the product of upcast factors stays within `max_upcast`;
+  2. otherwise, a vector upcast of the contiguous output range (stride 1 in the store, and in every load that reads
+     along it) by the largest power of two that divides it and fits the vector width and `max_upcast`;
+  3. unroll: the innermost range of each reduction (the last operand of every kernel.reduce that has it) is
+     unrolled fully when its extent is at most 16, else by the first of `unroll_sizes` that divides it, as long as
+     the lanes of a value (upcast times unroll factors) stay within `max_upcast` times the first unroll size;
+  4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
+     (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations; on a gpu target
+     every output range does.
+A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
+in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+from uopir.dialects import kernel as K
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.regions import map_regions
+from uopir.ir.uop import UOp
+from uopir.passes.kernel.anchors import is_kernel_body
+from uopir.passes.kernel.indexmath import Deps, const_extent, linear_coeffs, range_deps
+from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.target import Target, UnknownTargetError, target
+
+__all__ = ["Opt", "OptError", "apply_opt", "apply_opts", "heuristic_opts", "optimize_kernel", "PARALLEL_MIN_WORK",
+           "NOOPT_ENV"]
+
+NOOPT_ENV = "UOPIR_NOOPT"
+PARALLEL_MIN_WORK = 1 << 15  # iterations below which a thread split costs more than it saves
+FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
+_SPLIT_KINDS = ("upcast", "unroll")
+
+
+class OptError(ValueError):
+    """An opt that does not apply to the kernel (no such axis, a factor that does not divide the extent, ...)."""
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One transformation of a kernel: `upcast`/`unroll` axis `axis` by `factor`, or mark it `global`."""
+
+    kind: Literal["upcast", "unroll", "global"]
+    axis: int
+    factor: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.axis}" + (f" by {self.factor}" if self.kind in _SPLIT_KINDS else "")
+
+
+# ---- applying opts ---------------------------------------------------------------------------------------------------
+def _iconst(v: int) -> UOp:
+    return UOp.const(dtypes.index, v)
+
+
+def _range_of(kdef: UOp, axis: int) -> UOp:
+    found = [u for u in kdef.toposort() if u.op is K.RANGE and u.arg[0] == axis]
+    if len(found) != 1:
+        raise OptError(f"axis {axis}: the kernel has {len(found)} ranges on it (an opt needs exactly one)")
+    return found[0]
+
+
+def _split(kdef: UOp, r: UOp, f: int, kind: str) -> UOp:
+    """r becomes r_o * f + r_i (r_i a new axis of `kind`); in ends and reductions, r_o, r_i take r's place."""
+    n = const_extent(r)
+    if n == f:
+        return kdef.substitute({r: r.replace(arg=(r.arg[0], kind))})
+    axis = 1 + max(u.arg[0] for u in kdef.toposort() if u.op is K.RANGE)
+    outer = UOp(K.RANGE, dtypes.index, (_iconst(n // f),), r.arg)
+    inner = UOp(K.RANGE, dtypes.index, (_iconst(f),), (axis, kind))
+    new: dict[UOp, UOp] = {r: outer * _iconst(f) + inner}
+    for u in kdef.toposort():
+        if u is r:
+            continue
+        if u.op is K.END or u.op is K.REDUCE:
+            src: tuple[UOp, ...] = (new[u.src[0]],) + tuple(
+                x for s in u.src[1:] for x in ((outer, inner) if s is r else (new[s],)))
+        else:
+            src = tuple(new[s] for s in u.src)
+        new[u] = u if src == u.src else u.replace(src=src)
+    return new[kdef]
+
+
+def apply_opt(kdef: UOp, opt: Opt) -> UOp:
+    """The kernel with one opt applied; OptError when it does not apply."""
+    r = _range_of(kdef, opt.axis)
+    if opt.kind == "global":
+        if r.arg[1] not in ("loop", "global"):
+            raise OptError(f"axis {opt.axis} is a {r.arg[1]} range; only an output (loop) range can be global")
+        return kdef.substitute({r: r.replace(arg=(r.arg[0], "global"))})
+    if opt.kind not in _SPLIT_KINDS:
+        raise OptError(f"unknown opt kind {opt.kind!r}")
+    n = const_extent(r)
+    if n is None or n < 1:
+        raise OptError(f"axis {opt.axis} has no positive constant extent to split")
+    if r.arg[1] in _SPLIT_KINDS:
+        raise OptError(f"axis {opt.axis} is already an {r.arg[1]} range")
+    if opt.factor < 1 or n % opt.factor:
+        raise OptError(f"factor {opt.factor} does not divide the extent {n} of axis {opt.axis}")
+    return _split(kdef, r, opt.factor, opt.kind)
+
+
+def apply_opts(kdef: UOp, opts: list[Opt]) -> UOp:
+    for o in opts:
+        kdef = apply_opt(kdef, o)
+    return kdef
+
+
+# ---- what the heuristic looks at -------------------------------------------------------------------------------------
+def _address(ptr: UOp) -> tuple[UOp, UOp | None] | None:
+    """(offset, gate) of a pointer `kernel.index base, off [, gate]` on a base that varies over no range."""
+    if ptr.op is not K.INDEX or ptr.src[0].op is not K.PARAM:
+        return None
+    return ptr.src[1], (ptr.src[2] if len(ptr.src) > 2 else None)
+
+
+@dataclass
+class _Kernel:
+    """Facts about one kernel: its output and reduction ranges, loads and stores, and who depends on what."""
+
+    kdef: UOp
+    deps: Deps = field(init=False)
+    out: list[UOp] = field(init=False)  # output ranges, outermost first (as the ends list them)
+    loads: list[UOp] = field(init=False)
+    stores: list[UOp] = field(init=False)
+    reduces: list[UOp] = field(init=False)
+
+    def __post_init__(self) -> None:
+        order = list(self.kdef.toposort())
+        self.deps = range_deps(order)
+        self.loads = [u for u in order if u.op is K.LOAD]
+        self.stores = [u for u in order if u.op is K.STORE]
+        self.reduces = [u for u in order if u.op is K.REDUCE]
+        out: dict[UOp, None] = {}
+        for u in order:
+            if u.op is K.END:
+                out.update((r, None) for r in u.src[1:] if r.arg[1] in ("loop", "global"))
+        self.out = list(out)
+
+    def red_ranges(self) -> set[UOp]:
+        return {r for u in self.reduces for r in u.src[1:]}
+
+    def coeff(self, mem: UOp, r: UOp) -> int | None:
+        """The stride of r in the address of a load/store (0: it does not vary along r); None when not linear or
+        gated along r."""
+        a = _address(mem.src[0])
+        if a is None:
+            return None
+        off, gate = a
+        gates = [gate] if gate is not None else []
+        if mem.op is K.LOAD and len(mem.src) == 3:
+            gates.append(mem.src[2])
+        if any(r in self.deps[g] for g in gates):
+            return None
+        c = linear_coeffs(off, frozenset((r,)), self.deps)
+        return None if c is None else c.get(r, 0)
+
+    def contiguous(self, r: UOp) -> bool:
+        """Every store varying along r has stride 1 in it, and so has every load that varies along r."""
+        st = [s for s in self.stores if r in self.deps[s]]
+        return bool(st) and all(self.coeff(m, r) == 1 for m in st + [x for x in self.loads if r in self.deps[x]])
+
+    def reuse(self, r: UOp) -> int:
+        """How many reads under a reduction do not vary along r (each is reused by every r iteration)."""
+        red = self.red_ranges()
+        return sum(1 for x in self.loads if self.deps[x] & red and r not in self.deps[x])
+
+    def out_dtype(self) -> DType:
+        return self.stores[0].src[1].dtype if self.stores else dtypes.float32
+
+    def work(self) -> int:
+        n = 1
+        for r in self.out:
+            n *= const_extent(r) or 1
+        red = 1
+        for u in self.reduces:
+            k = 1
+            for r in u.src[1:]:
+                k *= const_extent(r) or 1
+            red = max(red, k)
+        return n * red
+
+
+def _pow2_divisor(n: int, cap: int) -> int:
+    """The largest power of two <= cap that divides n (1 if none above 1)."""
+    f = 1
+    while f * 2 <= cap and n % (f * 2) == 0:
+        f *= 2
+    return f
+
+
+def _leave_alone(kdef: UOp) -> bool:
+    """A kernel the heuristic does not touch: already optimized (upcast/unroll ranges, vectors), or two ranges on
+    one axis number (an opt names its range by axis)."""
+    order = kdef.toposort()
+    axes = [u.arg[0] for u in order if u.op is K.RANGE]
+    return len(axes) != len(set(axes)) or any(
+        (u.op is K.RANGE and u.arg[1] in _SPLIT_KINDS) or u.dtype.count > 1 for u in order)
+
+
+def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
+    """The opts the heuristic picks for one kernel on target t (the module docstring says how)."""
+    if _leave_alone(kdef):
+        return []
+    k = _Kernel(kdef)
+    opts: list[Opt] = []
+    budget = max(1, t.max_upcast)
+    lanes = 1
+    vw = t.vector_width(k.out_dtype())
+    upcast: dict[UOp, int] = {}
+
+    def fit_upcast(r: UOp, cap: int) -> int:
+        n = const_extent(r) or 1
+        if vw >= 2 and k.contiguous(r):
+            f = _pow2_divisor(n, min(vw, cap))
+            if f >= 2:
+                return f
+        return next((f for f in t.upcast_sizes if 2 <= f <= cap and n % f == 0), 1)
+
+    # 1. register tiling of kernels with a reduction
+    if k.reduces:
+        cands = [r for r in k.out if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0]
+        cands.sort(key=lambda r: (-k.reuse(r), not k.contiguous(r), -k.out.index(r)))
+        cands = cands[:2]
+        smallest = min((f for f in t.upcast_sizes if f >= 2), default=2)
+        for i, r in enumerate(cands):
+            reserve = smallest ** (len(cands) - 1 - i)
+            f = fit_upcast(r, budget // lanes // reserve)
+            if f >= 2:
+                upcast[r] = f
+                lanes *= f
+    # 2. a vector upcast of the contiguous output range
+    if not upcast and vw >= 2:
+        for r in reversed(k.out):
+            n = const_extent(r)
+            if n is not None and n >= 2 and k.contiguous(r):
+                f = _pow2_divisor(n, min(vw, budget))
+                if f >= 2:
+                    upcast[r] = f
+                    lanes *= f
+                break
+    # applied in axis order, so the new lane axes keep the order of the ranges they came from (kernel-expand lays
+    # lanes out by axis: rows-major register tiles, reductions innermost)
+    opts += [Opt("upcast", r.arg[0], f) for r, f in sorted(upcast.items(), key=lambda rf: rf[0].arg[0])]
+    # 3. unroll the innermost range of each reduction
+    in_ends = set(k.out)
+    cap = budget * (t.unroll_sizes[0] if t.unroll_sizes else 1)
+    done: set[UOp] = set()
+    for red in k.reduces:
+        r = red.src[-1] if len(red.src) > 1 else None
+        if r is None or r in done or r in in_ends or r.arg[1] != "reduce":
+            continue
+        n = const_extent(r)
+        if n is None or n < 2 or any(r in u.src[1:-1] for u in k.reduces):
+            continue
+        done.add(r)
+        if n <= FULL_UNROLL_MAX and lanes * n <= cap:
+            f = n
+        else:
+            f = next((u for u in t.unroll_sizes if 2 <= u < n and n % u == 0 and lanes * u <= cap), 1)
+        if f >= 2:
+            opts.append(Opt("unroll", r.arg[0], f))
+            lanes *= f
+    # 4. threads
+    loops = [r for r in k.out if upcast.get(r) != const_extent(r)]  # not entirely turned into lanes
+    if t.kind == "gpu":
+        opts += [Opt("global", r.arg[0]) for r in loops if r.arg[1] == "loop"]
+    elif t.threads > 1 and loops and k.work() >= PARALLEL_MIN_WORK:
+        def outer(r: UOp) -> int:
+            return (const_extent(r) or t.threads) // upcast.get(r, 1)
+        r = next((r for r in loops if outer(r) >= t.threads), max(loops, key=outer))
+        if outer(r) >= 2 and r.arg[1] == "loop":
+            opts.append(Opt("global", r.arg[0]))
+    return opts
+
+
+def optimize_kernel(kdef: UOp, t: Target, strategy: str = "heuristic") -> tuple[UOp, list[Opt]]:
+    """One kernel optimized by `strategy` on target t: (the new kernel, the opts applied)."""
+    if strategy == "none":
+        return kdef, []
+    opts = heuristic_opts(kdef, t)
+    return apply_opts(kdef, opts), opts
+
+
+# ---- the pass --------------------------------------------------------------------------------------------------------
+@dataclass
+class KernelOptimizeOptions:
+    strategy: Literal["heuristic", "none"] = field(default="heuristic", metadata={
+        "help": f"how opts are chosen (heuristic: from the target description; none: no change; {NOOPT_ENV}=1 in "
+                f"the environment makes heuristic none)"})
+    target: str = field(default="cpu", metadata={"help": "the target description to read (cpu, gpu, a device)"})
+
+
+@register_pass("kernel-optimize", summary="choose upcast/unroll/thread opts per kernel from the target description",
+               consumes=("kernel",), produces=("kernel",), options=KernelOptimizeOptions)
+def kernel_optimize(root: UOp, options: KernelOptimizeOptions, ctx: PassContext) -> UOp:
+    strategy = options.strategy
+    if strategy == "heuristic" and os.environ.get(NOOPT_ENV, "") not in ("", "0"):
+        strategy = "none"
+    try:
+        t = target(options.target)
+    except UnknownTargetError as e:
+        ctx.error(root, str(e))
+        return root
+
+    def run(kdef: UOp) -> UOp:
+        try:
+            new, opts = optimize_kernel(kdef, t, strategy)
+        except OptError as e:
+            ctx.error(kdef, f"kernel-optimize: {e}")
+            return kdef
+        if opts:
+            ctx.count("kernels-optimized")
+            for o in opts:
+                ctx.count(f"{o.kind}-opts")
+        return new
+
+    return run(root) if is_kernel_body(root) else map_regions(root, is_kernel_body, run)
