@@ -336,6 +336,9 @@ def _merge_pair(g: UOp, nodes: list[UOp], r0: UOp, r1: UOp) -> UOp | None:
     a, b = _const_int(r0.src[0]), _const_int(r1.src[0])
     if a is None or b is None or a < 1 or b < 1:
         return None
+    order = [u for u in nodes if u.op is kernel.RANGE]
+    if order.index(r1) != order.index(r0) + 1:
+        return None  # not neighbours in the kernel's loop order: iterations would be reordered
     for c in _closers(nodes):
         rs = c.src[1:]
         if (r0 in rs or r1 in rs) and not any(x is r0 and y is r1 for x, y in itertools.pairwise(rs)):
