@@ -92,6 +92,8 @@ class IntModel:
             return self._qr(a, b)[1]
         if key == "lt":
             return z3.If(a < b, 1, 0)
+        if key == "eq":
+            return z3.If(a == b, 1, 0)
         if key == "and":  # on bools (0 / 1)
             return z3.If(z3.And(a == 1, b == 1), 1, 0)
         raise KeyError(key)
@@ -151,6 +153,8 @@ class BVModel:
             return z3.If(b == 0, zero, z3.SRem(a, b))
         if key == "lt":
             return z3.If(a < b, one, zero)
+        if key == "eq":
+            return z3.If(a == b, one, zero)
         if key == "and":
             return z3.If(z3.And(a == one, b == one), one, zero)
         raise KeyError(key)
@@ -169,7 +173,7 @@ class BVModel:
         return a % b  # z3: the remainder with the sign of the divisor (the floor remainder, as in Python)
 
 
-_BOOL_KEYS = ("lt",)
+_BOOL_KEYS = ("lt", "eq")
 
 
 def _constant_valued(t: Term) -> bool:
@@ -442,9 +446,9 @@ def _concrete(m: IntModel | BVModel, key: str, a: int, b: int) -> int:
 
 
 def _semantics(d: DType, key: str, a: int, b: int) -> int:
-    name = {"lt": "core.cmplt"}.get(key, f"core.{key}")
+    name = {"lt": "core.cmplt", "eq": "core.cmpeq"}.get(key, f"core.{key}")
     srcs = [const_array(d, a)] if key == "neg" else [const_array(d, a), const_array(d, b)]
-    out = dtypes.bool if key == "lt" else d
+    out = dtypes.bool if key in ("lt", "eq") else d
     return int(to_python(alu(name, out, srcs, [d] * len(srcs)), out))
 
 
@@ -456,7 +460,7 @@ def test_the_model_is_the_semantics(w: int) -> None:
     rnd = random.Random(w)
     vals = edge + [rnd.randint(lo_, hi_) for _ in range(2)]
     with np.errstate(all="ignore"):
-        for key in ("add", "sub", "mul", "neg", "idiv", "mod", "lt"):
+        for key in ("add", "sub", "mul", "neg", "idiv", "mod", "lt", "eq"):
             for a in vals:
                 for b in vals:
                     want = _semantics(d, key, a, b)

@@ -107,7 +107,7 @@ class _Match(QEnv):
             return UOp.const(n.dtype, value_range(n)[0])
         assert isinstance(t, App)
         srcs = tuple(self.build(a) for a in t.args)
-        return UOp(core_op(t.key), dtypes.bool if t.key == "lt" else srcs[0].dtype, srcs)
+        return UOp(core_op(t.key), dtypes.bool if t.key in ("lt", "eq") else srcs[0].dtype, srcs)
 
 
 def _compile(r: Rule) -> PatternRule:

@@ -2,20 +2,22 @@
 
 A rule is `rule(name, lhs, rhs, *when)` over a small term language: `V("x")` is any scalar value of the rule's
 integer dtype (signed integers and index), `K("c")` a constant of it, and operators build core ops
-(`V("x") * K("c") + V("y")`; `//` and `%` are core.idiv and core.mod, `<` core.cmplt, `&` core.and, unary `-`
-core.neg). In a replacement, a Python number is a constant of the rule's dtype and `lo_const(t)` is the constant
-vmin(t). `when` is a conjunction of conditions over *quantities*: `lo(t)` and `hi(t)` (the value range, from
-uopir.ir.valuerange, of the node that the lhs subterm t matched), `val(c)` (a constant's value), `MIN` and `MAX`
-(the dtype's bounds) and integers, combined with `+ - *` and with `//` and `%` by a quantity that an earlier
-condition requires to be positive. Quantities are exact integers (no wraparound): `fits(q)` says q is a value of
-the dtype.
+(`V("x") * K("c") + V("y")`; `//` and `%` are core.idiv and core.mod, `<` core.cmplt, `.eq()` core.cmpeq, `&`
+core.and, unary `-` core.neg). In a replacement, a Python number is a constant of the rule's dtype and
+`lo_const(t)` is the constant vmin(t). `when` is a conjunction of conditions over *quantities*: `lo(t)` and `hi(t)`
+(the value range, from uopir.ir.valuerange, of the node that the lhs subterm t matched), `val(c)` (a constant's
+value), `MIN` and `MAX` (the dtype's bounds) and integers, combined with `+ - *` and with `//` and `%` by a
+quantity that an earlier condition requires to be positive. Quantities are exact integers (no wraparound):
+`fits(q)` says q is a value of the dtype.
 
 Two readers, so the conditions cannot drift apart:
 - uopir.passes.kernel.simplify compiles every rule of RULES into a named pattern whose callback evaluates `when` on
   the matched nodes and builds `rhs`;
 - unit_tests/test_kernel_simplify_proofs.py proves every rule (RULES and IDENTITIES) with z3: at every signed width
   (8, 16, 32, 64 bits; index is 64), in two's complement with C division (uopir.dialects.semantics), lhs == rhs for
-  every value of the variables and constants for which the conditions hold and each matched node lies in its range.
+  every value of the variables and constants for which the conditions hold and each matched node lies in its range
+  (four remainder rules that z3 does not finish with symbolic constants are proved for every constant of a list per
+  width instead: that test's PER_CONSTANT says which).
 IDENTITIES are the ring laws (which hold with wraparound) that the pass's `collect-terms` strategy composes when it
 flattens a sum; they are proved, not compiled into patterns.
 """
@@ -66,6 +68,10 @@ class Term:
     def __and__(self, o: Any) -> App:
         return App("and", (self, _term(o)))
 
+    def eq(self, o: Any) -> App:
+        """core.cmpeq (`==` stays identity: terms are keys)."""
+        return App("eq", (self, _term(o)))
+
 
 @dataclass(frozen=True, eq=False, slots=True)
 class V(Term):
@@ -101,7 +107,7 @@ class App(Term):
     args: tuple[Term, ...]
 
     def __repr__(self) -> str:
-        sym = {"add": "+", "sub": "-", "mul": "*", "idiv": "//", "mod": "%", "lt": "<", "and": "&"}
+        sym = {"add": "+", "sub": "-", "mul": "*", "idiv": "//", "mod": "%", "lt": "<", "and": "&", "eq": "=="}
         if len(self.args) == 2 and self.key in sym:
             return f"({self.args[0]!r} {sym[self.key]} {self.args[1]!r})"
         return f"{self.key}({', '.join(map(repr, self.args))})"
@@ -360,6 +366,7 @@ RULES: list[Rule] = [
     rule("lt-and-lt", (X < C1) & (X < C2), X < C1, val(C1) <= val(C2)),
     rule("gt-and-gt", (C1 < X) & (C2 < X), C2 < X, val(C1) <= val(C2)),
     rule("empty-interval", (C1 < X) & (X < C2), False, val(C2) <= val(C1) + 1),
+    rule("one-point-interval", (C1 < X) & (X < C2), X.eq(C1 + 1), val(C2) == val(C1) + 2),
 ]
 
 # The ring laws `collect-terms` composes (each holds with wraparound, so it has no condition): it reads a sum as
