@@ -34,7 +34,7 @@ from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from uopir.ir.pattern_compiler import Rule as PatternRule
 from uopir.ir.uop import UOp
 from uopir.ir.valuerange import value_range
-from uopir.passes.kernel.simplify_rules import RULES, RULES_BY_NAME, App, K, Lit, LoConst, QEnv, Rule, Term, V, subterms
+from uopir.passes.kernel.simplify_rules import RULES, App, K, Lit, LoConst, QEnv, Rule, Term, V, subterms
 from uopir.passes.manager import PassContext, map_regions, register_pass
 
 __all__ = ["kernel_simplify", "simplify_kernel", "KernelSimplifyOptions", "SIMPLIFY", "int_scope"]
@@ -413,6 +413,3 @@ def kernel_simplify(root: UOp, options: KernelSimplifyOptions, ctx: PassContext)
         return run(root)
     return map_regions(root, _is_kernel, run)
 
-
-RULE_NAMES: tuple[str, ...] = tuple(r.name for r in RULES)
-assert set(RULE_NAMES) <= set(RULES_BY_NAME)
