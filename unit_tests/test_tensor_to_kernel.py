@@ -44,12 +44,18 @@ def _input_arrays(root: UOp, rng: np.random.Generator) -> dict[int, np.ndarray]:
     return out
 
 
-def run_both(root: UOp, seed: int = 0) -> tuple[list, list]:
-    """(results and buffers) of the program as written and of its schedule; the schedule verifies and round-trips."""
+_SIMPLIFY = PassManager.parse("kernel-simplify")
+
+
+def run_both(root: UOp, seed: int = 0, simplify: bool = False) -> tuple[list, list]:
+    """(results and buffers) of the program as written and of its schedule (after kernel-simplify when asked);
+    the schedule verifies and round-trips."""
     bufs = _input_arrays(root, np.random.default_rng(seed))
     ref_bufs = {k: v.copy() for k, v in bufs.items()}
     ref = evaluate(root, ref_bufs)
     out = tensor_to_kernel(root)
+    if simplify:
+        out = _SIMPLIFY.run(out)
     verify(out)
     assert parse_ir(print_ir(out)) is out
     got_bufs = {k: v.copy() for k, v in bufs.items()}
@@ -61,13 +67,17 @@ def run_both(root: UOp, seed: int = 0) -> tuple[list, list]:
 
 
 def check(root: UOp, seed: int = 0) -> None:
-    try:
-        want, got = run_both(root, seed)
-    except Exception as e:
-        raise AssertionError(f"{type(e).__name__}: {e}\nprogram:\n{print_ir(root)}") from e
-    if not values_equal(want, got):
-        raise AssertionError(f"the schedule computes other values\nprogram:\n{print_ir(root)}\n"
-                             f"schedule:\n{print_ir(tensor_to_kernel(root))}\nwant {want}\ngot {got}")
+    """The schedule, and the schedule after kernel-simplify, compute the program's values bit for bit."""
+    for simplify in (False, True):
+        try:
+            want, got = run_both(root, seed, simplify)
+        except Exception as e:
+            raise AssertionError(f"{type(e).__name__}: {e}\nprogram:\n{print_ir(root)}") from e
+        if not values_equal(want, got):
+            sched = tensor_to_kernel(root)
+            raise AssertionError(f"the schedule{' after kernel-simplify' if simplify else ''} computes other values"
+                                 f"\nprogram:\n{print_ir(root)}\nschedule:\n"
+                                 f"{print_ir(_SIMPLIFY.run(sched) if simplify else sched)}\nwant {want}\ngot {got}")
 
 
 # ---- random programs ------------------------------------------------------------------------------------------------
