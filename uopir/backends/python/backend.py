@@ -26,7 +26,7 @@ from uopir.passes.target import CPU, Target
 
 # What realize runs: the tensor-level cleanup (exact: checked against the interpreter), then the lowering to a schedule
 # of kernels. Later stages (kernel-simplify, ...) are added here.
-PIPELINE = "tensor-canonicalize,tensor-to-kernel"
+PIPELINE = "tensor-canonicalize,tensor-to-kernel,kernel-simplify"
 # What the symbolic fallback (whole-graph interpretation) runs; see uopir.backends.realize.
 INTERPRET_PIPELINE = "tensor-canonicalize"
 
