@@ -58,8 +58,9 @@ def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # ---- realize goes through kernels -------------------------------------------------------------------------------
-def test_the_python_pipeline_ends_in_tensor_to_kernel() -> None:
-    assert PIPELINE.split(",")[-1] == "tensor-to-kernel" and get_backend("python").pipeline == PIPELINE
+def test_the_python_pipeline_lowers_to_simplified_kernels() -> None:
+    assert PIPELINE.split(",")[-2:] == ["tensor-to-kernel", "kernel-simplify"]
+    assert get_backend("python").pipeline == PIPELINE
 
 
 def test_realize_launches_the_kernels_of_the_schedule() -> None:
