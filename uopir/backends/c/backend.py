@@ -1,0 +1,61 @@
+"""The C backend: device programs rendered to C, compiled by the system compiler, run through ctypes on host memory.
+
+    graph --default{target=c}--> schedule of tensor.calls whose regions are device.programs
+          --CRenderer--> C --CCompiler (disk cache)--> .so --CRuntime (ctypes)--> kernels run on numpy buffers
+
+Its target description is the host cpu's (`host_cpu("c")`: vector width from the cpu flags, cores), registered as
+`c` when uopir.backends loads.
+"""
+from __future__ import annotations
+
+from uopir.backends.c.compiler import CCompiler
+from uopir.backends.c.renderer import CRenderer
+from uopir.backends.c.runtime import CRuntime
+from uopir.backends.interface import Backend, Buffer, HostAllocator, Program
+from uopir.ir.uop import UOp
+from uopir.passes.target import Target, host_cpu, target
+
+__all__ = ["CBackend", "PIPELINE", "c_target"]
+
+PIPELINE = "default{target=c}"
+
+
+def c_target() -> Target:
+    """The C target: the host cpu (its vector width and cores); every core op is native (the prelude covers the
+    ones C lacks)."""
+    return host_cpu("c")
+
+
+class CBackend(Backend):
+    """Compiles device programs to C with the system compiler and runs them on host buffers."""
+
+    device = "c"
+    pipeline = PIPELINE
+
+    def __init__(self, compiler: CCompiler | None = None):
+        self.target = target("c")
+        self.renderer = CRenderer()
+        self.compiler = compiler if compiler is not None else CCompiler()
+        self.allocator = HostAllocator(self.device)
+        self.runtime = CRuntime(self._compile_no_restrict)
+
+    @property
+    def available(self) -> bool:
+        return self.compiler.available
+
+    @property
+    def reason(self) -> str:
+        return "no C compiler found (set $CC or install cc or clang)"
+
+    def _compile_no_restrict(self, program: UOp) -> bytes:
+        return self.compiler.compile_cached(CRenderer(restrict=False).render(program))
+
+    def compile(self, program: UOp, name: str | None = None) -> Program:
+        """Render, compile (through the disk cache) and load one device.program."""
+        if not self.available:
+            raise RuntimeError(f"device 'c' cannot compile programs: {self.reason}")
+        src = self.renderer.render(program)
+        return self.runtime.load(name or program.arg, program, src, self.compiler.compile_cached(src))
+
+    def realize(self, root: UOp) -> Buffer:
+        raise NotImplementedError("Tensor.realize on device 'c' needs the shared realize of uopir.backends.realize")
