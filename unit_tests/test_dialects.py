@@ -286,7 +286,7 @@ def test_tensor_valid_graph():
     (lambda a: UOp(tensor.PAD, f32, (a,), ((1, 2, 3), (0, 0))),
      "'tensor.pad' op attribute 'pads': expected a list of 2 elements, got 3"),
     (lambda a: UOp(tensor.CALL, dtypes.void, (a,), (UOp.sink(), "k")),
-     "'tensor.call' op the kernel region's root must be a kernel.def, got core.sink"),
+     "'tensor.call' op the kernel region's root must be a kernel.def or a device.program, got core.sink"),
 ])
 def test_tensor_rule_failures(build, msg):
     assert msgs(build(buf((4, 4)))) == [msg]

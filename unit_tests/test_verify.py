@@ -182,7 +182,7 @@ def test_regions_are_verified():
     # a region whose root is garbage
     assert msgs(UOp(tensor.CALL, dtypes.void, (), (UOp(core.ADD, f32, ()), "k"))) == [
         "'core.add' op expects 2 operands, got 0",
-        "'tensor.call' op the kernel region's root must be a kernel.def, got core.add"]
+        "'tensor.call' op the kernel region's root must be a kernel.def or a device.program, got core.add"]
 
 
 def test_shape_rules_raise_shape_error_outside_verifier():

@@ -186,8 +186,8 @@ def _verify_call(u: UOp) -> Iterator[str]:
     if u.dtype is not dtypes.void:
         yield f"result must be void, got {u.dtype}"
     root = getattr(u.arg[0].op, "name", "an unregistered op")
-    if root != "kernel.def":
-        yield f"the kernel region's root must be a kernel.def, got {root}"
+    if root not in ("kernel.def", "device.program"):
+        yield f"the kernel region's root must be a kernel.def or a device.program, got {root}"
 
 
 # ---- folds (declared beside each row below; exact against uopir.dialects.semantics) -----------------------------

@@ -1,0 +1,264 @@
+"""device-linearize: each kernel becomes a `device.program`, its ops in execution order with explicit loops.
+
+Plain code rather than patterns: placing every op in a loop nest and ordering the blocks is a whole-kernel schedule.
+
+The program (the contract the renderers read; docs/dialects.md, device section):
+- operands are all the ops of the kernel in execution order, each after its operands; params, variables and
+  constants first, then loop headers in nesting order with their bodies;
+- `device.loop %n {id}` opens a loop whose counter is its value, `device.endloop %loop` closes it;
+- `%acc = device.acc %init, %loops… {id}` declares an accumulator before its loops; reading %acc gives its current
+  value; `device.accstore %acc, %v` (void) assigns it;
+- a value defined inside a loop is used only inside it, except accumulators.
+
+Placement: an op sits in the loops its operands need (a loop counter needs its loop; an accumulator's update needs
+the accumulator's loops; the reduction's result read after the update escapes those loops), as far out as that
+allows, so loop-invariant work is hoisted. The nesting of the loops is read from the graph: the endloop chain of
+a kernel.end (first range outermost), an accumulator's loops (in operand order, inside the loops its accumulator
+needs), and a loop bound's own operands. Within a block, ops keep the kernel's toposort order where their
+dependencies allow. A loop with nothing inside is dropped.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+
+from uopir.dialects import core as C
+from uopir.dialects import device as D
+from uopir.dialects import kernel as K
+from uopir.ir.diagnostics import IRError, diag_at
+from uopir.ir.dtype import dtypes
+from uopir.ir.uop import UOp
+from uopir.passes.device.common import in_kernels
+from uopir.passes.manager import PassContext, register_pass
+
+__all__ = ["linearize"]
+
+_MARKERS = frozenset((D.ENDLOOP, C.GROUP, C.SINK, K.DEF))  # order effects in the graph; not program ops
+_UNLOWERED = frozenset((K.RANGE, K.REDUCE, K.END))
+
+
+def _err(u: UOp, msg: str) -> IRError:
+    return IRError(diagnostics=[diag_at(u, msg)])
+
+
+class _Nest:
+    """The loops each op needs (`inside`) and each loop's enclosing loops (`enclosing`), from the graph."""
+
+    def __init__(self, order: list[UOp]):
+        self.order = order
+        self.acc_loops: dict[UOp, frozenset[UOp]] = {u: frozenset(u.src[1:]) for u in order if u.op is D.ACC}
+        self.stores_of: dict[UOp, list[UOp]] = defaultdict(list)
+        for u in order:
+            if u.op is D.ACCSTORE:
+                self.stores_of[u.src[0]].append(u)
+        self.inside: dict[UOp, frozenset[UOp]] = {}
+        self._place()
+        self.enclosing = self._enclosing()
+        self._close()
+
+    def escape(self, s: UOp) -> frozenset[UOp]:
+        """What a user inherits from operand s."""
+        ins = self.inside[s]
+        if s.op is D.LOOP:
+            return ins | {s}
+        if s.op is D.ACCSTORE:
+            return ins - self.acc_loops[s.src[0]]
+        return ins
+
+    def _place(self) -> None:
+        """inside[u]: the loops u's operands need. An accumulator needs what its updates need outside its loops;
+        that feeds back into its readers, so iterate until no accumulator moves (once per nesting level)."""
+        acc_extra: dict[UOp, frozenset[UOp]] = {a: frozenset() for a in self.acc_loops}
+        while True:
+            inside = self.inside
+            for u in self.order:
+                if u.op in _MARKERS:
+                    inside[u] = frozenset()
+                    continue
+                need: frozenset[UOp] = frozenset()
+                for s in u.src:
+                    need = need | self.escape(s) if s.op is not D.LOOP or u.op is not D.ACC else need | inside[s]
+                if u.op is D.ACC:
+                    need = need | acc_extra[u]
+                elif u.op is D.ACCSTORE:
+                    need = need | self.acc_loops[u.src[0]]
+                inside[u] = need
+            moved = False
+            for a, loops in self.acc_loops.items():
+                extra = frozenset().union(*(inside[s] - loops for s in self.stores_of[a])) - inside[a]
+                if extra:
+                    acc_extra[a] = acc_extra[a] | extra
+                    moved = True
+            if not moved:
+                return
+
+    def _enclosing(self) -> dict[UOp, set[UOp]]:
+        enc: dict[UOp, set[UOp]] = {u: set(self.inside[u]) for u in self.order if u.op is D.LOOP}
+        for a in self.acc_loops:
+            outer = set(self.inside[a])
+            for lp in a.src[1:]:
+                enc[lp] |= outer
+                outer = outer | {lp}
+        for u in self.order:
+            if u.op is D.ENDLOOP:
+                stack = list(u.src[1:])
+                while stack:  # endloops (through groups) closed inside this one are nested in its loop
+                    d = stack.pop()
+                    if d.op is D.ENDLOOP:
+                        enc[d.src[0]].add(u.src[0])
+                    elif d.op is C.GROUP:
+                        stack.extend(d.src)
+        changed = True
+        while changed:  # transitive closure
+            changed = False
+            for e in enc.values():
+                more = set().union(*(enc[m] for m in e)) - e
+                if more:
+                    e |= more
+                    changed = True
+        for lp, e in enc.items():
+            if lp in e:
+                raise _err(lp, "device-linearize: this loop would be nested inside itself (its accumulators and "
+                               "endloops order the loops in a cycle)")
+        return enc
+
+    def _close(self) -> None:
+        """Every op is also inside the loops enclosing the loops it needs."""
+        enc = self.enclosing
+        for u in self.order:
+            ins = frozenset(enc[u]) if u.op is D.LOOP else self.inside[u]
+            if ins:
+                self.inside[u] = ins.union(*(enc[lp] for lp in ins))
+
+    def chain(self, u: UOp) -> list[UOp]:
+        """The loops around u, outermost first; an error when they are not one nest."""
+        loops = sorted(self.inside[u], key=lambda lp: len(self.enclosing[lp]))
+        for i, lp in enumerate(loops):
+            if len(self.enclosing[lp]) != i:
+                ids = ", ".join(str(m.arg) for m in loops)
+                raise _err(u, f"device-linearize: this op needs loops that are not one nest (ids {ids}): no "
+                              f"endloop chain or accumulator says which encloses which")
+        return loops
+
+
+def _priority(u: UOp, pos: int) -> tuple:
+    """Params (by index), variables (by name), constants, then the rest in the kernel's toposort order."""
+    if u.op is K.PARAM:
+        return (0, u.arg, pos)
+    if u.op is K.VAR:
+        return (1, u.arg[0], pos)
+    if u.op is C.CONST:
+        return (2, 0, pos)
+    return (3, 0, pos)
+
+
+def linearize(kdef: UOp) -> UOp:
+    """The device.program of one lowered kernel.def (IRError, located, for a graph that is not one nest)."""
+    order = list(kdef.toposort())
+    for u in order:
+        if u.op in _UNLOWERED:
+            raise _err(u, f"device-linearize: {u.op.name} is not lowered yet (run kernel-to-device first)")
+    nest = _Nest(order)
+    pos = {u: i for i, u in enumerate(order)}
+    ops = [u for u in order if u.op not in _MARKERS]
+    chain = {u: nest.chain(u) for u in ops}  # the loops around an op (for a loop: around its header)
+
+    # the items of each block (None: the top level) are its ops and child loops; edges order items of one block
+    items: dict[UOp | None, list[UOp]] = defaultdict(list)
+    for u in ops:
+        items[chain[u][-1] if chain[u] else None].append(u)
+    edges: dict[UOp, set[UOp]] = defaultdict(set)
+    indeg: dict[UOp, int] = defaultdict(int)
+
+    def depend(u: UOp, s: UOp) -> None:
+        """u runs after s: order the items that hold them in the first block where they differ."""
+        cu, cs = chain[u], chain[s]
+        k = 0
+        while k < len(cu) and k < len(cs) and cu[k] is cs[k]:
+            k += 1
+        iu = cu[k] if k < len(cu) else u
+        is_ = cs[k] if k < len(cs) else s
+        if iu is not is_ and is_ not in edges[iu]:  # (u inside loop s: both are the item s, no order)
+            edges[iu].add(is_)
+            indeg[iu] += 1
+
+    readers: dict[UOp, list[UOp]] = defaultdict(list)
+    for u in ops:
+        for s in u.src:
+            if s.op in _MARKERS or (u.op is D.ACC and s.op is D.LOOP):  # an accumulator comes before its loops
+                continue
+            depend(u, s)
+            if s.op is D.ACC and u.op is not D.ACCSTORE:
+                readers[s].append(u)
+    for a, stores in nest.stores_of.items():  # a read of the old value comes before the update
+        for st in stores:
+            for r in readers[a]:
+                if st not in r.toposort():
+                    depend(st, r)
+
+    users: dict[UOp, list[UOp]] = defaultdict(list)
+    for it, deps in edges.items():
+        for d in deps:
+            users[d].append(it)
+
+    def block_order(block: UOp | None) -> list[UOp]:
+        mine = items.get(block, [])
+        ready = [(_priority(u, pos[u]), pos[u], u) for u in mine if indeg[u] == 0]
+        heapq.heapify(ready)
+        out = []
+        while ready:
+            _, _, u = heapq.heappop(ready)
+            out.append(u)
+            for v in users[u]:
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    heapq.heappush(ready, (_priority(v, pos[v]), pos[v], v))
+        if len(out) != len(mine):
+            stuck = next(u for u in mine if u not in set(out))
+            raise _err(stuck, "device-linearize: the ops of this block depend on each other in a cycle")
+        return out
+
+    # emit, rebuilding each op on the emitted operands; a reduction's result read after its update is the accumulator
+    new: dict[UOp, UOp] = {}
+    program: list[UOp] = []
+
+    def emit(u: UOp) -> None:
+        if u.op is D.ACC:  # declared before its loops: the program's accumulator names only its init
+            src: tuple[UOp, ...] = (new[u.src[0]],)
+        else:
+            src = tuple(new[s.src[0]] if s.op is D.ACCSTORE else new[s] for s in u.src if s.op not in _MARKERS)
+        n = u.replace(src=src, dtype=dtypes.void) if u.op is D.ACCSTORE else (u if src == u.src else
+                                                                                 u.replace(src=src))
+        new[u] = n
+        program.append(n)
+
+    stack: list[tuple[UOp | None, list[UOp], int]] = [(None, block_order(None), 0)]
+    while stack:
+        block, todo, i = stack.pop()
+        if i == len(todo):
+            if block is not None:
+                program.append(UOp(D.ENDLOOP, dtypes.void, (new[block],)))
+            continue
+        u = todo[i]
+        stack.append((block, todo, i + 1))
+        if u.op is D.LOOP:
+            body = block_order(u)
+            if body:
+                emit(u)
+                stack.append((u, body, 0))
+        else:
+            emit(u)
+    return UOp(D.PROGRAM, dtypes.void, tuple(program), kdef.arg)
+
+
+@register_pass("device-linearize", summary="order each kernel's ops into a device.program with explicit loops",
+               consumes=("core", "kernel", "device"), produces=("core", "kernel", "device"))
+def device_linearize(root: UOp, options: None, ctx: PassContext) -> UOp:
+    def run(kdef: UOp) -> UOp:
+        if kdef.op is D.PROGRAM:
+            return kdef
+        prog = linearize(kdef)
+        ctx.count("programs")
+        ctx.count("program-ops", len(prog.src))
+        return prog
+    return in_kernels(root, run)

@@ -1,0 +1,177 @@
+"""kernel-to-device{target=…}: loops made concrete for a target.
+
+- `kernel.reduce %x, %r… {op}` becomes an accumulator: fresh `device.loop`s for its ranges (the ranges are
+  replaced by them inside the reduced value only, so the same range outside the reduction keeps its own loop),
+  `%acc = device.acc %identity, %loops… {id}` and `%new = device.accstore %acc, (%acc op %x)`, whose value (the
+  accumulator after the update) stands for the reduction. device-linearize places the accumulator before its
+  loops, the update inside them, and every reader of the result after them.
+- Every other `kernel.range` becomes a `device.loop` (target kind cpu, and on gpu what launch limits leave over),
+  or on a gpu a hardware id `device.special` (global ranges: `global_id`, or `group_id` when the kernel has local
+  ranges; local ranges: `local_id`; the innermost range on dim 0).
+- `kernel.end %v, %r0, %r1` becomes `device.endloop %l0, (device.endloop %l1, %v)` (the first range outermost);
+  hardware ids need no end.
+
+The update is exact against the reduction semantics (uopir.dialects.semantics): add/mul/max from the identity 0 / 1
+/ the dtype's minimum; min from the maximum, as `-max(-acc, -x)` on floats (NaN and signed zeros as np.minimum),
+`x < acc ? x : acc` on integers and `acc & x` on bools. Loop and accumulator ids are numbered in program order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from uopir.dialects import core as C
+from uopir.dialects import device as D
+from uopir.dialects import kernel as K
+from uopir.dialects.core import const_value
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from uopir.ir.uop import UOp
+from uopir.ir.valuerange import vmax
+from uopir.passes.device.common import in_kernels, resolve_target
+from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.target import Target
+
+__all__ = ["kernel_to_device", "KernelToDeviceOptions", "reduce_identity", "reduce_update"]
+
+
+# ---- reductions ------------------------------------------------------------------------------------------------------
+def reduce_identity(op: str, d: DType) -> UOp:
+    """The value a reduction starts from: 0, 1, the dtype's minimum (max) or maximum (min); false/true on bool."""
+    s = d.scalar
+    if s is dtypes.bool:
+        v: object = op in ("mul", "min")
+    else:
+        v = {"add": 0, "mul": 1, "max": s.min, "min": s.max}[op]
+    return UOp.const(d, v)
+
+
+def reduce_update(op: str, acc: UOp, x: UOp) -> UOp:
+    """The accumulator's next value, `acc op x`, exact for every dtype."""
+    d = acc.dtype
+    if op == "add":
+        return UOp(C.ADD, d, (acc, x))
+    if op == "mul":
+        return UOp(C.MUL, d, (acc, x))
+    if op == "max":
+        return UOp(C.MAX, d, (acc, x))
+    if d.scalar is dtypes.bool:
+        return UOp(C.AND, d, (acc, x))
+    if d.is_float:
+        return UOp(C.NEG, d, (UOp(C.MAX, d, (UOp(C.NEG, d, (acc,)), UOp(C.NEG, d, (x,)))),))
+    return UOp(C.WHERE, d, (UOp(C.CMPLT, dtypes.bool.vec(d.count), (x, acc)), x, acc))
+
+
+@dataclass
+class _Lowering:
+    target: Target
+    specials: dict[UOp, UOp] = field(default_factory=dict)  # gpu: range -> its hardware id
+    loops: int = 0
+    accs: int = 0
+
+    def loop(self, end: UOp) -> UOp:
+        self.loops += 1
+        return UOp(D.LOOP, dtypes.index, (end,), self.loops - 1)
+
+
+def _lower_reduce(ctx: _Lowering, r: UOp) -> UOp:
+    value, ranges = r.src[0], r.src[1:]
+    if not ranges:
+        return value  # a reduction over nothing is its value (not `identity op value`: -0.0 + 0.0 is +0.0)
+    loops = [ctx.loop(rg.src[0]) for rg in ranges]
+    x = value.substitute(dict(zip(ranges, loops, strict=True)))
+    ctx.accs += 1
+    acc = UOp(D.ACC, r.dtype, (reduce_identity(r.arg, r.dtype), *loops), ctx.accs - 1)
+    return UOp(D.ACCSTORE, r.dtype, (acc, reduce_update(r.arg, acc, x)))
+
+
+def _lower_range(ctx: _Lowering, r: UOp) -> UOp:
+    return ctx.specials.get(r) or ctx.loop(r.src[0])
+
+
+def _lower_end(e: UOp) -> UOp:
+    out = e.src[0]
+    for lp in reversed(e.src[1:]):
+        if lp.op is D.LOOP:
+            out = UOp(D.ENDLOOP, dtypes.void, (lp, out))
+    return out
+
+
+# Two matchers, run one after the other: reductions first (so they see their own ranges), then the ranges left.
+REDUCES = PatternMatcher([
+    (UPat(K.REDUCE, name="r"), _lower_reduce, "reduce-to-accumulator"),
+])
+RANGES = PatternMatcher([
+    (UPat(K.RANGE, name="r"), _lower_range, "range-to-loop"),
+    (UPat(K.END, name="e"), _lower_end, "end-to-endloop"),
+])
+
+
+# ---- gpu launch dimensions (a whole-kernel decision, so plain code) --------------------------------------------------
+def _size(r: UOp) -> int | None:
+    """The largest trip count of a range, if bounded."""
+    end = r.src[0]
+    if end.op is C.CONST:
+        return int(const_value(end))
+    hi = vmax(end)
+    return int(hi) if isinstance(hi, int) and hi < 2**62 else None
+
+
+def _gpu_ids(kdef: UOp, t: Target) -> dict[UOp, UOp]:
+    """Global and local ranges that fit the launch limits, as hardware ids; the innermost range gets dim 0."""
+    ranges = [u for u in kdef.toposort() if u.op is K.RANGE]
+    glob = [r for r in ranges if r.arg[1] == "global"]
+    loc = [r for r in ranges if r.arg[1] == "local"]
+    out: dict[UOp, UOp] = {}
+    threads = 1
+    for dim, r in enumerate(reversed(loc[-3:])):
+        n = _size(r)
+        if n is None or n > t.max_local_dims[dim] or threads * n > t.max_threads_per_block:
+            break
+        threads *= n
+        out[r] = UOp(D.SPECIAL, dtypes.index, (r.src[0],), ("local_id", dim))
+    kind = "group_id" if out else "global_id"
+    for dim, r in enumerate(reversed(glob[-3:])):
+        n = _size(r)
+        if n is None or n > t.max_global_dims[dim]:
+            break
+        out[r] = UOp(D.SPECIAL, dtypes.index, (r.src[0],), (kind, dim))
+    return out
+
+
+def _renumber(g: UOp) -> UOp:
+    """Loop and accumulator ids in program (toposort) order."""
+    new: dict[UOp, UOp] = {}
+    count = {D.LOOP: 0, D.ACC: 0}
+    for u in g.toposort():
+        src = tuple([new[s] for s in u.src])
+        arg = u.arg
+        if u.op in count:
+            arg = count[u.op]
+            count[u.op] += 1
+        new[u] = u if src == u.src and arg == u.arg else u.replace(src=src, arg=arg)
+    return new[g]
+
+
+@dataclass
+class KernelToDeviceOptions:
+    target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (python, c, ...)"})
+
+
+@register_pass("kernel-to-device", summary="reductions to accumulators, ranges to loops (cpu) or hardware ids (gpu)",
+               consumes=("core", "kernel"), produces=("core", "kernel", "device"), options=KernelToDeviceOptions)
+def kernel_to_device(root: UOp, options: KernelToDeviceOptions, ctx: PassContext) -> UOp:
+    t = resolve_target(options.target, root, ctx)
+    if t is None:
+        return root
+
+    def lower(kdef: UOp) -> UOp:
+        if kdef.op is not K.DEF:
+            return kdef  # already linearized
+        lw = _Lowering(t, _gpu_ids(kdef, t) if t.kind == "gpu" else {})
+        out = graph_rewrite(kdef, REDUCES, ctx=lw, stats=ctx.stats)
+        out = graph_rewrite(out, RANGES, ctx=lw, stats=ctx.stats)
+        ctx.count("accumulators", lw.accs)
+        ctx.count("loops", lw.loops)
+        ctx.count("hardware-ids", len(lw.specials))
+        return _renumber(out)
+    return in_kernels(root, lower)
