@@ -116,8 +116,15 @@ def _python_target() -> Target:
     return PYTHON_TARGET
 
 
+def _c() -> Backend:
+    from uopir.backends.c.backend import CBackend
+
+    return CBackend()
+
+
 register_backend("python", _python)
-for _dev, _what in (("c", "C"), ("llvm", "LLVM"), ("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")):
+register_backend("c", _c)
+for _dev, _what in (("llvm", "LLVM"), ("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")):
     register_backend(_dev, _pending(_dev, _what, _device_target(_dev)))
 
 # each device's target under its name, built on first use (probing the host is not free)
