@@ -46,7 +46,7 @@ class EmitCOptions:
                "uop-opt --emit=c prints)", consumes=("core", "kernel", "device", "tensor"), produces=("device", "core"),
                options=EmitCOptions)
 def emit_c(root: UOp, options: EmitCOptions, ctx: PassContext) -> UOp:
-    from uopir.backends.c.renderer import CRenderer, c_name
+    from uopir.backends.c.renderer import CRenderer, kernel_signature
 
     progs = programs(root)
     if not progs:
@@ -55,6 +55,6 @@ def emit_c(root: UOp, options: EmitCOptions, ctx: PassContext) -> UOp:
     renderer = CRenderer(restrict=options.restrict)
     sources = []
     for p in progs:
-        sources.append(UOp(D.SOURCE, dtypes.void, (), ("c", c_name(p.arg), renderer.render(p))))
+        sources.append(UOp(D.SOURCE, dtypes.void, (), ("c", kernel_signature(p).name, renderer.render(p))))
         ctx.count("sources-emitted")
     return UOp.sink(*sources)

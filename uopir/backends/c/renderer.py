@@ -57,6 +57,21 @@ def c_name(name: str, prefix: str = "k_") -> str:
     return prefix + s if s[0].isdigit() or s in _C_KEYWORDS else s
 
 
+_OUR_NAMES = re.compile(r"(data|unused|v|acc|ridx|reg)[0-9][0-9_]*|[a-z0-9]+_(f16|f32|f64|bf16|bits|odd|round|sticky)\w*")
+
+
+def _unclashed(name: str, prefix: str) -> str:
+    """`name` as a C identifier that cannot clash with a local or a prelude helper of ours."""
+    s = c_name(name, prefix)
+    return prefix + s if _OUR_NAMES.fullmatch(s) or s.startswith(("idiv_", "mod_", "f2i_", "max_", "bitcast_")) \
+        else s
+
+
+def var_name(name: str) -> str:
+    """The C parameter of a kernel.var: its name (made an identifier, `var_` in front if it could clash)."""
+    return _unclashed(name, "var_")
+
+
 def _error(u: UOp, msg: str) -> IRError:
     return IRError(diagnostics=[diag_at(u, msg)])
 
@@ -82,7 +97,7 @@ def kernel_signature(program: UOp) -> KernelSignature:
         elif u.op is K.VAR:
             names.add(u.arg[0])
     n = max(params) + 1 if params else 0
-    return KernelSignature(c_name(program.arg), tuple(params.get(i) for i in range(n)), tuple(sorted(names)))
+    return KernelSignature(_unclashed(program.arg, "k_"), tuple(params.get(i) for i in range(n)), tuple(sorted(names)))
 
 
 # ---- literals --------------------------------------------------------------------------------------------------------
@@ -409,7 +424,7 @@ class CRenderer(Renderer):
                 args.append(f"void* unused{i}")
             else:
                 args.append(f"{em.ctype(d)}* {'restrict ' if self.restrict else ''}data{i}")
-        args.extend(f"int64_t {c_name(v, 'var_')}" for v in sig.vars)
+        args.extend(f"int64_t {var_name(v)}" for v in sig.vars)
         head = prelude(em.helpers)
         body = [*("  " + h for h in em.hoisted), *em.lines]
         return f"{head}\nvoid {sig.name}({', '.join(args) or 'void'}) {{\n" + "\n".join(body) + ("\n" if body else "") \
@@ -428,7 +443,7 @@ class CRenderer(Renderer):
         elif op is K.PARAM:
             em.vals[u] = _Ptr(f"data{u.arg}", "0", None, u.dtype)
         elif op is K.VAR:
-            em.vals[u] = _Lanes([c_name(u.arg[0], "var_")])
+            em.vals[u] = _Lanes([var_name(u.arg[0])])
         elif op is K.REGISTER:
             name = em.fresh("reg")
             em.hoisted.append(f"{em.ctype(u.dtype.base)} {name}[{max(u.dtype.size, 1)}] = {{0}};")
