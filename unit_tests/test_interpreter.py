@@ -573,8 +573,8 @@ def test_an_op_without_a_handler_is_a_located_error():
     text = ("%0 = core.const 4 : index\n"
             "%1 = device.special %0 {kind = local_id, dim = 0} : index\n"
             "core.sink %1\n")
-    with pytest.raises(IRError, match=r"prog\.uop:2:\d+: error: the reference interpreter has no handler for "
-                                      r"device\.special: device-level programs are not interpreted yet"):
+    with pytest.raises(IRError, match=r"prog\.uop:2:\d+: error: device\.special outside a device\.program: the "
+                                      r"reference interpreter runs device-level ops only in a linearized kernel"):
         evaluate(parse_ir(text, "prog.uop"), {})
 
 

@@ -4,13 +4,15 @@
     base.py                         the handler signature and the loop that runs a table over a toposort
     interpreter.py                  `evaluate`: a core + tensor graph (kernel bodies through tensor.call)
     kernel.py                       `run_kernel`: one kernel.def on buffers, data-parallel over its ranges
+    device.py                       `run_program`: one linearized device.program on buffers, in program order
     backend.py                      PythonBackend: the interpreter behind the backend interface
 
-The semantics it implements are specified in uopir.dialects.semantics. Device-level ops have no handlers yet: they
-are reported as located errors naming the op.
+The semantics it implements are specified in uopir.dialects.semantics. Device-level ops run inside a device.program
+(a linearized kernel); outside one they are reported as located errors naming the op.
 """
 from uopir.backends.python.backend import PythonBackend
+from uopir.backends.python.device import run_program
 from uopir.backends.python.interpreter import evaluate
 from uopir.backends.python.kernel import run_kernel
 
-__all__ = ["evaluate", "run_kernel", "PythonBackend"]
+__all__ = ["evaluate", "run_kernel", "run_program", "PythonBackend"]

@@ -1,8 +1,9 @@
 """The python backend: the reference interpreter behind the backend interface.
 
 It has no source text, so `renderer` and `compiler` are None: `compile` returns a Program whose entry is a closure
-over the IR itself (a tensor-level graph, a schedule of tensor.calls, or a lone kernel.def), and `launch` runs it
-with numpy. Buffers live in host memory (HostAllocator), so tensor.assign and kernel stores write them in place.
+over the IR itself (a tensor-level graph, a schedule of tensor.calls, a lone kernel.def or device.program), and
+`launch` runs it with numpy. Buffers live in host memory (HostAllocator), so tensor.assign and kernel stores write
+them in place.
 """
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import numpy as np
 
 from uopir.backends.buffers import graph_buffers
 from uopir.backends.interface import Backend, Buffer, HostAllocator, LaunchBuffers, Program, Runtime
+from uopir.backends.python.device import run_program
 from uopir.backends.python.interpreter import evaluate
 from uopir.backends.python.kernel import run_kernel
+from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.dialects.semantics import np_dtype
 from uopir.ir.uop import UOp
@@ -39,11 +42,14 @@ class PythonRuntime(Runtime):
     device = "python"
 
     def load(self, name: str, program: UOp, source: str | None, binary: bytes | None) -> Program:
-        if program.op is K.DEF:
+        if program.op is K.DEF or program.op is D.PROGRAM:
+            run = run_kernel if program.op is K.DEF else run_program
+
             def entry(buffers: LaunchBuffers, var_vals: Mapping[str, int] | None) -> Any:
                 if isinstance(buffers, Mapping):
-                    raise TypeError("a kernel.def takes its buffers by position (kernel.param index), not by id")
-                return run_kernel(program, [_host(b) for b in buffers], dict(var_vals or {}))
+                    raise TypeError(f"a {program.op.name} takes its buffers by position (kernel.param index), "
+                                    f"not by id")
+                return run(program, [_host(b) for b in buffers], dict(var_vals or {}))
         else:
             def entry(buffers: LaunchBuffers, var_vals: Mapping[str, int] | None) -> Any:
                 if not isinstance(buffers, Mapping):

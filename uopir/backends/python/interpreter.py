@@ -25,8 +25,8 @@ def _missing(u: UOp) -> IRError:
         return op_error(u, f"{name} outside a tensor.call: the reference interpreter runs kernel-level ops only as "
                            f"the body of a kernel (run_kernel)")
     if u.op.dialect == "device":
-        return op_error(u, f"the reference interpreter has no handler for {name}: device-level programs are not "
-                           f"interpreted yet")
+        return op_error(u, f"{name} outside a device.program: the reference interpreter runs device-level ops "
+                           f"only in a linearized kernel (run_program)")
     return op_error(u, f"the reference interpreter has no handler for {name}")
 
 

@@ -1,5 +1,5 @@
 """Handlers for the tensor dialect: buffers, movement ops as numpy views, reductions, assign, variables, and
-`tensor.call`, which runs its kernel region with `run_kernel`.
+`tensor.call`, which runs its kernel region with `run_kernel` (or, linearized, `run_program`).
 
 The graph-level context says which buffers an assign or a call of the graph writes: those are read as private
 copies, so every read sees the buffers as they were on entry.
@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from uopir.backends.python.base import HandlerTable, Value, op_error
+from uopir.backends.python.device import run_program
 from uopir.backends.python.kernel import run_kernel
+from uopir.dialects import device as D
 from uopir.dialects import tensor as T
 from uopir.dialects.semantics import bf16_round, np_dtype, reduce_array
 from uopir.ir.dtype import dtypes
@@ -146,7 +148,8 @@ def _call(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
     arrays = [buffer_array(x, ctx.buffers) for x in u.src if x.op is T.BUFFER]
     if any(x.dtype is not dtypes.void and x.op is not T.BUFFER for x in u.src):
         raise op_error(u, "tensor.call operands must be tensor.buffer values (or void values that order it)")
-    run_kernel(u.arg[0], arrays, ctx.var_vals)
+    body = u.arg[0]
+    (run_program if body.op is D.PROGRAM else run_kernel)(body, arrays, ctx.var_vals)
     return None
 
 

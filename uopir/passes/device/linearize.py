@@ -15,7 +15,7 @@ the accumulator's loops; the reduction's result read after the update escapes th
 allows, so loop-invariant work is hoisted. The nesting of the loops is read from the graph: the endloop chain of
 a kernel.end (first range outermost), an accumulator's loops (in operand order, inside the loops its accumulator
 needs), and a loop bound's own operands. Within a block, ops keep the kernel's toposort order where their
-dependencies allow. A loop with nothing inside is dropped.
+dependencies allow. A loop with nothing inside is dropped. Loops and accumulators are numbered in program order.
 """
 from __future__ import annotations
 
@@ -221,14 +221,20 @@ def linearize(kdef: UOp) -> UOp:
     # emit, rebuilding each op on the emitted operands; a reduction's result read after its update is the accumulator
     new: dict[UOp, UOp] = {}
     program: list[UOp] = []
+    ids = {D.LOOP: 0, D.ACC: 0}  # loops and accumulators are numbered in program order
 
     def emit(u: UOp) -> None:
         if u.op is D.ACC:  # declared before its loops: the program's accumulator names only its init
             src: tuple[UOp, ...] = (new[u.src[0]],)
         else:
             src = tuple(new[s.src[0]] if s.op is D.ACCSTORE else new[s] for s in u.src if s.op not in _MARKERS)
-        n = u.replace(src=src, dtype=dtypes.void) if u.op is D.ACCSTORE else (u if src == u.src else
-                                                                                 u.replace(src=src))
+        if u.op in ids:
+            n = u.replace(src=src, arg=ids[u.op])
+            ids[u.op] += 1
+        elif u.op is D.ACCSTORE:
+            n = u.replace(src=src, dtype=dtypes.void)
+        else:
+            n = u if src == u.src else u.replace(src=src)
         new[u] = n
         program.append(n)
 

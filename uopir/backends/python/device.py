@@ -1,0 +1,311 @@
+"""Handlers for the device dialect, and `run_program`, which runs a linearized `device.program` on buffers.
+
+The program is sequential (what a C renderer prints): ops in order, loops from `device.loop` to `device.endloop`,
+accumulators assigned by `device.accstore`. To stay fast it runs a loop as a numpy axis (all iterations at once)
+whenever that cannot change a result: when no accumulator declared outside the loop is assigned inside it, and every
+buffer stored inside it is loaded there only at the address it is stored to (in the same iteration). Other loops run
+one iteration at a time, with the vectorized loops around them as array axes. Hardware ids (`device.special`) are
+axes too; a barrier is then a no-op, since every op finishes for all threads before the next starts. `device.if`
+masks the effects (stores, accumulator updates) of its block, and so does a loop whose bound differs between the
+lanes of an enclosing axis. Scalars span the axes (right-aligned numpy broadcasting); vectors add a trailing lane
+axis. Local memory is one buffer for the whole launch (right for one workgroup).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from uopir.backends.python import core
+from uopir.backends.python.base import HandlerTable, Value, op_error
+from uopir.backends.python.kernel import Ptr
+from uopir.dialects import core as C
+from uopir.dialects import device as D
+from uopir.dialects import kernel as K
+from uopir.dialects.semantics import const_array, np_dtype
+from uopir.ir.diagnostics import IRError
+from uopir.ir.uop import UOp
+
+__all__ = ["run_program", "HANDLERS"]
+
+
+class DeviceCtx:
+    """One run of a program: buffers by param index, variables, the axis of each vectorized loop or hardware id,
+    and the mask of lanes whose effects count (None: all)."""
+
+    __slots__ = ("buffers", "var_vals", "axis", "nd", "mask")
+
+    def __init__(self, buffers: list[np.ndarray], var_vals: dict[str, int], axis: dict[UOp, int]):
+        self.buffers, self.var_vals, self.axis, self.nd = buffers, var_vals, axis, len(axis)
+        self.mask: np.ndarray | None = None
+
+    def along(self, u: UOp, n: int) -> np.ndarray:
+        """0..n-1 along u's axis."""
+        shape = [1] * self.nd
+        shape[self.axis[u]] = n
+        return np.arange(n, dtype=np.int64).reshape(shape)
+
+    def active(self, gate: np.ndarray | None) -> np.ndarray | None:
+        m = self.mask
+        return gate if m is None else (m if gate is None else m & gate)
+
+
+def _and(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    return b if a is None else (a if b is None else a & b)
+
+
+def _lanes(off: np.ndarray, n: int) -> np.ndarray:
+    """The element offsets of an n-lane access at `off` (a trailing lane axis), or `off` for a scalar."""
+    return off if n == 1 else off[..., None] + np.arange(n, dtype=np.int64)
+
+
+def _lane_mask(m: np.ndarray | None, n: int) -> np.ndarray | None:
+    return m if m is None or n == 1 else m[..., None]
+
+
+def _scalar(u: UOp, v: Value, what: str) -> int:
+    a = np.asarray(v)
+    if a.size != 1 and np.any(a != a.reshape(-1)[0]):
+        raise op_error(u, f"{what} differs between threads or loop iterations: not interpreted")
+    return int(a.reshape(-1)[0]) if a.size else 0
+
+
+# ---- kernel-level ops in a program -----------------------------------------------------------------------------------
+def _param(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    if not 0 <= u.arg < len(ctx.buffers):
+        raise op_error(u, f"kernel.param {u.arg}: the program got {len(ctx.buffers)} buffers")
+    arr = ctx.buffers[u.arg]
+    if arr.dtype != np_dtype(u.dtype.base):
+        raise op_error(u, f"kernel.param {u.arg} is {u.dtype}, but buffer {u.arg} is {arr.dtype}")
+    flat = arr.reshape(-1)
+    if arr.size and not np.shares_memory(flat, arr):
+        raise op_error(u, f"buffer {u.arg} must be contiguous to be written by a program")
+    return Ptr(flat, np.zeros((), np.int64), None)
+
+
+def _scratch(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    return Ptr(np.zeros(u.dtype.size, np_dtype(u.dtype.base)), np.zeros((), np.int64), None)
+
+
+def _var(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    if u.arg[0] not in ctx.var_vals:
+        raise op_error(u, f"variable {u.arg[0]!r} is not bound (pass var_vals)")
+    return np.asarray(ctx.var_vals[u.arg[0]], np.int64)
+
+
+def _index(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    p = s[0]
+    return Ptr(p.flat, p.off + np.asarray(s[1], np.int64), _and(p.gate, s[2] if len(s) > 2 else None))
+
+
+def _load(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    p, n = s[0], u.dtype.count
+    gate = _and(p.gate, s[2] if len(s) > 2 else None)
+    off = _lanes(p.off, n)
+    inb = (off >= 0) & (off < p.flat.size)
+    act = _lane_mask(ctx.active(gate), n)
+    if np.any(~inb if act is None else act & ~inb):
+        raise op_error(u, f"out-of-bounds load (buffer of {p.flat.size} elements)")
+    val = p.flat[np.where(inb, off, 0)] if p.flat.size else np.zeros(off.shape, p.flat.dtype)
+    if gate is None:
+        return val
+    alt = s[1] if len(s) > 1 else np.zeros((), p.flat.dtype)
+    return np.where(_lane_mask(gate, n), val, alt)
+
+
+def _store(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    p, n = s[0], u.src[1].dtype.count
+    act = _lane_mask(ctx.active(_and(p.gate, s[2] if len(s) > 2 else None)), n)
+    off, val = np.broadcast_arrays(_lanes(p.off, n), np.asarray(s[1]), *(() if act is None else (act,)))[:2]
+    mask = np.ones(off.shape, bool) if act is None else np.broadcast_to(act, off.shape)
+    o, v = off[mask], val[mask]
+    if o.size and (o.min() < 0 or o.max() >= p.flat.size):
+        raise op_error(u, f"out-of-bounds store (buffer of {p.flat.size} elements)")
+    p.flat[o] = v
+    return None
+
+
+# ---- device ops ------------------------------------------------------------------------------------------------------
+def _special(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    return ctx.along(u, _scalar(u, s[0], "a launch size"))
+
+
+def _acc(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    return np.array(s[0], copy=True)
+
+
+def _accstore(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    """Handled by the program loop (it assigns the accumulator); the value is the updated accumulator."""
+    return s[1]
+
+
+def _const(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    return const_array(u.dtype, u.arg)
+
+
+HANDLERS: HandlerTable = {
+    **core.ALU_HANDLERS,
+    C.CONST: _const,
+    C.CAST: core.HANDLERS[C.CAST],
+    C.BITCAST: core.HANDLERS[C.BITCAST],
+    C.VECTORIZE: core.HANDLERS[C.VECTORIZE],
+    C.GEP: core.HANDLERS[C.GEP],
+    K.PARAM: _param,
+    K.LOCAL: _scratch,
+    K.REGISTER: _scratch,
+    K.VAR: _var,
+    K.INDEX: _index,
+    K.LOAD: _load,
+    K.STORE: _store,
+    D.SPECIAL: _special,
+    D.ACC: _acc,
+    D.ACCSTORE: _accstore,
+    D.BARRIER: core.void,
+}
+_CONTROL = frozenset((D.LOOP, D.ENDLOOP, D.IF, D.ENDIF))
+
+
+# ---- running a program -----------------------------------------------------------------------------------------------
+def _base(p: UOp) -> UOp:
+    while p.op is K.INDEX:
+        p = p.src[0]
+    return p
+
+
+def _blocks(prog: UOp) -> dict[int, int]:
+    """pc of each loop/if -> pc of its end (and back); an error for unbalanced blocks."""
+    ops, match, stack = prog.src, {}, []
+    for pc, u in enumerate(ops):
+        if u.op is D.LOOP or u.op is D.IF:
+            stack.append(pc)
+        elif u.op is D.ENDLOOP or u.op is D.ENDIF:
+            want = D.LOOP if u.op is D.ENDLOOP else D.IF
+            if not stack or ops[stack[-1]] is not u.src[0] or ops[stack[-1]].op is not want:
+                raise op_error(u, f"{u.op.name} does not close the innermost open block of the program")
+            start = stack.pop()
+            match[start], match[pc] = pc, start
+    if stack:
+        raise op_error(ops[stack[-1]], f"{ops[stack[-1]].op.name} is never closed in the program")
+    return match
+
+
+def _sequential(prog: UOp, match: dict[int, int], alias: dict[UOp, int]) -> set[UOp]:
+    """The loops that must run one iteration at a time: they assign an accumulator declared before them, or read a
+    buffer they write at another address than the one written."""
+    ops = prog.src
+    pos = {u: i for i, u in enumerate(ops)}
+    out: set[UOp] = set()
+    for start, u in enumerate(ops):
+        if u.op is not D.LOOP:
+            continue
+        body = ops[start + 1:match[start]]
+        stored: dict[int, set[UOp]] = {}
+        for b in body:
+            if b.op is D.ACCSTORE and pos.get(b.src[0], start) < start:
+                out.add(u)
+                break
+            if b.op is K.STORE:
+                stored.setdefault(alias.get(_base(b.src[0]), -1), set()).add(b.src[0])
+        else:
+            for b in body:
+                if b.op is K.LOAD:
+                    at = stored.get(alias.get(_base(b.src[0]), -1))
+                    if at is not None and (len(at) > 1 or b.src[0] not in at):
+                        out.add(u)
+                        break
+    return out
+
+
+def _aliases(prog: UOp, buffers: list[np.ndarray]) -> dict[UOp, int]:
+    """Each pointer base -> a number shared by bases that may overlap in memory."""
+    bases = [u for u in prog.src if u.op in (K.PARAM, K.LOCAL, K.REGISTER)]
+    out: dict[UOp, int] = {}
+    for i, b in enumerate(bases):
+        out[b] = i
+        if b.op is K.PARAM and 0 <= b.arg < len(buffers):
+            for c in bases[:i]:
+                if c.op is K.PARAM and 0 <= c.arg < len(buffers) and np.shares_memory(buffers[b.arg],
+                                                                                       buffers[c.arg]):
+                    out[b] = out[c]
+                    break
+    return out
+
+
+def run_program(prog: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] | None = None) -> None:
+    """Run a device.program on `buffers` (kernel.param idx i is buffers[i]); stores write them in place."""
+    if prog.op is not D.PROGRAM:
+        raise op_error(prog, f"run_program needs a device.program, got {prog.op.name}")
+    ops = prog.src
+    match = _blocks(prog)
+    seq = _sequential(prog, match, _aliases(prog, buffers))
+    axis = {u: i for i, u in enumerate(x for x in ops if (x.op is D.LOOP and x not in seq) or x.op is D.SPECIAL)}
+    ctx = DeviceCtx(buffers, var_vals or {}, axis)
+    vals: dict[UOp, Value] = {}
+    masks: list[np.ndarray | None] = []
+    counters: dict[int, list[int]] = {}  # pc of a sequential loop -> [next iteration, trip count]
+    pc = 0
+    while pc < len(ops):
+        u = ops[pc]
+        op = u.op
+        try:
+            if op in _CONTROL:
+                pc = _control(u, pc, ops, match, seq, vals, masks, counters, ctx)
+                continue
+            h = HANDLERS.get(op)
+            if h is None:
+                raise op_error(u, f"the reference interpreter has no handler for {op.name} in a device.program")
+            v = h(u, [vals[s] for s in u.src], ctx)
+            if op is D.ACCSTORE:
+                acc, m = u.src[0], _lane_mask(ctx.mask, u.src[0].dtype.count)
+                vals[acc] = v if m is None else np.where(m, v, vals[acc])
+                v = vals[acc]
+            vals[u] = v
+        except IRError:
+            raise
+        except KeyError as e:
+            raise op_error(u, f"an operand of {op.name} is used before the program computes it") from e
+        except (ValueError, TypeError, IndexError) as e:
+            raise op_error(u, f"the reference interpreter failed on {op.name}: {e}") from e
+        pc += 1
+
+
+def _control(u: UOp, pc: int, ops: tuple[UOp, ...], match: dict[int, int], seq: set[UOp], vals: dict[UOp, Value],
+             masks: list[np.ndarray | None], counters: dict[int, list[int]], ctx: DeviceCtx) -> int:
+    """Run one control op; return the next pc."""
+    op = u.op
+    if op is D.IF:
+        masks.append(ctx.mask)
+        ctx.mask = _and(ctx.mask, np.asarray(vals[u.src[0]], bool))
+        return pc + 1
+    if op is D.ENDIF:
+        ctx.mask = masks.pop()
+        return pc + 1
+    if op is D.LOOP:
+        end = np.asarray(vals[u.src[0]], np.int64)
+        n = int(end.max()) if end.size else 0
+        ragged = end.size > 1 and bool(np.any(end != n))
+        if u in seq:
+            if n <= 0:
+                return match[pc] + 1
+            counters[pc] = [1, n]
+            vals[u] = np.zeros((), np.int64)
+        else:
+            vals[u] = ctx.along(u, max(n, 0))
+        masks.append(ctx.mask)
+        if ragged:
+            ctx.mask = _and(ctx.mask, vals[u] < end)
+        return pc + 1
+    start = match[pc]  # device.endloop
+    loop = ops[start]
+    c = counters.get(start)
+    if c is not None and c[0] < c[1]:
+        i = c[0]
+        c[0] += 1
+        vals[loop] = np.asarray(i, np.int64)
+        ctx.mask = masks[-1]
+        end = np.asarray(vals[loop.src[0]], np.int64)
+        if end.size > 1 and bool(np.any(end != c[1])):
+            ctx.mask = _and(ctx.mask, i < end)
+        return start + 1
+    counters.pop(start, None)
+    ctx.mask = masks.pop()
+    return pc + 1
+

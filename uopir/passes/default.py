@@ -1,0 +1,33 @@
+"""`default{target=…}`: the named pipeline from the tensor dialect to a linearized device program.
+
+    canonicalize, tensor-to-kernel, [kernel-simplify], kernel-to-device, device-decompose, device-devectorize,
+    device-linearize
+
+`target` is a device or target name (`c`, `python`, `cpu`, `gpu`, …); every target-dependent pass gets it.
+kernel-simplify runs when a module registers it. `uop-opt` can stop after any of these passes (`-p` with a prefix of
+the list) and reads the printed IR back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from uopir.passes.registry import PASSES, register_pipeline
+
+__all__ = ["DefaultOptions", "default_pipeline"]
+
+
+@dataclass
+class DefaultOptions:
+    target: str = field(default="c", metadata={"help": "the device (or target) to compile for: c, python, cpu, gpu..."})
+
+
+def default_pipeline(options: DefaultOptions) -> list[str]:
+    """The pass list of `default{target=…}`."""
+    t = f"{{target={options.target}}}"
+    simplify = ["kernel-simplify"] if "kernel-simplify" in PASSES else []
+    return ["canonicalize", "tensor-to-kernel", *simplify, f"kernel-to-device{t}", f"device-decompose{t}",
+            f"device-devectorize{t}", "device-linearize"]
+
+
+register_pipeline("default", DefaultOptions, default_pipeline,
+                  summary="tensor dialect to a linearized device program for a target (the whole lowering)")

@@ -1,0 +1,219 @@
+"""device-devectorize{width=N target=…}: split vector ops wider than the target allows into narrower ones.
+
+The limit for a dtype is `width` lanes, or with `width=0` the target's `vector_width(dtype)` (1: scalar code). A
+wide op becomes one op per part of at most that many lanes (the last part may be shorter), on `core.gep`s of its
+vector operands; the parts are joined back with a `core.vectorize` of their lanes, which the gep folds below dissolve
+as soon as every reader is split too:
+
+- elementwise ops and casts (a scalar `where` condition stays whole; a bitcast that changes the lane count is left);
+- `kernel.load` of n lanes at offset o: loads of each part at o + start (a gated load's alternative split alike);
+- `kernel.store`: one store per part, grouped (`core.group`);
+- `device.acc` and its `device.accstore`s: one accumulator per part (fresh ids);
+- a `core.gep` that picks more lanes than allowed.
+
+Folds: `gep(vectorize(x…), i…)` picks the x's, `gep(gep(x, a), b)` is one gep, a gep of a constant is a constant,
+a gep of every lane in order is its operand, and `vectorize(gep(x, 0), …, gep(x, n-1))` of an n-lane x is x.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from uopir.dialects import core as C
+from uopir.dialects import device as D
+from uopir.dialects import kernel as K
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite, is_vector
+from uopir.ir.uop import UOp
+from uopir.passes.device.common import in_kernels, resolve_target
+from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.target import Target
+
+__all__ = ["DevectorizeOptions", "device_devectorize", "DEVECTORIZE", "GEP_FOLDS"]
+
+
+class _Ctx:
+    def __init__(self, t: Target, width: int, next_acc: int):
+        self.t, self.width, self.next_acc = t, width, next_acc
+
+    def limit(self, d: DType) -> int:
+        return max(1, self.width if self.width > 0 else self.t.vector_width(d.scalar))
+
+    def parts(self, d: DType) -> list[tuple[int, ...]] | None:
+        """The lane indices of each part, or None when d fits."""
+        n, w = d.count, self.limit(d)
+        if n <= w:
+            return None
+        return [tuple(range(i, min(i + w, n))) for i in range(0, n, w)]
+
+
+def gep(x: UOp, idx: tuple[int, ...]) -> UOp:
+    """Lanes idx of x (a scalar for one lane)."""
+    return UOp(C.GEP, x.dtype.scalar.vec(len(idx)), (x,), tuple(idx))
+
+
+def join(parts: list[UOp]) -> UOp:
+    """One vector of the lanes of parts, in order (a scalar part is one lane)."""
+    lanes = [p if p.dtype.count == 1 else gep(p, (i,)) for p in parts for i in range(p.dtype.count)]
+    return UOp(C.VECTORIZE, lanes[0].dtype.vec(len(lanes)), tuple(lanes))
+
+
+def _piece(s: UOp, idx: tuple[int, ...], lanes: int) -> UOp:
+    """Operand s for the part idx of an op over `lanes` lanes (a scalar operand is shared by every part)."""
+    return gep(s, idx) if s.dtype.count == lanes and lanes > 1 else s
+
+
+# ---- patterns --------------------------------------------------------------------------------------------------------
+def _elementwise(ctx: _Ctx, u: UOp) -> UOp | None:
+    parts = ctx.parts(u.dtype)
+    if parts is None or (u.op is C.BITCAST and u.src[0].dtype.count != u.dtype.count):
+        return None
+    n = u.dtype.count
+    return join([UOp(u.op, u.dtype.scalar.vec(len(p)), tuple(_piece(s, p, n) for s in u.src), u.arg) for p in parts])
+
+
+def _at(ptr: UOp, start: int) -> UOp:
+    """The pointer `start` elements after ptr."""
+    if start == 0:
+        return ptr
+    off = UOp.const(dtypes.index, start)
+    if ptr.op is K.INDEX:
+        return ptr.replace(src=(ptr.src[0], UOp(C.ADD, dtypes.index, (ptr.src[1], off)), *ptr.src[2:]))
+    return UOp(K.INDEX, ptr.dtype, (ptr, off))
+
+
+def _load(ctx: _Ctx, u: UOp) -> UOp | None:
+    parts = ctx.parts(u.dtype)
+    if parts is None:
+        return None
+    ptr, rest, n = u.src[0], u.src[1:], u.dtype.count
+    return join([UOp(K.LOAD, u.dtype.scalar.vec(len(p)), (_at(ptr, p[0]), *(_piece(s, p, n) for s in rest)))
+                 for p in parts])
+
+
+def _store(ctx: _Ctx, u: UOp) -> UOp | None:
+    val = u.src[1]
+    parts = ctx.parts(val.dtype)
+    if parts is None:
+        return None
+    return UOp(C.GROUP, dtypes.void, tuple(UOp(K.STORE, dtypes.void, (_at(u.src[0], p[0]), gep(val, p), *u.src[2:]))
+                                          for p in parts))
+
+
+def _acc(ctx: _Ctx, u: UOp) -> UOp | None:
+    parts = ctx.parts(u.dtype)
+    if parts is None:
+        return None
+    accs = []
+    for p in parts:
+        accs.append(UOp(D.ACC, u.dtype.scalar.vec(len(p)), (_piece(u.src[0], p, u.dtype.count), *u.src[1:]),
+                        ctx.next_acc))
+        ctx.next_acc += 1
+    return join(accs)
+
+
+def _joined_accs(v: UOp) -> list[UOp] | None:
+    """The part accumulators of a split accumulator (a vectorize of their lanes, in order), else None."""
+    if v.op is not C.VECTORIZE:
+        return None
+    accs: list[UOp] = []
+    for lane in v.src:
+        a = lane.src[0] if lane.op is C.GEP else lane
+        if a.op is not D.ACC:
+            return None
+        if not accs or accs[-1] is not a:
+            accs.append(a)
+    return accs
+
+
+def _accstore(u: UOp) -> UOp | None:
+    accs = _joined_accs(u.src[0])
+    if accs is None:
+        return None
+    val, stores, start = u.src[1], [], 0
+    for a in accs:
+        n = a.dtype.count
+        p = tuple(range(start, start + n))
+        stores.append(UOp(D.ACCSTORE, a.dtype if u.dtype is not dtypes.void else dtypes.void,
+                          (a, gep(val, p))))
+        start += n
+    return join(stores) if u.dtype is not dtypes.void else UOp(C.GROUP, dtypes.void, tuple(stores))
+
+
+def _wide_gep(ctx: _Ctx, u: UOp) -> UOp | None:
+    parts = ctx.parts(u.dtype)
+    if parts is None:
+        return None
+    return join([gep(u.src[0], tuple(u.arg[i] for i in p)) for p in parts])
+
+
+def _gep_of_vectorize(g: UOp, v: UOp) -> UOp:
+    picked = [v.src[i] for i in g.arg]
+    return picked[0] if len(picked) == 1 else UOp(C.VECTORIZE, g.dtype, tuple(picked))
+
+
+def _gep_of_const(g: UOp, c: UOp) -> UOp:
+    v = c.arg
+    return UOp.const(g.dtype, v[g.arg[0]] if len(g.arg) == 1 else tuple(v[i] for i in g.arg))
+
+
+def _gep_of_gep(g: UOp, h: UOp) -> UOp:
+    return UOp(C.GEP, g.dtype, h.src, tuple(h.arg[i] for i in g.arg))
+
+
+def _gep_all(g: UOp, x: UOp) -> UOp | None:
+    return x if g.arg == tuple(range(x.dtype.count)) else None
+
+
+def _vectorize_of_geps(v: UOp) -> UOp | None:
+    first = v.src[0]
+    if first.op is not C.GEP:
+        return None
+    x = first.src[0]
+    if x.dtype is not v.dtype:
+        return None
+    for i, s in enumerate(v.src):
+        if s.op is not C.GEP or s.src[0] is not x or s.arg != (i,):
+            return None
+    return x
+
+
+GEP_FOLDS = [
+    (UPat(C.GEP, src=(UPat(C.VECTORIZE, name="v"),), name="g"), _gep_of_vectorize, "gep-of-vectorize"),
+    (UPat(C.GEP, src=(UPat(C.GEP, name="h"),), name="g"), _gep_of_gep, "gep-of-gep"),
+    (UPat(C.GEP, src=(UPat(C.CONST, name="c"),), name="g"), _gep_of_const, "gep-of-const"),
+    (UPat(C.GEP, src=(UPat.var("x"),), name="g"), _gep_all, "gep-of-every-lane"),
+    (UPat(C.VECTORIZE, name="v"), _vectorize_of_geps, "vectorize-of-geps"),
+]
+
+DEVECTORIZE = PatternMatcher([
+    *GEP_FOLDS,
+    (UPat(C.GEP, dtype=is_vector, name="u"), _wide_gep, "split-wide-gep"),
+    (UPat(C.ELEMENTWISE_OPS, dtype=is_vector, name="u"), _elementwise, "split-elementwise"),
+    (UPat(K.LOAD, dtype=is_vector, name="u"), _load, "split-load"),
+    (UPat(K.STORE, name="u"), _store, "split-store"),
+    (UPat(D.ACC, dtype=is_vector, name="u"), _acc, "split-accumulator"),
+    (UPat(D.ACCSTORE, name="u"), _accstore, "split-accumulator-update"),
+])
+
+
+@dataclass
+class DevectorizeOptions:
+    width: int = field(default=0, metadata={"help": "the most lanes a vector op may have (0: the target's width)"})
+    target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (python, c, ...)"})
+
+
+@register_pass("device-devectorize", summary="split vector ops wider than the target allows into narrower ones",
+               consumes=("core", "kernel", "device"), produces=("core", "kernel", "device"), options=DevectorizeOptions)
+def device_devectorize(root: UOp, options: DevectorizeOptions, ctx: PassContext) -> UOp:
+    if options.width < 0:
+        ctx.error(root, f"device-devectorize: width must be >= 0 (0: the target's), got {options.width}")
+        return root
+    t = resolve_target(options.target, root, ctx)
+    if t is None:
+        return root
+
+    def run(k: UOp) -> UOp:
+        ids = [u.arg for u in k.toposort() if u.op is D.ACC]
+        dctx = _Ctx(t, options.width, max(ids, default=-1) + 1)
+        return graph_rewrite(k, DEVECTORIZE, ctx=dctx, stats=ctx.stats)
+    return in_kernels(root, run)
