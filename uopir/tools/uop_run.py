@@ -5,9 +5,10 @@
 
 What runs, by stage (the input's root):
 - a tensor-level graph (`core.sink` of tensor values; a schedule of `tensor.call`s counts too): its `tensor.buffer`s
-  are the inputs and the sink's operands the outputs. The backend's pipeline lowers it (only the passes after
-  `tensor-to-kernel` for a graph already scheduled into kernel.defs, none when the regions are device programs; `-p`
-  replaces it), then its kernels run one by one on the backend, and the outputs are read back.
+  are the inputs and the sink's operands the outputs. The backend's pipeline lowers it, only the passes it still
+  needs: those after `tensor-to-kernel` for calls of kernel.defs, after `kernel-to-device` for kernel.defs already
+  holding device ops, none for linearized device programs (`-p` replaces it); its kernels then run one by one on the
+  backend and the outputs are read back.
 - a lone `kernel.def` or `device.program`: its `kernel.param`s are the buffers (by index), the ones it stores to are
   the outputs. It runs as a one-call schedule on buffers of the sizes its index math reaches (`--input` gives
   others).
@@ -111,7 +112,8 @@ class Prepared:
     graph: UOp  # a tensor-level graph (a sink) whose tensor.buffer ops are the inputs
     slots: list[Slot]  # its input buffers
     outputs: list[tuple[str, UOp]]  # (label, op) of each output: the sink's operands
-    scheduled: str  # "tensor" (no calls yet), "kernel" (calls of kernel.defs) or "device" (device.programs)
+    stage: str  # "tensor" (no calls yet), "kernel" (kernel.defs), "lowered" (kernel.defs holding device ops after
+    # kernel-to-device) or "device" (linearized device.programs)
 
 
 def _unwrap(root: UOp) -> UOp:
@@ -134,7 +136,7 @@ def prepare(root: UOp, device: str, given_sizes: dict[int, int]) -> Prepared:
             seen.add(u.arg[0])
             slots.append(Slot(u.arg[0], _op_name(u), u.dtype, tuple(u.arg[2]), u))
         for r in regions_of(u):
-            kinds.add("device" if r.op is D.PROGRAM else "kernel")
+            kinds.add(_region_stage(r))
     outputs = []
     for i, s in enumerate(body.src):
         if s.dtype.kind == "void" or s.shape is None and s.op is not core.CONST:
@@ -142,8 +144,17 @@ def prepare(root: UOp, device: str, given_sizes: dict[int, int]) -> Prepared:
         outputs.append((_op_name(s) or f"result{i}", s))
     if not outputs:
         raise IRError(diagnostics=[diag_at(body, "the program has no output: its core.sink has no tensor value")])
-    stage = "tensor" if not kinds else ("device" if kinds == {"device"} else "kernel")
+    stage = "tensor" if not kinds else min(kinds, key=_STAGES.index)
     return Prepared(body, slots, outputs, stage)
+
+
+_STAGES = ("tensor", "kernel", "lowered", "device")
+
+
+def _region_stage(r: UOp) -> str:
+    if r.op is D.PROGRAM:
+        return "device"
+    return "lowered" if any(u.op.dialect == "device" for u in r.toposort()) else "kernel"
 
 
 def _param_sizes(body: UOp) -> dict[int, tuple[int | None, UOp]]:
@@ -215,8 +226,7 @@ def _wrap_kernel(body: UOp, device: str, given_sizes: dict[int, int]) -> Prepare
     outputs = [(slots[i].name or f"param{i}", UOp(T.AFTER, bufs[i].dtype, (bufs[i], call))) for i in sorted(stored)]
     if not outputs:
         raise IRError(diagnostics=[diag_at(body, f"{body.op.name} stores to no buffer: nothing to show")])
-    stage = "kernel" if body.op is K.DEF else "device"
-    return Prepared(UOp.sink(*(o for _, o in outputs)), slots, outputs, stage)
+    return Prepared(UOp.sink(*(o for _, o in outputs)), slots, outputs, _region_stage(body))
 
 
 # ---- inputs --------------------------------------------------------------------------------------------------------
@@ -307,9 +317,10 @@ def _stage_pipeline(backend: Backend, stage: str) -> str:
         return ""
     steps = parse_pipeline(backend.pipeline)
     names = [s.name for s in steps]
-    if "tensor-to-kernel" not in names:
+    done = "tensor-to-kernel" if stage == "kernel" else "kernel-to-device"
+    if done not in names:
         return ""
-    return ",".join(s.text() for s in steps[names.index("tensor-to-kernel") + 1:])
+    return ",".join(s.text() for s in steps[names.index(done) + 1:])
 
 
 def run_schedule(backend: Backend, lowered: UOp, arrays: dict[int, np.ndarray],
@@ -347,7 +358,10 @@ def run_schedule(backend: Backend, lowered: UOp, arrays: dict[int, np.ndarray],
 
 
 def reference(prep: Prepared, arrays: dict[int, np.ndarray], var_vals: dict[str, int]) -> list[np.ndarray]:
-    out = evaluate(prep.graph, {k: v.copy() for k, v in arrays.items()}, dict(var_vals))
+    """The outputs on the reference interpreter, from the input as written (the interpreter runs kernel.defs and
+    linearized programs; a kernel between kernel-to-device and device-linearize is linearized for it first)."""
+    graph = PassManager.parse("device-linearize").run(prep.graph) if prep.stage == "lowered" else prep.graph
+    out = evaluate(graph, {k: v.copy() for k, v in arrays.items()}, dict(var_vals))
     return [np.asarray(x) for x in out]
 
 
@@ -481,7 +495,7 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     missing = sorted(_var_names(prep.graph) - set(var_vals))
     if missing:
         raise UsageError(f"the program has variable(s) {', '.join(missing)}: give each a value with --var NAME=N")
-    pipeline = args.pipeline if args.pipeline is not None else _stage_pipeline(backend, prep.scheduled)
+    pipeline = args.pipeline if args.pipeline is not None else _stage_pipeline(backend, prep.stage)
     lowered = PassManager.parse(pipeline).run(prep.graph) if pipeline else prep.graph
     got = run_schedule(backend, lowered, arrays, dict(var_vals))
     results = [(label, arr, u.dtype) for (label, u), arr in zip(prep.outputs, got, strict=True)]

@@ -57,7 +57,8 @@ def c_name(name: str, prefix: str = "k_") -> str:
     return prefix + s if s[0].isdigit() or s in _C_KEYWORDS else s
 
 
-_OUR_NAMES = re.compile(r"(data|unused|v|acc|ridx|reg)[0-9][0-9_]*|[a-z0-9]+_(f16|f32|f64|bf16|bits|odd|round|sticky)\w*")
+_OUR_NAMES = re.compile(r"(data|unused|v|acc|ridx|reg)[0-9][0-9_]*"  # our locals and parameters
+                        r"|[a-z0-9]+_(f16|f32|f64|bf16|bits|odd|round|sticky)\w*")  # prelude helpers
 
 
 def _unclashed(name: str, prefix: str) -> str:
