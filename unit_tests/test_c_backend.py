@@ -410,7 +410,7 @@ def test_in_place_update_with_aliased_buffers_runs_the_no_restrict_variant(backe
 
 def test_bad_programs_are_located_errors(backend: CBackend) -> None:
     text = """%c = core.const 4 : index
-%s = device.special %c {kind = global_id, dim = 0} : index
+%s = device.special %c {kind = local_id, dim = 0} : index
 %p = device.program %s {name = "k"}
 core.sink %p
 """
@@ -440,3 +440,41 @@ def test_compile_error_names_the_compiler_output() -> None:
 
     with pytest.raises(CompileError, match="error"):
         CCompiler().compile("this is not C;\n")
+
+
+# row sums of a 1000 x 37 matrix, one global id per row: the C backend splits the ids across cores
+PARALLEL = """
+%out = kernel.param {idx = 0} : ptr<i64, global>
+%x = kernel.param {idx = 1} : ptr<i64, global>
+%rows = core.const 1000 : index
+%c37 = core.const 37 : index
+%zero = core.const 0 : i64
+%g = device.special %rows {kind = global_id, dim = 0} : index
+%acc = device.acc %zero {id = 0} : i64
+%k = device.loop %c37 {id = 0} : index
+%g37 = core.mul %g, %c37 : index
+%off = core.add %g37, %k : index
+%p = kernel.index %x, %off : ptr<i64, global>
+%v = kernel.load %p : i64
+%s = core.add %acc, %v : i64
+%u = device.accstore %acc, %s
+%e = device.endloop %k
+%q = kernel.index %out, %g : ptr<i64, global>
+%st = kernel.store %q, %acc
+%prog = device.program %out, %x, %rows, %c37, %zero, %g, %acc, %k, %g37, %off, %p, %v, %s, %u, %e, %q, %st {name = "rowsum"}
+core.sink %prog
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_global_id_splits_across_cores(threads: int) -> None:
+    be = CBackend()
+    be.runtime.threads = threads
+    prog = _program(PARALLEL)
+    src = CRenderer().render(prog)
+    assert "int64_t core_id, int64_t core_count)" in src
+    assert "for (int64_t gidx0 = gsize0 * core_id / core_count; gidx0 < gsize0 * (core_id + 1) / core_count;" in src
+    x = np.arange(37000, dtype=np.int64)
+    out = np.full(1000, -1, np.int64)
+    run(be, prog, [out, x])
+    np.testing.assert_array_equal(out, x.reshape(1000, 37).sum(axis=1))

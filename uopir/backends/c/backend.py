@@ -8,6 +8,8 @@ Its target description is the host cpu's (`host_cpu("c")`: vector width from the
 """
 from __future__ import annotations
 
+import os
+
 from uopir.backends.c.compiler import CCompiler
 from uopir.backends.c.renderer import CRenderer
 from uopir.backends.c.runtime import CRuntime
@@ -15,9 +17,21 @@ from uopir.backends.interface import Backend, Buffer, HostAllocator, Program
 from uopir.ir.uop import UOp
 from uopir.passes.target import Target, host_cpu, target
 
-__all__ = ["CBackend", "PIPELINE", "c_target"]
+__all__ = ["CBackend", "PIPELINE", "c_target", "threads"]
 
 PIPELINE = "default{target=c}"
+THREADS_ENV = "UOPIR_THREADS"
+
+
+def threads() -> int:
+    """How many cores a parallel kernel is split across: $UOPIR_THREADS, else the cores of the target."""
+    env = os.environ.get(THREADS_ENV, "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"${THREADS_ENV} must be a positive integer, got {env!r}") from None
+    return target("c").threads
 
 
 def c_target() -> Target:
@@ -37,7 +51,7 @@ class CBackend(Backend):
         self.renderer = CRenderer()
         self.compiler = compiler if compiler is not None else CCompiler()
         self.allocator = HostAllocator(self.device)
-        self.runtime = CRuntime(self._compile_no_restrict)
+        self.runtime = CRuntime(self._compile_no_restrict, threads=threads())
 
     @property
     def available(self) -> bool:

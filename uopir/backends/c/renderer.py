@@ -80,11 +80,13 @@ def _error(u: UOp, msg: str) -> IRError:
 @dataclass(frozen=True)
 class KernelSignature:
     """How a rendered kernel is called: its name, pointer parameters (dtype per index; None where no kernel.param
-    has that index) and scalar variables (by name, in argument order)."""
+    has that index), scalar variables (by name, in argument order), and whether it takes `core_id, core_count`
+    last (a kernel with a global id: each core runs its share of the ids)."""
 
     name: str
     params: tuple[DType | None, ...]
     vars: tuple[str, ...]
+    parallel: bool = False
 
 
 def kernel_signature(program: UOp) -> KernelSignature:
@@ -92,13 +94,17 @@ def kernel_signature(program: UOp) -> KernelSignature:
         raise _error(program, f"the C backend renders a device.program, got {program.op.name}")
     params: dict[int, DType] = {}
     names: set[str] = set()
+    parallel = False
     for u in program.toposort():
         if u.op is K.PARAM:
             params[u.arg] = u.dtype.base
         elif u.op is K.VAR:
             names.add(u.arg[0])
+        elif u.op is D.SPECIAL:
+            parallel = True
     n = max(params) + 1 if params else 0
-    return KernelSignature(_unclashed(program.arg, "k_"), tuple(params.get(i) for i in range(n)), tuple(sorted(names)))
+    return KernelSignature(_unclashed(program.arg, "k_"), tuple(params.get(i) for i in range(n)), tuple(sorted(names)),
+                           parallel)
 
 
 # ---- literals --------------------------------------------------------------------------------------------------------
@@ -173,6 +179,7 @@ class _Emitter:
         self.vals: dict[UOp, _Lanes | _Ptr] = {}
         self.counter = {"v": 0, "acc": 0, "ridx": 0, "reg": 0}
         self.hoisted: list[str] = []
+        self.ids: list[str] = []  # the loops of global ids opened so far (the first one is split across cores)
 
     # helpers and names
     def use(self, name: str, helper: Helper | None = None) -> None:
@@ -327,7 +334,6 @@ class _Emitter:
 # ---- the program walk ------------------------------------------------------------------------------------------------
 _NO_VALUE = frozenset((C.SINK, C.GROUP, D.PROGRAM))
 _UNSUPPORTED = {
-    D.SPECIAL: "thread and block ids (device.special) need a gpu target; lower for target=cpu",
     D.BARRIER: "barriers (device.barrier) need a gpu target; lower for target=cpu",
     D.WMMA: "tensor-core multiplies (device.wmma) need a gpu target",
     K.LOCAL: "local memory (kernel.local) needs a gpu target",
@@ -426,6 +432,11 @@ class CRenderer(Renderer):
             else:
                 args.append(f"{em.ctype(d)}* {'restrict ' if self.restrict else ''}data{i}")
         args.extend(f"int64_t {var_name(v)}" for v in sig.vars)
+        if sig.parallel:
+            args.extend(("int64_t core_id", "int64_t core_count"))
+        while em.depth > 1:  # the loops of global ids span the rest of the program
+            em.depth -= 1
+            em.emit("}")
         head = prelude(em.helpers)
         body = [*("  " + h for h in em.hoisted), *em.lines]
         return f"{head}\nvoid {sig.name}({', '.join(args) or 'void'}) {{\n" + "\n".join(body) + ("\n" if body else "") \
@@ -476,6 +487,8 @@ class CRenderer(Renderer):
             em.depth += 1
             blocks.append(u)
             em.vals[u] = _Lanes([name])
+        elif op is D.SPECIAL:
+            self._special(em, u, blocks)
         elif op is D.IF:
             em.emit(f"if ({self._scalar(em, u.src[0])}) {{")
             em.depth += 1
@@ -511,6 +524,30 @@ class CRenderer(Renderer):
             pass
         else:
             raise _error(u, f"the C backend cannot render {op.name}")
+
+    def _special(self, em: _Emitter, u: UOp, blocks: list[UOp]) -> None:
+        """A global (or group) id on a cpu: a loop over the rest of the program. The first one in the program is
+        split across cores: core `core_id` of `core_count` runs its contiguous share of the ids."""
+        kind, dim = u.arg
+        if kind == "local_id":
+            raise _error(u, "the C backend cannot render device.special {kind = local_id}: workgroups need a gpu "
+                            "target; lower for target=cpu")
+        if blocks:
+            raise _error(u, f"a {kind} inside a {blocks[-1].op.name}: ids span the whole program")
+        size = self._scalar(em, u.src[0])
+        name = f"gidx{dim}"
+        if name in em.ids:
+            raise _error(u, f"two device.special ids on dim {dim}")
+        em.ids.append(name)
+        if len(em.ids) == 1:
+            n = f"gsize{dim}"
+            em.emit(f"const int64_t {n} = {size};")
+            em.emit(f"for (int64_t {name} = {n} * core_id / core_count; {name} < {n} * (core_id + 1) / core_count; "
+                    f"{name}++) {{")
+        else:
+            em.emit(f"for (int64_t {name} = 0; {name} < {size}; {name}++) {{")
+        em.depth += 1
+        em.vals[u] = _Lanes([name])
 
     def _lanes(self, em: _Emitter, u: UOp) -> _Lanes:
         v = em.vals.get(u)

@@ -1,7 +1,9 @@
 """The C runtime: load a compiled shared object with ctypes and call its kernel on host buffers.
 
 A kernel is called with the data pointers of its buffers (kernel.param order) and the values of its variables (name
-order), as its `KernelSignature` says; ctypes releases the GIL for the call. Kernels are compiled with `restrict`
+order), as its `KernelSignature` says; ctypes releases the GIL for the call. A kernel with a global id (a parallel
+loop) also takes `core_id, core_count`: it is called once per core, from a thread pool, each call running its share
+of the ids, and the launch returns when all have. Kernels are compiled with `restrict`
 pointers; a launch whose buffers overlap in memory (an in-place update passed twice) runs a variant rendered without
 `restrict`, compiled on first need, so the compiler's no-alias assumption is never false.
 """
@@ -11,6 +13,7 @@ import ctypes
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -37,17 +40,35 @@ def load_library(binary: bytes) -> ctypes.CDLL:
             pass
 
 
-class CKernel:
-    """One loaded kernel: the C function and how to call it. `alias_fn` builds the no-restrict variant."""
+_POOL: ThreadPoolExecutor | None = None
+_POOL_SIZE = 0
 
-    def __init__(self, sig: KernelSignature, lib: ctypes.CDLL, alias_fn: Callable[[], ctypes._CFuncPtr]):
-        self.sig, self.lib = sig, lib
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The process's worker threads for parallel kernels (grown on demand, never shrunk)."""
+    global _POOL, _POOL_SIZE
+    if _POOL is None or _POOL_SIZE < workers:
+        old = _POOL
+        _POOL, _POOL_SIZE = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="uopir-c"), workers
+        if old is not None:
+            old.shutdown(wait=False)
+    return _POOL
+
+
+class CKernel:
+    """One loaded kernel: the C function and how to call it. `alias_fn` builds the no-restrict variant; `threads`
+    is how many cores a parallel kernel is split across."""
+
+    def __init__(self, sig: KernelSignature, lib: ctypes.CDLL, alias_fn: Callable[[], ctypes._CFuncPtr],
+                 threads: int = 1):
+        self.sig, self.lib, self.threads = sig, lib, max(1, threads)
         self.fn = self._bind(getattr(lib, sig.name))
         self._alias_fn = alias_fn
         self._aliased: ctypes._CFuncPtr | None = None
 
     def _bind(self, fn: ctypes._CFuncPtr) -> ctypes._CFuncPtr:
-        fn.argtypes = [ctypes.c_void_p] * len(self.sig.params) + [ctypes.c_int64] * len(self.sig.vars)
+        n_ints = len(self.sig.vars) + (2 if self.sig.parallel else 0)
+        fn.argtypes = [ctypes.c_void_p] * len(self.sig.params) + [ctypes.c_int64] * n_ints
         fn.restype = None
         return fn
 
@@ -76,7 +97,17 @@ class CKernel:
             if self._aliased is None:
                 self._aliased = self._bind(self._alias_fn())
             fn = self._aliased
-        fn(*args)
+        if not sig.parallel:
+            fn(*args)
+            return
+        n = self.threads
+        if n == 1:
+            fn(*args, 0, 1)
+            return
+        futures = [_pool(n - 1).submit(fn, *args, i, n) for i in range(1, n)]
+        fn(*args, 0, n)  # this thread runs the first share
+        for f in futures:
+            f.result()
 
 
 def _overlap(spans: list[tuple[int, int]]) -> bool:
@@ -89,8 +120,9 @@ class CRuntime(Runtime):
 
     device = "c"
 
-    def __init__(self, compile_variant: Callable[[UOp], bytes] | None = None):
+    def __init__(self, compile_variant: Callable[[UOp], bytes] | None = None, threads: int = 1):
         self.compile_variant = compile_variant  # program -> binary rendered without restrict
+        self.threads = threads  # cores a parallel kernel is split across
 
     def load(self, name: str, program: UOp, source: str | None, binary: bytes | None) -> Program:
         if binary is None:
@@ -103,7 +135,8 @@ class CRuntime(Runtime):
                 raise RuntimeError(f"kernel {sig.name}: its buffers overlap and no no-restrict variant is available")
             return getattr(load_library(variant(program)), sig.name)
 
-        return Program(name, self.device, program, source, binary, CKernel(sig, load_library(binary), alias_fn))
+        kernel = CKernel(sig, load_library(binary), alias_fn, self.threads)
+        return Program(name, self.device, program, source, binary, kernel)
 
     def launch(self, prog: Program, buffers: LaunchBuffers, *, global_size: tuple[int, ...] = (1, 1, 1),
                local_size: tuple[int, ...] = (1, 1, 1), var_vals: Mapping[str, int] | None = None) -> Any:
