@@ -64,18 +64,20 @@ def store(p: UOp, off: UOp, v: UOp) -> UOp:
     return UOp(K.STORE, dtypes.void, (UOp(K.INDEX, p.dtype, (p, off)), v))
 
 
-def elementwise(name: str, n: int, ins: list[DType], outs: list[tuple[DType, callable]]) -> UOp:
-    """for i < n: out_k[i] = f_k(in_0[i], in_1[i], ...): param 0.. are the outputs, then the inputs."""
-    loop = UOp(D.LOOP, dtypes.index, (idx(n),), 0)
+def elementwise(name: str, n: int, ins: list[DType], outs: list[tuple[DType, callable]], width: int = 1) -> UOp:
+    """for i < n: out_k[i] = f_k(in_0[i], in_1[i], ...): param 0.. are the outputs, then the inputs. With a width,
+    `width` consecutive elements at a time as vectors (n a multiple of it)."""
+    loop = UOp(D.LOOP, dtypes.index, (idx(n // width),), 0)
+    off = loop * idx(width) if width > 1 else loop
     ops: list[UOp] = [loop]
     loads = []
     for j, d in enumerate(ins):
-        ld = load(param(len(outs) + j, d), loop)
+        ld = load(param(len(outs) + j, d), off, d.vec(width) if width > 1 else d)
         loads.append(ld)
         ops.append(ld)
     for k, (d, f) in enumerate(outs):
         v = f(*loads)
-        ops += [v, store(param(k, d), loop, v)]
+        ops += [v, store(param(k, d), off, v)]
     ops.append(UOp(D.ENDLOOP, dtypes.void, (loop, *ops[-1:])))
     return program(name, *ops)
 
@@ -140,20 +142,30 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(same, 0.0, np.nan_to_num(d, nan=np.inf))
 
 
+def _vec(d: DType, w: int) -> DType:
+    return d.vec(w) if w > 1 else d
+
+
+@pytest.mark.parametrize("width", [1, 4, 16], ids=lambda w: f"x{w}")
 @pytest.mark.parametrize("d", ALL, ids=lambda d: d.name)
-def test_alu_ops_match_semantics_bit_for_bit(backend: CBackend, d: DType) -> None:
-    """Every binary, unary, ternary op of dtype d on all pairs of edge values, in one kernel."""
+def test_alu_ops_match_semantics_bit_for_bit(backend: CBackend, d: DType, width: int) -> None:
+    """Every binary, unary, ternary op of dtype d on all pairs of edge values, in one kernel; on vectors of 4 and 16
+    lanes too (native vector types for f32/f64, lane by lane for the others)."""
     a, b = pairs(d)
-    n = a.size
+    n = a.size - a.size % width
+    a, b = a[:n].copy(), b[:n].copy()
+    w = width
     outs: list[tuple[str, DType, callable]] = []
     for name in _binary_ops(d):
-        outs.append((name, _result(name, d), lambda x, y, name=name: UOp(get_op(name), _result(name, d), (x, y))))
+        outs.append((name, _result(name, d), lambda x, y, name=name: UOp(get_op(name), _vec(_result(name, d), w),
+                                                                          (x, y))))
     for name in _unary_ops(d):
-        outs.append((name, d, lambda x, y, name=name: UOp(get_op(name), d, (x,))))
+        outs.append((name, d, lambda x, y, name=name: UOp(get_op(name), _vec(d, w), (x,))))
     if d is not dtypes.bool:
-        outs.append(("core.mulacc", d, lambda x, y: UOp(C.MULACC, d, (x, y, x))))
-    outs.append(("core.where", d, lambda x, y: UOp(C.WHERE, d, (UOp(C.CMPLT, dtypes.bool, (x, y)), x, y))))
-    prog = elementwise(f"alu_{d.name}", n, [d, d], [(rd, f) for _, rd, f in outs])
+        outs.append(("core.mulacc", d, lambda x, y: UOp(C.MULACC, _vec(d, w), (x, y, x))))
+    outs.append(("core.where", d, lambda x, y: UOp(C.WHERE, _vec(d, w), (UOp(C.CMPLT, _vec(dtypes.bool, w), (x, y)),
+                                                                         x, y))))
+    prog = elementwise(f"alu_{d.name}", n, [d, d], [(rd, f) for _, rd, f in outs], width)
     results = [np.zeros(n, np_dtype(rd)) for _, rd, _ in outs]
     run(backend, prog, [*results, a, b])
     for (name, rd, _), got in zip(outs, results, strict=True):

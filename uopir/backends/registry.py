@@ -110,6 +110,12 @@ def _device_target(name: str) -> Callable[[], Target]:
     return lambda: target(name)
 
 
+def _c_target() -> Target:
+    from uopir.backends.c.backend import c_target
+
+    return c_target()
+
+
 def _python_target() -> Target:
     from uopir.backends.python.backend import PYTHON_TARGET
 
@@ -129,7 +135,7 @@ for _dev, _what in (("llvm", "LLVM"), ("opencl", "OpenCL"), ("cuda", "CUDA"), ("
 
 # each device's target under its name, built on first use (probing the host is not free)
 register_target(_python_target, "python")
-register_target(lambda: host_cpu("c"), "c")
+register_target(_c_target, "c")
 register_target(lambda: host_cpu("llvm"), "llvm")
 register_target(lambda: host_cpu("mlir"), "mlir")
 register_target(GPU.derive(name="opencl", local_bytes=32 * 1024, max_threads_per_block=256,

@@ -14,6 +14,8 @@ from uopir.backends.c.compiler import CCompiler
 from uopir.backends.c.renderer import CRenderer
 from uopir.backends.c.runtime import CRuntime
 from uopir.backends.interface import Backend, Buffer, HostAllocator, Program
+from uopir.ir.dtype import dtypes
+from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
 from uopir.passes.target import Target, host_cpu, target
 
@@ -34,10 +36,20 @@ def threads() -> int:
     return target("c").threads
 
 
+def _debug_level() -> int:
+    v = os.environ.get("UOPIR_DEBUG", "").strip()
+    try:
+        return int(v) if v else 0
+    except ValueError:
+        return 1
+
+
 def c_target() -> Target:
     """The C target: the host cpu (its vector width and cores); every core op is native (the prelude covers the
-    ones C lacks)."""
-    return host_cpu("c")
+    ones C lacks). The register budget of a kernel's upcasts is 8 vector registers of f32 lanes (eight independent
+    accumulators hide the latency of a vector add; AVX-512 and AVX2 have 32 and 16 of them)."""
+    t = host_cpu("c")
+    return t.derive(max_upcast=max(t.max_upcast, 8 * t.vector_width(dtypes.float32)))
 
 
 class CBackend(Backend):
@@ -65,10 +77,16 @@ class CBackend(Backend):
         return self.compiler.compile_cached(CRenderer(restrict=False).render(program))
 
     def compile(self, program: UOp, name: str | None = None) -> Program:
-        """Render, compile (through the disk cache) and load one device.program."""
+        """Render, compile (through the disk cache) and load one device.program. `UOPIR_DEBUG=4` prints the C
+        source of each kernel compiled, `=6` its device program too."""
         if not self.available:
             raise RuntimeError(f"device 'c' cannot compile programs: {self.reason}")
         src = self.renderer.render(program)
+        level = _debug_level()
+        if level >= 6:
+            print(f"// device program of kernel {name or program.arg}\n{print_ir(program)}", flush=True)
+        if level >= 4:
+            print(f"// C source of kernel {name or program.arg}\n{src}", flush=True)
         return self.runtime.load(name or program.arg, program, src, self.compiler.compile_cached(src))
 
     def realize(self, root: UOp) -> Buffer:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from uopir.ir.dtype import DType, dtypes
 
-__all__ = ["Helper", "HELPERS", "ctype", "int_helper", "float_helper", "bitcast_helper", "prelude"]
+__all__ = ["Helper", "HELPERS", "ctype", "int_helper", "float_helper", "bitcast_helper", "prelude", "vector_ok",
+           "vector_type", "VECTOR_DTYPES"]
 
 # C spelling of each scalar dtype (f16 and bf16 by their carriers, named for readability)
 _CTYPES: dict[DType, str] = {
@@ -207,3 +208,23 @@ def prelude(used: dict[str, Helper]) -> str:
     lines = [f"#include <{i}>" for i in includes]
     lines.extend(h.text for h in helpers if h.text)
     return "\n".join(lines) + "\n"
+
+
+# ---- vector types (GCC/clang vector extensions) --------------------------------------------------------------------
+VECTOR_DTYPES = (dtypes.float32, dtypes.float64)  # lanes computed natively with vector types; others lane by lane
+
+
+def vector_ok(d: DType) -> bool:
+    """Whether values of dtype d (a vector) are held in a native vector type: f32/f64, 2..64 bytes, power of two."""
+    n = d.count * d.scalar.itemsize
+    return d.count > 1 and d.scalar in VECTOR_DTYPES and 8 <= n <= 64 and n & (n - 1) == 0
+
+
+def vector_type(d: DType) -> tuple[str, Helper]:
+    """(type name, helper) of a vector dtype: the typedef and its unaligned load/store through memcpy."""
+    t, s = ctype(d.scalar), suffix(d.scalar)
+    name = f"{s}x{d.count}"
+    text = (f"typedef {t} {name} __attribute__((vector_size({d.count * d.scalar.itemsize})));\n"
+            f"static inline {name} load_{name}(const {t}* p) {{ {name} v; memcpy(&v, p, sizeof v); return v; }}\n"
+            f"static inline void store_{name}({t}* p, {name} v) {{ memcpy(p, &v, sizeof v); }}")
+    return name, Helper(text, includes=("string.h",))

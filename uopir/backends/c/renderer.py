@@ -32,6 +32,8 @@ from uopir.backends.c.prelude import (
     float_helper,
     int_helper,
     prelude,
+    vector_ok,
+    vector_type,
 )
 from uopir.backends.interface import Renderer
 from uopir.dialects import core as C
@@ -139,17 +141,25 @@ def _literal(d: DType, v: object, use: Callable[[str], None]) -> str:
 _FLOAT_FN = {"core.exp2": "exp2", "core.log2": "log2", "core.sin": "sin", "core.sqrt": "sqrt", "core.trunc": "trunc",
              "core.mod": "fmod"}
 _CMP = {"core.cmplt": "<", "core.cmpne": "!=", "core.cmpeq": "=="}
+# ops computed on whole vectors (vector_ok dtypes): exactly the scalar op on each lane, rounded once per lane
+_NATIVE_VECTOR = {"core.add": "{0} + {1}", "core.sub": "{0} - {1}", "core.mul": "{0} * {1}", "core.fdiv": "{0} / {1}",
+                  "core.neg": "-{0}", "core.mulacc": "{0} * {1} + {2}"}
 _ARITH = {"core.add": "+", "core.sub": "-", "core.mul": "*", "core.fdiv": "/", "core.and": "&", "core.or": "|",
           "core.xor": "^"}
 
 
 class _Lanes:
-    """The C expressions of one value, one per lane (a scalar has one)."""
+    """The C expressions of one value, one per lane (a scalar has one); `vec` names the vector variable holding
+    them all when the value lives in a native vector type (its lanes are then `vec[i]`)."""
 
-    __slots__ = ("exprs",)
+    __slots__ = ("exprs", "vec")
 
-    def __init__(self, exprs: list[str]):
-        self.exprs = exprs
+    def __init__(self, exprs: list[str], vec: str | None = None):
+        self.exprs, self.vec = exprs, vec
+
+    @staticmethod
+    def of_vector(name: str, n: int) -> _Lanes:
+        return _Lanes([f"{name}[{i}]" for i in range(n)], name)
 
     def lane(self, i: int) -> str:
         return self.exprs[i if len(self.exprs) > 1 else 0]
@@ -193,6 +203,17 @@ class _Emitter:
 
     def emit(self, line: str) -> None:
         self.lines.append("  " * self.depth + line)
+
+    def vtype(self, d: DType) -> str:
+        name, helper = vector_type(d)
+        self.use(name, helper)
+        return name
+
+    def pack(self, v: _Lanes, d: DType) -> str:
+        """An expression of d's vector type holding v's lanes (a broadcast when v is a scalar)."""
+        if v.vec is not None:
+            return v.vec
+        return f"({self.vtype(d)}){{{', '.join(v.lane(i) for i in range(d.count))}}}"
 
     def ctype(self, d: DType) -> str:
         if d.scalar is dtypes.float16:
@@ -503,14 +524,20 @@ class CRenderer(Renderer):
             em.emit("}")
         elif op is D.ACC:
             init = self._lanes(em, u.src[0])
+            if vector_ok(u.dtype):
+                self._set_vector(em, u, em.pack(init, u.dtype), escapes, kind="acc", const=False)
+                return
             names = self._define(em, u, [init.lane(i) for i in range(u.dtype.count)], escapes, kind="acc",
                                  const=False)
             em.vals[u] = _Lanes(names)
         elif op is D.ACCSTORE:
             acc, val = em.vals[u.src[0]], self._lanes(em, u.src[1])
             assert isinstance(acc, _Lanes)
-            for i, name in enumerate(acc.exprs):
-                em.emit(f"{name} = {val.lane(i)};")
+            if acc.vec is not None:
+                em.emit(f"{acc.vec} = {em.pack(val, u.src[0].dtype)};")
+            else:
+                for i, name in enumerate(acc.exprs):
+                    em.emit(f"{name} = {val.lane(i)};")
             em.vals[u] = acc
         elif op is C.CAST:
             src = self._lanes(em, u.src[0])
@@ -519,6 +546,10 @@ class CRenderer(Renderer):
             self._bitcast(em, u, escapes)
         elif op in C.ALU_OPS:
             srcs = [self._lanes(em, s) for s in u.src]
+            if op.name in _NATIVE_VECTOR and vector_ok(u.dtype):
+                a = [em.pack(x, u.dtype) for x in srcs]
+                self._set_vector(em, u, _NATIVE_VECTOR[op.name].format(*a), escapes)
+                return
             self._set(em, u, [em.alu(u, [s.lane(i) for s in srcs]) for i in range(u.dtype.count)], escapes)
         elif op in _NO_VALUE:
             pass
@@ -577,6 +608,18 @@ class CRenderer(Renderer):
     def _set(self, em: _Emitter, u: UOp, exprs: list[str], escapes: bool) -> None:
         em.vals[u] = _Lanes(self._define(em, u, exprs, escapes))
 
+    def _set_vector(self, em: _Emitter, u: UOp, expr: str, escapes: bool, kind: str = "v",
+                    const: bool = True) -> None:
+        """A local of u's vector type assigned `expr` (hoisted to the function top when the value escapes)."""
+        t = em.vtype(u.dtype)
+        name = em.fresh(kind)
+        if escapes:
+            em.hoisted.append(f"{t} {name};")
+            em.emit(f"{name} = {expr};")
+        else:
+            em.emit(f"{'const ' if const else ''}{t} {name} = {expr};")
+        em.vals[u] = _Lanes.of_vector(name, u.dtype.count)
+
     def _ptr(self, em: _Emitter, u: UOp) -> _Ptr:
         p = em.vals.get(u)
         if not isinstance(p, _Ptr):
@@ -590,6 +633,14 @@ class CRenderer(Renderer):
             g = self._scalar(em, u.src[2])
             gate = g if gate is None else f"{gate} && {g}"
         n = u.dtype.count
+        if vector_ok(u.dtype):
+            t = em.vtype(u.dtype)
+            ld = f"load_{t}(&{p.at(0)})"
+            if gate is not None:
+                alt = self._lanes(em, u.src[1]) if len(u.src) == 3 else _Lanes([_literal(u.dtype.scalar, 0, em.use)])
+                ld = f"{gate} ? {ld} : {em.pack(alt, u.dtype)}"
+            self._set_vector(em, u, ld, escapes)
+            return
         if gate is None:
             self._set(em, u, [p.at(i) for i in range(n)], escapes)
             return
@@ -609,7 +660,11 @@ class CRenderer(Renderer):
         if len(u.src) == 3:
             g = self._scalar(em, u.src[2])
             gate = g if gate is None else f"{gate} && {g}"
-        stmts = [f"{p.at(i)} = {val.lane(i)};" for i in range(u.src[1].dtype.count)]
+        d = u.src[1].dtype
+        if vector_ok(d):
+            stmts = [f"store_{em.vtype(d)}(&{p.at(0)}, {em.pack(val, d)});"]
+        else:
+            stmts = [f"{p.at(i)} = {val.lane(i)};" for i in range(d.count)]
         if gate is None:
             for s in stmts:
                 em.emit(s)
