@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from uopir.ir.dtype import DType, dtypes
 
 __all__ = ["Helper", "HELPERS", "ctype", "int_helper", "float_helper", "bitcast_helper", "prelude", "vector_ok",
-           "vector_type", "VECTOR_DTYPES"]
+           "vector_type", "vector_max", "VECTOR_DTYPES"]
 
 # C spelling of each scalar dtype (f16 and bf16 by their carriers, named for readability)
 _CTYPES: dict[DType, str] = {
@@ -228,3 +228,19 @@ def vector_type(d: DType) -> tuple[str, Helper]:
             f"static inline {name} load_{name}(const {t}* p) {{ {name} v; memcpy(&v, p, sizeof v); return v; }}\n"
             f"static inline void store_{name}({t}* p, {name} v) {{ memcpy(p, &v, sizeof v); }}")
     return name, Helper(text, includes=("string.h",))
+
+
+def vector_max(d: DType) -> tuple[str, Helper]:
+    """(name, helper) of core.max on a vector type: the scalar max_* rule (NaN wins, +0.0 above -0.0) lane-wise,
+    with vector compares and a bit select, so it stays vector code."""
+    vt, _ = vector_type(d)
+    bits = d.scalar.itemsize * 8
+    it = f"i{bits}x{d.count}"
+    name = f"max_{vt}"
+    text = (f"typedef int{bits}_t {it} __attribute__((vector_size({d.count * d.scalar.itemsize})));\n"
+            f"static inline {vt} {name}({vt} a, {vt} b) {{\n"
+            f"  {it} ia = ({it})a, ib = ({it})b;\n"
+            f"  {it} pick_a = (a > b) | (a != a) | (~((b > a) | (b != b)) & ~(ia < 0));\n"
+            f"  return ({vt})((ia & pick_a) | (ib & ~pick_a));\n"
+            f"}}")
+    return name, Helper(text, deps=(vt,))

@@ -32,6 +32,7 @@ from uopir.backends.c.prelude import (
     float_helper,
     int_helper,
     prelude,
+    vector_max,
     vector_ok,
     vector_type,
 )
@@ -549,6 +550,12 @@ class CRenderer(Renderer):
             if op.name in _NATIVE_VECTOR and vector_ok(u.dtype):
                 a = [em.pack(x, u.dtype) for x in srcs]
                 self._set_vector(em, u, _NATIVE_VECTOR[op.name].format(*a), escapes)
+                return
+            if op is C.MAX and vector_ok(u.dtype):
+                em.vtype(u.dtype)
+                hname, helper = vector_max(u.dtype)
+                em.use(hname, helper)
+                self._set_vector(em, u, f"{hname}({em.pack(srcs[0], u.dtype)}, {em.pack(srcs[1], u.dtype)})", escapes)
                 return
             self._set(em, u, [em.alu(u, [s.lane(i) for s in srcs]) for i in range(u.dtype.count)], escapes)
         elif op in _NO_VALUE:
