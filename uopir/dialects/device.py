@@ -10,6 +10,7 @@ from uopir.ir.dtype import dtypes
 from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, TupleAttr, def_op, quote
 from uopir.ir.rules import index_result_and_operand, void_result
 from uopir.ir.uop import UOp
+from uopir.ir.valuerange import register_range
 
 SPECIAL_KINDS = ("group_id", "local_id", "global_id")
 _LOOPS = frozenset(("device.loop", "kernel.range"))
@@ -96,3 +97,10 @@ def _verify_source(u: UOp) -> Iterator[str]:
 
 SOURCE = def_op("device.source", 0, (Attr("lang", STR), Attr("name", STR), Attr("text", STR)), Trait.PURE,
                 _verify_source, summary="emitted source text of one program in a language (what emit-<lang> makes)")
+
+
+# ---- value ranges ----------------------------------------------------------------------------------------------------
+# A loop counter and a hardware id run over [0, end - 1] (uopir.ir.valuerange), like the kernel.range they replace.
+
+register_range(LOOP, lambda _, s: (0, max(0, s[0][1] - 1)))
+register_range(SPECIAL, lambda _, s: (0, max(0, s[0][1] - 1)))

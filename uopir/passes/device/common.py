@@ -10,7 +10,7 @@ from uopir.ir.uop import UOp
 from uopir.passes.runner import PassContext
 from uopir.passes.target import Target, UnknownTargetError, target
 
-__all__ = ["resolve_target", "in_kernels", "is_kernel_root"]
+__all__ = ["resolve_target", "in_kernels", "is_kernel_root", "renumber_ids"]
 
 
 def resolve_target(name: str, root: UOp, ctx: PassContext) -> Target | None:
@@ -32,3 +32,17 @@ def in_kernels(root: UOp, fn: Callable[[UOp], UOp]) -> UOp:
     if is_kernel_root(root):
         return fn(root)
     return map_regions(root, is_kernel_root, fn)
+
+
+def renumber_ids(g: UOp) -> UOp:
+    """Loop and accumulator ids 0, 1, ... in toposort order (a graph's ids stay unique, so nodes stay distinct)."""
+    new: dict[UOp, UOp] = {}
+    count = {device.LOOP: 0, device.ACC: 0}
+    for u in g.toposort():
+        src = tuple([new[s] for s in u.src])
+        arg = u.arg
+        if u.op in count:
+            arg = count[u.op]
+            count[u.op] += 1
+        new[u] = u if src == u.src and arg == u.arg else u.replace(src=src, arg=arg)
+    return new[g]

@@ -8,11 +8,12 @@ as soon as every reader is split too:
 - elementwise ops and casts (a scalar `where` condition stays whole; a bitcast that changes the lane count is left);
 - `kernel.load` of n lanes at offset o: loads of each part at o + start (a gated load's alternative split alike);
 - `kernel.store`: one store per part, grouped (`core.group`);
-- `device.acc` and its `device.accstore`s: one accumulator per part (fresh ids);
+- `device.acc` and its `device.accstore`s: one accumulator per part (ids renumbered in toposort order);
 - a `core.gep` that picks more lanes than allowed.
 
 Folds: `gep(vectorize(x…), i…)` picks the x's, `gep(gep(x, a), b)` is one gep, a gep of a constant is a constant,
-a gep of every lane in order is its operand, and `vectorize(gep(x, 0), …, gep(x, n-1))` of an n-lane x is x.
+a gep of every lane in order is its operand, and a vectorize of lanes of one x is a gep of x (x itself for all
+of its lanes in order).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite, is_vector
 from uopir.ir.uop import UOp
-from uopir.passes.device.common import in_kernels, resolve_target
+from uopir.passes.device.common import in_kernels, renumber_ids, resolve_target
 from uopir.passes.manager import PassContext, register_pass
 from uopir.passes.target import Target
 
@@ -165,16 +166,17 @@ def _gep_all(g: UOp, x: UOp) -> UOp | None:
 
 
 def _vectorize_of_geps(v: UOp) -> UOp | None:
+    """Lanes all taken from one vector x: x itself (every lane in order) or one gep of x."""
     first = v.src[0]
     if first.op is not C.GEP:
         return None
     x = first.src[0]
-    if x.dtype is not v.dtype:
-        return None
-    for i, s in enumerate(v.src):
-        if s.op is not C.GEP or s.src[0] is not x or s.arg != (i,):
+    idx = []
+    for s in v.src:
+        if s.op is not C.GEP or s.src[0] is not x:
             return None
-    return x
+        idx.extend(s.arg)
+    return x if x.dtype is v.dtype and idx == list(range(x.dtype.count)) else gep(x, tuple(idx))
 
 
 GEP_FOLDS = [
@@ -215,5 +217,6 @@ def device_devectorize(root: UOp, options: DevectorizeOptions, ctx: PassContext)
     def run(k: UOp) -> UOp:
         ids = [u.arg for u in k.toposort() if u.op is D.ACC]
         dctx = _Ctx(t, options.width, max(ids, default=-1) + 1)
-        return graph_rewrite(k, DEVECTORIZE, ctx=dctx, stats=ctx.stats)
+        out = graph_rewrite(k, DEVECTORIZE, ctx=dctx, stats=ctx.stats)
+        return renumber_ids(out) if dctx.next_acc > len(ids) else out
     return in_kernels(root, run)

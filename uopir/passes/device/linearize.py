@@ -63,6 +63,8 @@ class _Nest:
             return ins | {s}
         if s.op is D.ACCSTORE:
             return ins - self.acc_loops[s.src[0]]
+        if s.op is D.ACC:  # its value changes in every iteration of its loops
+            return ins | self.acc_loops[s]
         return ins
 
     def _place(self) -> None:
@@ -132,7 +134,7 @@ class _Nest:
 
     def chain(self, u: UOp) -> list[UOp]:
         """The loops around u, outermost first; an error when they are not one nest."""
-        loops = sorted(self.inside[u], key=lambda lp: len(self.enclosing[lp]))
+        loops = sorted(self.inside[u], key=lambda lp: (len(self.enclosing[lp]), lp.arg))
         for i, lp in enumerate(loops):
             if len(self.enclosing[lp]) != i:
                 ids = ", ".join(str(m.arg) for m in loops)

@@ -27,7 +27,7 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from uopir.ir.uop import UOp
 from uopir.ir.valuerange import vmax
-from uopir.passes.device.common import in_kernels, resolve_target
+from uopir.passes.device.common import in_kernels, renumber_ids, resolve_target
 from uopir.passes.manager import PassContext, register_pass
 from uopir.passes.target import Target
 
@@ -138,20 +138,6 @@ def _gpu_ids(kdef: UOp, t: Target) -> dict[UOp, UOp]:
     return out
 
 
-def _renumber(g: UOp) -> UOp:
-    """Loop and accumulator ids in program (toposort) order."""
-    new: dict[UOp, UOp] = {}
-    count = {D.LOOP: 0, D.ACC: 0}
-    for u in g.toposort():
-        src = tuple([new[s] for s in u.src])
-        arg = u.arg
-        if u.op in count:
-            arg = count[u.op]
-            count[u.op] += 1
-        new[u] = u if src == u.src and arg == u.arg else u.replace(src=src, arg=arg)
-    return new[g]
-
-
 @dataclass
 class KernelToDeviceOptions:
     target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (python, c, ...)"})
@@ -173,5 +159,5 @@ def kernel_to_device(root: UOp, options: KernelToDeviceOptions, ctx: PassContext
         ctx.count("accumulators", lw.accs)
         ctx.count("loops", lw.loops)
         ctx.count("hardware-ids", len(lw.specials))
-        return _renumber(out)
+        return renumber_ids(out)
     return in_kernels(root, lower)
