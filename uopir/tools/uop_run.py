@@ -159,9 +159,6 @@ def _region_stage(r: UOp) -> str:
 
 def _param_sizes(body: UOp) -> dict[int, tuple[int | None, UOp]]:
     """param index -> (elements its index math reaches, or None when unbounded; the index op that decides)."""
-    # device loops have no value-range rule of their own: size with kernel.ranges of the same bounds
-    loops = [u for u in body.toposort() if u.op is D.LOOP]
-    sub = {lp: UOp(K.RANGE, dtypes.index, lp.src, (i, "loop")) for i, lp in enumerate(loops)}
     lanes: dict = {}
     for u in body.toposort():
         if u.op in (K.LOAD, K.STORE):
@@ -179,7 +176,7 @@ def _param_sizes(body: UOp) -> dict[int, tuple[int | None, UOp]]:
         if off is None:
             out[base.arg] = (None, u)
             continue
-        lo, hi = value_range(off.substitute(sub) if sub else off)
+        lo, hi = value_range(off)
         prev = out.get(base.arg, (0, u))
         if prev[0] is None:
             continue
