@@ -66,11 +66,11 @@ HELPERS: dict[str, Helper] = {
         "static inline uint32_t f32_bits(float x) { uint32_t b; memcpy(&b, &x, 4); return b; }\n"
         "static inline float f32_from_bits(uint32_t b) { float x; memcpy(&x, &b, 4); return x; }",
         includes=("string.h",)),
-    # f16 <-> f32: the F16C instructions when the target has them (round to nearest even), else exact bit code
+    # f16 <-> f32: the compiler's _Float16 where it has one (exact widening; narrowing rounds to nearest even, with
+    # the cpu's instructions when it has them), else exact bit code (also with -DUOPIR_SOFT_F16)
     "f16_to_f32": Helper(
-        "#ifdef __F16C__\n"
-        "#include <immintrin.h>\n"
-        "static inline float f16_to_f32(half h) { return _cvtsh_ss(h); }\n"
+        "#if defined(__FLT16_MAX__) && !defined(UOPIR_SOFT_F16)\n"
+        "static inline float f16_to_f32(half h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }\n"
         "#else\n"
         "static inline float f16_to_f32(half h) {\n"
         "  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu, o;\n"
@@ -81,9 +81,8 @@ HELPERS: dict[str, Helper] = {
         "}\n"
         "#endif", ("half", "f32_bits")),
     "f32_to_f16": Helper(
-        "#ifdef __F16C__\n"
-        "#include <immintrin.h>\n"
-        "static inline half f32_to_f16(float x) { return _cvtss_sh(x, 0); }\n"
+        "#if defined(__FLT16_MAX__) && !defined(UOPIR_SOFT_F16)\n"
+        "static inline half f32_to_f16(float x) { _Float16 f = (_Float16)x; half h; memcpy(&h, &f, 2); return h; }\n"
         "#else\n"
         "static inline half f32_to_f16(float x) {\n"
         "  uint32_t b = f32_bits(x), sign = b & 0x80000000u, o;\n"
