@@ -7,41 +7,31 @@ program's order. Constants, parameters, variables, pointers (`kernel.index`), `c
 statement of their own: they are expressions used in place. An accumulator (`device.acc`) is a variable declared
 where the program declares it; reading it, or the result of a `device.accstore`, reads its current value.
 
-Vector values are rendered lane by lane (one scalar local per lane): plain portable C that the compiler's SLP
-vectorizer turns back into vector code. A value used after the block that computes it has closed is declared at the
-top of the function and assigned in place (it keeps the value of the last iteration, as in the program).
+Vectors of f32/f64 (2..64 bytes) live in GCC/clang vector types (`f32x16`): loads and stores through memcpy (any
+alignment), accumulators, add/sub/mul/div/neg/mulacc and max as vector code, each lane rounded exactly as the scalar
+op. Other vectors, and the other ops on them, are rendered lane by lane (one scalar local per lane, `v[i]` to read a
+lane of a vector type). A value used after the block that computes it has closed is declared at the top of the
+function and assigned in place (it keeps the value of the last iteration, as in the program).
 
-Function signature: `void NAME(T0* restrict data0, ..., int64_t var...)`: the `kernel.param` pointers in index order,
-then the `kernel.var` values in name order (`kernel_signature`). Ops that C on a cpu cannot run (thread ids,
-barriers, tensor cores, local memory) are located errors.
+A global id (`device.special {kind = global_id}`, what kernel-optimize's `global` axis becomes) is a loop over the
+rest of the program; the first one is split across cores: the function takes `core_id, core_count` and runs its
+contiguous share of the ids (see runtime.py). Local ids (workgroups) are an error on a cpu.
+
+Function signature: `void NAME(T0* restrict data0, ..., int64_t var..., [int64_t core_id, int64_t core_count])`:
+the `kernel.param` pointers in index order, then the `kernel.var` values in name order (`kernel_signature`). Ops that
+C on a cpu cannot run (local ids, barriers, tensor cores, local memory) are located errors.
 """
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
-from uopir.backends.c.prelude import (
-    HELPERS,
-    Helper,
-    bitcast_helper,
-    ctype,
-    float_helper,
-    int_helper,
-    prelude,
-    vector_max,
-    vector_ok,
-    vector_type,
-)
+from uopir.backends.c.lanes import NATIVE_VECTOR, Exprs, Lanes, literal, op_error
+from uopir.backends.c.prelude import bitcast_helper, prelude, vector_max, vector_ok
 from uopir.backends.interface import Renderer
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
-from uopir.dialects.semantics import const_array
-from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
@@ -76,10 +66,6 @@ def var_name(name: str) -> str:
     return _unclashed(name, "var_")
 
 
-def _error(u: UOp, msg: str) -> IRError:
-    return IRError(diagnostics=[diag_at(u, msg)])
-
-
 @dataclass(frozen=True)
 class KernelSignature:
     """How a rendered kernel is called: its name, pointer parameters (dtype per index; None where no kernel.param
@@ -94,7 +80,7 @@ class KernelSignature:
 
 def kernel_signature(program: UOp) -> KernelSignature:
     if program.op is not D.PROGRAM:
-        raise _error(program, f"the C backend renders a device.program, got {program.op.name}")
+        raise op_error(program, f"the C backend renders a device.program, got {program.op.name}")
     params: dict[int, DType] = {}
     names: set[str] = set()
     parallel = False
@@ -110,62 +96,6 @@ def kernel_signature(program: UOp) -> KernelSignature:
                            parallel)
 
 
-# ---- literals --------------------------------------------------------------------------------------------------------
-def _literal(d: DType, v: object, use: Callable[[str], None]) -> str:
-    """A C literal of scalar dtype d holding the const value v exactly (through the semantics' carrier)."""
-    x = const_array(d, v).reshape(-1)[0]
-    if d is dtypes.bool:
-        return "true" if bool(x) else "false"
-    if d is dtypes.float16:
-        return f"(half)0x{int(np.asarray(x).view(np.uint16)):04x}"
-    if d.is_float:
-        f = float(x)
-        if math.isnan(f):
-            use("math")
-            return "NAN"
-        if math.isinf(f):
-            use("math")
-            return "INFINITY" if f > 0 else "(-INFINITY)"
-        text = repr(f) + ("" if d is dtypes.float64 else "f")
-        return f"({text})" if text.startswith("-") else text
-    i = int(x)
-    bits = d.itemsize * 8
-    if d.kind in ("int", "index"):
-        if i == -(1 << (bits - 1)):
-            return f"INT{bits}_MIN"
-        text = f"{i}ll" if bits == 64 else str(i)
-        return f"({text})" if i < 0 else text
-    return f"{i}ull" if bits == 64 else f"{i}u"
-
-
-# ---- ALU and casts on one lane ---------------------------------------------------------------------------------------
-_FLOAT_FN = {"core.exp2": "exp2", "core.log2": "log2", "core.sin": "sin", "core.sqrt": "sqrt", "core.trunc": "trunc",
-             "core.mod": "fmod"}
-_CMP = {"core.cmplt": "<", "core.cmpne": "!=", "core.cmpeq": "=="}
-# ops computed on whole vectors (vector_ok dtypes): exactly the scalar op on each lane, rounded once per lane
-_NATIVE_VECTOR = {"core.add": "{0} + {1}", "core.sub": "{0} - {1}", "core.mul": "{0} * {1}", "core.fdiv": "{0} / {1}",
-                  "core.neg": "-{0}", "core.mulacc": "{0} * {1} + {2}"}
-_ARITH = {"core.add": "+", "core.sub": "-", "core.mul": "*", "core.fdiv": "/", "core.and": "&", "core.or": "|",
-          "core.xor": "^"}
-
-
-class _Lanes:
-    """The C expressions of one value, one per lane (a scalar has one); `vec` names the vector variable holding
-    them all when the value lives in a native vector type (its lanes are then `vec[i]`)."""
-
-    __slots__ = ("exprs", "vec")
-
-    def __init__(self, exprs: list[str], vec: str | None = None):
-        self.exprs, self.vec = exprs, vec
-
-    @staticmethod
-    def of_vector(name: str, n: int) -> _Lanes:
-        return _Lanes([f"{name}[{i}]" for i in range(n)], name)
-
-    def lane(self, i: int) -> str:
-        return self.exprs[i if len(self.exprs) > 1 else 0]
-
-
 class _Ptr:
     """A pointer value: the C base pointer, an element offset expression and an optional gate expression."""
 
@@ -179,24 +109,20 @@ class _Ptr:
         return f"{self.base}[{off}]"
 
 
-class _Emitter:
+class _Emitter(Exprs):
     """One rendering: the helpers used, the statements, the value of every op."""
 
     def __init__(self, restrict: bool):
+        super().__init__()
         self.restrict = restrict
-        self.helpers: dict[str, Helper] = {}
         self.lines: list[str] = []
         self.depth = 1
-        self.vals: dict[UOp, _Lanes | _Ptr] = {}
+        self.vals: dict[UOp, Lanes | _Ptr] = {}
         self.counter = {"v": 0, "acc": 0, "ridx": 0, "reg": 0}
         self.hoisted: list[str] = []
         self.ids: list[str] = []  # the loops of global ids opened so far (the first one is split across cores)
 
-    # helpers and names
-    def use(self, name: str, helper: Helper | None = None) -> None:
-        if name not in self.helpers:
-            self.helpers[name] = helper if helper is not None else HELPERS[name]
-
+    # names and statements
     def fresh(self, kind: str) -> str:
         n = self.counter[kind]
         self.counter[kind] = n + 1
@@ -204,153 +130,6 @@ class _Emitter:
 
     def emit(self, line: str) -> None:
         self.lines.append("  " * self.depth + line)
-
-    def vtype(self, d: DType) -> str:
-        name, helper = vector_type(d)
-        self.use(name, helper)
-        return name
-
-    def pack(self, v: _Lanes, d: DType) -> str:
-        """An expression of d's vector type holding v's lanes (a broadcast when v is a scalar)."""
-        if v.vec is not None:
-            return v.vec
-        return f"({self.vtype(d)}){{{', '.join(v.lane(i) for i in range(d.count))}}}"
-
-    def ctype(self, d: DType) -> str:
-        if d.scalar is dtypes.float16:
-            self.use("half")
-        elif d.scalar is dtypes.bfloat16:
-            self.use("bf16")
-        return ctype(d)
-
-    # compute-type conversions: f16 computes in float (bf16 already rides in one)
-    def up(self, e: str, d: DType) -> str:
-        if d.scalar is dtypes.float16:
-            self.use("f16_to_f32")
-            return f"f16_to_f32({e})"
-        return e
-
-    def down(self, e: str, d: DType) -> str:
-        """A float-precision expression rounded to dtype d (f16, bf16); others unchanged."""
-        if d.scalar is dtypes.float16:
-            self.use("f32_to_f16")
-            return f"f32_to_f16({e})"
-        if d.scalar is dtypes.bfloat16:
-            self.use("bf16_round")
-            return f"bf16_round({e})"
-        return e
-
-    # one lane of a core op
-    def alu(self, u: UOp, args: list[str]) -> str:
-        name = u.op.name
-        src = u.src[0].dtype.scalar if u.src else u.dtype.scalar
-        d = u.dtype.scalar
-        if name == "core.where":
-            return f"{args[0]} ? {args[1]} : {args[2]}"
-        if name in _CMP:
-            if src.is_float:
-                args = [self.up(a, src) for a in args]
-            return f"{args[0]} {_CMP[name]} {args[1]}"
-        if d.is_float:
-            return self.float_alu(u, name, d, args)
-        return self.int_alu(u, name, d, args)
-
-    def float_alu(self, u: UOp, name: str, d: DType, args: list[str]) -> str:
-        a = [self.up(x, d) for x in args]
-        suf = "" if d is dtypes.float64 else "f"
-        if name in ("core.add", "core.sub", "core.mul", "core.fdiv"):
-            e = f"{a[0]} {_ARITH[name]} {a[1]}"
-        elif name == "core.max":
-            hname, helper = float_helper("max", d)
-            self.use(hname, helper)
-            e = f"{hname}({a[0]}, {a[1]})"
-        elif name == "core.neg":
-            e = f"-{a[0]}"
-        elif name == "core.recip":
-            e = f"1.0{suf} / {a[0]}"
-        elif name in _FLOAT_FN:
-            self.use("math")
-            e = f"{_FLOAT_FN[name]}{suf}({', '.join(a)})"
-        elif name == "core.mulacc":
-            e = f"{self.up(self.down(f'{a[0]} * {a[1]}', d), d)} + {a[2]}"
-        else:
-            raise _error(u, f"the C backend cannot compute {name} on {d}")
-        return self.down(e, d)
-
-    def int_alu(self, u: UOp, name: str, d: DType, args: list[str]) -> str:
-        a = args
-        if d is dtypes.bool:
-            logic = {"core.add": "|", "core.mul": "&", "core.max": "|", "core.and": "&", "core.or": "|",
-                     "core.xor": "^"}
-            if name in logic:
-                return f"{a[0]} {logic[name]} {a[1]}"
-            if name == "core.neg":
-                return f"!{a[0]}"
-            if name == "core.mulacc":
-                return f"({a[0]} & {a[1]}) | {a[2]}"
-            raise _error(u, f"the C backend cannot compute {name} on bool")
-        bits = d.itemsize * 8
-        if name in _ARITH and name != "core.fdiv":  # wraps: kernels are compiled with -fwrapv
-            return f"{a[0]} {_ARITH[name]} {a[1]}"
-        if name == "core.neg":
-            return f"-{a[0]}"
-        if name == "core.mulacc":
-            return f"{a[0]} * {a[1]} + {a[2]}"
-        if name == "core.max":
-            return f"{a[0]} > {a[1]} ? {a[0]} : {a[1]}"
-        if name in ("core.idiv", "core.mod"):
-            b = u.src[1]
-            if b.op is C.CONST and b.dtype.count == 1 and int(b.arg) not in (0, -1):
-                return f"{a[0]} {'/' if name == 'core.idiv' else '%'} {a[1]}"
-            hname, helper = int_helper("idiv" if name == "core.idiv" else "mod", d)
-            self.use(hname, helper)
-            return f"{hname}({a[0]}, {a[1]})"
-        if name in ("core.shl", "core.shr"):
-            b = u.src[1]
-            if b.op is C.CONST and b.dtype.count == 1:
-                amt = str(int(b.arg) & (bits - 1))
-            else:
-                amt = f"((uint{bits}_t){a[1]} & {bits - 1}u)"
-            if name == "core.shl":
-                return f"(uint{bits}_t){a[0]} << {amt}"
-            return f"{a[0]} >> {amt}"
-        raise _error(u, f"the C backend cannot compute {name} on {d}")
-
-    def cast(self, u: UOp, e: str) -> str:
-        s, d = u.src[0].dtype.scalar, u.dtype.scalar
-        if s is d:
-            return e
-        if d is dtypes.bool:
-            return f"{self.up(e, s)} != 0"
-        if s is dtypes.bool:
-            return self.down(f"(float){e}", d) if d in (dtypes.float16, dtypes.bfloat16) else f"({ctype(d)}){e}"
-        if d.is_float:
-            if s.is_float:
-                if d is dtypes.float16 and s is dtypes.float64:
-                    self.use("f64_to_f16")
-                    return f"f64_to_f16({e})"
-                if d is dtypes.bfloat16 and s is dtypes.float64:
-                    self.use("bf16_from_f64")
-                    return f"bf16_from_f64({e})"
-                x = self.up(e, s)
-                if d in (dtypes.float16, dtypes.bfloat16):
-                    return self.down(x, d)
-                return f"({ctype(d)}){x}"
-            # int -> float
-            if d is dtypes.bfloat16:
-                self.use("bf16_from_f64")
-                if s.itemsize == 8:
-                    self.use("f64_sticky")
-                    return f"bf16_from_f64(f64_sticky_{'u' if s.kind == 'uint' else 'i'}64({e}))"
-                return f"bf16_from_f64((double){e})"
-            if d is dtypes.float16:  # exact in float below 2**24; beyond that f16 overflows to inf either way
-                return self.down(f"(float){e}", d)
-            return f"({ctype(d)}){e}"
-        if s.is_float:  # float -> int: truncate, saturate, NaN -> 0
-            hname, helper = int_helper("f2i", d)
-            self.use(hname, helper)
-            return f"{hname}((double){self.up(e, s)})"
-        return f"({ctype(d)}){e}"  # int -> int wraps
 
 
 # ---- the program walk ------------------------------------------------------------------------------------------------
@@ -396,9 +175,9 @@ def _schedule(program: UOp) -> list[UOp]:
             stack.extend((s, False) for s in reversed(_uses(u)) if s not in placed and (s not in listed or s is op))
             for s in _uses(u):
                 if s in listed and s not in placed and s is not op:
-                    raise _error(u, f"{u.op.name} reads a value that the program computes later ({s.op.name})")
+                    raise op_error(u, f"{u.op.name} reads a value that the program computes later ({s.op.name})")
                 if s.op in (D.LOOP, D.ACC) and s not in placed:
-                    raise _error(u, f"{u.op.name} reads a {s.op.name} that is not among the program's operands")
+                    raise op_error(u, f"{u.op.name} reads a {s.op.name} that is not among the program's operands")
     return order
 
 
@@ -445,7 +224,7 @@ class CRenderer(Renderer):
         for u in order:
             self._op(em, u, u in escaping, open_blocks)
         if open_blocks:
-            raise _error(open_blocks[-1], f"{open_blocks[-1].op.name} is never closed (no "
+            raise op_error(open_blocks[-1], f"{open_blocks[-1].op.name} is never closed (no "
                          f"{'device.endloop' if open_blocks[-1].op is D.LOOP else 'device.endif'} in the program)")
         args = []
         for i, d in enumerate(sig.params):
@@ -468,16 +247,16 @@ class CRenderer(Renderer):
     def _op(self, em: _Emitter, u: UOp, escapes: bool, blocks: list[UOp]) -> None:
         op = u.op
         if op in _UNSUPPORTED:
-            raise _error(u, f"the C backend cannot render {op.name}: {_UNSUPPORTED[op]}")
+            raise op_error(u, f"the C backend cannot render {op.name}: {_UNSUPPORTED[op]}")
         if op is C.CONST:
             if type(u.arg) is tuple and u.dtype.count == 1:
-                raise _error(u, "a tensor-shaped const cannot be rendered: lower the program to the device level")
+                raise op_error(u, "a tensor-shaped const cannot be rendered: lower the program to the device level")
             lanes = u.arg if u.dtype.count > 1 and type(u.arg) is tuple else (u.arg,) * u.dtype.count
-            em.vals[u] = _Lanes([_literal(u.dtype.scalar, v, em.use) for v in lanes])
+            em.vals[u] = Lanes([literal(u.dtype.scalar, v, em.use) for v in lanes])
         elif op is K.PARAM:
             em.vals[u] = _Ptr(f"data{u.arg}", "0", None, u.dtype)
         elif op is K.VAR:
-            em.vals[u] = _Lanes([var_name(u.arg[0])])
+            em.vals[u] = Lanes([var_name(u.arg[0])])
         elif op is K.REGISTER:
             name = em.fresh("reg")
             em.hoisted.append(f"{em.ctype(u.dtype.base)} {name}[{max(u.dtype.size, 1)}] = {{0}};")
@@ -495,9 +274,9 @@ class CRenderer(Renderer):
             em.vals[u] = _Ptr(p.base, off, gate, u.dtype)
         elif op is C.GEP:
             src = self._lanes(em, u.src[0])
-            em.vals[u] = _Lanes([src.lane(i) for i in u.arg])
+            em.vals[u] = Lanes([src.lane(i) for i in u.arg])
         elif op is C.VECTORIZE:
-            em.vals[u] = _Lanes([self._scalar(em, s) for s in u.src])
+            em.vals[u] = Lanes([self._scalar(em, s) for s in u.src])
         elif op is K.LOAD:
             self._load(em, u, escapes)
         elif op is K.STORE:
@@ -508,7 +287,7 @@ class CRenderer(Renderer):
             em.emit(f"for (int64_t {name} = 0; {name} < {end}; {name}++) {{")
             em.depth += 1
             blocks.append(u)
-            em.vals[u] = _Lanes([name])
+            em.vals[u] = Lanes([name])
         elif op is D.SPECIAL:
             self._special(em, u, blocks)
         elif op is D.IF:
@@ -519,7 +298,7 @@ class CRenderer(Renderer):
             opener = u.src[0]
             if not blocks or blocks[-1] is not opener:
                 inner = f" (the innermost open block is a {blocks[-1].op.name})" if blocks else ""
-                raise _error(u, f"{op.name} closes a {opener.op.name} that is not the innermost open block{inner}")
+                raise op_error(u, f"{op.name} closes a {opener.op.name} that is not the innermost open block{inner}")
             blocks.pop()
             em.depth -= 1
             em.emit("}")
@@ -530,10 +309,10 @@ class CRenderer(Renderer):
                 return
             names = self._define(em, u, [init.lane(i) for i in range(u.dtype.count)], escapes, kind="acc",
                                  const=False)
-            em.vals[u] = _Lanes(names)
+            em.vals[u] = Lanes(names)
         elif op is D.ACCSTORE:
             acc, val = em.vals[u.src[0]], self._lanes(em, u.src[1])
-            assert isinstance(acc, _Lanes)
+            assert isinstance(acc, Lanes)
             if acc.vec is not None:
                 em.emit(f"{acc.vec} = {em.pack(val, u.src[0].dtype)};")
             else:
@@ -547,9 +326,9 @@ class CRenderer(Renderer):
             self._bitcast(em, u, escapes)
         elif op in C.ALU_OPS:
             srcs = [self._lanes(em, s) for s in u.src]
-            if op.name in _NATIVE_VECTOR and vector_ok(u.dtype):
+            if op.name in NATIVE_VECTOR and vector_ok(u.dtype):
                 a = [em.pack(x, u.dtype) for x in srcs]
-                self._set_vector(em, u, _NATIVE_VECTOR[op.name].format(*a), escapes)
+                self._set_vector(em, u, NATIVE_VECTOR[op.name].format(*a), escapes)
                 return
             if op is C.MAX and vector_ok(u.dtype):
                 em.vtype(u.dtype)
@@ -561,21 +340,21 @@ class CRenderer(Renderer):
         elif op in _NO_VALUE:
             pass
         else:
-            raise _error(u, f"the C backend cannot render {op.name}")
+            raise op_error(u, f"the C backend cannot render {op.name}")
 
     def _special(self, em: _Emitter, u: UOp, blocks: list[UOp]) -> None:
         """A global (or group) id on a cpu: a loop over the rest of the program. The first one in the program is
         split across cores: core `core_id` of `core_count` runs its contiguous share of the ids."""
         kind, dim = u.arg
         if kind == "local_id":
-            raise _error(u, "the C backend cannot render device.special {kind = local_id}: workgroups need a gpu "
+            raise op_error(u, "the C backend cannot render device.special {kind = local_id}: workgroups need a gpu "
                             "target; lower for target=cpu")
         if blocks:
-            raise _error(u, f"a {kind} inside a {blocks[-1].op.name}: ids span the whole program")
+            raise op_error(u, f"a {kind} inside a {blocks[-1].op.name}: ids span the whole program")
         size = self._scalar(em, u.src[0])
         name = f"gidx{dim}"
         if name in em.ids:
-            raise _error(u, f"two device.special ids on dim {dim}")
+            raise op_error(u, f"two device.special ids on dim {dim}")
         em.ids.append(name)
         if len(em.ids) == 1:
             n = f"gsize{dim}"
@@ -585,14 +364,14 @@ class CRenderer(Renderer):
         else:
             em.emit(f"for (int64_t {name} = 0; {name} < {size}; {name}++) {{")
         em.depth += 1
-        em.vals[u] = _Lanes([name])
+        em.vals[u] = Lanes([name])
 
-    def _lanes(self, em: _Emitter, u: UOp) -> _Lanes:
+    def _lanes(self, em: _Emitter, u: UOp) -> Lanes:
         v = em.vals.get(u)
         if v is None:
-            raise _error(u, f"{u.op.name} is used before the program computes it")
-        if not isinstance(v, _Lanes):
-            raise _error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+            raise op_error(u, f"{u.op.name} is used before the program computes it")
+        if not isinstance(v, Lanes):
+            raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
         return v
 
     def _scalar(self, em: _Emitter, u: UOp) -> str:
@@ -613,7 +392,7 @@ class CRenderer(Renderer):
         return names
 
     def _set(self, em: _Emitter, u: UOp, exprs: list[str], escapes: bool) -> None:
-        em.vals[u] = _Lanes(self._define(em, u, exprs, escapes))
+        em.vals[u] = Lanes(self._define(em, u, exprs, escapes))
 
     def _set_vector(self, em: _Emitter, u: UOp, expr: str, escapes: bool, kind: str = "v",
                     const: bool = True) -> None:
@@ -625,12 +404,12 @@ class CRenderer(Renderer):
             em.emit(f"{name} = {expr};")
         else:
             em.emit(f"{'const ' if const else ''}{t} {name} = {expr};")
-        em.vals[u] = _Lanes.of_vector(name, u.dtype.count)
+        em.vals[u] = Lanes.of_vector(name, u.dtype.count)
 
     def _ptr(self, em: _Emitter, u: UOp) -> _Ptr:
         p = em.vals.get(u)
         if not isinstance(p, _Ptr):
-            raise _error(u, f"expected a pointer, got {u.op.name} : {u.dtype}")
+            raise op_error(u, f"expected a pointer, got {u.op.name} : {u.dtype}")
         return p
 
     def _load(self, em: _Emitter, u: UOp, escapes: bool) -> None:
@@ -644,15 +423,15 @@ class CRenderer(Renderer):
             t = em.vtype(u.dtype)
             ld = f"load_{t}(&{p.at(0)})"
             if gate is not None:
-                alt = self._lanes(em, u.src[1]) if len(u.src) == 3 else _Lanes([_literal(u.dtype.scalar, 0, em.use)])
+                alt = self._lanes(em, u.src[1]) if len(u.src) == 3 else Lanes([literal(u.dtype.scalar, 0, em.use)])
                 ld = f"{gate} ? {ld} : {em.pack(alt, u.dtype)}"
             self._set_vector(em, u, ld, escapes)
             return
         if gate is None:
             self._set(em, u, [p.at(i) for i in range(n)], escapes)
             return
-        alt = self._lanes(em, u.src[1]) if len(u.src) == 3 else _Lanes(
-            [_literal(u.dtype.scalar, 0, em.use)])
+        alt = self._lanes(em, u.src[1]) if len(u.src) == 3 else Lanes(
+            [literal(u.dtype.scalar, 0, em.use)])
         if n == 1:
             self._set(em, u, [f"{gate} ? {p.at(0)} : {alt.lane(0)}"], escapes)
             return
@@ -691,7 +470,7 @@ class CRenderer(Renderer):
             self._set(em, u, [f"{hname}({src.exprs[0]})"], escapes)
             return
         if dtypes.bfloat16 in (s.scalar, d.scalar):
-            raise _error(u, "the C backend does not bitcast vectors of bf16")
+            raise op_error(u, "the C backend does not bitcast vectors of bf16")
         em.use("f32_bits")  # string.h for memcpy
         tmp = em.fresh("v")
         em.emit(f"{em.ctype(s.scalar)} {tmp}[{s.count}] = {{{', '.join(src.lane(i) for i in range(s.count))}}};")
