@@ -86,7 +86,7 @@ def test_register_backend_replaces_a_factory():
     class Doubling(PythonBackend):
         """The python backend with its own device name and a different pipeline."""
         device = "test-doubling"
-        pipeline = ""
+        pipeline = "tensor-to-kernel"  # no cleanup first
 
         def realize(self, root: UOp) -> Buffer:
             return super().realize(UOp(core.MUL, root.dtype, (root, core.const(root.dtype, 2.0))))

@@ -6,10 +6,11 @@ The flow of a compiled backend (C, LLVM, OpenCL, CUDA):
     graph --pipeline (passes)--> device-level program --Renderer--> source --Compiler (disk cache)--> binary
           --Runtime.load--> Program --Runtime.launch(buffers, launch dims)--> results in buffers
 
-`Backend.realize(root)` does all of it and returns the Buffer holding the root's value; the frontend wraps that in
-a `tensor.buffer` op (uopir.backends.buffers). A lowering issue adds passes to a backend's `pipeline` and fills
-these classes; nothing above them changes. The python backend (the reference interpreter) has no source text: its
-`renderer` and `compiler` are None and `compile` turns the program itself into a closure (see backends/python).
+`Backend.realize(root)` does all of it (uopir.backends.realize runs a schedule kernel by kernel) and returns the
+Buffer holding the root's value; the frontend wraps that in a `tensor.buffer` op (uopir.backends.buffers). A
+lowering issue adds passes to a backend's `pipeline` and fills these classes; nothing above them changes. The python
+backend (the reference interpreter) has no source text: its `renderer` and `compiler` are None and `compile` turns
+the program itself into a closure (see backends/python).
 """
 from __future__ import annotations
 
@@ -206,14 +207,15 @@ class Backend:
         """Whether this backend can run programs on this machine now."""
         return True
 
-    def lower(self, root: UOp) -> UOp:
-        """`root` through this backend's pipeline (verification after each pass when UOPIR_VERIFY=1: the frontend
-        builds valid IR and each pass is checked by its own tests)."""
+    def lower(self, root: UOp, pipeline: str | None = None) -> UOp:
+        """`root` through this backend's pipeline, or the given one (verification after each pass when
+        UOPIR_VERIFY=1: the frontend builds valid IR and each pass is checked by its own tests)."""
         from uopir.passes.manager import PassManager  # the pass registry loads on first realize, not on import
 
-        if not self.pipeline:
+        text = self.pipeline if pipeline is None else pipeline
+        if not text:
             return root
-        return PassManager.parse(self.pipeline).run(root, verify=os.environ.get("UOPIR_VERIFY") == "1")
+        return PassManager.parse(text).run(root, verify=os.environ.get("UOPIR_VERIFY") == "1")
 
     def compile(self, program: UOp, name: str = "program") -> Program:
         """Render, compile (cached) and load one device-level program."""
@@ -223,7 +225,9 @@ class Backend:
         return self.runtime.load(name, program, src, self.compiler.compile_cached(src))
 
     def realize(self, root: UOp) -> Buffer:
-        """Compute the value of a tensor-level graph into a fresh buffer of this device."""
+        """Compute the value of a tensor-level graph into a fresh buffer of this device. A backend whose pipeline
+        ends in a schedule of kernels returns `uopir.backends.realize.realize(self, root)`: the schedule runs kernel
+        by kernel through `compile`, `runtime.launch` and `allocator`."""
         raise NotImplementedError
 
     def __repr__(self) -> str:

@@ -246,6 +246,7 @@ _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "core.recip": np.reciprocal, "core.exp2": np.exp2, "core.log2": np.log2, "core.sin": np.sin,
     "core.sqrt": np.sqrt, "core.trunc": np.trunc,
 }
+_LAYOUT_DEPENDENT = frozenset(("core.exp2", "core.log2", "core.sin"))
 ALU_NAMES = frozenset(_BINARY) | frozenset(_UNARY) | {"core.neg", "core.where", "core.mulacc"}
 
 
@@ -263,7 +264,10 @@ def alu(name: str, dtype: DType, srcs: list[np.ndarray], src_dtypes: list[DType]
             r = _BINARY[name](a, b)
             return np.asarray(r, dtype=np.bool_) if dtype.scalar.is_bool else _round(r, dtype)
         if name in _UNARY:
-            return _round(_UNARY[name](srcs[0]), dtype)
+            x = srcs[0]
+            if name in _LAYOUT_DEPENDENT:  # numpy's SIMD loop (contiguous input) and its strided loop differ by
+                x = np.require(x, requirements="C")  # an ulp: always take the contiguous one, so views agree
+            return _round(_UNARY[name](x), dtype)
         if name == "core.neg":
             x = srcs[0]
             return np.asarray(np.logical_not(x)) if x.dtype == np.bool_ else _round(np.negative(x), dtype)

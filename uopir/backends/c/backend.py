@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
-from uopir.backends.buffers import BUFFERS
 from uopir.backends.c.compiler import CCompiler
 from uopir.backends.c.renderer import CRenderer
 from uopir.backends.c.runtime import CRuntime
 from uopir.backends.interface import Backend, Buffer, HostAllocator, Program
-from uopir.dialects import core, tensor
-from uopir.dialects.semantics import bf16_round, const_array
+from uopir.backends.realize import realize
 from uopir.ir.dtype import dtypes
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
@@ -69,7 +65,6 @@ class CBackend(Backend):
         self.compiler = compiler if compiler is not None else CCompiler()
         self.allocator = HostAllocator(self.device)
         self.runtime = CRuntime(self._compile_no_restrict, threads=threads())
-        self._programs: dict[UOp, Program] = {}  # compiled kernels by device program (the interim realize)
 
     @property
     def available(self) -> bool:
@@ -96,41 +91,6 @@ class CBackend(Backend):
         return self.runtime.load(name or program.arg, program, src, self.compiler.compile_cached(src))
 
     def realize(self, root: UOp) -> Buffer:
-        """The value of a tensor-level graph: lowered by `default{target=c}`, its kernels compiled and run in order.
-
-        Runs through the shared runner `uopir.backends.realize` when it is there (schedule cache, debug lines);
-        until that module lands, a plain loop over the schedule (`_run_schedule`) does the same."""
-        try:
-            from uopir.backends.realize import realize
-        except ModuleNotFoundError:
-            return self._run_schedule(root)
+        """The value of a tensor-level graph: lowered by `default{target=c}`, its kernels compiled and run one by one
+        (uopir.backends.realize: schedule cache, UOPIR_DEBUG lines)."""
         return realize(self, root)
-
-    def _run_schedule(self, root: UOp) -> Buffer:
-        lowered = self.lower(root)
-        res = lowered.src[0] if lowered.op is core.SINK and len(lowered.src) == 1 else lowered
-        bufs: dict[int, Buffer] = {}
-        for u in lowered.toposort():
-            if u.op is tensor.BUFFER and u.arg[0] not in bufs:
-                have = BUFFERS.get(u.arg[0])
-                bufs[u.arg[0]] = have if have is not None else self.allocator.alloc(u.dtype, tuple(u.arg[2]))
-            elif u.op is tensor.CALL:
-                region, name = u.arg
-                prog = self._programs.get(region)
-                if prog is None:
-                    prog = self._programs[region] = self.compile(region, name)
-                self.runtime.launch(prog, [bufs[x.arg[0]] for x in u.src if x.op is tensor.BUFFER])
-        shape = res.shape if res.shape is not None else ()
-        if res.op is core.CONST:
-            arr = np.broadcast_to(const_array(res.dtype, core.const_value(res)), shape)
-            return self.allocator.from_numpy(np.ascontiguousarray(arr), res.dtype)
-        if res.op not in (tensor.AFTER, tensor.BUFFER):
-            raise RuntimeError(f"default{{target=c}} left a {res.op.name} as the result; expected a schedule")
-        base = res.src[0] if res.op is tensor.AFTER else res
-        out = bufs[base.arg[0]]
-        if BUFFERS.get(base.arg[0]) is out or out.shape != tuple(shape):
-            # an input is handed back as a copy (a later write to it must not change this value)
-            arr = out.numpy().reshape(shape)
-            arr = bf16_round(arr) if res.dtype is dtypes.bfloat16 else arr
-            return self.allocator.from_numpy(np.ascontiguousarray(arr), res.dtype)
-        return out

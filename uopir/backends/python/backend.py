@@ -17,15 +17,19 @@ from uopir.backends.interface import Backend, Buffer, HostAllocator, LaunchBuffe
 from uopir.backends.python.device import run_program
 from uopir.backends.python.interpreter import evaluate
 from uopir.backends.python.kernel import run_kernel
+from uopir.backends.realize import realize
+from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.dialects.semantics import np_dtype
 from uopir.ir.uop import UOp
 from uopir.passes.target import CPU, Target
 
-# What realize runs before interpreting. The tensor-level cleanup is exact (checked against the interpreter), so it
-# changes how much work runs, never a value.
-PIPELINE = "tensor-canonicalize"
+# What realize runs: the tensor-level cleanup (exact: checked against the interpreter), then the lowering to a schedule
+# of kernels. Later stages (kernel-simplify, ...) are added here.
+PIPELINE = "tensor-canonicalize,tensor-to-kernel"
+# What the symbolic fallback (whole-graph interpretation) runs; see uopir.backends.realize.
+INTERPRET_PIPELINE = "tensor-canonicalize"
 
 # The oracle's own lowering stays scalar (the simplest programs to check); it still interprets vectors of any width
 # and every dtype when it runs a program lowered for another target.
@@ -78,10 +82,16 @@ class PythonBackend(Backend):
         return self.runtime.load(name, program, None, None)
 
     def realize(self, root: UOp) -> Buffer:
-        lowered = self.lower(root)
+        """The graph through PIPELINE, its schedule run kernel by kernel (uopir.backends.realize)."""
+        return realize(self, root)
+
+    def interpret(self, root: UOp) -> Buffer:
+        """The graph interpreted whole (the fallback for graphs tensor-to-kernel cannot lower yet)."""
+        lowered = self.lower(root, INTERPRET_PIPELINE)
         out = self.runtime.launch(self.compile(lowered), graph_buffers(lowered))
+        first = root.src[0] if root.op is C.SINK else root  # a sink's first result, as realize hands back
         if isinstance(out, list | tuple):
             out = out[0]
-        shape = root.shape if root.shape is not None else ()
-        arr = np.asarray(np.asarray(out).reshape(shape), dtype=np_dtype(root.dtype), order="C")  # `out` is ours
-        return self.allocator.from_numpy(arr, root.dtype)
+        shape = first.shape if first.shape is not None else ()
+        arr = np.asarray(np.asarray(out).reshape(shape), dtype=np_dtype(first.dtype), order="C")  # `out` is ours
+        return self.allocator.from_numpy(arr, first.dtype)

@@ -16,8 +16,9 @@ from uopir.backends.python import core
 from uopir.backends.python.base import HandlerTable, Value, op_error, run_ops
 from uopir.dialects import core as C
 from uopir.dialects import kernel as K
-from uopir.dialects.semantics import bitcast_array, const_array, np_dtype, reduce_array
+from uopir.dialects.semantics import bf16_round, bitcast_array, const_array, np_dtype, reduce_array
 from uopir.ir.diagnostics import IRError
+from uopir.ir.dtype import dtypes
 from uopir.ir.uop import UOp
 
 
@@ -37,10 +38,11 @@ def _and_gate(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
 class KernelCtx:
     """One run of a kernel: its buffers (by param index), variables and the axis of each range."""
 
-    __slots__ = ("buffers", "var_vals", "axis", "nd")
+    __slots__ = ("buffers", "var_vals", "axis", "nd", "dead")
 
     def __init__(self, buffers: list[np.ndarray], var_vals: dict[str, int], axis: dict[UOp, int]):
         self.buffers, self.var_vals, self.axis, self.nd = buffers, var_vals, axis, len(axis)
+        self.dead: frozenset[UOp] = frozenset()  # loads and stores that no iteration runs (see _never_run)
 
     def space(self, x: Any) -> np.ndarray:
         """`x` with trailing size-1 axes up to the iteration space's rank."""
@@ -91,18 +93,24 @@ def _index(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
 
 def _load(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
     p = s[0]
+    if u in ctx.dead:  # inside an empty range: its value is never used
+        return ctx.space(np.zeros((), p.flat.dtype))
     gate = _and_gate(p.gate, ctx.space(s[2]) if len(s) > 2 else None)
     inb = (p.off >= 0) & (p.off < p.flat.size)
     if np.any(~inb if gate is None else gate & ~inb):
         raise op_error(u, f"out-of-bounds load (buffer of {p.flat.size} elements)")
     off = np.where(inb, p.off, 0)
     val = p.flat[off] if p.flat.size else np.zeros(off.shape, p.flat.dtype)
+    if u.dtype is dtypes.bfloat16:  # a bf16 carrier is rounded when read, as at the graph level
+        val = bf16_round(val)
     alt = s[1] if len(s) > 1 else np.zeros((), p.flat.dtype)
     return ctx.space(val if gate is None else np.where(gate, val, alt))
 
 
 def _store(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
     p = s[0]
+    if u in ctx.dead:
+        return None
     gate = _and_gate(p.gate, ctx.space(s[2]) if len(s) > 2 else None)
     off, val = np.broadcast_arrays(p.off, ctx.space(s[1]), *(() if gate is None else (gate,)))[:2]
     mask = np.ones(off.shape, bool) if gate is None else np.broadcast_to(gate, off.shape)
@@ -171,4 +179,33 @@ def run_kernel(kdef: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] | 
         raise op_error(kdef, f"run_kernel needs a kernel.def, got {kdef.op.name}")
     order = kdef.toposort()
     axis = {u: i for i, u in enumerate(x for x in order if x.op is K.RANGE)}
-    run_ops(order, TABLE, KernelCtx(buffers, var_vals or {}, axis), _missing)
+    ctx = KernelCtx(buffers, var_vals or {}, axis)
+    ctx.dead = _never_run(kdef, order, ctx)
+    run_ops(order, TABLE, ctx, _missing)
+
+
+def _never_run(kdef: UOp, order: list[UOp], ctx: KernelCtx) -> frozenset[UOp]:
+    """The loads and stores that run in no iteration: those reached only through the body of a kernel.end or a
+    kernel.reduce with an empty range. The data-parallel evaluation still computes them (over an iteration space with
+    a zero-size axis, or with offsets that do not depend on the empty range), so their bounds must not be checked."""
+    ranges = [u for u in order if u.op is K.RANGE]
+    if not ranges:
+        return frozenset()
+    ends = UOp.sink(*(r.src[0] for r in ranges))
+    vals = run_ops(ends.toposort(), TABLE, ctx, _missing)
+    ends_of = {r: np.asarray(vals[r.src[0]]) for r in ranges}
+    empty = {r for r, e in ends_of.items() if e.size == 1 and int(e.reshape(-1)[0]) <= 0}
+    if not empty:
+        return frozenset()
+    live: set[UOp] = set()
+    stack = [kdef]
+    while stack:
+        u = stack.pop()
+        if u in live:
+            continue
+        live.add(u)
+        if (u.op is K.END or u.op is K.REDUCE) and any(r in empty for r in u.src[1:]):
+            stack.extend(u.src[1:])  # the body never runs; the range ends still do
+        else:
+            stack.extend(u.src)
+    return frozenset(u for u in order if (u.op is K.LOAD or u.op is K.STORE) and u not in live)

@@ -31,6 +31,7 @@ readers read) and a second kernel copies it into the target.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from uopir.dialects import core, kernel, tensor
@@ -78,13 +79,14 @@ class Kernel:
 
 # ---- rendering one kernel ------------------------------------------------------------------------------------------
 class _Builder:
-    """Renders tensor nodes at an index into one kernel body, memoized by (node, index, gate)."""
+    """Renders tensor nodes at an index into one kernel body, memoized by (node, index, gate), without recursion."""
 
     def __init__(self, plan: _Plan, own: UOp):
         self.plan, self.own = plan, own
         self.params: dict[UOp, UOp] = {}
         self.buffers: list[UOp] = []
         self.memo: dict[tuple, UOp] = {}
+        self.plans: dict[tuple, tuple] = {}  # keys being rendered: (operand keys, finish)
         self.reads: set[UOp] = set()
         self.origin: dict[UOp, UOp] = {}  # rendered reduce / expensive value -> its tensor node
         self.axis = itertools.count()
@@ -110,40 +112,70 @@ class _Builder:
         return target, offset(idx, target.arg[2])
 
     def render(self, u: UOp, idx: Index, gate: UOp | None) -> UOp:
-        key = (u, idx, gate)
-        if (r := self.memo.get(key)) is None:
-            r = self.memo[key] = self._render(u, idx, gate)
-        return r
+        """u's value at idx (under gate), rendered iteratively: a node's operands are rendered before it, in
+        operand order (depth first, as a recursive renderer would number ranges and params), with an explicit stack
+        so that a 10^5-deep elementwise chain renders as well as a short one."""
+        memo = self.memo
+        top = (u, idx, gate)
+        if (r := memo.get(top)) is not None:
+            return r
+        plans = self.plans
+        stack = [top]
+        while stack:
+            key = stack[-1]
+            if key in memo:
+                stack.pop()
+                continue
+            plan = plans.get(key)
+            if plan is None:
+                plan = plans[key] = self._plan(*key)
+            need, finish = plan
+            missing = [k for k in need if k not in memo]
+            if missing:
+                stack.extend(reversed(missing))
+                continue
+            stack.pop()
+            memo[key] = finish([memo[k] for k in need])
+            del plans[key]
+        return memo[top]
 
-    def _render(self, u: UOp, idx: Index, gate: UOp | None) -> UOp:
+    def _plan(self, u: UOp, idx: Index, gate: UOp | None) -> tuple[list[tuple], Callable[[list[UOp]], UOp]]:
+        """What rendering u at (idx, gate) needs (operand keys, in order) and how to finish it from their values.
+        Called once per key: a reduction makes its ranges here."""
         n, op = u.op.name, u.op
         if u.shape is None:
             if u.op is core.CONST:
-                return u
+                return [], lambda _: u
             raise _err(u, f"tensor-to-kernel cannot lower a shapeless {n} inside a tensor expression yet")
         if u is not self.own and u in self.plan.storage:
             self.reads.add(u)
             buf, target = self.plan.storage[u]
             if target is None:
-                return self.load(buf, idx, gate)
+                v = self.load(buf, idx, gate)
+                return [], lambda _: v
             b, off = self.address(target, idx)
             p = UOp(kernel.INDEX, b.dtype.ptr(), (self.ptr(b), off))
-            return UOp(kernel.LOAD, b.dtype, (p,)) if gate is None else UOp(kernel.LOAD, b.dtype,
-                                                                              (p, _zero(b.dtype), gate))
+            v = UOp(kernel.LOAD, b.dtype, (p,) if gate is None else (p, _zero(b.dtype), gate))
+            return [], lambda _: v
         if op is tensor.BUFFER:
             self.reads.add(u)
-            return self.load(u, idx, gate)
+            v = self.load(u, idx, gate)
+            return [], lambda _: v
         if op is core.CONST:
-            return UOp.const(u.dtype, const_value(u))
+            v = UOp.const(u.dtype, const_value(u))
+            return [], lambda _: v
         if op in _MOVEMENT:
             sidx, valid = movement_index(u, idx)
             if valid is None:
-                return self.render(u.src[0], sidx, gate)
+                return [(u.src[0], sidx, gate)], lambda vs: vs[0]
             g = and_gate(gate, valid)
-            v = self.render(u.src[0], sidx, g)
-            if v.op is kernel.LOAD and len(v.src) == 3 and v.src[2] is g:
-                return v  # the gated load is already zero outside
-            return valid.where(v, _zero(u.dtype))
+
+            def pad(vs: list[UOp]) -> UOp:
+                v = vs[0]
+                if v.op is kernel.LOAD and len(v.src) == 3 and v.src[2] is g:
+                    return v  # the gated load is already zero outside
+                return valid.where(v, _zero(u.dtype))
+            return [(u.src[0], sidx, g)], pad
         if op is tensor.REDUCE:
             rop, axes = u.arg
             src_shape = u.src[0].shape
@@ -151,17 +183,21 @@ class _Builder:
                       for a in sorted(axes)]
             rmap = dict(zip(sorted(axes), ranges, strict=True))
             sidx = tuple(rmap.get(a, i) for a, i in enumerate(idx))
-            v = self.render(u.src[0], sidx, gate)
-            r = UOp(kernel.REDUCE, u.dtype, (v, *ranges), rop)
-            self.origin.setdefault(r, u)
-            return r
-        if op is tensor.DETACH:
-            return self.render(u.src[0], idx, gate)
-        if op in _ELEMENTWISE:
-            r = u.replace(src=tuple(self.render(s, idx, gate) for s in u.src))
-            if op in EXPENSIVE:
+
+            def reduce(vs: list[UOp]) -> UOp:
+                r = UOp(kernel.REDUCE, u.dtype, (vs[0], *ranges), rop)
                 self.origin.setdefault(r, u)
-            return r
+                return r
+            return [(u.src[0], sidx, gate)], reduce
+        if op is tensor.DETACH:
+            return [(u.src[0], idx, gate)], lambda vs: vs[0]
+        if op in _ELEMENTWISE:
+            def alu(vs: list[UOp]) -> UOp:
+                r = u.replace(src=tuple(vs))
+                if op in EXPENSIVE:
+                    self.origin.setdefault(r, u)
+                return r
+            return [(s, idx, gate) for s in u.src], alu
         raise _err(u, f"tensor-to-kernel cannot lower {n} yet")
 
     def output_ranges(self, shape: tuple[int, ...]) -> Index:
@@ -316,25 +352,29 @@ class _Plan:
         return False
 
 
-def _free_ranges(u: UOp, memo: dict[UOp, frozenset[UOp]]) -> frozenset[UOp]:
-    """The ranges u's value depends on (a reduction's own ranges are bound inside it)."""
-    for x in u.toposort():
-        if x in memo:
-            continue
+def _free_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
+    """The ranges each node under root depends on (a reduction's own ranges are bound inside it), in one walk."""
+    memo: dict[UOp, frozenset[UOp]] = {}
+    empty: frozenset[UOp] = frozenset()
+    for x in root.toposort():
         if x.op is kernel.RANGE:
             memo[x] = frozenset((x,))
         elif x.op is kernel.REDUCE:
             memo[x] = memo[x.src[0]] - frozenset(x.src[1:])
+        elif len(x.src) == 1:
+            memo[x] = memo[x.src[0]]
         else:
-            memo[x] = frozenset().union(*(memo[s] for s in x.src)) if x.src else frozenset()
-    return memo[u]
+            memo[x] = frozenset().union(*(memo[s] for s in x.src)) if x.src else empty
+    return memo
 
 
 def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
     """The first tensor node (a reduction, or an expensive elementwise value) whose value in k does not depend on
     exactly the outermost loops around it: hoisting cannot save it from being computed once per inner iteration."""
     origin = k.origin
-    memo: dict[UOp, frozenset[UOp]] = {}
+    if not any((t.op is tensor.REDUCE) == want_reduce and t is not k.node for t in origin.values()):
+        return None
+    free = _free_ranges(k.ast)
     seen: set[tuple[UOp, tuple[UOp, ...]]] = set()
     stack: list[tuple[UOp, tuple[UOp, ...]]] = [(k.ast, k.ranges)]
     while stack:
@@ -342,7 +382,7 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
         if (u, loops) in seen:
             continue
         seen.add((u, loops))
-        deps = _free_ranges(u, memo)
+        deps = free[u]
         t = origin.get(u)
         if t is not None and t is not k.node and (t.op is tensor.REDUCE) == want_reduce and \
                 deps != frozenset(loops[:len(deps)]):

@@ -1,0 +1,305 @@
+"""Realizing a tensor graph on a backend: its pipeline lowers the graph to a schedule of kernel calls, which runs
+kernel by kernel through the backend interface (Backend.compile, Runtime.launch, Allocator), for every backend.
+
+    graph --abstract the inputs--> key --schedule cache, else Backend.lower--> tensor.calls of kernel.defs
+          --plan: buffer slots, compiled kernels--> launch each kernel on its buffers --> the result's Buffer
+
+Schedule cache. A program built again on new data (each step of a training loop, each call of a model) has the same
+structure on other buffers. The key is the graph with every `tensor.buffer` replaced by a placeholder numbered in
+the order the graph first reaches it (same dtype, device and shape; tagged so it never equals a real buffer op) and
+every `tensor.bind` by its variable (the bound value goes to the launch as a variable value). Keys are hash-consed
+UOps, so two programs share an entry exactly when they are the same graph up to the renaming of their inputs: the
+cache compares whole graphs, never a digest. A hit skips the lowering and the compiles and only binds the new
+buffers to the plan's slots. The pipeline runs on the key itself, so a cached plan holds no data of the run that
+built it. Per backend, least recently used first out after `CACHE_SIZE` programs. `UOPIR_SCHEDULE_CACHE=0` turns
+it off.
+
+Debug output (`UOPIR_DEBUG=n`, as tinygrad's DEBUG): at 2 and above one line per launched kernel (device, running
+count, name, buffers, time); at 5 and above each kernel's IR (print_ir) when it is compiled, before the backend
+lowers it (once per kernel and backend in a process).
+
+Graphs with symbolic variables are interpreted whole by backends that can (`interpret`), until tensor-to-kernel
+lowers `tensor.var` / `tensor.bind` to `kernel.var` (see `_symbolic_fallback`). The realizing backend runs every
+kernel of a schedule, including those of values on other devices (every device's buffers live in host memory today).
+"""
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from uopir.backends.buffers import BUFFERS
+from uopir.dialects import core, tensor
+from uopir.dialects.core import const_value
+from uopir.dialects.semantics import bf16_round, const_array
+from uopir.ir.diagnostics import IRError, diag_at
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.printer import print_ir
+from uopir.ir.uop import UOp
+
+if TYPE_CHECKING:
+    from uopir.backends.interface import Allocator, Backend, Buffer, Program
+
+__all__ = ["realize", "cache_key", "plan", "debug_level", "schedule_cache_enabled", "clear_schedule_cache", "STATS",
+           "RealizeStats", "CACHE_SIZE", "DEBUG_ENV", "SCHEDULE_CACHE_ENV"]
+
+DEBUG_ENV = "UOPIR_DEBUG"
+SCHEDULE_CACHE_ENV = "UOPIR_SCHEDULE_CACHE"
+CACHE_SIZE = 512  # programs kept per backend
+PROGRAM_CACHE_SIZE = 4096  # compiled kernels kept per backend
+INPUT_TAG = "realize.input"  # the tag of the placeholder buffers in a schedule-cache key
+
+
+def debug_level() -> int:
+    """$UOPIR_DEBUG as a level (a non-number that is set counts as 1)."""
+    v = os.environ.get(DEBUG_ENV, "").strip()
+    if not v:
+        return 0
+    try:
+        return int(v)
+    except ValueError:
+        return 1
+
+
+def schedule_cache_enabled() -> bool:
+    return os.environ.get(SCHEDULE_CACHE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@dataclass
+class RealizeStats:
+    """Counters since the process started (tests and benchmarks read their differences)."""
+
+    lowerings: int = 0  # schedules built by running the pipeline
+    cache_hits: int = 0  # schedules taken from the cache
+    kernels: int = 0  # kernels launched
+    interpreted: int = 0  # graphs realized by the symbolic fallback
+
+
+STATS = RealizeStats()
+
+
+# ---- the plan: a schedule made executable, free of the data it was built from ---------------------------------------
+@dataclass
+class _Step:
+    name: str
+    kernel: UOp  # the kernel.def
+    args: tuple[int, ...]  # buffer slots in parameter order
+    program: Program
+    free: tuple[int, ...] = ()  # temporary slots not used after this step
+
+
+@dataclass
+class _Plan:
+    """Slots 0..n_inputs-1 are the inputs (in key order), then the temporaries the schedule allocates."""
+
+    n_inputs: int
+    temps: list[tuple[DType, tuple[int, ...]]]
+    steps: list[_Step]
+    result: int | UOp  # a slot, or a const computed directly
+    copy_result: str = ""  # "entry" / "exit": the result is an input's contents before / after the schedule (a copy)
+    shape: tuple[int, ...] = field(default=())
+
+
+class _Cache:
+    """One backend's compiled kernels and cached plans."""
+
+    def __init__(self) -> None:
+        self.plans: OrderedDict[UOp, _Plan] = OrderedDict()
+        self.programs: OrderedDict[UOp, Program] = OrderedDict()
+
+
+_CACHES: weakref.WeakKeyDictionary[Backend, _Cache] = weakref.WeakKeyDictionary()
+
+
+def _cache(backend: Backend) -> _Cache:
+    c = _CACHES.get(backend)
+    if c is None:
+        c = _CACHES[backend] = _Cache()
+    return c
+
+
+def clear_schedule_cache() -> None:
+    """Forget every cached plan and compiled kernel (of every backend)."""
+    _CACHES.clear()
+
+
+def _err(u: UOp, msg: str) -> IRError:
+    return IRError(diagnostics=[diag_at(u, msg)])
+
+
+def cache_key(root: UOp) -> tuple[UOp, list[UOp], dict[str, int], bool]:
+    """(the schedule-cache key, the input buffer ops in slot order, the bound variables' values, whether the graph
+    has symbolic variables), in one walk over the graph."""
+    new: dict[UOp, UOp] = {}
+    inputs: list[UOp] = []
+    var_vals: dict[str, int] = {}
+    symbolic = False
+    for u in root.toposort():
+        op = u.op
+        if op is tensor.BUFFER:
+            new[u] = UOp(tensor.BUFFER, u.dtype, (), (len(inputs), u.arg[1], u.arg[2]), INPUT_TAG)
+            inputs.append(u)
+            continue
+        if op is tensor.VAR:
+            symbolic = True
+        elif op is tensor.BIND:
+            symbolic = True
+            var, val = u.src
+            if var.op is tensor.VAR and val.op is core.CONST:
+                var_vals[var.arg[0]] = int(const_value(val))
+                new[u] = var  # the key holds the variable, not its value
+                continue
+        src = tuple(new[s] for s in u.src)
+        new[u] = u if all(a is b for a, b in zip(src, u.src, strict=True)) else u.replace(src=src)
+    return new[root], inputs, var_vals, symbolic
+
+
+def _input_buffers(inputs: list[UOp]) -> list[Buffer]:
+    out = []
+    for u in inputs:
+        bid, _device, shape = u.arg
+        buf = BUFFERS.get(bid)
+        if buf is None:
+            raise _err(u, f"no buffer with id {bid} has data in this process (IR read from text names buffers, it "
+                          f"does not hold them)")
+        if buf.dtype is not u.dtype or buf.shape != tuple(shape):
+            raise _err(u, f"buffer {bid} is {buf.dtype}{list(buf.shape)}, but the IR declares {u.dtype}{list(shape)}")
+        out.append(buf)
+    return out
+
+
+def _compile(backend: Backend, cache: _Cache, kdef: UOp, name: str) -> Program:
+    prog = cache.programs.get(kdef)
+    if prog is None:
+        if debug_level() >= 5:
+            print(print_ir(kdef))
+        prog = cache.programs[kdef] = backend.compile(kdef, name)
+        if len(cache.programs) > PROGRAM_CACHE_SIZE:
+            cache.programs.popitem(last=False)
+    else:
+        cache.programs.move_to_end(kdef)
+    return prog
+
+
+def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> _Plan:
+    """Lower the key with the backend's pipeline and make its schedule executable."""
+    lowered = backend.lower(key)
+    res = lowered.src[0] if lowered.op is core.SINK else lowered
+    slots: dict[UOp, int] = {}
+    temps: list[tuple[DType, tuple[int, ...]]] = []
+    steps: list[_Step] = []
+    last_use: dict[int, int] = {}
+    for u in lowered.toposort():
+        if u.op is tensor.BUFFER:
+            if u.tag == INPUT_TAG:
+                slots[u] = u.arg[0]
+            elif u not in slots:
+                slots[u] = n_inputs + len(temps)
+                temps.append((u.dtype, tuple(u.arg[2])))
+        elif u.op is tensor.CALL:
+            bad = next((x for x in u.src if x.op is not tensor.BUFFER and x.dtype is not dtypes.void), None)
+            if bad is not None:
+                raise _err(u, f"tensor.call operands must be tensor.buffer values (or void values that order it), "
+                              f"got {bad.op.name}")
+            kdef, name = u.arg
+            args = tuple(slots[x] for x in u.src if x.op is tensor.BUFFER)
+            for a in args:
+                last_use[a] = len(steps)
+            steps.append(_Step(name, kdef, args, _compile(backend, cache, kdef, name)))
+    shape = res.shape if res.shape is not None else ()
+    copy = ""
+    if res.op is tensor.AFTER:
+        result: int | UOp = slots[res.src[0]]
+        copy = "exit" if result < n_inputs else ""
+    elif res.op is tensor.BUFFER:  # an input, as it was on entry (a kernel of the schedule may write it)
+        result, copy = slots[res], "entry"
+    elif res.op is core.CONST:
+        result = res
+    else:
+        raise _err(res, f"the pipeline of device {backend.device!r} ({backend.pipeline!r}) left a {res.op.name} as "
+                        f"the result; realize runs a schedule (tensor.calls, the result a tensor.after of a buffer)")
+    for slot, i in last_use.items():
+        if slot >= n_inputs and slot != result:
+            steps[i].free += (slot,)
+    return _Plan(n_inputs, temps, steps, result, copy, shape)
+
+
+def _run(backend: Backend, plan: _Plan, inputs: list[Buffer], var_vals: dict[str, int]) -> Buffer:
+    alloc = backend.allocator
+    bufs: list[Buffer | None] = [*inputs, *(alloc.alloc(d, s) for d, s in plan.temps)]
+    out = _copy(alloc, inputs[plan.result]) if plan.copy_result == "entry" else None
+    dbg = debug_level()
+    launch, sync = backend.runtime.launch, backend.runtime.synchronize
+    for st in plan.steps:
+        args = [bufs[i] for i in st.args]
+        if dbg >= 2:
+            t0 = time.perf_counter()
+            launch(st.program, args, var_vals=var_vals)
+            sync()
+            dt = time.perf_counter() - t0
+            STATS.kernels += 1
+            print(f"*** {backend.device:<8} {STATS.kernels:6d} {st.name:<32} arg {len(args):2d}  tm {dt * 1e6:11.2f}us")
+        else:
+            launch(st.program, args, var_vals=var_vals)
+            STATS.kernels += 1
+        for i in st.free:
+            bufs[i] = None
+    sync()
+    if isinstance(plan.result, UOp):
+        arr = np.array(np.broadcast_to(const_array(plan.result.dtype, const_value(plan.result)), plan.shape))
+        return alloc.from_numpy(arr, plan.result.dtype)
+    if out is None:
+        out = bufs[plan.result]
+        assert out is not None
+        if plan.copy_result == "exit":  # never alias an input: a later write to it must not change this value
+            out = _copy(alloc, out)
+    return out
+
+
+def _copy(alloc: Allocator, buf: Buffer) -> Buffer:
+    """A fresh buffer of `alloc` holding buf's value (a bf16 carrier rounded, as a read of the buffer is)."""
+    arr = buf.numpy()
+    return alloc.from_numpy(bf16_round(arr) if buf.dtype is dtypes.bfloat16 else arr, buf.dtype)
+
+
+def _symbolic_fallback(backend: Backend, root: UOp) -> Buffer:
+    """Graphs with tensor.var / tensor.bind: tensor-to-kernel does not lower symbolic variables yet, so a backend that
+    can interpret whole graphs (python) does. Remove this once variables lower to kernel.var: the key already holds
+    the variables and `cache_key` collects their values for the launch."""
+    interpret = getattr(backend, "interpret", None)
+    if interpret is None:
+        raise RuntimeError(f"device {backend.device!r} cannot realize programs with symbolic variables yet")
+    STATS.interpreted += 1
+    return interpret(root)
+
+
+def plan(backend: Backend, key: UOp, n_inputs: int) -> _Plan:
+    """The executable schedule of a cache key on `backend`: from the schedule cache, else lowered (and cached)."""
+    cache = _cache(backend)
+    on = schedule_cache_enabled()
+    p = cache.plans.get(key) if on else None
+    if p is not None:
+        cache.plans.move_to_end(key)
+        STATS.cache_hits += 1
+        return p
+    p = _plan(backend, cache, key, n_inputs)
+    STATS.lowerings += 1
+    if on:
+        cache.plans[key] = p
+        if len(cache.plans) > CACHE_SIZE:
+            cache.plans.popitem(last=False)
+    return p
+
+
+def realize(backend: Backend, root: UOp) -> Buffer:
+    """The value of a tensor-level graph, computed on `backend` kernel by kernel, in a fresh buffer of its device."""
+    key, inputs, var_vals, symbolic = cache_key(root)
+    if symbolic:
+        return _symbolic_fallback(backend, root)
+    bufs = _input_buffers(inputs)
+    return _run(backend, plan(backend, key, len(inputs)), bufs, var_vals)
