@@ -20,7 +20,7 @@ from uopir.backends.c.renderer import CRenderer, kernel_signature
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
-from uopir.dialects.semantics import alu, bitcast_array, cast_array, np_dtype, values_equal
+from uopir.dialects.semantics import alu, bf16_round, bitcast_array, cast_array, np_dtype, values_equal
 from uopir.ir.diagnostics import IRError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import get_op
@@ -489,3 +489,13 @@ def test_global_id_splits_across_cores(threads: int) -> None:
     out = np.full(1000, -1, np.int64)
     run(be, prog, [out, x])
     np.testing.assert_array_equal(out, x.reshape(1000, 37).sum(axis=1))
+
+
+def test_bf16_loads_round_the_carrier(backend: CBackend) -> None:
+    """A bf16 buffer filled from outside may hold any float32: what a kernel reads is that value rounded to bf16
+    (as the reference interpreter reads it), never the raw carrier."""
+    x = np.array([1.0 + 2**-9, 1.0 + 2**-8 + 2**-9, np.nan, -3.0000002, 1e-40], np.float32)
+    out = np.zeros(x.size, np.float32)
+    run(backend, elementwise("bf16_copy", x.size, [dtypes.bfloat16], [(dtypes.bfloat16, lambda v: v)]), [out, x])
+    assert values_equal(out, bf16_round(x))
+    assert out[0] == 1.0 and out[1] == np.float32(1.0 + 2**-7)

@@ -427,17 +427,19 @@ class CRenderer(Renderer):
                 ld = f"{gate} ? {ld} : {em.pack(alt, u.dtype)}"
             self._set_vector(em, u, ld, escapes)
             return
+        # a bf16 carrier is rounded when read (uopir.dialects.semantics): a buffer filled from outside may hold any f32
+        mem = [em.down(p.at(i), u.dtype) if u.dtype.scalar is dtypes.bfloat16 else p.at(i) for i in range(n)]
         if gate is None:
-            self._set(em, u, [p.at(i) for i in range(n)], escapes)
+            self._set(em, u, mem, escapes)
             return
         alt = self._lanes(em, u.src[1]) if len(u.src) == 3 else Lanes(
             [literal(u.dtype.scalar, 0, em.use)])
         if n == 1:
-            self._set(em, u, [f"{gate} ? {p.at(0)} : {alt.lane(0)}"], escapes)
+            self._set(em, u, [f"{gate} ? {mem[0]} : {alt.lane(0)}"], escapes)
             return
         g = em.fresh("v")  # a vector load: the gate once, then every lane
         em.emit(f"const bool {g} = {gate};")
-        self._set(em, u, [f"{g} ? {p.at(i)} : {alt.lane(i)}" for i in range(n)], escapes)
+        self._set(em, u, [f"{g} ? {mem[i]} : {alt.lane(i)}" for i in range(n)], escapes)
 
     def _store(self, em: _Emitter, u: UOp) -> None:
         p = self._ptr(em, u.src[0])
