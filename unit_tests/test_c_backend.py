@@ -499,3 +499,21 @@ def test_bf16_loads_round_the_carrier(backend: CBackend) -> None:
     run(backend, elementwise("bf16_copy", x.size, [dtypes.bfloat16], [(dtypes.bfloat16, lambda v: v)]), [out, x])
     assert values_equal(out, bf16_round(x))
     assert out[0] == 1.0 and out[1] == np.float32(1.0 + 2**-7)
+
+
+def test_cold_compiles_run_in_the_background_until_the_first_launch(tmp_path, monkeypatch) -> None:
+    """On a cache miss compile returns at once (the compiler runs on a worker thread); the first launch waits for it
+    and fills Program.binary; the next compile of the same source is a cache hit, loaded at once."""
+    monkeypatch.setenv("UOPIR_CACHE_DIR", str(tmp_path))
+    be = CBackend()
+    progs = [elementwise(f"k{i}", 8, [dtypes.int32], [(dtypes.int32, lambda v, i=i: v + UOp.const(dtypes.int32, i))])
+             for i in range(3)]
+    compiled = [be.compile(p) for p in progs]
+    x = np.arange(8, dtype=np.int32)
+    for i, p in enumerate(compiled):
+        out = np.zeros(8, np.int32)
+        be.runtime.launch(p, [out, x])
+        np.testing.assert_array_equal(out, x + i)
+        assert p.binary is not None and p.source is not None and p.program is progs[i]
+    again = be.compile(progs[0])
+    assert again.binary == compiled[0].binary  # read from the disk cache, loaded right away

@@ -35,7 +35,7 @@ from typing import TextIO
 import numpy as np
 
 from uopir.backends.c.compiler import CompileError
-from uopir.backends.interface import Backend, Buffer
+from uopir.backends.interface import Backend, Buffer, Program
 from uopir.backends.python.interpreter import evaluate
 from uopir.backends.registry import get_backend
 from uopir.dialects import core
@@ -335,16 +335,14 @@ def run_schedule(backend: Backend, lowered: UOp, arrays: dict[int, np.ndarray],
                 bufs[bid] = backend.allocator.from_numpy(np.zeros(shape, np_dtype(u.dtype)), u.dtype)
         elif u.op is T.BIND and u.src[0].op is T.VAR:
             var_vals.setdefault(u.src[0].arg[0], int(u.src[1].arg))
-    compiled: dict = {}
-    for u in order:
-        if u.op is not T.CALL:
-            continue
-        region, name = u.arg
-        prog = compiled.get(region)
-        if prog is None:
-            prog = compiled[region] = backend.compile(region, name)
-        args = [bufs[x.arg[0]] for x in u.src if x.op is T.BUFFER]
-        backend.runtime.launch(prog, args, var_vals=var_vals)
+    calls = [u for u in order if u.op is T.CALL]
+    compiled: dict[UOp, Program] = {}
+    for u in calls:  # every kernel first: a backend may compile them in parallel
+        if u.arg[0] not in compiled:
+            compiled[u.arg[0]] = backend.compile(u.arg[0], u.arg[1])
+    for u in calls:
+        backend.runtime.launch(compiled[u.arg[0]], [bufs[x.arg[0]] for x in u.src if x.op is T.BUFFER],
+                               var_vals=var_vals)
     backend.runtime.synchronize()
     # the calls have run: read the outputs from the buffers as they are now
     done = {u: u.src[0] for u in order if u.op is T.AFTER}

@@ -88,7 +88,7 @@ class CBackend(Backend):
             print(f"// device program of kernel {name or program.arg}\n{print_ir(program)}", flush=True)
         if level >= 4:
             print(f"// C source of kernel {name or program.arg}\n{src}", flush=True)
-        return self.runtime.load(name or program.arg, program, src, self.compiler.compile_cached(src))
+        return self.runtime.load(name or program.arg, program, src, self.compiler.compile_async(src))
 
     def realize(self, root: UOp) -> Buffer:
         """The value of a tensor-level graph: lowered by `default{target=c}`, its kernels compiled and run one by one

@@ -16,15 +16,27 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
+from uopir.backends.cache import cache_get, cache_key
 from uopir.backends.interface import Compiler
 
 __all__ = ["CCompiler", "CompileError", "find_cc", "BASE_FLAGS"]
 
 BASE_FLAGS: tuple[str, ...] = ("-O2", "-march=native", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
                                "-fPIC", "-shared", "-std=gnu11", "-w")
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _compile_pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="uopir-cc")
+    return _POOL
 
 
 class CompileError(RuntimeError):
@@ -79,6 +91,14 @@ class CCompiler(Compiler):
         if self.cmd is None:
             return "c-none"
         return "c-" + hashlib.sha256(_identity(tuple(self.cmd)).encode()).hexdigest()[:16]
+
+    def compile_async(self, source: str) -> bytes | Future[bytes]:
+        """The binary now when the disk cache has it, else a Future of its compile on a worker thread (the compiler
+        is a subprocess: kernels of one schedule compile in parallel, one per core)."""
+        hit = cache_get(self.name, cache_key(self.name, self.flags, source))
+        if hit is not None:
+            return hit
+        return _compile_pool().submit(self.compile_cached, source)
 
     def compile(self, source: str) -> bytes:
         if self.cmd is None:

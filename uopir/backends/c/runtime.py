@@ -13,7 +13,7 @@ import ctypes
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -56,15 +56,27 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 
 
 class CKernel:
-    """One loaded kernel: the C function and how to call it. `alias_fn` builds the no-restrict variant; `threads`
-    is how many cores a parallel kernel is split across."""
+    """One kernel: the C function and how to call it. The binary may still be compiling (a Future): it is loaded
+    on the first call, and `on_binary` gets it then. `alias_fn` builds the no-restrict variant; `threads` is how
+    many cores a parallel kernel is split across."""
 
-    def __init__(self, sig: KernelSignature, lib: ctypes.CDLL, alias_fn: Callable[[], ctypes._CFuncPtr],
-                 threads: int = 1):
-        self.sig, self.lib, self.threads = sig, lib, max(1, threads)
-        self.fn = self._bind(getattr(lib, sig.name))
+    def __init__(self, sig: KernelSignature, binary: bytes | Future[bytes], alias_fn: Callable[[], ctypes._CFuncPtr],
+                 threads: int = 1, on_binary: Callable[[bytes], None] | None = None):
+        self.sig, self.threads = sig, max(1, threads)
+        self._binary, self._on_binary = binary, on_binary
+        self._fn: ctypes._CFuncPtr | None = None
         self._alias_fn = alias_fn
         self._aliased: ctypes._CFuncPtr | None = None
+        if not isinstance(binary, Future):
+            self._load()
+
+    def _load(self) -> ctypes._CFuncPtr:
+        b = self._binary
+        binary = b.result() if isinstance(b, Future) else b
+        self._fn = self._bind(getattr(load_library(binary), self.sig.name))
+        if self._on_binary is not None:
+            self._on_binary(binary)
+        return self._fn
 
     def _bind(self, fn: ctypes._CFuncPtr) -> ctypes._CFuncPtr:
         n_ints = len(self.sig.vars) + (2 if self.sig.parallel else 0)
@@ -92,7 +104,7 @@ class CKernel:
         if missing:
             raise ValueError(f"kernel {sig.name}: variable(s) {', '.join(missing)} not bound (pass var_vals)")
         args = [*ptrs, *(int(var_vals[v]) for v in sig.vars)]
-        fn = self.fn
+        fn = self._fn or self._load()
         if len(spans) > 1 and _overlap(spans):
             if self._aliased is None:
                 self._aliased = self._bind(self._alias_fn())
@@ -124,7 +136,9 @@ class CRuntime(Runtime):
         self.compile_variant = compile_variant  # program -> binary rendered without restrict
         self.threads = threads  # cores a parallel kernel is split across
 
-    def load(self, name: str, program: UOp, source: str | None, binary: bytes | None) -> Program:
+    def load(self, name: str, program: UOp, source: str | None, binary: bytes | Future[bytes] | None) -> Program:
+        """A Program for a compiled shared object; `binary` may be a Future of one still compiling (loaded at the
+        first launch; Program.binary is filled then)."""
         if binary is None:
             raise ValueError("the C runtime loads compiled shared objects (binary is None)")
         sig = kernel_signature(program)
@@ -135,8 +149,13 @@ class CRuntime(Runtime):
                 raise RuntimeError(f"kernel {sig.name}: its buffers overlap and no no-restrict variant is available")
             return getattr(load_library(variant(program)), sig.name)
 
-        kernel = CKernel(sig, load_library(binary), alias_fn, self.threads)
-        return Program(name, self.device, program, source, binary, kernel)
+        prog = Program(name, self.device, program, source, None, None)  # type: ignore[arg-type]
+
+        def got(b: bytes) -> None:
+            prog.binary = b
+
+        prog.entry = CKernel(sig, binary, alias_fn, self.threads, got)
+        return prog
 
     def launch(self, prog: Program, buffers: LaunchBuffers, *, global_size: tuple[int, ...] = (1, 1, 1),
                local_size: tuple[int, ...] = (1, 1, 1), var_vals: Mapping[str, int] | None = None) -> Any:
