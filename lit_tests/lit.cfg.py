@@ -4,11 +4,13 @@
 Substitutions available in RUN lines:
   uop-opt      the uop-opt console script of the running Python environment (falls back to
                `python -m uopir.tools.uop_opt` so a fresh clone works without the script on PATH)
+  uop-run      the uop-run console script, likewise
   filecheck    the Python `filecheck` program (also spelled FileCheck)
   %roundtrip   `uop-opt %s --print-generic | uop-opt -`: print the file generically, parse that back and print it
                pretty. Use as `// RUN: %roundtrip | filecheck %s`.
   %python      the Python running lit
-Files in `Inputs/` folders are not tests. UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
+Files in `Inputs/` folders are not tests. The feature `c-compiler` (for `REQUIRES:`) is set when a C compiler ($CC,
+clang or cc) is installed. UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
 """
 import os
 import shutil
@@ -34,6 +36,7 @@ def _tool(name: str) -> str | None:
 
 
 _uop_opt = _tool("uop-opt") or f'"{sys.executable}" -m uopir.tools.uop_opt'
+_uop_run = _tool("uop-run") or f'"{sys.executable}" -m uopir.tools.uop_run'
 _filecheck = _tool("filecheck")
 if _filecheck is None:
     lit_config.fatal("filecheck not found: pip install -e '.[test]' (or run `make test`)")
@@ -46,10 +49,19 @@ config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 # user sees without them unsets it: `env -u UOPIR_TEST_PASSES uop-opt ...`.
 config.environment["UOPIR_TEST_PASSES"] = "1"
 
+# The C backend's compiler choice and compile cache follow the user's environment.
+for _var in ("CC", "UOPIR_CFLAGS", "UOPIR_CACHE_DIR", "UOPIR_DISABLE_CACHE", "XDG_CACHE_HOME", "HOME"):
+    if _var in os.environ:
+        config.environment[_var] = os.environ[_var]
+_cc = os.environ.get("CC", "").split()
+if (_cc and shutil.which(_cc[0])) or (not _cc and (shutil.which("clang") or shutil.which("cc"))):
+    config.available_features.add("c-compiler")
+
 # A bare word that is not part of a path or a longer name.
 _word = r"(?<![\w/.%-]){}(?![\w.-])"
 config.substitutions.append(("%roundtrip", "uop-opt %s --print-generic | uop-opt -"))
 config.substitutions.append(("%python", f'"{sys.executable}"'))
 config.substitutions.append((_word.format("uop-opt"), _uop_opt))
+config.substitutions.append((_word.format("uop-run"), _uop_run))
 config.substitutions.append((_word.format("filecheck"), _filecheck))
 config.substitutions.append((_word.format("FileCheck"), _filecheck))

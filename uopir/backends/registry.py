@@ -110,19 +110,32 @@ def _device_target(name: str) -> Callable[[], Target]:
     return lambda: target(name)
 
 
+def _c_target() -> Target:
+    from uopir.backends.c.backend import c_target
+
+    return c_target()
+
+
 def _python_target() -> Target:
     from uopir.backends.python.backend import PYTHON_TARGET
 
     return PYTHON_TARGET
 
 
+def _c() -> Backend:
+    from uopir.backends.c.backend import CBackend
+
+    return CBackend()
+
+
 register_backend("python", _python)
-for _dev, _what in (("c", "C"), ("llvm", "LLVM"), ("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")):
+register_backend("c", _c)
+for _dev, _what in (("llvm", "LLVM"), ("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")):
     register_backend(_dev, _pending(_dev, _what, _device_target(_dev)))
 
 # each device's target under its name, built on first use (probing the host is not free)
 register_target(_python_target, "python")
-register_target(lambda: host_cpu("c"), "c")
+register_target(_c_target, "c")
 register_target(lambda: host_cpu("llvm"), "llvm")
 register_target(lambda: host_cpu("mlir"), "mlir")
 register_target(GPU.derive(name="opencl", local_bytes=32 * 1024, max_threads_per_block=256,

@@ -1,0 +1,116 @@
+"""The C compiler driver: C source -> shared object bytes, with the system compiler, through the disk cache.
+
+Which compiler: `$CC` when set, else `clang` when installed, else `cc`. Flags: `-O2 -march=native` for speed, and
+the ones that keep results exact: `-ffp-contract=off` (no fused multiply-add: `core.mulacc` rounds twice, as the
+semantics say), `-fwrapv` (signed integer overflow wraps), no `-ffast-math`. `-fno-math-errno` only lets sqrt
+compile to one instruction (errno is never read). `$UOPIR_CFLAGS` adds flags (after ours, so they can override).
+
+The cache key is the compiler's identity (its path and `--version` line, and the host's cpu flags, since
+`-march=native` binaries are not portable), the flags and the source (uopir.backends.cache).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+
+from uopir.backends.cache import cache_get, cache_key
+from uopir.backends.interface import Compiler
+
+__all__ = ["CCompiler", "CompileError", "find_cc", "BASE_FLAGS"]
+
+BASE_FLAGS: tuple[str, ...] = ("-O2", "-march=native", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
+                               "-fPIC", "-shared", "-std=gnu11", "-w")
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _compile_pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="uopir-cc")
+    return _POOL
+
+
+class CompileError(RuntimeError):
+    """The C compiler rejected a rendered kernel (a bug in the renderer): the message holds its diagnostics."""
+
+
+def find_cc() -> list[str] | None:
+    """The compiler command: $CC (split like a shell word list) if set, else clang, else cc; None when none runs."""
+    env = os.environ.get("CC", "").strip()
+    if env:
+        cmd = shlex.split(env)
+        return cmd if shutil.which(cmd[0]) else None
+    for name in ("clang", "cc"):
+        path = shutil.which(name)
+        if path:
+            return [path]
+    return None
+
+
+@cache
+def _identity(cmd: tuple[str, ...]) -> str:
+    """The compiler's path and version line, plus a digest of the host's cpu flags (for -march=native)."""
+    try:
+        out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=30).stdout
+        version = out.splitlines()[0].strip() if out else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        version = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            cpu = next((ln for ln in f if ln.startswith(("flags", "Features"))), "")
+    except OSError:
+        cpu = ""
+    host = hashlib.sha256(cpu.encode()).hexdigest()[:12]
+    return f"{' '.join(cmd)} | {version} | host {host}"
+
+
+class CCompiler(Compiler):
+    """Compiles one C translation unit to a shared object with the system compiler."""
+
+    def __init__(self, cmd: list[str] | None = None, flags: tuple[str, ...] | None = None):
+        self.cmd = list(cmd) if cmd is not None else find_cc()
+        extra = tuple(shlex.split(os.environ.get("UOPIR_CFLAGS", "")))
+        self.flags = (BASE_FLAGS if flags is None else tuple(flags)) + extra
+
+    @property
+    def available(self) -> bool:
+        return self.cmd is not None
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        """The cache namespace: one folder per compiler identity (a digest: paths and versions are long)."""
+        if self.cmd is None:
+            return "c-none"
+        return "c-" + hashlib.sha256(_identity(tuple(self.cmd)).encode()).hexdigest()[:16]
+
+    def compile_async(self, source: str) -> bytes | Future[bytes]:
+        """The binary now when the disk cache has it, else a Future of its compile on a worker thread (the compiler
+        is a subprocess: kernels of one schedule compile in parallel, one per core)."""
+        hit = cache_get(self.name, cache_key(self.name, self.flags, source))
+        if hit is not None:
+            return hit
+        return _compile_pool().submit(self.compile_cached, source)
+
+    def compile(self, source: str) -> bytes:
+        if self.cmd is None:
+            raise CompileError("no C compiler found: set $CC or install cc or clang")
+        with tempfile.TemporaryDirectory(prefix="uopir-cc-") as tmp:
+            out = Path(tmp) / "kernel.so"
+            args = [*self.cmd, "-x", "c", "-", *self.flags, "-o", str(out), "-lm"]
+            try:
+                r = subprocess.run(args, input=source.encode(), capture_output=True, timeout=600)
+            except (OSError, subprocess.SubprocessError) as e:
+                raise CompileError(f"could not run the C compiler {self.cmd[0]!r}: {e}") from e
+            if r.returncode != 0 or not out.exists():
+                msg = r.stderr.decode(errors="replace").strip()
+                raise CompileError(f"the C compiler failed (exit {r.returncode}): {shlex.join(args)}\n{msg}")
+            return out.read_bytes()

@@ -1,0 +1,487 @@
+"""The C renderer: one linearized `device.program` -> one C function (plus the prelude helpers it uses).
+
+The program's operands are its ops in execution order (what device-linearize makes). The renderer walks them once:
+`device.loop`/`device.endloop` and `device.if`/`device.endif` open and close C blocks, every other value becomes a
+typed local assigned where the program computes it, so loads, stores and accumulator updates happen in exactly the
+program's order. Constants, parameters, variables, pointers (`kernel.index`), `core.gep` and `core.vectorize` have no
+statement of their own: they are expressions used in place. An accumulator (`device.acc`) is a variable declared
+where the program declares it; reading it, or the result of a `device.accstore`, reads its current value.
+
+Vectors of f32/f64 (2..64 bytes) live in GCC/clang vector types (`f32x16`): loads and stores through memcpy (any
+alignment), accumulators, add/sub/mul/div/neg/mulacc and max as vector code, each lane rounded exactly as the scalar
+op. Other vectors, and the other ops on them, are rendered lane by lane (one scalar local per lane, `v[i]` to read a
+lane of a vector type). A value used after the block that computes it has closed is declared at the top of the
+function and assigned in place (it keeps the value of the last iteration, as in the program).
+
+A global id (`device.special {kind = global_id}`, what kernel-optimize's `global` axis becomes) is a loop over the
+rest of the program; the first one is split across cores: the function takes `core_id, core_count` and runs its
+contiguous share of the ids (see runtime.py). Local ids (workgroups) are an error on a cpu.
+
+Function signature: `void NAME(T0* restrict data0, ..., int64_t var..., [int64_t core_id, int64_t core_count])`:
+the `kernel.param` pointers in index order, then the `kernel.var` values in name order (`kernel_signature`). Ops that
+C on a cpu cannot run (local ids, barriers, tensor cores, local memory) are located errors.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from uopir.backends.c.lanes import NATIVE_VECTOR, Exprs, Lanes, literal, op_error
+from uopir.backends.c.prelude import bitcast_helper, prelude, vector_max, vector_ok
+from uopir.backends.interface import Renderer
+from uopir.dialects import core as C
+from uopir.dialects import device as D
+from uopir.dialects import kernel as K
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.uop import UOp
+
+__all__ = ["CRenderer", "KernelSignature", "kernel_signature", "c_name"]
+
+_IDENT = re.compile(r"[^A-Za-z0-9_]")
+_C_KEYWORDS = frozenset((
+    "auto break case char const continue default do double else enum extern float for goto if inline int long "
+    "register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while "
+    "bool true false half bf16").split())
+
+
+def c_name(name: str, prefix: str = "k_") -> str:
+    """`name` as a C identifier: other characters become '_', a leading digit or a keyword gets `prefix`."""
+    s = _IDENT.sub("_", name) or "_"
+    return prefix + s if s[0].isdigit() or s in _C_KEYWORDS else s
+
+
+_OUR_NAMES = re.compile(r"(data|unused|v|acc|ridx|reg)[0-9][0-9_]*"  # our locals and parameters
+                        r"|[a-z0-9]+_(f16|f32|f64|bf16|bits|odd|round|sticky)\w*")  # prelude helpers
+
+
+def _unclashed(name: str, prefix: str) -> str:
+    """`name` as a C identifier that cannot clash with a local or a prelude helper of ours."""
+    s = c_name(name, prefix)
+    return prefix + s if _OUR_NAMES.fullmatch(s) or s.startswith(("idiv_", "mod_", "f2i_", "max_", "bitcast_")) \
+        else s
+
+
+def var_name(name: str) -> str:
+    """The C parameter of a kernel.var: its name (made an identifier, `var_` in front if it could clash)."""
+    return _unclashed(name, "var_")
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """How a rendered kernel is called: its name, pointer parameters (dtype per index; None where no kernel.param
+    has that index), scalar variables (by name, in argument order), and whether it takes `core_id, core_count`
+    last (a kernel with a global id: each core runs its share of the ids)."""
+
+    name: str
+    params: tuple[DType | None, ...]
+    vars: tuple[str, ...]
+    parallel: bool = False
+
+
+def kernel_signature(program: UOp) -> KernelSignature:
+    if program.op is not D.PROGRAM:
+        raise op_error(program, f"the C backend renders a device.program, got {program.op.name}")
+    params: dict[int, DType] = {}
+    names: set[str] = set()
+    parallel = False
+    for u in program.toposort():
+        if u.op is K.PARAM:
+            params[u.arg] = u.dtype.base
+        elif u.op is K.VAR:
+            names.add(u.arg[0])
+        elif u.op is D.SPECIAL:
+            parallel = True
+    n = max(params) + 1 if params else 0
+    return KernelSignature(_unclashed(program.arg, "k_"), tuple(params.get(i) for i in range(n)), tuple(sorted(names)),
+                           parallel)
+
+
+class _Ptr:
+    """A pointer value: the C base pointer, an element offset expression and an optional gate expression."""
+
+    __slots__ = ("base", "off", "gate", "dtype")
+
+    def __init__(self, base: str, off: str, gate: str | None, dtype: DType):
+        self.base, self.off, self.gate, self.dtype = base, off, gate, dtype
+
+    def at(self, lane: int) -> str:
+        off = self.off if lane == 0 else f"{self.off} + {lane}"
+        return f"{self.base}[{off}]"
+
+
+class _Emitter(Exprs):
+    """One rendering: the helpers used, the statements, the value of every op."""
+
+    def __init__(self, restrict: bool):
+        super().__init__()
+        self.restrict = restrict
+        self.lines: list[str] = []
+        self.depth = 1
+        self.vals: dict[UOp, Lanes | _Ptr] = {}
+        self.counter = {"v": 0, "acc": 0, "ridx": 0, "reg": 0}
+        self.hoisted: list[str] = []
+        self.ids: list[str] = []  # the loops of global ids opened so far (the first one is split across cores)
+
+    # names and statements
+    def fresh(self, kind: str) -> str:
+        n = self.counter[kind]
+        self.counter[kind] = n + 1
+        return f"{kind}{n}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.depth + line)
+
+
+# ---- the program walk ------------------------------------------------------------------------------------------------
+_NO_VALUE = frozenset((C.SINK, C.GROUP, D.PROGRAM))
+_UNSUPPORTED = {
+    D.BARRIER: "barriers (device.barrier) need a gpu target; lower for target=cpu",
+    D.WMMA: "tensor-core multiplies (device.wmma) need a gpu target",
+    K.LOCAL: "local memory (kernel.local) needs a gpu target",
+    K.RANGE: "a kernel.range is left: run kernel-to-device and device-linearize first",
+    K.REDUCE: "a kernel.reduce is left: run kernel-to-device and device-linearize first",
+    K.END: "a kernel.end is left: run kernel-to-device and device-linearize first",
+}
+
+
+def _uses(u: UOp) -> tuple[UOp, ...]:
+    """The operands whose values u reads (the extra operands of structure ops only order them)."""
+    if u.op in (D.ENDLOOP, D.ENDIF, D.IF, D.ACC, D.LOOP, D.BARRIER):
+        return u.src[:1] if u.op in (D.IF, D.ACC, D.LOOP) else ()
+    if u.op in (D.PROGRAM, C.SINK, C.GROUP):
+        return ()
+    return u.src
+
+
+def _schedule(program: UOp) -> list[UOp]:
+    """The program's ops in execution order: its operands, each preceded by any value it reads that the program
+    does not list (consts, index math) in dependency order."""
+    listed = set(program.src)
+    placed: set[UOp] = set()
+    order: list[UOp] = []
+    for op in program.src:
+        if op in placed:
+            continue
+        stack: list[tuple[UOp, bool]] = [(op, False)]
+        while stack:  # iterative post-order over the unlisted values op reads
+            u, ready = stack.pop()
+            if u in placed:
+                continue
+            if ready:
+                placed.add(u)
+                order.append(u)
+                continue
+            stack.append((u, True))
+            stack.extend((s, False) for s in reversed(_uses(u)) if s not in placed and (s not in listed or s is op))
+            for s in _uses(u):
+                if s in listed and s not in placed and s is not op:
+                    raise op_error(u, f"{u.op.name} reads a value that the program computes later ({s.op.name})")
+                if s.op in (D.LOOP, D.ACC) and s not in placed:
+                    raise op_error(u, f"{u.op.name} reads a {s.op.name} that is not among the program's operands")
+    return order
+
+
+def _escaping(order: list[UOp]) -> set[UOp]:
+    """Values read after the block (loop or if) that computes them has closed."""
+    block: dict[UOp, int] = {}
+    stack = [0]
+    closed: set[int] = set()
+    out: set[UOp] = set()
+    n = 0
+    for u in order:
+        for s in _uses(u):
+            b = block.get(s)
+            if b is not None and b in closed:
+                out.add(s)
+        if u.op in (D.ENDLOOP, D.ENDIF):
+            if len(stack) > 1:
+                closed.add(stack.pop())
+            block[u] = stack[-1]
+            continue
+        block[u] = stack[-1]
+        if u.op in (D.LOOP, D.IF):
+            n += 1
+            stack.append(n)
+            if u.op is D.LOOP:
+                block[u] = n  # the counter lives inside its loop
+    return out
+
+
+class CRenderer(Renderer):
+    """device.program -> C source text. `restrict=False` renders the variant for buffers that alias each other."""
+
+    language = "c"
+
+    def __init__(self, restrict: bool = True):
+        self.restrict = restrict
+
+    def render(self, program: UOp) -> str:
+        sig = kernel_signature(program)
+        em = _Emitter(self.restrict)
+        order = _schedule(program)
+        escaping = _escaping(order)
+        open_blocks: list[UOp] = []
+        for u in order:
+            self._op(em, u, u in escaping, open_blocks)
+        if open_blocks:
+            raise op_error(open_blocks[-1], f"{open_blocks[-1].op.name} is never closed (no "
+                         f"{'device.endloop' if open_blocks[-1].op is D.LOOP else 'device.endif'} in the program)")
+        args = []
+        for i, d in enumerate(sig.params):
+            if d is None:
+                args.append(f"void* unused{i}")
+            else:
+                args.append(f"{em.ctype(d)}* {'restrict ' if self.restrict else ''}data{i}")
+        args.extend(f"int64_t {var_name(v)}" for v in sig.vars)
+        if sig.parallel:
+            args.extend(("int64_t core_id", "int64_t core_count"))
+        while em.depth > 1:  # the loops of global ids span the rest of the program
+            em.depth -= 1
+            em.emit("}")
+        head = prelude(em.helpers)
+        body = [*("  " + h for h in em.hoisted), *em.lines]
+        return f"{head}\nvoid {sig.name}({', '.join(args) or 'void'}) {{\n" + "\n".join(body) + ("\n" if body else "") \
+            + "}\n"
+
+    # each op: its value (an expression or lanes) and its statements
+    def _op(self, em: _Emitter, u: UOp, escapes: bool, blocks: list[UOp]) -> None:
+        op = u.op
+        if op in _UNSUPPORTED:
+            raise op_error(u, f"the C backend cannot render {op.name}: {_UNSUPPORTED[op]}")
+        if op is C.CONST:
+            if type(u.arg) is tuple and u.dtype.count == 1:
+                raise op_error(u, "a tensor-shaped const cannot be rendered: lower the program to the device level")
+            lanes = u.arg if u.dtype.count > 1 and type(u.arg) is tuple else (u.arg,) * u.dtype.count
+            em.vals[u] = Lanes([literal(u.dtype.scalar, v, em.use) for v in lanes])
+        elif op is K.PARAM:
+            em.vals[u] = _Ptr(f"data{u.arg}", "0", None, u.dtype)
+        elif op is K.VAR:
+            em.vals[u] = Lanes([var_name(u.arg[0])])
+        elif op is K.REGISTER:
+            name = em.fresh("reg")
+            em.hoisted.append(f"{em.ctype(u.dtype.base)} {name}[{max(u.dtype.size, 1)}] = {{0}};")
+            em.vals[u] = _Ptr(name, "0", None, u.dtype)
+        elif op is K.INDEX:
+            p = em.vals[u.src[0]]
+            assert isinstance(p, _Ptr)
+            off = self._scalar(em, u.src[1])
+            if p.off != "0":
+                off = f"{p.off} + {off}"
+            gate = p.gate
+            if len(u.src) > 2:
+                g = self._scalar(em, u.src[2])
+                gate = g if gate is None else f"{gate} && {g}"
+            em.vals[u] = _Ptr(p.base, off, gate, u.dtype)
+        elif op is C.GEP:
+            src = self._lanes(em, u.src[0])
+            em.vals[u] = Lanes([src.lane(i) for i in u.arg])
+        elif op is C.VECTORIZE:
+            em.vals[u] = Lanes([self._scalar(em, s) for s in u.src])
+        elif op is K.LOAD:
+            self._load(em, u, escapes)
+        elif op is K.STORE:
+            self._store(em, u)
+        elif op is D.LOOP:
+            end = self._scalar(em, u.src[0])
+            name = em.fresh("ridx")
+            em.emit(f"for (int64_t {name} = 0; {name} < {end}; {name}++) {{")
+            em.depth += 1
+            blocks.append(u)
+            em.vals[u] = Lanes([name])
+        elif op is D.SPECIAL:
+            self._special(em, u, blocks)
+        elif op is D.IF:
+            em.emit(f"if ({self._scalar(em, u.src[0])}) {{")
+            em.depth += 1
+            blocks.append(u)
+        elif op in (D.ENDLOOP, D.ENDIF):
+            opener = u.src[0]
+            if not blocks or blocks[-1] is not opener:
+                inner = f" (the innermost open block is a {blocks[-1].op.name})" if blocks else ""
+                raise op_error(u, f"{op.name} closes a {opener.op.name} that is not the innermost open block{inner}")
+            blocks.pop()
+            em.depth -= 1
+            em.emit("}")
+        elif op is D.ACC:
+            init = self._lanes(em, u.src[0])
+            if vector_ok(u.dtype):
+                self._set_vector(em, u, em.pack(init, u.dtype), escapes, kind="acc", const=False)
+                return
+            names = self._define(em, u, [init.lane(i) for i in range(u.dtype.count)], escapes, kind="acc",
+                                 const=False)
+            em.vals[u] = Lanes(names)
+        elif op is D.ACCSTORE:
+            acc, val = em.vals[u.src[0]], self._lanes(em, u.src[1])
+            assert isinstance(acc, Lanes)
+            if acc.vec is not None:
+                em.emit(f"{acc.vec} = {em.pack(val, u.src[0].dtype)};")
+            else:
+                for i, name in enumerate(acc.exprs):
+                    em.emit(f"{name} = {val.lane(i)};")
+            em.vals[u] = acc
+        elif op is C.CAST:
+            src = self._lanes(em, u.src[0])
+            self._set(em, u, [em.cast(u, src.lane(i)) for i in range(u.dtype.count)], escapes)
+        elif op is C.BITCAST:
+            self._bitcast(em, u, escapes)
+        elif op in C.ALU_OPS:
+            srcs = [self._lanes(em, s) for s in u.src]
+            if op.name in NATIVE_VECTOR and vector_ok(u.dtype):
+                a = [em.pack(x, u.dtype) for x in srcs]
+                self._set_vector(em, u, NATIVE_VECTOR[op.name].format(*a), escapes)
+                return
+            if op is C.MAX and vector_ok(u.dtype):
+                em.vtype(u.dtype)
+                hname, helper = vector_max(u.dtype)
+                em.use(hname, helper)
+                self._set_vector(em, u, f"{hname}({em.pack(srcs[0], u.dtype)}, {em.pack(srcs[1], u.dtype)})", escapes)
+                return
+            self._set(em, u, [em.alu(u, [s.lane(i) for s in srcs]) for i in range(u.dtype.count)], escapes)
+        elif op in _NO_VALUE:
+            pass
+        else:
+            raise op_error(u, f"the C backend cannot render {op.name}")
+
+    def _special(self, em: _Emitter, u: UOp, blocks: list[UOp]) -> None:
+        """A global (or group) id on a cpu: a loop over the rest of the program. The first one in the program is
+        split across cores: core `core_id` of `core_count` runs its contiguous share of the ids."""
+        kind, dim = u.arg
+        if kind == "local_id":
+            raise op_error(u, "the C backend cannot render device.special {kind = local_id}: workgroups need a gpu "
+                            "target; lower for target=cpu")
+        if blocks:
+            raise op_error(u, f"a {kind} inside a {blocks[-1].op.name}: ids span the whole program")
+        size = self._scalar(em, u.src[0])
+        name = f"gidx{dim}"
+        if name in em.ids:
+            raise op_error(u, f"two device.special ids on dim {dim}")
+        em.ids.append(name)
+        if len(em.ids) == 1:
+            n = f"gsize{dim}"
+            em.emit(f"const int64_t {n} = {size};")
+            em.emit(f"for (int64_t {name} = {n} * core_id / core_count; {name} < {n} * (core_id + 1) / core_count; "
+                    f"{name}++) {{")
+        else:
+            em.emit(f"for (int64_t {name} = 0; {name} < {size}; {name}++) {{")
+        em.depth += 1
+        em.vals[u] = Lanes([name])
+
+    def _lanes(self, em: _Emitter, u: UOp) -> Lanes:
+        v = em.vals.get(u)
+        if v is None:
+            raise op_error(u, f"{u.op.name} is used before the program computes it")
+        if not isinstance(v, Lanes):
+            raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+        return v
+
+    def _scalar(self, em: _Emitter, u: UOp) -> str:
+        return self._lanes(em, u).lane(0)
+
+    def _define(self, em: _Emitter, u: UOp, exprs: list[str], escapes: bool, kind: str = "v",
+                const: bool = True) -> list[str]:
+        """Statements assigning each lane to a fresh local; hoisted to the function top when the value escapes."""
+        t = em.ctype(u.dtype.scalar)
+        base = em.fresh(kind)
+        names = [base] if len(exprs) == 1 else [f"{base}_{i}" for i in range(len(exprs))]
+        for name, e in zip(names, exprs, strict=True):
+            if escapes:
+                em.hoisted.append(f"{t} {name};")
+                em.emit(f"{name} = {e};")
+            else:
+                em.emit(f"{'const ' if const else ''}{t} {name} = {e};")
+        return names
+
+    def _set(self, em: _Emitter, u: UOp, exprs: list[str], escapes: bool) -> None:
+        em.vals[u] = Lanes(self._define(em, u, exprs, escapes))
+
+    def _set_vector(self, em: _Emitter, u: UOp, expr: str, escapes: bool, kind: str = "v",
+                    const: bool = True) -> None:
+        """A local of u's vector type assigned `expr` (hoisted to the function top when the value escapes)."""
+        t = em.vtype(u.dtype)
+        name = em.fresh(kind)
+        if escapes:
+            em.hoisted.append(f"{t} {name};")
+            em.emit(f"{name} = {expr};")
+        else:
+            em.emit(f"{'const ' if const else ''}{t} {name} = {expr};")
+        em.vals[u] = Lanes.of_vector(name, u.dtype.count)
+
+    def _ptr(self, em: _Emitter, u: UOp) -> _Ptr:
+        p = em.vals.get(u)
+        if not isinstance(p, _Ptr):
+            raise op_error(u, f"expected a pointer, got {u.op.name} : {u.dtype}")
+        return p
+
+    def _load(self, em: _Emitter, u: UOp, escapes: bool) -> None:
+        p = self._ptr(em, u.src[0])
+        gate = p.gate
+        if len(u.src) == 3:
+            g = self._scalar(em, u.src[2])
+            gate = g if gate is None else f"{gate} && {g}"
+        n = u.dtype.count
+        if vector_ok(u.dtype):
+            t = em.vtype(u.dtype)
+            ld = f"load_{t}(&{p.at(0)})"
+            if gate is not None:
+                alt = self._lanes(em, u.src[1]) if len(u.src) == 3 else Lanes([literal(u.dtype.scalar, 0, em.use)])
+                ld = f"{gate} ? {ld} : {em.pack(alt, u.dtype)}"
+            self._set_vector(em, u, ld, escapes)
+            return
+        # a bf16 carrier is rounded when read (uopir.dialects.semantics): a buffer filled from outside may hold any f32
+        mem = [em.down(p.at(i), u.dtype) if u.dtype.scalar is dtypes.bfloat16 else p.at(i) for i in range(n)]
+        if gate is None:
+            self._set(em, u, mem, escapes)
+            return
+        alt = self._lanes(em, u.src[1]) if len(u.src) == 3 else Lanes(
+            [literal(u.dtype.scalar, 0, em.use)])
+        if n == 1:
+            self._set(em, u, [f"{gate} ? {mem[0]} : {alt.lane(0)}"], escapes)
+            return
+        g = em.fresh("v")  # a vector load: the gate once, then every lane
+        em.emit(f"const bool {g} = {gate};")
+        self._set(em, u, [f"{g} ? {mem[i]} : {alt.lane(i)}" for i in range(n)], escapes)
+
+    def _store(self, em: _Emitter, u: UOp) -> None:
+        p = self._ptr(em, u.src[0])
+        val = self._lanes(em, u.src[1])
+        gate = p.gate
+        if len(u.src) == 3:
+            g = self._scalar(em, u.src[2])
+            gate = g if gate is None else f"{gate} && {g}"
+        d = u.src[1].dtype
+        if vector_ok(d):
+            stmts = [f"store_{em.vtype(d)}(&{p.at(0)}, {em.pack(val, d)});"]
+        else:
+            stmts = [f"{p.at(i)} = {val.lane(i)};" for i in range(d.count)]
+        if gate is None:
+            for s in stmts:
+                em.emit(s)
+        else:
+            em.emit(f"if ({gate}) {{ {' '.join(stmts)} }}")
+
+    def _bitcast(self, em: _Emitter, u: UOp, escapes: bool) -> None:
+        s, d = u.src[0].dtype, u.dtype
+        src = self._lanes(em, u.src[0])
+        if s.count == 1 and d.count == 1:
+            if s is d:
+                em.vals[u] = src
+                return
+            hname, helper = bitcast_helper(s, d)
+            self.use_bitcast_types(em, s, d)
+            em.use(hname, helper)
+            self._set(em, u, [f"{hname}({src.exprs[0]})"], escapes)
+            return
+        if dtypes.bfloat16 in (s.scalar, d.scalar):
+            raise op_error(u, "the C backend does not bitcast vectors of bf16")
+        em.use("f32_bits")  # string.h for memcpy
+        tmp = em.fresh("v")
+        em.emit(f"{em.ctype(s.scalar)} {tmp}[{s.count}] = {{{', '.join(src.lane(i) for i in range(s.count))}}};")
+        out = em.fresh("v")
+        em.emit(f"{em.ctype(d.scalar)} {out}[{d.count}];")
+        em.emit(f"memcpy({out}, {tmp}, sizeof {out});")
+        self._set(em, u, [f"{out}[{i}]" for i in range(d.count)], escapes)
+
+    @staticmethod
+    def use_bitcast_types(em: _Emitter, s: DType, d: DType) -> None:
+        em.ctype(s)
+        em.ctype(d)

@@ -1,0 +1,549 @@
+"""uop-run: execute a .uop program at any stage on a backend, print its outputs, optionally check them.
+
+    uop-run FILE|- [--backend=python|c] [-p PIPELINE] [--input NAME=x.npy]... [--var NAME=N]... [--seed N]
+            [--check [--exact]] [-o out.npz|out.npy]
+
+What runs, by stage (the input's root):
+- a tensor-level graph (`core.sink` of tensor values; a schedule of `tensor.call`s counts too): its `tensor.buffer`s
+  are the inputs and the sink's operands the outputs. The backend's pipeline lowers it, only the passes it still
+  needs: those after `tensor-to-kernel` for calls of kernel.defs, after `kernel-to-device` for kernel.defs already
+  holding device ops, none for linearized device programs (`-p` replaces it); its kernels then run one by one on the
+  backend and the outputs are read back.
+- a lone `kernel.def` or `device.program`: its `kernel.param`s are the buffers (by index), the ones it stores to are
+  the outputs. It runs as a one-call schedule on buffers of the sizes its index math reaches (`--input` gives
+  others).
+
+Inputs: `--input NAME=FILE.npy`, NAME a buffer id / param index or the `%name` the file gives the op; the others are
+random from `--seed` (normal floats, small integers). `--var NAME=N` binds a `kernel.var` / `tensor.var`.
+`--check` runs the input as written on the reference interpreter and compares: bit-exact passes; floats within a
+dtype-sized tolerance pass with a note (libm's exp2/log2/sin differ from numpy's in the last bits) unless
+`--exact`; anything else is a mismatch: exit 1.
+
+Errors follow uop-opt: located diagnostics `file:line:col: error: ...` with the source line and a caret, other
+errors `uop-run: error: ...`; exit 1, never a Python traceback (a bug in uopir is an "internal error", exit 2).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+import numpy as np
+
+from uopir.backends.c.compiler import CompileError
+from uopir.backends.interface import Backend, Buffer, Program
+from uopir.backends.python.interpreter import evaluate
+from uopir.backends.registry import get_backend
+from uopir.dialects import core
+from uopir.dialects import device as D
+from uopir.dialects import kernel as K
+from uopir.dialects import tensor as T
+from uopir.dialects.semantics import bf16_round, cast_array, np_dtype, values_equal
+from uopir.ir.diagnostics import IRError, diag_at, get_loc, source_line
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.parser import parse_ir
+from uopir.ir.regions import regions_of
+from uopir.ir.uop import UOp
+from uopir.ir.valuerange import value_range
+from uopir.ir.verify import verify
+from uopir.passes.manager import PassManager
+from uopir.passes.pipeline import parse_pipeline
+from uopir.tools.uop_opt import UsageError, _read_input, escape_controls, format_diagnostic
+
+PROG = "uop-run"
+_NAME_AT_LINE = re.compile(r"\s*(%[A-Za-z0-9_.$-]+)\s*=")
+
+
+class _ArgParser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print usage and exit 2
+        raise UsageError(message)
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    p = _ArgParser(prog=PROG, description="Run a .uop program (tensor, kernel or device level) on a backend.")
+    p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input .uop file, or - for stdin (default)")
+    p.add_argument("--backend", default="python", metavar="NAME",
+                   help="the backend that runs it: python (the reference interpreter) or c (default: python)")
+    p.add_argument("-p", "--pipeline", default=None, metavar="PIPELINE",
+                   help="lower with this pipeline instead of the backend's (for the stage of the input)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
+                   help="the contents of a buffer (id, param index or %%name) from a .npy file (repeatable)")
+    p.add_argument("--var", action="append", default=[], metavar="NAME=N", help="the value of a variable")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--check", action="store_true", help="compare with the reference interpreter; exit 1 on mismatch")
+    p.add_argument("--exact", action="store_true", help="with --check: require bit-exact results")
+    p.add_argument("-o", "--output", default=None, metavar="OUT",
+                   help="write the outputs to OUT: .npz (one array per output) or .npy (a single output)")
+    p.add_argument("--no-verify", action="store_true", help="do not verify the input")
+    return p
+
+
+# ---- what the program reads and writes -----------------------------------------------------------------------------
+@dataclass
+class Slot:
+    """One buffer of the program: its key (buffer id or param index), %name, dtype, shape (None: to infer)."""
+    key: int
+    name: str | None
+    dtype: DType
+    shape: tuple[int, ...]
+    op: UOp
+
+    @property
+    def label(self) -> str:
+        return self.name or f"buffer{self.key}"
+
+
+def _op_name(u: UOp) -> str | None:
+    """The %name the input file gives u (from the line it was parsed from)."""
+    loc = get_loc(u)
+    if loc is None:
+        return None
+    line = source_line(loc)
+    m = _NAME_AT_LINE.match(line or "")
+    return m.group(1) if m else None
+
+
+@dataclass
+class Prepared:
+    graph: UOp  # a tensor-level graph (a sink) whose tensor.buffer ops are the inputs
+    slots: list[Slot]  # its input buffers
+    outputs: list[tuple[str, UOp]]  # (label, op) of each output: the sink's operands
+    stage: str  # "tensor" (no calls yet), "kernel" (kernel.defs), "lowered" (kernel.defs holding device ops after
+    # kernel-to-device) or "device" (linearized device.programs)
+
+
+def _unwrap(root: UOp) -> UOp:
+    if root.op is core.SINK and len(root.src) == 1 and root.src[0].op in (K.DEF, D.PROGRAM):
+        return root.src[0]
+    return root
+
+
+def prepare(root: UOp, device: str, given_sizes: dict[int, int]) -> Prepared:
+    """Turn any stage into a graph of tensor.buffers, calls and outputs."""
+    body = _unwrap(root)
+    if body.op in (K.DEF, D.PROGRAM):
+        return _wrap_kernel(body, device, given_sizes)
+    if body.op is not core.SINK:
+        body = UOp.sink(body)
+    slots, seen = [], set()
+    kinds = set()
+    for u in body.toposort():
+        if u.op is T.BUFFER and u.arg[0] not in seen:
+            seen.add(u.arg[0])
+            slots.append(Slot(u.arg[0], _op_name(u), u.dtype, tuple(u.arg[2]), u))
+        for r in regions_of(u):
+            kinds.add(_region_stage(r))
+    outputs = []
+    for i, s in enumerate(body.src):
+        if s.dtype.kind == "void" or s.shape is None and s.op is not core.CONST:
+            continue
+        outputs.append((_op_name(s) or f"result{i}", s))
+    if not outputs:
+        raise IRError(diagnostics=[diag_at(body, "the program has no output: its core.sink has no tensor value")])
+    stage = "tensor" if not kinds else min(kinds, key=_STAGES.index)
+    return Prepared(body, slots, outputs, stage)
+
+
+_STAGES = ("tensor", "kernel", "lowered", "device")
+
+
+def _region_stage(r: UOp) -> str:
+    if r.op is D.PROGRAM:
+        return "device"
+    return "lowered" if any(u.op.dialect == "device" for u in r.toposort()) else "kernel"
+
+
+def _param_sizes(body: UOp) -> dict[int, tuple[int | None, UOp]]:
+    """param index -> (elements its index math reaches, or None when unbounded; the index op that decides)."""
+    lanes: dict = {}
+    for u in body.toposort():
+        if u.op in (K.LOAD, K.STORE):
+            n = (u.dtype if u.op is K.LOAD else u.src[1].dtype).count
+            lanes[u.src[0]] = max(lanes.get(u.src[0], 1), n)
+    out: dict[int, tuple[int | None, UOp]] = {}
+    for u in body.toposort():
+        if u.op is not K.INDEX:
+            continue
+        base, off = u.src[0], u.src[1]
+        while base.op is K.INDEX:
+            off, base = None, base.src[0]  # an index of an index: no bound from here
+        if base.op is not K.PARAM:
+            continue
+        if off is None:
+            out[base.arg] = (None, u)
+            continue
+        lo, hi = value_range(off)
+        prev = out.get(base.arg, (0, u))
+        if prev[0] is None:
+            continue
+        if lo < 0 or hi >= 2**40:
+            out[base.arg] = (None, u)
+        else:
+            out[base.arg] = (max(prev[0], int(hi) + lanes.get(u, 1)), u)
+    return out
+
+
+def _wrap_kernel(body: UOp, device: str, given_sizes: dict[int, int]) -> Prepared:
+    """A one-call schedule running `body` (a kernel.def or device.program) on one buffer per param."""
+    params: dict[int, UOp] = {}
+    for u in body.toposort():
+        if u.op is K.PARAM:
+            params.setdefault(u.arg, u)
+    sizes = _param_sizes(body)
+    stored = set()
+    for u in body.toposort():
+        if u.op is K.STORE:
+            p = u.src[0]
+            while p.op is K.INDEX:
+                p = p.src[0]
+            if p.op is K.PARAM:
+                stored.add(p.arg)
+    slots, bufs = [], []
+    for i in range(max(params) + 1 if params else 0):
+        p = params.get(i)
+        d = p.dtype.base if p is not None else None
+        if i in given_sizes:
+            n = given_sizes[i]
+        elif p is None:
+            n = 1
+        else:
+            n, at = sizes.get(i, (1, p))
+            if n is None:
+                raise IRError(diagnostics=[diag_at(at, f"cannot tell how many elements buffer {i} (kernel.param "
+                                                     f"{i}) needs: give it with --input {i}=FILE.npy")])
+        dt = d if d is not None else dtypes.uint8
+        buf = UOp(T.BUFFER, dt, (), (i, device, (max(n, 0),)))
+        bufs.append(buf)
+        slots.append(Slot(i, _op_name(p) if p is not None else None, dt, (max(n, 0),), buf))
+    call = UOp(T.CALL, dtypes.void, tuple(bufs), (body, body.arg if isinstance(body.arg, str) else "kernel"))
+    outputs = [(slots[i].name or f"param{i}", UOp(T.AFTER, bufs[i].dtype, (bufs[i], call))) for i in sorted(stored)]
+    if not outputs:
+        raise IRError(diagnostics=[diag_at(body, f"{body.op.name} stores to no buffer: nothing to show")])
+    return Prepared(UOp.sink(*(o for _, o in outputs)), slots, outputs, _region_stage(body))
+
+
+# ---- inputs --------------------------------------------------------------------------------------------------------
+def _parse_pairs(items: list[str], what: str) -> list[tuple[str, str]]:
+    out = []
+    for it in items:
+        name, eq, val = it.partition("=")
+        if not eq or not name.strip() or not val:
+            raise UsageError(f"--{what} {it!r}: expected NAME=VALUE")
+        out.append((name.strip(), val))
+    return out
+
+
+def _find_slot(slots: list[Slot], name: str, flag: str) -> Slot:
+    for s in slots:
+        if (name.startswith("%") and s.name == name) or (name.isdigit() and s.key == int(name)):
+            return s
+    known = ", ".join(f"{s.key}" + (f" ({s.name})" if s.name else "") for s in slots) or "none"
+    raise UsageError(f"{flag} {name}: the program has no such buffer (buffers: {known})")
+
+
+def _load_npy(path: str) -> np.ndarray:
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UsageError(f"cannot open '{path}': no such file") from None
+    except (OSError, ValueError, EOFError) as e:
+        raise UsageError(f"cannot read '{path}' as a .npy array: {e}") from None
+    if not isinstance(arr, np.ndarray):
+        raise UsageError(f"'{path}' holds several arrays (.npz); give one .npy file per buffer")
+    return arr
+
+
+def _fit(arr: np.ndarray, slot: Slot, path: str) -> np.ndarray:
+    """`arr` as the slot's carrier dtype and shape; a conversion must keep every value."""
+    want = np_dtype(slot.dtype)
+    if arr.dtype != want:
+        with np.errstate(all="ignore"):
+            conv = arr.astype(want)
+            same = conv.astype(arr.dtype) == arr
+            if arr.dtype.kind in "fc":
+                same |= np.isnan(arr) & np.isnan(conv.astype(np.float64))
+        if arr.dtype.kind not in "biuf" or not np.all(same):
+            raise UsageError(f"--input {slot.label}: '{path}' holds {arr.dtype} values that {slot.dtype.name} "
+                             f"(numpy {want}) cannot hold exactly")
+        arr = conv
+    if slot.dtype is dtypes.bfloat16 and not np.array_equal(bf16_round(arr).view(np.uint32), arr.view(np.uint32)):
+        raise UsageError(f"--input {slot.label}: '{path}' holds float32 values that bf16 cannot hold exactly")
+    if slot.shape is not None and arr.shape != slot.shape:
+        if arr.size != int(np.prod(slot.shape)):
+            raise UsageError(f"--input {slot.label}: '{path}' has shape {list(arr.shape)}, the buffer is "
+                             f"{list(slot.shape)}")
+        arr = arr.reshape(slot.shape)
+    return np.ascontiguousarray(arr)
+
+
+def random_array(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Test data: normal floats (rounded to the dtype), small integers, fair bools."""
+    if dtype is dtypes.bool:
+        return rng.random(shape) < 0.5
+    if dtype.is_float:
+        return np.ascontiguousarray(cast_array(rng.standard_normal(shape), dtypes.float64, dtype))
+    lo = 0 if dtype.kind == "uint" else -8
+    return rng.integers(lo, 9, size=shape).astype(np_dtype(dtype))
+
+
+def _var_names(graph: UOp) -> set[str]:
+    names, stack, seen = set(), [graph], set()
+    while stack:
+        for u in stack.pop().toposort():
+            if u in seen:
+                continue
+            seen.add(u)
+            if u.op in (K.VAR, T.VAR):
+                names.add(u.arg[0])
+            elif u.op is T.BIND and u.src[0].op is T.VAR:
+                names.discard(u.src[0].arg[0])
+            stack.extend(regions_of(u))
+    return names
+
+
+# ---- running -------------------------------------------------------------------------------------------------------
+def _stage_pipeline(backend: Backend, stage: str) -> str:
+    """The part of the backend's pipeline still to run on a graph at `stage`."""
+    if stage == "tensor" or not backend.pipeline:
+        return backend.pipeline
+    if stage == "device":
+        return ""
+    steps = parse_pipeline(backend.pipeline)
+    names = [s.name for s in steps]
+    done = "tensor-to-kernel" if stage == "kernel" else "kernel-to-device"
+    if done not in names:
+        return ""
+    return ",".join(s.text() for s in steps[names.index(done) + 1:])
+
+
+def run_schedule(backend: Backend, lowered: UOp, arrays: dict[int, np.ndarray],
+                 var_vals: dict[str, int]) -> list[np.ndarray]:
+    """Run the tensor.calls of a lowered graph kernel by kernel on `backend`, then read its outputs (the sink's
+    operands: tensor.afters of buffers, views of them, consts) with the interpreter."""
+    order = lowered.toposort()
+    bufs: dict[int, Buffer] = {}
+    for u in order:
+        if u.op is T.BUFFER and u.arg[0] not in bufs:
+            bid, shape = u.arg[0], tuple(u.arg[2])
+            if bid in arrays:
+                bufs[bid] = backend.allocator.from_numpy(arrays[bid].copy(), u.dtype)
+            else:
+                bufs[bid] = backend.allocator.from_numpy(np.zeros(shape, np_dtype(u.dtype)), u.dtype)
+        elif u.op is T.BIND and u.src[0].op is T.VAR:
+            var_vals.setdefault(u.src[0].arg[0], int(u.src[1].arg))
+    calls = [u for u in order if u.op is T.CALL]
+    compiled: dict[UOp, Program] = {}
+    for u in calls:  # every kernel first: a backend may compile them in parallel
+        if u.arg[0] not in compiled:
+            compiled[u.arg[0]] = backend.compile(u.arg[0], u.arg[1])
+    for u in calls:
+        backend.runtime.launch(compiled[u.arg[0]], [bufs[x.arg[0]] for x in u.src if x.op is T.BUFFER],
+                               var_vals=var_vals)
+    backend.runtime.synchronize()
+    # the calls have run: read the outputs from the buffers as they are now
+    done = {u: u.src[0] for u in order if u.op is T.AFTER}
+    results = lowered.substitute(done) if done else lowered
+    host = {bid: b.numpy() for bid, b in bufs.items()}
+    out = evaluate(results if results.op is core.SINK else UOp.sink(results), host, var_vals)
+    return [np.asarray(x) for x in out]
+
+
+def reference(prep: Prepared, arrays: dict[int, np.ndarray], var_vals: dict[str, int]) -> list[np.ndarray]:
+    """The outputs on the reference interpreter, from the input as written (the interpreter runs kernel.defs and
+    linearized programs; a kernel between kernel-to-device and device-linearize is linearized for it first)."""
+    graph = PassManager.parse("device-linearize").run(prep.graph) if prep.stage == "lowered" else prep.graph
+    out = evaluate(graph, {k: v.copy() for k, v in arrays.items()}, dict(var_vals))
+    return [np.asarray(x) for x in out]
+
+
+# ---- reporting -----------------------------------------------------------------------------------------------------
+def _type_text(arr: np.ndarray, dtype: DType) -> str:
+    shape = "x".join(str(d) for d in arr.shape)
+    return f"tensor<{shape + 'x' if shape else ''}{dtype.name}>"
+
+
+def summary(arr: np.ndarray) -> str:
+    """min/max/mean (and NaN/inf counts) and the first few values."""
+    flat = arr.reshape(-1)
+    parts = []
+    if flat.size == 0:
+        return "(empty)"
+    if arr.dtype == np.bool_:
+        parts.append(f"true {int(flat.sum())}/{flat.size}")
+    elif arr.dtype.kind == "f":
+        fin = flat[np.isfinite(flat)]
+        if fin.size:
+            parts.append(f"min {_num(fin.min())}  max {_num(fin.max())}  mean {_num(fin.astype(np.float64).mean())}")
+        nan, inf = int(np.isnan(flat).sum()), int(np.isinf(flat).sum())
+        if nan:
+            parts.append(f"nan {nan}")
+        if inf:
+            parts.append(f"inf {inf}")
+    else:
+        parts.append(f"min {flat.min()}  max {flat.max()}  mean {_num(flat.astype(np.float64).mean())}")
+    head = ", ".join(_num(x) for x in flat[:6]) + (", ..." if flat.size > 6 else "")
+    return "  ".join(parts) + f"  [{head}]"
+
+
+def _num(x: object) -> str:
+    if isinstance(x, (bool, np.bool_)):
+        return "true" if x else "false"
+    if isinstance(x, (float, np.floating)):
+        return f"{float(x):.6g}"
+    return str(int(x))
+
+
+_RTOL = {"f16": 2e-3, "bf16": 1.6e-2, "f32": 2e-6, "f64": 1e-12}
+
+
+def compare(got: np.ndarray, want: np.ndarray, dtype: DType, exact: bool) -> tuple[bool, str]:
+    """(ok, what): bit-exact, within the dtype's tolerance (floats, unless exact), or the first mismatch."""
+    if values_equal(got, want):
+        return True, "bit-exact"
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False, f"got {got.dtype}{list(got.shape)}, the reference is {want.dtype}{list(want.shape)}"
+    bad = ~_equal_elems(got, want)
+    if not exact and got.dtype.kind == "f":
+        rtol = _RTOL.get(dtype.name, 1e-6)
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        with np.errstate(all="ignore"):
+            close = (g == w) | (np.isnan(g) & np.isnan(w)) | (np.abs(g - w) <= rtol * np.maximum(np.abs(w), 1.0))
+        if np.all(close):
+            diff = np.abs(g - w)[bad]
+            return True, f"within tolerance ({int(bad.sum())} of {got.size} elements differ in the last bits, " \
+                         f"max |diff| {float(diff.max()):.3g})"
+        bad = ~close
+    where = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+    return False, f"MISMATCH: {int(bad.sum())} of {got.size} elements differ; first at {list(where)}: got " \
+                  f"{_num(got[where])}, the reference has {_num(want[where])}"
+
+
+def _equal_elems(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f":
+        u = np.dtype(f"u{a.dtype.itemsize}")
+        return (np.ascontiguousarray(a).view(u) == np.ascontiguousarray(b).view(u)) | (np.isnan(a) & np.isnan(b))
+    return a == b
+
+
+def _write_output(path: str, outs: list[tuple[str, np.ndarray]]) -> None:
+    try:
+        if path.endswith(".npy"):
+            if len(outs) != 1:
+                raise UsageError(f"-o {path}: a .npy file holds one array, the program has {len(outs)} outputs "
+                                 f"(write a .npz)")
+            np.save(path, outs[0][1])
+        else:
+            np.savez(path, **{name.lstrip("%"): arr for name, arr in outs})
+    except OSError as e:
+        raise UsageError(f"cannot write '{path}': {e.strerror or e}") from None
+
+
+# ---- main ------------------------------------------------------------------------------------------------------------
+def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    args = build_arg_parser().parse_args(argv)
+
+    try:
+        backend = get_backend(args.backend)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if not backend.available:
+        why = getattr(backend, "reason", "it is not available on this machine")
+        raise UsageError(f"--backend={args.backend}: {why}")
+    if args.exact and not args.check:
+        raise UsageError("--exact only applies with --check")
+    inputs = _parse_pairs(args.input, "input")
+    var_vals = {}
+    for name, val in _parse_pairs(args.var, "var"):
+        try:
+            var_vals[name] = int(val, 0)
+        except ValueError:
+            raise UsageError(f"--var {name}={val}: the value must be an integer") from None
+    text, filename = _read_input(args.file)  # uop-opt's reading rules (UTF-8, '-' for stdin)
+    root = parse_ir(text, filename)
+    if not args.no_verify:
+        verify(root)
+    loaded = {}
+    for name, path in inputs:
+        loaded[name] = (_load_npy(path), path)
+    # sizes of kernel params given by --input (a kernel's buffers have no declared shape)
+    sizes = {int(n): a.size for n, (a, _) in loaded.items() if n.isdigit()}
+    body = _unwrap(root)
+    if body.op.name in ("kernel.def", "device.program"):
+
+        for u in body.toposort():
+            name = _op_name(u) if u.op is K.PARAM else None
+            if name is not None and name in loaded:
+                sizes[u.arg] = loaded[name][0].size
+    prep = prepare(root, backend.device, sizes)
+    rng = np.random.default_rng(args.seed)
+    arrays: dict[int, np.ndarray] = {}
+    for name, (arr, path) in loaded.items():
+        slot = _find_slot(prep.slots, name, "--input")
+        arrays[slot.key] = _fit(arr, slot, path)
+    for s in prep.slots:
+        if s.key not in arrays:
+            arrays[s.key] = random_array(s.dtype, s.shape, rng)
+    missing = sorted(_var_names(prep.graph) - set(var_vals))
+    if missing:
+        raise UsageError(f"the program has variable(s) {', '.join(missing)}: give each a value with --var NAME=N")
+    pipeline = args.pipeline if args.pipeline is not None else _stage_pipeline(backend, prep.stage)
+    lowered = PassManager.parse(pipeline).run(prep.graph) if pipeline else prep.graph
+    got = run_schedule(backend, lowered, arrays, dict(var_vals))
+    results = [(label, arr, u.dtype) for (label, u), arr in zip(prep.outputs, got, strict=True)]
+    lines = [f"{escape_controls(label)}: {_type_text(arr, d)}  {summary(arr)}" for label, arr, d in results]
+    ok = True
+    if args.check:
+        want = reference(prep, arrays, var_vals)
+        for (label, arr, d), ref in zip(results, want, strict=True):
+            good, what = compare(arr, ref, d, args.exact)
+            ok &= good
+            lines.append(f"check {escape_controls(label)}: {what}")
+    out.write("\n".join(lines) + "\n")
+    if args.output is not None:
+        _write_output(args.output, [(label, arr) for label, arr, _ in results])
+    if not ok:
+        err.write(f"{PROG}: error: the {backend.device} results differ from the reference interpreter\n")
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The uop-run program; returns the exit code (0 ok, 1 bad input or a failed check, 2 internal error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    if err is None:
+        err = io.StringIO()
+    try:
+        return _main(argv, out, err)
+    except UsageError as e:
+        err.write(f"{PROG}: error: {escape_controls(str(e))}\n")
+        return 1
+    except IRError as e:
+        err.write("\n".join(format_diagnostic(d) for d in e.diagnostics) + "\n")
+        return 1
+    except KeyboardInterrupt:
+        err.write(f"{PROG}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 1
+    except SystemExit as e:  # argparse --help
+        return int(e.code or 0) if isinstance(e.code, int) else 0
+    except Exception as e:  # noqa: BLE001 - never a traceback for the user
+        import traceback
+
+        if isinstance(e, CompileError):
+            err.write(f"{PROG}: error: {escape_controls(str(e))}\n")
+            return 1
+        err.write(f"{PROG}: internal error: {type(e).__name__}: {escape_controls(str(e))}\n"
+                  "note: this is a bug in uopir; rerun with UOPIR_DEBUG=1 for the traceback and report it\n")
+        if os.environ.get("UOPIR_DEBUG"):
+            traceback.print_exc(file=err)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
