@@ -219,7 +219,10 @@ def _wrap_kernel(body: UOp, device: str, given_sizes: dict[int, int]) -> Prepare
         buf = UOp(T.BUFFER, dt, (), (i, device, (max(n, 0),)))
         bufs.append(buf)
         slots.append(Slot(i, _op_name(p) if p is not None else None, dt, (max(n, 0),), buf))
-    call = UOp(T.CALL, dtypes.void, tuple(bufs), (body, body.arg if isinstance(body.arg, str) else "kernel"))
+    # each kernel.var of the body gets its value from a tensor.var operand of the same name (bound by --var at run time)
+    kvars = sorted({u.arg for u in body.toposort() if u.op.name == "kernel.var"})
+    tvars = tuple(UOp(T.VAR, dtypes.index, (), a) for a in kvars)
+    call = UOp(T.CALL, dtypes.void, (*bufs, *tvars), (body, body.arg if isinstance(body.arg, str) else "kernel"))
     outputs = [(slots[i].name or f"param{i}", UOp(T.AFTER, bufs[i].dtype, (bufs[i], call))) for i in sorted(stored)]
     if not outputs:
         raise IRError(diagnostics=[diag_at(body, f"{body.op.name} stores to no buffer: nothing to show")])
