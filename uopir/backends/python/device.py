@@ -19,13 +19,12 @@ import numpy as np
 
 from uopir.backends.python import core
 from uopir.backends.python.base import HandlerTable, Value, op_error
-from uopir.backends.python.kernel import Ptr, run_kernel
+from uopir.backends.python.kernel import Ptr, gather, run_kernel, scatter
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
-from uopir.dialects.semantics import bf16_round, const_array, np_dtype
+from uopir.dialects.semantics import const_array, np_dtype
 from uopir.ir.diagnostics import IRError
-from uopir.ir.dtype import dtypes
 from uopir.ir.uop import UOp
 from uopir.passes.device.linearize import linearize
 
@@ -104,14 +103,7 @@ def _index(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
 def _load(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
     p, n = s[0], u.dtype.count
     gate = _and(p.gate, s[2] if len(s) > 2 else None)
-    off = _lanes(p.off, n)
-    inb = (off >= 0) & (off < p.flat.size)
-    act = _lane_mask(ctx.active(gate), n)
-    if np.any(~inb if act is None else act & ~inb):
-        raise op_error(u, f"out-of-bounds load (buffer of {p.flat.size} elements)")
-    val = p.flat[np.where(inb, off, 0)] if p.flat.size else np.zeros(off.shape, p.flat.dtype)
-    if u.src[0].dtype.base is dtypes.bfloat16:  # a bf16 buffer's float32 carrier is rounded when read
-        val = bf16_round(val)
+    val = gather(u, p.flat, _lanes(p.off, n), _lane_mask(ctx.active(gate), n))
     if gate is None:
         return val
     alt = s[1] if len(s) > 1 else np.zeros((), p.flat.dtype)
@@ -121,12 +113,7 @@ def _load(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
 def _store(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
     p, n = s[0], u.src[1].dtype.count
     act = _lane_mask(ctx.active(_and(p.gate, s[2] if len(s) > 2 else None)), n)
-    off, val = np.broadcast_arrays(_lanes(p.off, n), np.asarray(s[1]), *(() if act is None else (act,)))[:2]
-    mask = np.ones(off.shape, bool) if act is None else np.broadcast_to(act, off.shape)
-    o, v = off[mask], val[mask]
-    if o.size and (o.min() < 0 or o.max() >= p.flat.size):
-        raise op_error(u, f"out-of-bounds store (buffer of {p.flat.size} elements)")
-    p.flat[o] = v
+    scatter(u, p.flat, _lanes(p.off, n), np.asarray(s[1]), act)
     return None
 
 

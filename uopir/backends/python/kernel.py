@@ -100,19 +100,34 @@ def _lanes(d: DType, off: np.ndarray, gate: np.ndarray | None) -> tuple[np.ndarr
     return off[..., None] + np.arange(d.count, dtype=np.int64), None if gate is None else gate[..., None]
 
 
+def gather(u: UOp, flat: np.ndarray, off: np.ndarray, active: np.ndarray | None) -> np.ndarray:
+    """`flat[off]` for the load `u`: an active lane out of bounds is a located error, inactive lanes read element 0
+    (their value is replaced by the alternative), and a bf16 buffer's float32 carrier is rounded when read. Shared by
+    the kernel-level and the device-level interpreters."""
+    inb = (off >= 0) & (off < flat.size)
+    if np.any(~inb if active is None else active & ~inb):
+        raise op_error(u, f"out-of-bounds load (buffer of {flat.size} elements)")
+    val = flat[np.where(inb, off, 0)] if flat.size else np.zeros(off.shape, flat.dtype)
+    return bf16_round(val) if u.src[0].dtype.base is dtypes.bfloat16 else val
+
+
+def scatter(u: UOp, flat: np.ndarray, off: np.ndarray, val: np.ndarray, active: np.ndarray | None) -> None:
+    """`flat[off] = val` on the active lanes of the store `u`; an active lane out of bounds is a located error."""
+    off, val = np.broadcast_arrays(off, val, *(() if active is None else (active,)))[:2]
+    mask = np.ones(off.shape, bool) if active is None else np.broadcast_to(active, off.shape)
+    o, v = off[mask], val[mask]
+    if o.size and (o.min() < 0 or o.max() >= flat.size):
+        raise op_error(u, f"out-of-bounds store (buffer of {flat.size} elements)")
+    flat[o] = v
+
+
 def _load(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
     p = s[0]
     if u in ctx.dead:  # inside an empty range: its value is never used
         return ctx.space(np.zeros((), p.flat.dtype))
     gate = _and_gate(p.gate, ctx.space(s[2]) if len(s) > 2 else None)
     off, gate = _lanes(u.dtype, p.off, gate)
-    inb = (off >= 0) & (off < p.flat.size)
-    if np.any(~inb if gate is None else gate & ~inb):
-        raise op_error(u, f"out-of-bounds load (buffer of {p.flat.size} elements)")
-    off = np.where(inb, off, 0)
-    val = p.flat[off] if p.flat.size else np.zeros(off.shape, p.flat.dtype)
-    if u.src[0].dtype.base is dtypes.bfloat16:  # a bf16 buffer's float32 carrier is rounded when read
-        val = bf16_round(val)
+    val = gather(u, p.flat, off, gate)
     alt = s[1] if len(s) > 1 else np.zeros((), p.flat.dtype)
     return ctx.space(val if gate is None else np.where(gate, val, alt))
 
@@ -123,12 +138,7 @@ def _store(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
         return None
     gate = _and_gate(p.gate, ctx.space(s[2]) if len(s) > 2 else None)
     poff, gate = _lanes(u.src[1].dtype, p.off, gate)
-    off, val = np.broadcast_arrays(poff, ctx.space(s[1]), *(() if gate is None else (gate,)))[:2]
-    mask = np.ones(off.shape, bool) if gate is None else np.broadcast_to(gate, off.shape)
-    o, v = off[mask], val[mask]
-    if o.size and (o.min() < 0 or o.max() >= p.flat.size):
-        raise op_error(u, f"out-of-bounds store (buffer of {p.flat.size} elements)")
-    p.flat[o] = v
+    scatter(u, p.flat, poff, ctx.space(s[1]), gate)
     return None
 
 
