@@ -517,3 +517,37 @@ def test_cold_compiles_run_in_the_background_until_the_first_launch(tmp_path, mo
         assert p.binary is not None and p.source is not None and p.program is progs[i]
     again = be.compile(progs[0])
     assert again.binary == compiled[0].binary  # read from the disk cache, loaded right away
+
+
+def test_gated_load_of_an_empty_buffer_reads_nothing(backend: CBackend) -> None:
+    """A branch-free gated load reads element 0 where its gate is off: an empty buffer is passed as a scratch
+    element, so even a kernel whose gate is never on runs safely on one."""
+    out, x = param(0, dtypes.float32), param(1, dtypes.float32)
+    loop = UOp(D.LOOP, dtypes.index, (idx(4),), 0)
+    gate = UOp(C.CMPLT, dtypes.bool, (loop, UOp(K.VAR, dtypes.index, (), ("n", 0, 4))))
+    ld = UOp(K.LOAD, dtypes.float32, (UOp(K.INDEX, x.dtype, (x, loop)), UOp.const(dtypes.float32, -1.0), gate))
+    st = store(out, loop, ld)
+    prog = program("gated_empty", loop, gate, ld, st, UOp(D.ENDLOOP, dtypes.void, (loop, st)))
+    got = np.zeros(4, np.float32)
+    run(backend, prog, [got, np.zeros(0, np.float32)], {"n": 0})
+    np.testing.assert_array_equal(got, [-1.0] * 4)
+    run(backend, prog, [got, np.array([5.0, 6.0], np.float32)], {"n": 2})
+    np.testing.assert_array_equal(got, [5.0, 6.0, -1.0, -1.0])
+
+
+def test_a_huge_kernel_compiles_without_optimization() -> None:
+    """GCC's SSA passes take minutes on functions of thousands of statements: those are compiled at -O0."""
+    from uopir.backends.c.renderer import HUGE_KERNEL
+
+    x = param(1, dtypes.int32)
+    loop = UOp(D.LOOP, dtypes.index, (idx(4),), 0)
+    v = load(x, loop)
+    ops = [loop, v]
+    for i in range(HUGE_KERNEL // 2 + 1):
+        v = v * UOp.const(dtypes.int32, 3) + UOp.const(dtypes.int32, i)
+        ops += [v.src[0], v]
+    st = store(param(0, dtypes.int32), loop, v)
+    prog = program("huge", *ops, st, UOp(D.ENDLOOP, dtypes.void, (loop, st)))
+    src = CRenderer().render(prog)
+    assert '#pragma GCC optimize ("O0")' in src
+    assert '#pragma GCC' not in CRenderer().render(_program(MATMUL))

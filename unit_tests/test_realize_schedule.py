@@ -234,7 +234,7 @@ def test_a_cached_plan_holds_no_data_of_the_run_that_built_it() -> None:
 
 # ---- debug output -----------------------------------------------------------------------------------------------
 def test_debug_2_prints_a_line_per_kernel(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
-    m = Tensor(_f32(5, 6, seed=5))
+    m = Tensor(_f32(5, 6, seed=5), device="python")
     names = [k.name for k in (m.sum(0, keepdim=True) + m.sum(1, keepdim=True)).schedule()]
     monkeypatch.setenv(R.DEBUG_ENV, "2")
     capsys.readouterr()
@@ -251,7 +251,7 @@ def test_debug_5_prints_each_kernel_before_lowering(monkeypatch: pytest.MonkeyPa
                                                    capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setenv(R.DEBUG_ENV, "5")
     capsys.readouterr()
-    (Tensor([1.0, 2.0, 3.0]) * 1234.5).numpy()
+    (Tensor([1.0, 2.0, 3.0], device="python") * 1234.5).numpy()
     out = capsys.readouterr().out
     assert "core.const 1234.5 : f32" in out and "kernel.store" in out and 'kernel.def %' in out
     assert out.rstrip().splitlines()[-1].startswith("*** python")

@@ -6,8 +6,10 @@
     cache.py       the on-disk compile cache (user cache folder, atomic writes)
     python/        the reference interpreter (handler tables per dialect) and its backend
 
-Importing this package registers every backend and each device's target description (uopir.passes.target).
+Importing this package registers every backend, each device's target description (uopir.passes.target) and the
+backends' emit passes (`emit-c`: `uop-opt --emit=c`).
 """
+from uopir.backends.c import emit as _emit_c  # noqa: F401 - registers the emit-c pass
 from uopir.backends.registry import (
     BACKENDS,
     DEVICES,

@@ -31,9 +31,7 @@ __all__ = ["PassInfo", "PipelineInfo", "AnchorInfo", "PASSES", "PIPELINES", "ANC
 
 # Modules that register passes. Every other module under uopir.passes is imported too (so a new pass file is seen
 # by --list-passes without editing this list); a module listed here that fails to import is an error.
-# Emitters live beside their renderer in backends/ and are named here as data (no import edge against the layers).
-PASS_MODULES: list[str] = ["uopir.passes.core", "uopir.passes.tensor.canonicalize", "uopir.passes.kernel.anchors",
-                           "uopir.backends.c.emit"]
+PASS_MODULES: list[str] = ["uopir.passes.core", "uopir.passes.tensor.canonicalize", "uopir.passes.kernel.anchors"]
 # Modules of test-only passes: imported only when test passes are requested.
 TEST_PASS_MODULES: list[str] = ["uopir.passes.testing"]
 TEST_PASSES_ENV = "UOPIR_TEST_PASSES"

@@ -340,7 +340,7 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args.input = "-"
     if args.run_reproducer:
         return _main(_replay_argv(argv, args), out, err)
-    import uopir.backends  # noqa: F401 - registers each device's target description (`default{target=c}`)
+    import uopir.backends  # noqa: F401 - registers each device's target description (`default{target=c}`) and emit-c
     from uopir.passes.manager import PassManager, check_pass_names, list_passes_text, load_passes
 
     load_passes(test_passes=True if args.load_test_passes else None)

@@ -1,7 +1,8 @@
 """The `emit-c` pass: every device.program of the graph (nested regions included) becomes a device.source holding
 its C text, so the output stays printable .uop; `uop-opt --emit=c` prints just the text.
 
-Registered here, beside the renderer it runs; the pass registry loads this module by name (PASS_MODULES).
+Registered here, beside the renderer it runs, when uopir.backends loads (uop-opt imports it; the pass registry itself
+never imports a backend).
 """
 from __future__ import annotations
 

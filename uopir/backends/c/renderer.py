@@ -207,6 +207,9 @@ def _escaping(order: list[UOp]) -> set[UOp]:
     return out
 
 
+HUGE_KERNEL = 2000  # statements; a kernel larger than this is compiled at -O0 (GCC is superlinear in its size)
+
+
 class CRenderer(Renderer):
     """device.program -> C source text. `restrict=False` renders the variant for buffers that alias each other."""
 
@@ -239,6 +242,9 @@ class CRenderer(Renderer):
             em.depth -= 1
             em.emit("}")
         head = prelude(em.helpers)
+        if len(em.lines) > HUGE_KERNEL:
+            head += (f"/* {len(em.lines)} statements: compiled without optimization (GCC's SSA passes take minutes on "
+                     f"functions this large) */\n#pragma GCC optimize (\"O0\")\n")
         body = [*("  " + h for h in em.hoisted), *em.lines]
         return f"{head}\nvoid {sig.name}({', '.join(args) or 'void'}) {{\n" + "\n".join(body) + ("\n" if body else "") \
             + "}\n"
@@ -427,19 +433,27 @@ class CRenderer(Renderer):
                 ld = f"{gate} ? {ld} : {em.pack(alt, u.dtype)}"
             self._set_vector(em, u, ld, escapes)
             return
-        # a bf16 carrier is rounded when read (uopir.dialects.semantics): a buffer filled from outside may hold any f32
-        mem = [em.down(p.at(i), u.dtype) if u.dtype.scalar is dtypes.bfloat16 else p.at(i) for i in range(n)]
         if gate is None:
-            self._set(em, u, mem, escapes)
+            # a bf16 carrier is rounded when read (the semantics): a buffer filled from outside may hold any f32
+            self._set(em, u, [em.down(p.at(i), u.dtype) if u.dtype.scalar is dtypes.bfloat16 else p.at(i)
+                              for i in range(n)], escapes)
             return
         alt = self._lanes(em, u.src[1]) if len(u.src) == 3 else Lanes(
             [literal(u.dtype.scalar, 0, em.use)])
-        if n == 1:
-            self._set(em, u, [f"{gate} ? {mem[0]} : {alt.lane(0)}"], escapes)
-            return
-        g = em.fresh("v")  # a vector load: the gate once, then every lane
-        em.emit(f"const bool {g} = {gate};")
-        self._set(em, u, [f"{g} ? {mem[i]} : {alt.lane(i)}" for i in range(n)], escapes)
+        # Branch free: read element 0 where the gate is off (every buffer has one: the runtime passes a scratch
+        # element for an empty one), then select. A conditional load per gate would be a branch, which blocks
+        # vectorization and makes GCC superlinearly slow on kernels with hundreds of them.
+        g = gate
+        if n > 1 or " " in gate:
+            g = em.fresh("v")
+            em.emit(f"const bool {g} = {gate};")
+        raw = []
+        for i in range(n):
+            name = em.fresh("v")
+            em.emit(f"const {em.ctype(u.dtype.scalar)} {name} = {p.base}[{g} ? {p.off} + {i} : 0];" if i else
+                    f"const {em.ctype(u.dtype.scalar)} {name} = {p.base}[{g} ? {p.off} : 0];")
+            raw.append(em.down(name, u.dtype) if u.dtype.scalar is dtypes.bfloat16 else name)
+        self._set(em, u, [f"{g} ? {raw[i]} : {alt.lane(i)}" for i in range(n)], escapes)
 
     def _store(self, em: _Emitter, u: UOp) -> None:
         p = self._ptr(em, u.src[0])

@@ -40,6 +40,10 @@ def load_library(binary: bytes) -> ctypes.CDLL:
             pass
 
 
+# what an empty buffer is passed as: a branch-free gated load reads element 0 (up to a vector of 64 bytes) and drops it
+_SCRATCH = ctypes.create_string_buffer(128)
+_SCRATCH_ADDR = ctypes.addressof(_SCRATCH)
+
 _POOL: ThreadPoolExecutor | None = None
 _POOL_SIZE = 0
 
@@ -96,7 +100,7 @@ class CKernel:
                     raise TypeError(f"kernel {sig.name}: buffer {i} must hold {np_dtype(d)} ({d.name}), got {a.dtype}")
                 if not a.flags.c_contiguous:
                     raise ValueError(f"kernel {sig.name}: buffer {i} must be C-contiguous")
-            addr = a.ctypes.data
+            addr = a.ctypes.data if a.size else _SCRATCH_ADDR  # gated loads read element 0 of every buffer
             ptrs.append(addr)
             if d is not None and a.nbytes:
                 spans.append((addr, addr + a.nbytes))
