@@ -551,3 +551,22 @@ def test_a_huge_kernel_compiles_without_optimization() -> None:
     src = CRenderer().render(prog)
     assert '#pragma GCC optimize ("O0")' in src
     assert '#pragma GCC' not in CRenderer().render(_program(MATMUL))
+
+
+def test_debug_levels_print_source_and_device_program(monkeypatch, capsys) -> None:
+    """UOPIR_DEBUG=2: a line per kernel run; =4: the C source of each kernel compiled; =6: its device program too;
+    and each compiled program exposes its name, source and device program."""
+    from uopir import Tensor
+    from uopir.backends.realize import clear_schedule_cache
+
+    clear_schedule_cache()
+    monkeypatch.setenv("UOPIR_DEBUG", "6")
+    capsys.readouterr()
+    y = (Tensor([1.0, 2.0, 3.0], device="c") * 4321.5).numpy()
+    out = capsys.readouterr().out
+    np.testing.assert_array_equal(y, np.array([1.0, 2.0, 3.0], np.float32) * np.float32(4321.5))
+    assert "// device program of kernel" in out and "device.program" in out
+    assert "// C source of kernel" in out and "4321.5f" in out and "void " in out
+    assert out.rstrip().splitlines()[-1].startswith("*** c")
+    prog = CBackend().compile(_program(MATMUL))
+    assert prog.name == "r_4_3" and "void r_4_3(" in prog.source and prog.program.op is D.PROGRAM
