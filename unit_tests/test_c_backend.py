@@ -570,3 +570,24 @@ def test_debug_levels_print_source_and_device_program(monkeypatch, capsys) -> No
     assert out.rstrip().splitlines()[-1].startswith("*** c")
     prog = CBackend().compile(_program(MATMUL))
     assert prog.name == "r_4_3" and "void r_4_3(" in prog.source and prog.program.op is D.PROGRAM
+
+
+def test_pooled_allocator_reuses_only_memory_nobody_holds() -> None:
+    from uopir.backends.c.runtime import PooledHostAllocator
+
+    al = PooledHostAllocator("c", budget=64)
+    b = al.alloc(dtypes.float32, (4,))
+    addr = b.handle.ctypes.data
+    del b
+    assert al.held == 16
+    b2 = al.alloc(dtypes.float32, (2, 2))  # same element type and size: the same memory, reshaped in place
+    assert b2.handle.ctypes.data == addr and b2.handle.shape == (2, 2) and al.held == 0
+    view = b2.handle[:1]
+    del b2
+    assert al.held == 0  # a live view of it: never handed out again
+    del view
+    big = [al.alloc(dtypes.float64, (4,)) for _ in range(3)]  # 32 bytes each, budget 64
+    del big
+    assert al.held == 64
+    other = al.alloc(dtypes.int32, (3,))
+    assert other.handle.dtype == np.int32 and other.handle.shape == (3,)

@@ -12,8 +12,8 @@ import os
 
 from uopir.backends.c.compiler import CCompiler
 from uopir.backends.c.renderer import CRenderer
-from uopir.backends.c.runtime import CRuntime
-from uopir.backends.interface import Backend, Buffer, HostAllocator, Program
+from uopir.backends.c.runtime import CRuntime, PooledHostAllocator
+from uopir.backends.interface import Backend, Buffer, Program
 from uopir.backends.realize import realize
 from uopir.ir.dtype import dtypes
 from uopir.ir.printer import print_ir
@@ -63,7 +63,7 @@ class CBackend(Backend):
         self.target = target("c")
         self.renderer = CRenderer()
         self.compiler = compiler if compiler is not None else CCompiler()
-        self.allocator = HostAllocator(self.device)
+        self.allocator = PooledHostAllocator(self.device)
         self.runtime = CRuntime(self._compile_no_restrict, threads=threads())
 
     @property

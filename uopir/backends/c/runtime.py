@@ -10,8 +10,12 @@ pointers; a launch whose buffers overlap in memory (an in-place update passed tw
 from __future__ import annotations
 
 import ctypes
+import math
 import os
+import sys
 import tempfile
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -19,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from uopir.backends.c.renderer import KernelSignature, kernel_signature
-from uopir.backends.interface import Buffer, LaunchBuffers, Program, Runtime
+from uopir.backends.interface import Buffer, HostAllocator, LaunchBuffers, Program, Runtime
 from uopir.dialects.semantics import np_dtype
+from uopir.ir.dtype import DType
 from uopir.ir.uop import UOp
 
-__all__ = ["CRuntime", "CKernel", "load_library"]
+__all__ = ["CRuntime", "CKernel", "PooledHostAllocator", "load_library"]
 
 
 def load_library(binary: bytes) -> ctypes.CDLL:
@@ -57,6 +62,48 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         if old is not None:
             old.shutdown(wait=False)
     return _POOL
+
+
+class PooledHostAllocator(HostAllocator):
+    """Host buffers whose memory is reused: the array of a collected buffer is kept (up to `budget` bytes, the oldest
+    dropped first) and handed to the next allocation of the same element type and size, so a steady loop of
+    realizes does not pay the page faults of fresh memory each time (tinygrad's LRU allocator does the same). An
+    array anything else still references (a numpy view of it, say) is never reused."""
+
+    def __init__(self, device: str, budget: int = 256 << 20):
+        super().__init__(device)
+        self.budget, self.held = budget, 0
+        self._pool: OrderedDict[tuple[np.dtype, int], list[np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _alloc(self, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+        want = np_dtype(dtype)
+        key = (want, math.prod(shape))
+        with self._lock:
+            free = self._pool.get(key)
+            if free:
+                arr = free.pop()
+                if not free:
+                    del self._pool[key]
+                self.held -= arr.nbytes
+                arr.shape = shape  # in place: a reshape would be a view, never pooled again
+                return arr
+        return np.empty(shape, want)
+
+    def _free(self, handle: np.ndarray) -> None:
+        # the references a free array has here: the dying Buffer's slot (weakref callbacks run before slots are
+        # cleared), the finalizer's arguments, this call's parameter and getrefcount's own; more: someone else has it
+        if sys.getrefcount(handle) > 4 or handle.base is not None or not 0 < handle.nbytes <= self.budget:
+            return
+        with self._lock:
+            self._pool.setdefault((handle.dtype, handle.size), []).append(handle)
+            self._pool.move_to_end((handle.dtype, handle.size))
+            self.held += handle.nbytes
+            while self.held > self.budget:
+                key, arrs = next(iter(self._pool.items()))
+                self.held -= arrs.pop(0).nbytes
+                if not arrs:
+                    del self._pool[key]
 
 
 class CKernel:
