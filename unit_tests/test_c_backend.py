@@ -13,6 +13,10 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_device_lowering import _run, _WideGen
+from test_tensor_to_kernel import _Gen, _input_arrays
 
 from uopir.backends.c.backend import CBackend
 from uopir.backends.c.compiler import BASE_FLAGS, CCompiler, find_cc
@@ -25,7 +29,9 @@ from uopir.ir.diagnostics import IRError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import get_op
 from uopir.ir.parser import parse_ir
+from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
+from uopir.passes.tensor_to_kernel import tensor_to_kernel
 
 pytestmark = pytest.mark.skipif(find_cc() is None, reason="no C compiler ($CC, clang or cc) is installed")
 
@@ -591,3 +597,74 @@ def test_pooled_allocator_reuses_only_memory_nobody_holds() -> None:
     assert al.held == 64
     other = al.alloc(dtypes.int32, (3,))
     assert other.handle.dtype == np.int32 and other.handle.shape == (3,)
+
+
+# ---- the full optimized pipeline: tensor programs through default{target=c} ------------------------------------------
+def _on_c(backend: CBackend, root: UOp, bufs: dict[int, np.ndarray]) -> tuple[list[np.ndarray], UOp]:
+    """The outputs of tensor-level root lowered by `default{target=c}` (kernel-optimize and kernel-expand included)
+    and run kernel by kernel on the C backend; and the lowered schedule."""
+    from uopir.passes.manager import PassManager
+    from uopir.tools.uop_run import run_schedule
+    lowered = PassManager.parse("default{target=c}").run(root)
+    return run_schedule(backend, lowered, {k: v.copy() for k, v in bufs.items()}, {}), lowered
+
+
+def _same(got: list[np.ndarray], want: list, exact: bool) -> bool:
+    """Bit for bit; with exact=False (programs using exp2/log2/sin, where libm and numpy differ in the last bits)
+    within the float tolerance of uop-run --check."""
+    from uopir.tools.uop_run import compare
+    want = [np.asarray(w) for w in want]
+    return len(got) == len(want) and all(compare(g, w, dtypes.float32, exact)[0] if g.dtype.kind == "f" and not exact
+                                         else values_equal(g, w) for g, w in zip(got, want, strict=True))
+
+
+def check_levels(backend: CBackend, root: UOp, seed: int = 0, tensor_level: bool = True) -> None:
+    """tensor level (with tensor_level) == kernel level == device level (the lowered schedule on the reference
+    interpreter) == C, on random inputs."""
+    bufs = _input_arrays(root, np.random.default_rng(seed))
+    got, lowered = _on_c(backend, root, bufs)
+    exact = not any(u.op.name in TRANSCENDENTAL for u in root.toposort())
+    levels = {"tensor": root} if tensor_level else {}
+    levels |= {"kernel": tensor_to_kernel(root), "device": lowered}
+    for name, g in levels.items():
+        want = _run(g, bufs)[0]
+        assert _same(got, want, exact), f"C differs from the {name} level\nprogram:\n{print_ir(root)}\n" \
+                                        f"want {want}\ngot {got}"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 3), st.booleans())
+def test_random_programs_through_the_optimized_pipeline_match_the_interpreter(r, seed: int, wide: bool) -> None:
+    backend = CBackend()
+    check_levels(backend, (_WideGen if wide else _Gen)(r).program(), seed, tensor_level=False)
+
+
+def _t(*shape: int):  # noqa: ANN202 - a frontend Tensor
+    from uopir.frontend.tensor import Tensor
+    return Tensor(np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32))
+
+
+def test_optimized_kernels_on_c_match_at_every_level(backend: CBackend) -> None:
+    """matmul (register-tiled, unrolled, split across the cores), conv with padding, reductions over each axis,
+    softmax and gated pads: tensor == kernel == device == C level."""
+    a, b = _t(64, 96), _t(96, 80)
+    mm = UOp.sink((a @ b).uop)
+    src = emit_c(mm)
+    assert "core_id" in src and "f32x" in src  # split across the cores, vector types
+    check_levels(backend, mm)
+    img, w, bias = _t(2, 8, 18, 18), _t(16, 8, 3, 3), _t(16)
+    check_levels(backend, UOp.sink(img.conv2d(w, bias, padding=1).relu().uop))
+    x = _t(24, 40, 36)
+    check_levels(backend, UOp.sink(x.sum(0).uop, x.sum(1).uop, x.sum(2).uop, x.max(0).uop, x.max(2).uop,
+                                   x.sum((0, 2)).uop))
+    check_levels(backend, UOp.sink(_t(32, 100).softmax().uop))
+    p = _t(30, 45)
+    check_levels(backend, UOp.sink(p.pad(((3, 5), (1, 17))).uop, (p.pad(((0, 2), (7, 0))) * 2.0).sum(0).uop))
+
+
+def emit_c(root: UOp) -> str:
+    """The C of every kernel of tensor-level root lowered by `default{target=c}`."""
+    from uopir.ir.regions import regions_of
+    from uopir.passes.manager import PassManager
+    lowered = PassManager.parse("default{target=c}").run(root)
+    return "\n".join(CRenderer().render(r) for u in lowered.toposort() for r in regions_of(u))

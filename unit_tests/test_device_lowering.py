@@ -6,7 +6,12 @@ A failing case prints its program.
 
 The chain tensor level == kernel level == device level: test_tensor_to_kernel checks the first link on the same
 generator (random programs), this file the second, so a defect of tensor-to-kernel fails there, not here. The fixed
-cases below compare all three levels."""
+cases below compare all three levels.
+
+The `opt-*` pipelines run kernel-optimize and kernel-expand first (the full `default` lowering): the vector forms
+they make (lane reductions, vector accumulators, grouped stores, unaligned and gated vector loads, a cpu `global`
+range as a hardware id) through every device pass, on the c target (AVX-512 widths when the host has them), a tiny
+vector target that devectorize splits to 2 lanes, and with every output range marked global."""
 from __future__ import annotations
 
 import random
@@ -17,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_tensor_to_kernel import _Gen, _input_arrays
 
+import uopir.backends  # noqa: F401  (registers the c target)
 from uopir.backends.python import evaluate, run_program
 from uopir.dialects import device, kernel, tensor
 from uopir.dialects.semantics import np_dtype, values_equal
@@ -28,7 +34,12 @@ from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
 from uopir.ir.verify import verify
 from uopir.passes.manager import PassManager
+from uopir.passes.target import CPU, register_target
 from uopir.passes.tensor_to_kernel import tensor_to_kernel
+
+LANES2 = CPU.derive(name="test-lanes2", max_vector_bytes=8, upcast_sizes=(2,), unroll_sizes=(2,), max_upcast=8,
+                    threads=2)
+register_target(LANES2, replace=True)
 
 LACKS = "core.mulacc,core.sub,core.neg,core.recip,core.cmpeq"
 PIPELINES = {
@@ -38,6 +49,22 @@ PIPELINES = {
               "device-devectorize{width=1}", "device-linearize"],
     "gpu": ["kernel-to-device{target=gpu}", "device-decompose{target=gpu}", "device-devectorize{target=gpu}",
             "device-linearize"],
+}
+
+
+def _opt(t: str, devectorize: str | None = None, mark_global: bool = False) -> list[str]:
+    """The kernel-level part of `default{target=t}` from kernel-optimize on (MARK_GLOBAL: every output range made
+    global after the expansion)."""
+    return [f"kernel-optimize{{target={t}}}", "kernel-expand", *([MARK_GLOBAL] if mark_global else []),
+            f"kernel-to-device{{target={t}}}", f"device-decompose{{target={t}}}",
+            devectorize or f"device-devectorize{{target={t}}}", "device-linearize"]
+
+
+MARK_GLOBAL = "<mark output ranges global>"
+PIPELINES |= {
+    "opt-c": _opt("c"),
+    "opt-lanes2": _opt("test-lanes2"),
+    "opt-global": _opt("c", "device-devectorize{width=4}", mark_global=True),
 }
 
 
@@ -54,7 +81,13 @@ def _global_ranges(root: UOp) -> UOp:
 def lower(sched: UOp, which: str) -> UOp:
     """The schedule through one device pipeline (the pass manager verifies after each pass); the program verifies
     and round-trips through the text."""
-    g = PassManager.parse(",".join(PIPELINES[which])).run(_global_ranges(sched) if which == "gpu" else sched)
+    g = _global_ranges(sched) if which == "gpu" else sched
+    passes = PIPELINES[which]
+    if MARK_GLOBAL in passes:
+        at = passes.index(MARK_GLOBAL)
+        g = _global_ranges(PassManager.parse(",".join(passes[:at])).run(g))
+        passes = passes[at + 1:]
+    g = PassManager.parse(",".join(passes)).run(g)
     verify(g)
     assert parse_ir(print_ir(g)) is g
     return g
@@ -69,15 +102,16 @@ def _run(g: UOp, bufs: dict[int, np.ndarray]) -> list:
     return [out, [got[k] for k in sorted(bufs)]]
 
 
-def check(root: UOp, seed: int = 0, bufs: dict[int, np.ndarray] | None = None, tensor_level: bool = True) -> None:
-    """Kernel level == each device pipeline (and == the tensor level, with tensor_level) on random inputs (or
-    `bufs`)."""
+def check(root: UOp, seed: int = 0, bufs: dict[int, np.ndarray] | None = None, tensor_level: bool = True,
+          which: list[str] | None = None) -> None:
+    """Kernel level == each device pipeline (`which`, default all) (and == the tensor level, with tensor_level) on
+    random inputs (or `bufs`)."""
     if bufs is None:
         bufs = _input_arrays(root, np.random.default_rng(seed))
     try:
         sched = tensor_to_kernel(root)
         stages = {"tensor": root} if tensor_level else {}
-        stages |= {"kernel": sched} | {w: lower(sched, w) for w in PIPELINES}
+        stages |= {"kernel": sched} | {w: lower(sched, w) for w in which or PIPELINES}
         want = None
         for name, g in stages.items():
             got = _run(g, bufs)
@@ -96,6 +130,23 @@ def test_device_programs_match_the_interpreter(r: random.Random, seed: int) -> N
     check(_Gen(r).program(), seed, tensor_level=False)
 
 
+OPTIMIZED = [w for w in PIPELINES if w.startswith("opt-")]
+
+
+class _WideGen(_Gen):
+    """Random programs on shapes large enough that upcasts leave loops, reductions keep a loop after their unroll,
+    pads gate vector loads and a kernel may be split across threads."""
+
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.r.choice((1, 3, 8, 16, 17, 32, 48)) for _ in range(self.r.randint(1, 3)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 3))
+def test_optimized_programs_on_larger_shapes_match_the_interpreter(r: random.Random, seed: int) -> None:
+    check(_WideGen(r).program(), seed, tensor_level=False, which=OPTIMIZED)
+
+
 # ---- fixed cases ---------------------------------------------------------------------------------------------------
 def _f32(*shape: int) -> Tensor:
     return Tensor(np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32))
@@ -108,6 +159,32 @@ def test_networks_match_at_every_level() -> None:
     check(UOp.sink(x.layernorm().uop))
     img, cw, cb = _f32(2, 3, 6, 6), _f32(4, 3, 3, 3), _f32(4)
     check(UOp.sink(img.conv2d(cw, cb).relu().uop))
+
+
+def _program_ops(root: UOp, which: str) -> set[str]:
+    """The ops of the device programs `which` lowers root to (`vector-` + name for an op with lanes)."""
+    from uopir.ir.regions import regions_of
+    out: set[str] = set()
+    for call in lower(tensor_to_kernel(root), which).toposort():
+        for r in regions_of(call):
+            out |= {("vector-" if u.dtype.count > 1 else "") + u.op.name for u in r.toposort()}
+    return out
+
+
+def test_optimized_kernels_match_at_every_level() -> None:
+    """matmul, conv, reductions over each axis, softmax and gated pads at sizes where the heuristic tiles, unrolls,
+    vectorizes and threads: tensor level == kernel level == every device pipeline (optimized or not)."""
+    a, b = _f32(64, 96), _f32(96, 80)
+    mm = UOp.sink((a @ b).uop)
+    assert {"device.special", "vector-device.acc", "vector-kernel.load", "vector-core.mul"} <= _program_ops(mm, "opt-c")
+    check(mm)
+    img, cw, cb = _f32(2, 8, 18, 18), _f32(16, 8, 3, 3), _f32(16)
+    check(UOp.sink(img.conv2d(cw, cb, padding=1).relu().uop))
+    x = _f32(24, 40, 36)
+    check(UOp.sink(x.sum(0).uop, x.sum(1).uop, x.sum(2).uop, x.max(0).uop, x.max(2).uop, x.sum((0, 2)).uop))
+    check(UOp.sink(_f32(32, 100).softmax().uop))
+    p = _f32(30, 45)
+    check(UOp.sink(p.pad(((3, 5), (1, 17))).uop, (p.pad(((0, 2), (7, 0))) * 2.0).sum(0).uop))
 
 
 def test_min_reductions_keep_nan_and_signed_zeros() -> None:

@@ -1,9 +1,12 @@
 """`default{target=…}`: the named pipeline from the tensor dialect to a linearized device program.
 
-    canonicalize, tensor-to-kernel, [kernel-simplify], kernel-to-device, device-decompose, device-devectorize,
-    device-linearize
+    canonicalize, tensor-to-kernel, [kernel-simplify], kernel-optimize, kernel-expand, kernel-to-device,
+    device-decompose, device-devectorize, device-linearize
 
 `target` is a device or target name (`c`, `python`, `cpu`, `gpu`, …); every target-dependent pass gets it.
+kernel-optimize picks each kernel's register tile, unrolls, vector width and threaded axis from the target
+description (`UOPIR_NOOPT=1` turns it off); kernel-expand turns those into vector ops, which the device passes lower
+and split to the target's widths.
 kernel-simplify runs when a module registers it. `uop-opt` can stop after any of these passes (`-p` with a prefix of
 the list) and reads the printed IR back.
 """
@@ -25,8 +28,8 @@ def default_pipeline(options: DefaultOptions) -> list[str]:
     """The pass list of `default{target=…}`."""
     t = f"{{target={options.target}}}"
     simplify = ["kernel-simplify"] if "kernel-simplify" in PASSES else []
-    return ["canonicalize", "tensor-to-kernel", *simplify, f"kernel-to-device{t}", f"device-decompose{t}",
-            f"device-devectorize{t}", "device-linearize"]
+    return ["canonicalize", "tensor-to-kernel", *simplify, f"kernel-optimize{t}", "kernel-expand",
+            f"kernel-to-device{t}", f"device-decompose{t}", f"device-devectorize{t}", "device-linearize"]
 
 
 register_pipeline("default", DefaultOptions, default_pipeline,

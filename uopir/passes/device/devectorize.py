@@ -29,7 +29,7 @@ from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.manager import PassContext, register_pass
 from uopir.passes.target import Target
 
-__all__ = ["DevectorizeOptions", "device_devectorize", "DEVECTORIZE", "GEP_FOLDS"]
+__all__ = ["DevectorizeOptions", "device_devectorize", "DEVECTORIZE", "GEP_FOLDS", "gep", "join", "at_offset"]
 
 
 class _Ctx:
@@ -72,14 +72,25 @@ def _elementwise(ctx: _Ctx, u: UOp) -> UOp | None:
     return join([UOp(u.op, u.dtype.scalar.vec(len(p)), tuple(_piece(s, p, n) for s in u.src), u.arg) for p in parts])
 
 
-def _at(ptr: UOp, start: int) -> UOp:
+def at_offset(ptr: UOp, start: int) -> UOp:
     """The pointer `start` elements after ptr."""
     if start == 0:
         return ptr
     off = UOp.const(dtypes.index, start)
     if ptr.op is K.INDEX:
-        return ptr.replace(src=(ptr.src[0], UOp(C.ADD, dtypes.index, (ptr.src[1], off)), *ptr.src[2:]))
+        return ptr.replace(src=(ptr.src[0], _plus(ptr.src[1], start), *ptr.src[2:]))
     return UOp(K.INDEX, ptr.dtype, (ptr, off))
+
+
+def _plus(x: UOp, n: int) -> UOp:
+    """The index x + n, folded when x is a constant or already adds one."""
+    if x.op is C.CONST:
+        return UOp.const(dtypes.index, x.arg + n)
+    if x.op is C.ADD and x.src[1].op is C.CONST:
+        x, n = x.src[0], x.src[1].arg + n
+        if n == 0:
+            return x
+    return UOp(C.ADD, dtypes.index, (x, UOp.const(dtypes.index, n)))
 
 
 def _load(ctx: _Ctx, u: UOp) -> UOp | None:
@@ -87,7 +98,7 @@ def _load(ctx: _Ctx, u: UOp) -> UOp | None:
     if parts is None:
         return None
     ptr, rest, n = u.src[0], u.src[1:], u.dtype.count
-    return join([UOp(K.LOAD, u.dtype.scalar.vec(len(p)), (_at(ptr, p[0]), *(_piece(s, p, n) for s in rest)))
+    return join([UOp(K.LOAD, u.dtype.scalar.vec(len(p)), (at_offset(ptr, p[0]), *(_piece(s, p, n) for s in rest)))
                  for p in parts])
 
 
@@ -96,8 +107,8 @@ def _store(ctx: _Ctx, u: UOp) -> UOp | None:
     parts = ctx.parts(val.dtype)
     if parts is None:
         return None
-    return UOp(C.GROUP, dtypes.void, tuple(UOp(K.STORE, dtypes.void, (_at(u.src[0], p[0]), gep(val, p), *u.src[2:]))
-                                          for p in parts))
+    return UOp(C.GROUP, dtypes.void, tuple(UOp(K.STORE, dtypes.void, (at_offset(u.src[0], p[0]), gep(val, p),
+                                                                        *u.src[2:])) for p in parts))
 
 
 def _acc(ctx: _Ctx, u: UOp) -> UOp | None:

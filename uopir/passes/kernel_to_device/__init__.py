@@ -5,11 +5,17 @@
   `%acc = device.acc %identity, %loops… {id}` and `%new = device.accstore %acc, (%acc op %x)`, whose value (the
   accumulator after the update) stands for the reduction. device-linearize places the accumulator before its
   loops, the update inside them, and every reader of the result after them.
-- Every other `kernel.range` becomes a `device.loop` (target kind cpu, and on gpu what launch limits leave over),
-  or on a gpu a hardware id `device.special` (global ranges: `global_id`, or `group_id` when the kernel has local
-  ranges; local ranges: `local_id`; the innermost range on dim 0).
+- A lane reduction (kernel-expand's form: M result lanes from N = M*g operand lanes) keeps an M-lane accumulator
+  and updates it g times per iteration, step t folding lanes j*g+t into result lane j (`acc op pick(x, t)`), so
+  every lane accumulates in the order the unexpanded reduction did; the picked lanes are computed from the loads and
+  vectors that make them (kernel_to_device/lanes.py), not shuffled out of the whole product. With no range left the
+  runs fold from the identity without a loop.
+- Every other `kernel.range` becomes a `device.loop`, or a hardware id `device.special` where the target's launch
+  limits allow: global ranges `global_id` (`group_id` when the kernel has local ranges), local ranges `local_id`,
+  the innermost range on dim 0. On a cpu kernel-optimize marks at most one range global, the one its backend
+  splits across the cores; on a gpu every output range.
 - `kernel.end %v, %r0, %r1` becomes `device.endloop %l0, (device.endloop %l1, %v)` (the first range outermost);
-  hardware ids need no end.
+  hardware ids need no end. Its value may be a store or a `core.group` of stores.
 
 The update is exact against the reduction semantics (uopir.dialects.semantics): add/mul/max from the identity 0 / 1
 / the dtype's minimum; min from the maximum, as `-max(-acc, -x)` on floats (NaN and signed zeros as np.minimum),
@@ -30,6 +36,7 @@ from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from uopir.ir.uop import UOp
 from uopir.ir.valuerange import vmax
 from uopir.passes.device.common import in_kernels, resolve_target
+from uopir.passes.kernel_to_device.lanes import pick_lanes
 from uopir.passes.manager import PassContext, register_pass
 from uopir.passes.target import Target
 
@@ -84,15 +91,28 @@ class _Lowering:
         return UOp(D.LOOP, dtypes.index, (r.src[0],), i)
 
 
+def _fold_lanes(op: str, acc: UOp, x: UOp, lanes: int) -> UOp:
+    """`acc` updated with every lane of x: result lane j folds x's run j (lanes j*g .. j*g+g-1, in order), the runs
+    side by side as one vector op per step (g = x's lanes / `lanes`)."""
+    g = x.dtype.count // lanes
+    if g == 1:
+        return reduce_update(op, acc, x)
+    for t in range(g):
+        acc = reduce_update(op, acc, pick_lanes(x, tuple(j * g + t for j in range(lanes))))
+    return acc
+
+
 def _lower_reduce(ctx: _Lowering, r: UOp) -> UOp:
     value, ranges = r.src[0], r.src[1:]
     if not ranges:
-        return value  # a reduction over nothing is its value (not `identity op value`: -0.0 + 0.0 is +0.0)
+        if value.dtype.count == r.dtype.count:
+            return value  # a reduction over nothing is its value (not `identity op value`: -0.0 + 0.0 is +0.0)
+        return _fold_lanes(r.arg, reduce_identity(r.arg, r.dtype), value, r.dtype.count)  # lane runs only
     loops = [ctx.loop(rg) for rg in ranges]
     x = value.substitute(dict(zip(ranges, loops, strict=True)))
     ctx.accs += 1
     acc = UOp(D.ACC, r.dtype, (reduce_identity(r.arg, r.dtype), *loops), ctx.accs - 1)
-    return UOp(D.ACCSTORE, r.dtype, (acc, reduce_update(r.arg, acc, x)))
+    return UOp(D.ACCSTORE, r.dtype, (acc, _fold_lanes(r.arg, acc, x, r.dtype.count)))
 
 
 def _lower_range(ctx: _Lowering, r: UOp) -> UOp:
@@ -117,7 +137,7 @@ RANGES = PatternMatcher([
 ])
 
 
-# ---- gpu launch dimensions (a whole-kernel decision, so plain code) --------------------------------------------------
+# ---- launch dimensions (a whole-kernel decision, so plain code) ------------------------------------------------------
 def _size(r: UOp) -> int | None:
     """The largest trip count of a range, if bounded."""
     end = r.src[0]
@@ -127,8 +147,9 @@ def _size(r: UOp) -> int | None:
     return int(hi) if isinstance(hi, int) and hi < 2**62 else None
 
 
-def _gpu_ids(kdef: UOp, t: Target) -> dict[UOp, UOp]:
-    """Global and local ranges that fit the launch limits, as hardware ids; the innermost range gets dim 0."""
+def _hardware_ids(kdef: UOp, t: Target) -> dict[UOp, UOp]:
+    """Global and local ranges that fit the launch limits, as hardware ids; the innermost range gets dim 0. On a cpu
+    (one thread per block) only global ranges qualify: kernel-optimize marks the one to split across the cores."""
     ranges = [u for u in kdef.toposort() if u.op is K.RANGE]
     glob = [r for r in ranges if r.arg[1] == "global"]
     loc = [r for r in ranges if r.arg[1] == "local"]
@@ -165,7 +186,7 @@ def kernel_to_device(root: UOp, options: KernelToDeviceOptions, ctx: PassContext
         if kdef.op is not K.DEF:
             return kdef  # already linearized
         ranges = [u for u in kdef.toposort() if u.op is K.RANGE]
-        lw = _Lowering(t, {r: i for i, r in enumerate(ranges)}, _gpu_ids(kdef, t) if t.kind == "gpu" else {})
+        lw = _Lowering(t, {r: i for i, r in enumerate(ranges)}, _hardware_ids(kdef, t))
         out = graph_rewrite(kdef, REDUCES, ctx=lw, stats=ctx.stats)
         out = graph_rewrite(out, RANGES, ctx=lw, stats=ctx.stats)
         ctx.count("accumulators", lw.accs)
