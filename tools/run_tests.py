@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Run pytest (unit_tests/) and lit (lit_tests/) and close with ONE line: `N passed, N failed`.
 
+Two pytest legs: the whole unit suite with the frontend on the reference device (UOPIR_DEVICE=python), then the
+frontend suite (FRONTEND_TESTS: the tests that run Tensor programs on the default device) again on the C backend
+(UOPIR_DEVICE=c) when a C compiler is installed, so every frontend test checks both the interpreter and compiled
+code. Their counts add up (a test that runs in both legs counts twice).
+
 Why a script: the two runners report in different formats and exit codes; CI reads only the last line and the
 exit status. Counting rules:
   * pytest: passed = passed tests; failed = failed + errors. Skips and xfails count as neither.
@@ -25,15 +30,33 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-def run_pytest(extra: list[str]) -> tuple[int, int, bool]:
+FRONTEND_TESTS = ("test_tensor_*.py", "test_frontend_ir.py", "test_realize_schedule.py", "test_deep_graphs.py",
+                  "test_symbolic.py")
+
+
+def frontend_tests() -> list[str]:
+    """The unit test files of the frontend suite (relative to the repository root)."""
+    files = sorted({p for pat in FRONTEND_TESTS for p in (ROOT / "unit_tests").glob(pat)})
+    return [str(p.relative_to(ROOT)) for p in files]
+
+
+def c_compiler_available() -> bool:
+    """Whether the C backend can run here (a subprocess: this script imports nothing of uopir)."""
+    code = "from uopir.backends import available; print('c' in available())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    return out.returncode == 0 and out.stdout.strip() == "True"
+
+
+def run_pytest(extra: list[str], paths: tuple[str, ...] = ("unit_tests",),
+               env: dict[str, str] | None = None) -> tuple[int, int, bool]:
     """Returns (passed, failed, runner_ok)."""
     if not (ROOT / "unit_tests").is_dir():
         print("run_tests: no unit_tests/ directory; pytest counts 0")
         return 0, 0, True
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "pytest.xml"
-        rc = subprocess.call([sys.executable, "-m", "pytest", "unit_tests", "-q", f"--junitxml={xml}", *extra],
-                             cwd=ROOT)
+        rc = subprocess.call([sys.executable, "-m", "pytest", *paths, "-q", f"--junitxml={xml}", *extra],
+                             cwd=ROOT, env=env)
         if rc == 5:
             print("run_tests: WARNING: pytest collected no tests (exit 5); counting 0 passed")
             return 0, 0, True
@@ -92,16 +115,23 @@ def run_lit(extra: list[str]) -> tuple[int, int, bool]:
 
 
 def main() -> int:
-    # The frontend suite runs on the reference device unless asked otherwise (UOPIR_DEVICE=c make test): on `c` its
-    # deepest graphs (20,000-op chains) become single C functions that take the compiler minutes; the C backend's own
-    # tests run on c explicitly.
+    # leg 1: everything, the frontend on the reference device (unless UOPIR_DEVICE asks otherwise)
     os.environ.setdefault("UOPIR_DEVICE", "python")
     p_pass, p_fail, p_ok = run_pytest([])
+    c_pass = c_fail = 0
+    c_ok = True
+    if c_compiler_available():  # leg 2: the frontend suite again, compiled by the C backend
+        print("run_tests: the frontend suite on device c")
+        c_pass, c_fail, c_ok = run_pytest([], tuple(frontend_tests()), dict(os.environ, UOPIR_DEVICE="c"))
+    else:
+        print("run_tests: no C compiler: the frontend suite runs on python only")
     l_pass, l_fail, l_ok = run_lit([])
-    passed, failed = p_pass + l_pass, p_fail + l_fail
-    print(f"run_tests: pytest {p_pass} passed, {p_fail} failed; lit {l_pass} passed, {l_fail} failed")
-    bad = failed > 0 or not p_ok or not l_ok or passed == 0
-    if not (p_ok and l_ok):
+    passed, failed = p_pass + c_pass + l_pass, p_fail + c_fail + l_fail
+    print(f"run_tests: pytest {p_pass} passed, {p_fail} failed; frontend on c {c_pass} passed, {c_fail} failed; "
+          f"lit {l_pass} passed, {l_fail} failed")
+    ok = p_ok and c_ok and l_ok
+    bad = failed > 0 or not ok or passed == 0
+    if not ok:
         print("run_tests: a test runner errored (see above)")
     print(f"{passed} passed, {failed} failed")
     return 1 if bad else 0
