@@ -2,8 +2,9 @@
 small CNN forward (examples/cnn.py: 2 convolutions + a linear layer, batch 8, 1x28x28), beside numpy and tinygrad.
 
 Each figure is one fresh subprocess (the best of `--repeat` of them; the machine may be shared), measured from before
-the first import to the result in a numpy array:
-    cold_start program=<matmul512|cnn> impl=uopir-c cache=<empty|warm> seconds=<s> import=<s> first_run=<s>
+the first import to the result in a numpy array (cpu: the process's and its compilers' CPU seconds, a figure that a
+loaded machine inflates less than the wall time):
+    cold_start program=<matmul512|cnn> impl=uopir-c cache=<empty|warm> seconds=<s> import=<s> first_run=<s> cpu=<s>
     cold_start program=<...> impl=numpy seconds=<s>
     cold_start program=<...> impl=tinygrad seconds=<s>            (CPU device; skipped when not installed)
     cold_start program=<...> ratio_uopir_empty_over_tinygrad=<r>   (the issue's target: at most 0.5)
@@ -32,7 +33,9 @@ from uopir import Tensor
 t1 = time.perf_counter()
 {body}
 t2 = time.perf_counter()
-print(t2 - t0, t1 - t0)
+import resource
+ru = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+print(t2 - t0, t1 - t0, sum(r.ru_utime + r.ru_stime for r in ru))
 """
 MATMUL_UOPIR = """
 rng = np.random.default_rng(0)
@@ -52,7 +55,7 @@ import time
 t0 = time.perf_counter()
 import numpy as np
 {body}
-print(time.perf_counter() - t0, 0)
+print(time.perf_counter() - t0, 0, 0)
 """
 MATMUL_NUMPY = """
 rng = np.random.default_rng(0)
@@ -71,7 +74,7 @@ t0 = time.perf_counter()
 import numpy as np
 from tinygrad import Tensor
 {body}
-print(time.perf_counter() - t0, 0)
+print(time.perf_counter() - t0, 0, 0)
 """
 MATMUL_TINYGRAD = """
 rng = np.random.default_rng(0)
@@ -114,23 +117,23 @@ print(f"total={{total:.3f}} import_uopir={{import_s:.3f}} lower(passes)={{lower_
 """
 
 
-def run(code: str, env: dict[str, str]) -> tuple[float, float] | str:
+def run(code: str, env: dict[str, str]) -> tuple[float, float, float] | str:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
     if out.returncode != 0:
         return f"failed({out.stderr.strip().splitlines()[-1][-160:] if out.stderr.strip() else out.returncode})"
-    secs, imp = out.stdout.strip().splitlines()[-1].split()
-    return float(secs), float(imp)
+    secs, imp, cpu = out.stdout.strip().splitlines()[-1].split()
+    return float(secs), float(imp), float(cpu)
 
 
-def best(results: list[tuple[float, float] | str]) -> tuple[float, float] | str:
+def best(results: list[tuple[float, float, float] | str]) -> tuple[float, float, float] | str:
     ok = [r for r in results if not isinstance(r, str)]
     return min(ok) if ok else results[0]
 
 
-def fmt(r: tuple[float, float] | str, extra: bool = False) -> str:
+def fmt(r: tuple[float, float, float] | str, extra: bool = False) -> str:
     if isinstance(r, str):
         return f"seconds={r}"
-    return f"seconds={r[0]:.3f}" + (f" import={r[1]:.3f} first_run={r[0] - r[1]:.3f}" if extra else "")
+    return f"seconds={r[0]:.3f}" + (f" import={r[1]:.3f} first_run={r[0] - r[1]:.3f} cpu={r[2]:.3f}" if extra else "")
 
 
 def has_tinygrad() -> bool:
