@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Run pytest (unit_tests/) and lit (lit_tests/) and close with ONE line: `N passed, N failed`.
 
-Two pytest legs: the whole unit suite with the frontend on the reference device (UOPIR_DEVICE=python), then the
+Two pytest legs: the whole unit suite with the frontend on the reference device (UOPIR_DEVICE=python), and the
 frontend suite (FRONTEND_TESTS: the tests that run Tensor programs on the default device) again on the C backend
 (UOPIR_DEVICE=c) when a C compiler is installed, so every frontend test checks both the interpreter and compiled
-code. Their counts add up (a test that runs in both legs counts twice).
+code. The legs run side by side (pytest uses one core; the c leg's output is printed when it ends);
+UOPIR_TEST_SERIAL=1 runs them one after the other. Their counts add up (a test in both legs counts twice).
 
 Why a script: the two runners report in different formats and exit codes; CI reads only the last line and the
 exit status. Counting rules:
@@ -47,31 +48,49 @@ def c_compiler_available() -> bool:
     return out.returncode == 0 and out.stdout.strip() == "True"
 
 
-def run_pytest(extra: list[str], paths: tuple[str, ...] = ("unit_tests",),
-               env: dict[str, str] | None = None) -> tuple[int, int, bool]:
-    """Returns (passed, failed, runner_ok)."""
-    if not (ROOT / "unit_tests").is_dir():
-        print("run_tests: no unit_tests/ directory; pytest counts 0")
+class PytestLeg:
+    """One pytest run in a subprocess, started at once. Its output goes to the terminal, or (`buffered`, a leg that
+    runs beside another) to a file printed when the leg is finished, so the two never interleave."""
+
+    def __init__(self, paths: tuple[str, ...] = ("unit_tests",), env: dict[str, str] | None = None,
+                 buffered: bool = False, extra: tuple[str, ...] = ()):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.xml = Path(self.tmp.name) / "pytest.xml"
+        self.log = open(Path(self.tmp.name) / "output.txt", "w+") if buffered else None
+        cmd = [sys.executable, "-m", "pytest", *paths, "-q", f"--junitxml={self.xml}", *extra]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT if self.log else None)
+
+    def finish(self) -> tuple[int, int, bool]:
+        """Wait for the leg; (passed, failed, runner_ok)."""
+        rc = self.proc.wait()
+        try:
+            if self.log is not None:
+                self.log.seek(0)
+                sys.stdout.write(self.log.read())
+                sys.stdout.flush()
+                self.log.close()
+            return _pytest_counts(rc, self.xml)
+        finally:
+            self.tmp.cleanup()
+
+
+def _pytest_counts(rc: int, xml: Path) -> tuple[int, int, bool]:
+    if rc == 5:
+        print("run_tests: WARNING: pytest collected no tests (exit 5); counting 0 passed")
         return 0, 0, True
-    with tempfile.TemporaryDirectory() as tmp:
-        xml = Path(tmp) / "pytest.xml"
-        rc = subprocess.call([sys.executable, "-m", "pytest", *paths, "-q", f"--junitxml={xml}", *extra],
-                             cwd=ROOT, env=env)
-        if rc == 5:
-            print("run_tests: WARNING: pytest collected no tests (exit 5); counting 0 passed")
-            return 0, 0, True
-        if not xml.exists():
-            print(f"run_tests: pytest exited {rc} without a report")
-            return 0, 0, False
-        tests = failures = errors = skipped = 0
-        for suite in ET.parse(xml).getroot().iter("testsuite"):
-            tests += int(suite.get("tests", 0))
-            failures += int(suite.get("failures", 0))
-            errors += int(suite.get("errors", 0))
-            skipped += int(suite.get("skipped", 0))
-        passed, failed = tests - failures - errors - skipped, failures + errors
-        ok = rc in (0, 1) and not (rc == 1 and failed == 0)  # rc 2/3/4: interrupted, internal or usage error
-        return passed, failed, ok
+    if not xml.exists():
+        print(f"run_tests: pytest exited {rc} without a report")
+        return 0, 0, False
+    tests = failures = errors = skipped = 0
+    for suite in ET.parse(xml).getroot().iter("testsuite"):
+        tests += int(suite.get("tests", 0))
+        failures += int(suite.get("failures", 0))
+        errors += int(suite.get("errors", 0))
+        skipped += int(suite.get("skipped", 0))
+    passed, failed = tests - failures - errors - skipped, failures + errors
+    ok = rc in (0, 1) and not (rc == 1 and failed == 0)  # rc 2/3/4: interrupted, internal or usage error
+    return passed, failed, ok
 
 
 _LIT_PASS = ("Passed", "Expectedly Failed")
@@ -114,17 +133,35 @@ def run_lit(extra: list[str]) -> tuple[int, int, bool]:
     return passed, failed, ok
 
 
-def main() -> int:
-    # leg 1: everything, the frontend on the reference device (unless UOPIR_DEVICE asks otherwise)
+def run_pytest_legs() -> list[tuple[int, int, bool]]:
+    """Leg 1: everything, the frontend on the reference device (unless UOPIR_DEVICE asks otherwise). Leg 2: the
+    frontend suite on c, beside leg 1 (pytest runs on one core, the machine has two) unless UOPIR_TEST_SERIAL=1."""
+    if not (ROOT / "unit_tests").is_dir():
+        print("run_tests: no unit_tests/ directory; pytest counts 0")
+        return []
     os.environ.setdefault("UOPIR_DEVICE", "python")
-    p_pass, p_fail, p_ok = run_pytest([])
-    c_pass = c_fail = 0
-    c_ok = True
-    if c_compiler_available():  # leg 2: the frontend suite again, compiled by the C backend
-        print("run_tests: the frontend suite on device c")
-        c_pass, c_fail, c_ok = run_pytest([], tuple(frontend_tests()), dict(os.environ, UOPIR_DEVICE="c"))
-    else:
+    if not c_compiler_available():
         print("run_tests: no C compiler: the frontend suite runs on python only")
+        return [PytestLeg().finish()]
+    serial = os.environ.get("UOPIR_TEST_SERIAL", "") not in ("", "0")
+
+    def c_leg() -> PytestLeg:
+        return PytestLeg(tuple(frontend_tests()), dict(os.environ, UOPIR_DEVICE="c"), buffered=not serial,
+                         extra=("-p", "no:cacheprovider"))
+    if serial:
+        first = PytestLeg().finish()
+        print("run_tests: the frontend suite on device c")
+        return [first, c_leg().finish()]
+    python_leg, second = PytestLeg(), c_leg()
+    first = python_leg.finish()
+    print("run_tests: the frontend suite on device c (run beside the leg above)")
+    return [first, second.finish()]
+
+
+def main() -> int:
+    counts = run_pytest_legs()
+    p_pass, p_fail, p_ok = counts[0] if counts else (0, 0, True)
+    c_pass, c_fail, c_ok = counts[1] if len(counts) > 1 else (0, 0, True)
     l_pass, l_fail, l_ok = run_lit([])
     passed, failed = p_pass + c_pass + l_pass, p_fail + c_fail + l_fail
     print(f"run_tests: pytest {p_pass} passed, {p_fail} failed; frontend on c {c_pass} passed, {c_fail} failed; "
