@@ -1,16 +1,18 @@
-"""The main job (`make demo`): one program taken through every stage that exists today, then run and checked.
+"""The main job (`make demo`): two models taken through every stage, compiled to C, run and checked against numpy.
 
-1. a small MLP written with the lazy Tensor frontend (nothing runs while it is built);
-2. its tensor-dialect IR, printed as .uop text, and the proof that the text round-trips exactly;
-3. the lowering pipeline `default{target=c}` run by the pass manager (tensor -> kernel -> device), with per-pass
-   timing, and one kernel at the kernel and at the device level;
-4. the program run on the best backend that exists (c when a C compiler exists, else the reference
-   interpreter; schedule kernel by kernel)
-   and compared with numpy.
+1. a small MLP written with the lazy Tensor frontend (nothing runs while it is built): its tensor-dialect IR,
+   printed as .uop text, and the proof that the text round-trips exactly;
+2. the lowering pipeline `default{target=c}` run by the pass manager (tensor -> kernel -> device), with per-pass
+   timing;
+3. for the MLP and for the small CNN of examples/cnn.py (2 convolutions + a linear layer): the stages each kernel
+   went through (tensor ops -> kernel.def -> device.program -> C function), one kernel shown at each level;
+4. both run on the best backend here (c when a C compiler exists, else the reference interpreter), one line per
+   kernel run (UOPIR_DEBUG=2: time, GFLOP/s, GB/s), and compared with numpy.
 """
 from __future__ import annotations
 
 import io
+import os
 import pathlib
 import sys
 import time
@@ -21,69 +23,104 @@ try:
     import uopir  # noqa: F401 - checks that the package is importable
 except ModuleNotFoundError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from uopir import PassManager, Tensor, parse_ir, print_ir, verify
-from uopir.backends import available, get_backend
+import cnn  # noqa: E402 - examples/cnn.py
+
+from uopir import PassManager, Tensor, parse_ir, print_ir, verify  # noqa: E402
+from uopir.backends import available, get_backend  # noqa: E402
 
 
 def banner(text: str) -> None:
     print(f"\n==== {text} " + "=" * max(0, 100 - len(text)))
 
 
+def mlp(device: str) -> tuple[Tensor, np.ndarray]:
+    """relu(x @ w1 + b1) @ w2 + b2 -> softmax, and numpy's result."""
+    rng = np.random.default_rng(1)
+    x_np = rng.standard_normal((4, 8)).astype(np.float32)
+    p = {"w1": rng.uniform(-0.5, 0.5, (8, 16)), "b1": rng.uniform(-0.1, 0.1, 16), "w2": rng.uniform(-0.5, 0.5, (16, 3)),
+         "b2": np.zeros(3)}
+    p = {k: v.astype(np.float32) for k, v in p.items()}
+    t = {k: Tensor(v, device=device) for k, v in p.items()}
+    probs = Tensor(x_np, device=device).linear(t["w1"], t["b1"]).relu().linear(t["w2"], t["b2"]).softmax()
+    logits = np.maximum(x_np @ p["w1"] + p["b1"], 0) @ p["w2"] + p["b2"]
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return probs, e / e.sum(axis=-1, keepdims=True)
+
+
+def small_cnn(device: str) -> tuple[Tensor, np.ndarray]:
+    """examples/cnn.py's forward pass on a batch of 8 1x28x28 images, and numpy's result."""
+    params = cnn.init_params()
+    x_np = np.random.default_rng(1).standard_normal((cnn.BATCH, 1, 28, 28)).astype(np.float32)
+    out = cnn.forward(Tensor(x_np, device=device), {k: Tensor(v, device=device) for k, v in params.items()})
+    return out, cnn.forward_numpy(x_np, params)
+
+
+def stages(name: str, out: Tensor, show: bool) -> None:
+    """Each kernel of `out` at every level: its size as a kernel.def, as a device.program and as C."""
+    items = out.schedule()
+    progs = out.programs()  # compiled (or taken from the caches), not run
+    n_ops = len(out.uop.toposort())
+    print(f"{name}: {n_ops} tensor-level ops -> {len(items)} kernels")
+    for item, prog in zip(items, progs, strict=True):
+        lines = (prog.source or "").count("\n")
+        print(f"  {item.name:<16} kernel.def {len(item.ast.toposort()):4d} ops -> device.program "
+              f"{len(prog.program.src):4d} ops" + (f" -> C {lines:4d} lines" if prog.source else ""))
+    if show:
+        item, prog = items[0], progs[0]
+        print(f"\n// kernel level (Tensor.schedule()[0].ast), {item.name}:")
+        print(print_ir(item.ast), end="")
+        print(f"\n// device level (Tensor.programs()[0].program, after device-linearize), {prog.name}:")
+        print(print_ir(prog.program), end="")
+        if prog.source:
+            print(f"\n// C (Tensor.programs()[0].source), {prog.name}:")
+            print(prog.source, end="")
+
+
+def run(name: str, out: Tensor, want: np.ndarray, tol: float) -> bool:
+    os.environ["UOPIR_DEBUG"] = "2"  # one line per kernel run: time, GFLOP/s, GB/s and the counted work
+    try:
+        t0 = time.perf_counter()
+        got = out.numpy()
+        ms = (time.perf_counter() - t0) * 1e3
+    finally:
+        del os.environ["UOPIR_DEBUG"]
+    err = float(np.max(np.abs(got - want)))
+    ok = err < tol
+    print(f"{name}: {list(got.shape)} in {ms:.1f} ms, max |uopir - numpy| = {err:.2e} ({'OK' if ok else 'WRONG'})")
+    return ok
+
+
 def main() -> int:
-    Tensor.manual_seed(0)
-    x_np = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
-    w1 = Tensor.kaiming_uniform(8, 16)
-    b1 = Tensor.uniform(16, low=-0.1, high=0.1)
-    w2 = Tensor.kaiming_uniform(16, 3)
-    b2 = Tensor.zeros(3)
-    x = Tensor(x_np)
+    device = "c" if "c" in available() else "python"
+    probs, probs_ref = mlp(device)
 
-    t0 = time.perf_counter()
-    probs = x.linear(w1, b1).relu().linear(w2, b2).softmax()
-    build_ms = (time.perf_counter() - t0) * 1e3
-
-    banner("1. tensor-dialect IR of relu(x @ w1 + b1) @ w2 + b2 -> softmax (built lazily, nothing ran)")
+    banner("1. tensor-dialect IR of the MLP relu(x @ w1 + b1) @ w2 + b2 -> softmax (built lazily, nothing ran)")
     text = print_ir(probs.uop)
     print(text, end="")
-    n_ops = len(probs.uop.toposort())
-    print(f"// {n_ops} ops, built in {build_ms:.2f} ms")
-
-    banner("2. the text round-trips: parse_ir(print_ir(g)) is g, in both the pretty and the generic form")
     verify(probs.uop)
     same = parse_ir(text) is probs.uop and parse_ir(print_ir(probs.uop, generic=True)) is probs.uop
-    print(f"pretty and generic round trip to the identical graph: {same}")
+    print(f"// pretty and generic text round trip to the identical graph: {same}")
 
-    banner("3. uop-opt -p 'default{target=c}' --timing (tensor -> kernel -> device; verifying after every pass)")
-    pm = PassManager.parse("default{target=c}")
+    banner(f"2. uop-opt -p 'default{{target={device}}}' --timing (tensor -> kernel -> device, verified per pass)")
+    pm = PassManager.parse(f"default{{target={device}}}")
     timing = io.StringIO()
-    lowered = pm.run(probs.uop, timing=True, out=timing)
+    pm.run(probs.uop, timing=True, out=timing)
     print(f"pipeline: {pm.text()}")
     print(timing.getvalue(), end="")
-    calls = [u for u in lowered.toposort() if u.op.name == "tensor.call"]
-    print(f"// {n_ops} tensor-level ops -> {len(calls)} kernels")
-    items = probs.schedule()
-    print(f"\n// the first kernel at the kernel level (Tensor.schedule()[0].ast), {items[0].name}:")
-    print(print_ir(items[0].ast), end="")
-    print(f"\n// the same kernel at the device level (after device-linearize), {calls[0].arg[1]}:")
-    print(print_ir(calls[0].arg[0]), end="")
 
-    banner("4. realize on the best backend that exists here and compare with numpy")
-    print(f"devices that run programs here: {', '.join(available())} (LLVM, OpenCL, CUDA come with the next issue)")
-    backend = get_backend(probs.device)  # the best device here (c when a C compiler exists), via the backend interface
-    t0 = time.perf_counter()
-    got = probs.numpy()  # realize: the device's pipeline, then its schedule kernel by kernel
-    run_ms = (time.perf_counter() - t0) * 1e3
-    print(f"ran on {backend.device!r} (pipeline {backend.pipeline!r}), {len(items)} kernels, {run_ms:.1f} ms")
-    w1n, b1n, w2n, b2n = (t.numpy() for t in (w1, b1, w2, b2))
-    logits = np.maximum(x_np @ w1n + b1n, 0) @ w2n + b2n
-    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    want = e / e.sum(axis=-1, keepdims=True)
-    err = float(np.max(np.abs(got - want)))
-    print("result (softmax probabilities):")
-    print(np.array2string(got, precision=5, suppress_small=True))
-    print(f"max |uopir - numpy| = {err:.2e}")
-    ok = same and err < 1e-5
+    net, net_ref = small_cnn(device)
+    banner(f"3. the stages of every kernel: tensor -> kernel.def -> device.program -> C (device {device!r})")
+    stages("MLP", probs, show=True)
+    print()
+    stages("CNN (2 conv + linear)", net, show=False)
+
+    banner(f"4. run on {device!r} (pipeline {get_backend(device).pipeline!r}) and compare with numpy")
+    print(f"devices that run programs here: {', '.join(available())}")
+    ok = run("MLP softmax", probs, probs_ref, 1e-5)
+    ok = run("CNN logits", net, net_ref, 1e-4) and ok
+    ok = ok and same
     print("\ndemo " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 

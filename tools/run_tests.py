@@ -1,6 +1,12 @@
 #!/usr/bin/env python3
 """Run pytest (unit_tests/) and lit (lit_tests/) and close with ONE line: `N passed, N failed`.
 
+Two pytest legs: the whole unit suite with the frontend on the reference device (UOPIR_DEVICE=python), and the
+frontend suite (FRONTEND_TESTS: the tests that run Tensor programs on the default device) again on the C backend
+(UOPIR_DEVICE=c) when a C compiler is installed, so every frontend test checks both the interpreter and compiled
+code. The legs run side by side (pytest uses one core; the c leg's output is printed when it ends);
+UOPIR_TEST_SERIAL=1 runs them one after the other. Their counts add up (a test in both legs counts twice).
+
 Why a script: the two runners report in different formats and exit codes; CI reads only the last line and the
 exit status. Counting rules:
   * pytest: passed = passed tests; failed = failed + errors. Skips and xfails count as neither.
@@ -25,30 +31,66 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-def run_pytest(extra: list[str]) -> tuple[int, int, bool]:
-    """Returns (passed, failed, runner_ok)."""
-    if not (ROOT / "unit_tests").is_dir():
-        print("run_tests: no unit_tests/ directory; pytest counts 0")
+FRONTEND_TESTS = ("test_tensor_*.py", "test_frontend_ir.py", "test_realize_schedule.py", "test_deep_graphs.py",
+                  "test_symbolic.py")
+
+
+def frontend_tests() -> list[str]:
+    """The unit test files of the frontend suite (relative to the repository root)."""
+    files = sorted({p for pat in FRONTEND_TESTS for p in (ROOT / "unit_tests").glob(pat)})
+    return [str(p.relative_to(ROOT)) for p in files]
+
+
+def c_compiler_available() -> bool:
+    """Whether the C backend can run here (a subprocess: this script imports nothing of uopir)."""
+    code = "from uopir.backends import available; print('c' in available())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    return out.returncode == 0 and out.stdout.strip() == "True"
+
+
+class PytestLeg:
+    """One pytest run in a subprocess, started at once. Its output goes to the terminal, or (`buffered`, a leg that
+    runs beside another) to a file printed when the leg is finished, so the two never interleave."""
+
+    def __init__(self, paths: tuple[str, ...] = ("unit_tests",), env: dict[str, str] | None = None,
+                 buffered: bool = False, extra: tuple[str, ...] = ()):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.xml = Path(self.tmp.name) / "pytest.xml"
+        self.log = open(Path(self.tmp.name) / "output.txt", "w+") if buffered else None
+        cmd = [sys.executable, "-m", "pytest", *paths, "-q", f"--junitxml={self.xml}", *extra]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT if self.log else None)
+
+    def finish(self) -> tuple[int, int, bool]:
+        """Wait for the leg; (passed, failed, runner_ok)."""
+        rc = self.proc.wait()
+        try:
+            if self.log is not None:
+                self.log.seek(0)
+                sys.stdout.write(self.log.read())
+                sys.stdout.flush()
+                self.log.close()
+            return _pytest_counts(rc, self.xml)
+        finally:
+            self.tmp.cleanup()
+
+
+def _pytest_counts(rc: int, xml: Path) -> tuple[int, int, bool]:
+    if rc == 5:
+        print("run_tests: WARNING: pytest collected no tests (exit 5); counting 0 passed")
         return 0, 0, True
-    with tempfile.TemporaryDirectory() as tmp:
-        xml = Path(tmp) / "pytest.xml"
-        rc = subprocess.call([sys.executable, "-m", "pytest", "unit_tests", "-q", f"--junitxml={xml}", *extra],
-                             cwd=ROOT)
-        if rc == 5:
-            print("run_tests: WARNING: pytest collected no tests (exit 5); counting 0 passed")
-            return 0, 0, True
-        if not xml.exists():
-            print(f"run_tests: pytest exited {rc} without a report")
-            return 0, 0, False
-        tests = failures = errors = skipped = 0
-        for suite in ET.parse(xml).getroot().iter("testsuite"):
-            tests += int(suite.get("tests", 0))
-            failures += int(suite.get("failures", 0))
-            errors += int(suite.get("errors", 0))
-            skipped += int(suite.get("skipped", 0))
-        passed, failed = tests - failures - errors - skipped, failures + errors
-        ok = rc in (0, 1) and not (rc == 1 and failed == 0)  # rc 2/3/4: interrupted, internal or usage error
-        return passed, failed, ok
+    if not xml.exists():
+        print(f"run_tests: pytest exited {rc} without a report")
+        return 0, 0, False
+    tests = failures = errors = skipped = 0
+    for suite in ET.parse(xml).getroot().iter("testsuite"):
+        tests += int(suite.get("tests", 0))
+        failures += int(suite.get("failures", 0))
+        errors += int(suite.get("errors", 0))
+        skipped += int(suite.get("skipped", 0))
+    passed, failed = tests - failures - errors - skipped, failures + errors
+    ok = rc in (0, 1) and not (rc == 1 and failed == 0)  # rc 2/3/4: interrupted, internal or usage error
+    return passed, failed, ok
 
 
 _LIT_PASS = ("Passed", "Expectedly Failed")
@@ -91,17 +133,42 @@ def run_lit(extra: list[str]) -> tuple[int, int, bool]:
     return passed, failed, ok
 
 
-def main() -> int:
-    # The frontend suite runs on the reference device unless asked otherwise (UOPIR_DEVICE=c make test): on `c` its
-    # deepest graphs (20,000-op chains) become single C functions that take the compiler minutes; the C backend's own
-    # tests run on c explicitly.
+def run_pytest_legs() -> list[tuple[int, int, bool]]:
+    """Leg 1: everything, the frontend on the reference device (unless UOPIR_DEVICE asks otherwise). Leg 2: the
+    frontend suite on c, beside leg 1 (pytest runs on one core, the machine has two) unless UOPIR_TEST_SERIAL=1."""
+    if not (ROOT / "unit_tests").is_dir():
+        print("run_tests: no unit_tests/ directory; pytest counts 0")
+        return []
     os.environ.setdefault("UOPIR_DEVICE", "python")
-    p_pass, p_fail, p_ok = run_pytest([])
+    if not c_compiler_available():
+        print("run_tests: no C compiler: the frontend suite runs on python only")
+        return [PytestLeg().finish()]
+    serial = os.environ.get("UOPIR_TEST_SERIAL", "") not in ("", "0")
+
+    def c_leg() -> PytestLeg:
+        return PytestLeg(tuple(frontend_tests()), dict(os.environ, UOPIR_DEVICE="c"), buffered=not serial,
+                         extra=("-p", "no:cacheprovider"))
+    if serial:
+        first = PytestLeg().finish()
+        print("run_tests: the frontend suite on device c")
+        return [first, c_leg().finish()]
+    python_leg, second = PytestLeg(), c_leg()
+    first = python_leg.finish()
+    print("run_tests: the frontend suite on device c (run beside the leg above)")
+    return [first, second.finish()]
+
+
+def main() -> int:
+    counts = run_pytest_legs()
+    p_pass, p_fail, p_ok = counts[0] if counts else (0, 0, True)
+    c_pass, c_fail, c_ok = counts[1] if len(counts) > 1 else (0, 0, True)
     l_pass, l_fail, l_ok = run_lit([])
-    passed, failed = p_pass + l_pass, p_fail + l_fail
-    print(f"run_tests: pytest {p_pass} passed, {p_fail} failed; lit {l_pass} passed, {l_fail} failed")
-    bad = failed > 0 or not p_ok or not l_ok or passed == 0
-    if not (p_ok and l_ok):
+    passed, failed = p_pass + c_pass + l_pass, p_fail + c_fail + l_fail
+    print(f"run_tests: pytest {p_pass} passed, {p_fail} failed; frontend on c {c_pass} passed, {c_fail} failed; "
+          f"lit {l_pass} passed, {l_fail} failed")
+    ok = p_ok and c_ok and l_ok
+    bad = failed > 0 or not ok or passed == 0
+    if not ok:
         print("run_tests: a test runner errored (see above)")
     print(f"{passed} passed, {failed} failed")
     return 1 if bad else 0

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 
-# the frontend suite runs on the reference device unless UOPIR_DEVICE asks otherwise (tools/run_tests.py does the same)
+# the frontend suite runs on the reference device unless UOPIR_DEVICE asks otherwise; `make test` (tools/run_tests.py)
+# runs it a second time with UOPIR_DEVICE=c
 os.environ.setdefault("UOPIR_DEVICE", "python")
 
-import os
 import shutil
 import subprocess
 

@@ -15,7 +15,7 @@ from test_tensor_to_kernel import _Gen, _input_arrays
 from uopir.backends import get_backend
 from uopir.backends import realize as R
 from uopir.backends.buffers import buffer_of
-from uopir.backends.python.backend import PIPELINE
+from uopir.backends.python.backend import PIPELINE, PythonBackend
 from uopir.dialects import core, tensor
 from uopir.dialects.semantics import alu, values_equal
 from uopir.frontend import device as D
@@ -242,8 +242,8 @@ def test_debug_2_prints_a_line_per_kernel(monkeypatch: pytest.MonkeyPatch, capsy
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 == len(names)
     for line, name in zip(lines, names, strict=True):
-        assert line.startswith("*** python") and f" {name} " in line and line.endswith("us")
-        assert float(line.split("tm")[1].strip().removesuffix("us")) >= 0
+        assert line.startswith("*** python") and f" {name} " in line and line.endswith(" B)")
+        assert float(line.split("tm")[1].split("us")[0]) >= 0 and "GFLOP/s" in line and "GB/s" in line
     assert "kernel.def" not in "\n".join(lines)
 
 
@@ -265,13 +265,38 @@ def test_no_debug_output_by_default(capsys: pytest.CaptureFixture) -> None:
 
 # ---- depth --------------------------------------------------------------------------------------------------------
 def test_a_20000_deep_elementwise_chain_lowers_and_realizes() -> None:
+    from uopir.passes.tensor_to_kernel.schedule import MAX_KERNEL_OPS
+
     x = Tensor(np.array([1.0, -2.5], np.float32))
     for _ in range(20000):
         x = x + 1
+    items = x.schedule()
+    # the size budget cuts the chain into kernels of about MAX_KERNEL_OPS / 2 adds, each reading the previous one
+    assert 20000 // MAX_KERNEL_OPS <= len(items) <= 2 * 20000 // MAX_KERNEL_OPS + 1
+    assert all(len(k.ast.toposort()) < 4 * MAX_KERNEL_OPS for k in items)
     with _Count() as c:
         got = x.numpy()
-    assert c.kernels == 1 and c.interpreted == 0
+    assert c.kernels == len(items) and c.interpreted == 0
     assert got.tolist() == [20001.0, 19997.5]
+
+
+def test_the_size_budget_cuts_a_kernel_only_where_no_intermediate_is_larger_than_its_output() -> None:
+    a = _f32(6, 5, seed=21)
+    row = Tensor(a[:1])
+    y, ref = Tensor(a), a.copy()
+    for i in range(30):  # (1, 5) pieces expanded into a (6, 5) chain: a cut may take only (6, 5) nodes
+        y = y * 1.01 + row * 0.5 if i % 2 else y - 0.25
+        ref = ref * np.float32(1.01) + a[:1] * np.float32(0.5) if i % 2 else ref - np.float32(0.25)
+    key = R.cache_key(y.uop)[0]
+    one = get_backend("python").lower(key, "tensor-canonicalize,tensor-to-kernel")
+    assert sum(u.op is tensor.CALL for u in one.toposort()) == 1
+    small = PythonBackend()
+    small.pipeline = "tensor-canonicalize,tensor-to-kernel{max-ops=40}"
+    calls = [u for u in small.lower(key).toposort() if u.op is tensor.CALL]
+    assert len(calls) > 2
+    assert all(c.src[0].arg[2] == (6, 5) for c in calls)  # each kernel writes a buffer of the output's size
+    np.testing.assert_allclose(R.realize(small, y.uop).numpy(), ref, rtol=1e-5)  # the cut schedule's value
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5)
 
 
 def test_stacked_softmax_layers_lower_in_polynomial_time() -> None:

@@ -189,6 +189,10 @@ class Runtime:
     def synchronize(self) -> None:
         """Wait until every launched program has finished (a no-op for synchronous runtimes)."""
 
+    def ready(self, prog: Program) -> None:
+        """Wait until `prog` can start at once (a compile still running in the background has finished and its
+        binary is loaded), so that timing a launch measures the run only. A no-op where loading is immediate."""
+
 
 # ---- the bundle ------------------------------------------------------------------------------------------------------
 class Backend:

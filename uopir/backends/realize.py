@@ -15,8 +15,10 @@ built it. Per backend, least recently used first out after `CACHE_SIZE` programs
 it off.
 
 Debug output (`UOPIR_DEBUG=n`, as tinygrad's DEBUG): at 2 and above one line per launched kernel (device, running
-count, name, buffers, time); at 5 and above each kernel's IR (print_ir) when it is compiled, before the backend
-lowers it (once per kernel and backend in a process).
+count, name, buffers, time of the run alone, GFLOP/s and GB/s from the work `estimates.estimate` counts in the
+compiled program at the launch's sizes, and those counts); a compiling backend prints each kernel's source at 4 and
+its device program at 6; at 5 and above each kernel's IR (print_ir) when it is compiled, before the backend lowers
+it (once per kernel and backend in a process). `compiled(backend, root)` gives the compiled programs themselves.
 
 Symbolic variables lower to `kernel.var`: the key holds each variable, `cache_key` collects the bound values and
 every launch gets them by name, so one schedule serves every value. The realizing backend runs every
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from uopir.backends.buffers import BUFFERS
+from uopir.backends.estimates import Estimates, estimate
 from uopir.dialects import core, tensor
 from uopir.dialects.core import const_value
 from uopir.dialects.semantics import bf16_round, const_array
@@ -46,8 +49,8 @@ from uopir.ir.uop import UOp
 if TYPE_CHECKING:
     from uopir.backends.interface import Allocator, Backend, Buffer, Program
 
-__all__ = ["realize", "cache_key", "plan", "debug_level", "schedule_cache_enabled", "clear_schedule_cache", "STATS",
-           "RealizeStats", "CACHE_SIZE", "DEBUG_ENV", "SCHEDULE_CACHE_ENV"]
+__all__ = ["realize", "compiled", "cache_key", "plan", "debug_level", "schedule_cache_enabled", "clear_schedule_cache",
+           "STATS", "RealizeStats", "CACHE_SIZE", "DEBUG_ENV", "SCHEDULE_CACHE_ENV"]
 
 DEBUG_ENV = "UOPIR_DEBUG"
 SCHEDULE_CACHE_ENV = "UOPIR_SCHEDULE_CACHE"
@@ -245,12 +248,16 @@ def _run(backend: Backend, plan: Plan, inputs: list[Buffer], var_vals: dict[str,
     for st in plan.steps:
         args = [bufs[i] for i in st.args]
         if dbg >= 2:
+            backend.runtime.ready(st.program)
             t0 = time.perf_counter()
             launch(st.program, args, var_vals=var_vals)
             sync()
             dt = time.perf_counter() - t0
             STATS.kernels += 1
-            print(f"*** {backend.device:<8} {STATS.kernels:6d} {st.name:<32} arg {len(args):2d}  tm {dt * 1e6:11.2f}us")
+            est = _estimates(st.program, var_vals, [b.nbytes for b in args])
+            gflops, gbs = est.rates(dt)
+            print(f"*** {backend.device:<8} {STATS.kernels:6d} {st.name:<32} arg {len(args):2d}  tm {dt * 1e6:11.2f}us"
+                  f"  {gflops:9.3f} GFLOP/s {gbs:9.3f} GB/s  ({est.flops} flop, {est.bytes} B)")
         else:
             launch(st.program, args, var_vals=var_vals)
             STATS.kernels += 1
@@ -266,6 +273,19 @@ def _run(backend: Backend, plan: Plan, inputs: list[Buffer], var_vals: dict[str,
         if plan.copy_result == "exit":  # never alias an input: a later write to it must not change this value
             out = _copy(alloc, out)
     return out
+
+
+def _estimates(prog: Program, var_vals: dict[str, int], nbytes: list[int]) -> Estimates:
+    """The work of one launch (UOPIR_DEBUG=2), counted once per program, variable values and buffer sizes."""
+    key = (tuple(sorted(var_vals.items())), tuple(nbytes))
+    memo = _ESTIMATES.setdefault(prog, {})
+    est = memo.get(key)
+    if est is None:
+        est = memo[key] = estimate(prog.program, var_vals, nbytes)
+    return est
+
+
+_ESTIMATES: weakref.WeakKeyDictionary[Program, dict[tuple, Estimates]] = weakref.WeakKeyDictionary()
 
 
 def _copy(alloc: Allocator, buf: Buffer) -> Buffer:
@@ -293,6 +313,14 @@ def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
             if len(cache.plans) > CACHE_SIZE:
                 cache.plans.popitem(last=False)
     return p
+
+
+def compiled(backend: Backend, root: UOp) -> list[Program]:
+    """The compiled kernels realizing `root` on `backend` would run, in order (the plan's, from the schedule cache
+    or lowered and compiled now; nothing runs). Each Program has its `name`, its `source` (None on the interpreter)
+    and the `program` the backend compiled (the device.program, or the kernel.def on python)."""
+    key, inputs, _, _ = cache_key(root)
+    return [st.program for st in plan(backend, key, len(inputs)).steps]
 
 
 def realize(backend: Backend, root: UOp) -> Buffer:

@@ -10,11 +10,13 @@ import numpy as np
 
 from uopir.backends import get_backend
 from uopir.backends.buffers import buffer_of, buffer_op
+from uopir.backends.interface import Program
+from uopir.backends.realize import compiled as compiled_programs
 from uopir.backends.registry import DEVICES, available, canonical, default_device
 from uopir.ir.dtype import DType
 from uopir.ir.uop import UOp
 
-__all__ = ["DEVICES", "available", "canonical", "default_device", "new_buffer", "buffer_data", "realize"]
+__all__ = ["DEVICES", "available", "canonical", "default_device", "new_buffer", "buffer_data", "realize", "compiled"]
 
 
 def new_buffer(array: np.ndarray, dtype: DType, device: str) -> UOp:
@@ -32,3 +34,8 @@ def realize(root: UOp, device: str) -> UOp:
     """Compute a tensor-dialect graph on `device` (its pipeline, then its runtime) into a new `tensor.buffer` op;
     RuntimeError if that device cannot run yet."""
     return buffer_op(get_backend(device).realize(root))
+
+
+def compiled(root: UOp, device: str) -> list[Program]:
+    """The compiled kernels that realizing `root` on `device` runs, in order, without running them."""
+    return compiled_programs(get_backend(device), root)

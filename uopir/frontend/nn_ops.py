@@ -12,7 +12,6 @@ convert their arguments to tensors before they call in here.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -75,8 +74,27 @@ def resolve_pads(padding: int | Sequence[int], nd: int) -> list[tuple[int, int]]
     raise ValueError(f"padding {p} needs 1, {nd} or {2 * nd} entries")
 
 
+def _windows_last(x: Tensor, k: int, stride: int, dilation: int, out: int) -> Tensor:
+    """(..., i) -> (..., out, k) with [..., o, j] = x[..., o * stride + j * dilation], by movement ops alone: the axis
+    repeated and cut into k rows of length r = dilation + m * i (m >= 1, so that r >= out * stride), so row j starts at
+    x[j * dilation] (r is dilation past a multiple of i); every stride-th column of a row is a window position.
+    (o * stride + j * dilation < i for every window that fits, so no row reads past its wrap.)"""
+    pre = tuple(x.shape[:-1])
+    i = x.shape[-1]
+    row = dilation + i * max(1, -(-(out * stride - dilation) // i))
+    reps = -(-k * row // i)
+    keep = [None] * len(pre)
+    y = x.reshape(pre + (1, i)).expand(pre + (reps, i)).reshape(pre + (reps * i,))
+    y = y.shrink(keep + [(0, k * row)]).reshape(pre + (k, row))
+    y = y.shrink(keep + [None, (0, out * stride)]).reshape(pre + (k, out, stride))
+    y = y.shrink(keep + [None, None, (0, 1)]).reshape(pre + (k, out))
+    return y.permute(*range(len(pre)), len(pre) + 1, len(pre))
+
+
 def patches(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
-    """(..., *spatial) -> (..., *out, K): the input under every kernel offset, stacked on a last axis."""
+    """(..., *spatial) -> (..., *out, K): the input under every kernel offset (K = prod(kernel), offsets in row-major
+    order), by movement ops only (one window axis per spatial dim, `_windows_last`), so a kernel reading the patches
+    indexes the input directly instead of selecting among K stacked slices."""
     nd = len(kernel)
     sp = x.shape[-nd:]
     out = tuple((s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(sp, kernel, stride, dilation, strict=True))
@@ -85,12 +103,14 @@ def patches(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilatio
     if any(o < 1 for o in out):
         raise ValueError(f"kernel {kernel} with dilation {dilation} does not fit the (padded) input of shape "
                          f"{x.shape}")
-    pieces = []
-    for offs in itertools.product(*(range(k) for k in kernel)):
-        idx = (Ellipsis,) + tuple(slice(o * d, o * d + st * (n - 1) + 1, st)
-                                  for o, d, st, n in zip(offs, dilation, stride, out, strict=True))
-        pieces.append(x[idx])
-    return pieces[0].stack(*pieces[1:], dim=-1)
+    npre = x.ndim - nd
+    for m in range(nd):  # shape: pre, out[:m], spatial[m:], kernel[:m]
+        here = npre + m
+        x = x.permute(*(a for a in range(x.ndim) if a != here), here)
+        x = _windows_last(x, kernel[m], stride[m], dilation[m], out[m])  # pre, out[:m], spatial[m+1:], kernel[:m],
+        n = x.ndim                                                       # out[m], kernel[m]
+        x = x.permute(*range(here), n - 2, *range(here, n - 2), n - 1)
+    return x.reshape(tuple(x.shape[:npre]) + out + (math.prod(kernel),))
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any,

@@ -176,6 +176,12 @@ class Tensor:
         kernels. `print(print_ir(t.schedule()[-1].ast))` shows the last kernel."""
         return schedule(self, *others)
 
+    def programs(self) -> list[Any]:
+        """The compiled kernels realizing this tensor runs on its device, in order (nothing runs): each Program has
+        its `name`, `source` (the C text on c; None on the python interpreter) and `program` (the device program,
+        or kernel.def, it was compiled from)."""
+        return D.compiled(self.uop, self.device)
+
     def _realize_symbolic(self) -> Tensor:
         """A symbolic shape is realized into a buffer of its largest size (every variable at its max), zero-padded
         beyond the bound size: the tensor becomes a shrink of that buffer to its symbolic shape. The kernels keep the

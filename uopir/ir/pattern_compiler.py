@@ -392,6 +392,7 @@ class _Dispatch(dict):
     def __init__(self, pm: PatternMatcher, with_names: bool):
         super().__init__()
         self.pm, self.with_names = pm, with_names
+        self.filled = False  # every op some rule names has its function
 
     def __missing__(self, op: OpDef) -> RewriteFn | None:
         f = self[op] = self.pm._compile_op(op, self.with_names)
@@ -499,17 +500,24 @@ class PatternMatcher:
     def _tops(self) -> list[frozenset[OpDef] | None]:
         return [r.pat.top_ops() for r in self.rules]
 
-    def dispatch(self, with_names: bool = False) -> _Dispatch:
-        """The op -> function table. With names, each function returns (result, pattern name) instead of result."""
+    def dispatch(self, with_names: bool = False, prefill: bool = True) -> _Dispatch:
+        """The op -> function table. With names, each function returns (result, pattern name) instead of result.
+        Without prefill an op's function is generated when the table is first asked for it (graph_rewrite: a pass
+        run on a small graph pays only for the ops it meets, which keeps a process's first realize cheap)."""
         if with_names:
             if self._ndisp is None:
-                self._ndisp = self._prefill(_Dispatch(self, True))
-            return self._ndisp
-        if self._disp is None:
-            self._disp = self._prefill(_Dispatch(self, False))
-        return self._disp
+                self._ndisp = _Dispatch(self, True)
+            d = self._ndisp
+        else:
+            if self._disp is None:
+                self._disp = _Dispatch(self, False)
+            d = self._disp
+        return self._prefill(d) if prefill else d
 
     def _prefill(self, d: _Dispatch) -> _Dispatch:
+        if d.filled:
+            return d
+        d.filled = True
         for ops in self._tops():
             for op in ops or ():
                 if op not in d:

@@ -78,7 +78,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
 
 def _rewrite(root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, stats: RewriteStats | None,
              max_iters: int) -> UOp:
-    disp = pm.dispatch(stats is not None)
+    disp = pm.dispatch(stats is not None, prefill=False)
     fired = stats.fired if stats is not None else None
     memo: dict[UOp, UOp] = {}
     active: set[UOp] = set()  # entered and not finished: meeting one again means a rewrite loop

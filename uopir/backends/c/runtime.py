@@ -121,6 +121,11 @@ class CKernel:
         if not isinstance(binary, Future):
             self._load()
 
+    def ready(self) -> None:
+        """Wait for the binary (if it is still compiling) and load it."""
+        if self._fn is None:
+            self._load()
+
     def _load(self) -> ctypes._CFuncPtr:
         b = self._binary
         binary = b.result() if isinstance(b, Future) else b
@@ -207,6 +212,9 @@ class CRuntime(Runtime):
 
         prog.entry = CKernel(sig, binary, alias_fn, self.threads, got)
         return prog
+
+    def ready(self, prog: Program) -> None:
+        prog.entry.ready()
 
     def launch(self, prog: Program, buffers: LaunchBuffers, *, global_size: tuple[int, ...] = (1, 1, 1),
                local_size: tuple[int, ...] = (1, 1, 1), var_vals: Mapping[str, int] | None = None) -> Any:

@@ -2,13 +2,20 @@
 (indexing.py); importing this package registers the pass."""
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
 
 from uopir.ir.uop import UOp
 from uopir.passes.manager import PassContext, register_pass
-from uopir.passes.tensor_to_kernel.schedule import Kernel, schedule
+from uopir.passes.tensor_to_kernel.schedule import MAX_KERNEL_OPS, Kernel, schedule
 
-__all__ = ["Kernel", "schedule", "tensor_to_kernel"]
+__all__ = ["Kernel", "schedule", "tensor_to_kernel", "TensorToKernelOptions"]
+
+
+@dataclass
+class TensorToKernelOptions:
+    max_ops: int = field(default=MAX_KERNEL_OPS, metadata={
+        "help": "size budget: tensor nodes rendered into one kernel before it is cut by materializing an intermediate "
+                "(at least 2)"})
 
 
 def tensor_to_kernel(root: UOp) -> UOp:
@@ -17,8 +24,8 @@ def tensor_to_kernel(root: UOp) -> UOp:
 
 
 @register_pass("tensor-to-kernel", summary="fuse a tensor program into kernels and emit the schedule of their calls",
-               consumes=("tensor",), produces=("core", "tensor", "kernel"))
-def _tensor_to_kernel_pass(root: UOp, options: Any, ctx: PassContext) -> UOp:
-    kernels, out = schedule(root)
+               consumes=("tensor",), produces=("core", "tensor", "kernel"), options=TensorToKernelOptions)
+def _tensor_to_kernel_pass(root: UOp, options: TensorToKernelOptions, ctx: PassContext) -> UOp:
+    kernels, out = schedule(root, options.max_ops)
     ctx.count("kernels", len(kernels))
     return out

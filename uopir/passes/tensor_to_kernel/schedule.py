@@ -4,13 +4,17 @@ Plain code rather than patterns: choosing what to materialize is a whole-graph d
 index, in which kernel), and a kernel body is the rendering of a tensor node *at an index*, which no UOp denotes.
 
 What is materialized (gets a buffer and a kernel): `tensor.contiguous`, `tensor.copy` (and its operand), every
-`tensor.assign` (into its target), the root sink's tensor results; then, found by building the kernels and looking
-at them (`_Plan.review`), a reduction that would otherwise be computed twice (read by two kernels, or at two
-indices in one) or recomputed (its value does not depend on exactly the outermost loops around it, so it could not
-be hoisted: `m.sum(0)` expanded along the rows of an output), and, for the same reason, an expensive elementwise
-value (exp2, log2, sin, sqrt, recip, fdiv) read through an expand. Everything else fuses into the kernel that reads
-it: elementwise chains, the producers of a reduction, and a reduction into its consumer when each of its values is
-computed once per the loops around it (`(x @ w + b).relu()`, softmax and layernorm rows are one kernel each).
+`tensor.assign` (into its target), the root sink's tensor results; then, found by building the kernels and looking at
+them (`_Plan.review`), a reduction that would otherwise be computed twice (read by two kernels, or at two indices in
+one) or recomputed (its value does not depend on exactly the outermost loops around it, so it could not be hoisted:
+`m.sum(0)` expanded along the rows of an output), and, for the same reason, an expensive elementwise value (exp2, log2,
+sin, sqrt, recip, fdiv) read through an expand. Size budget: a kernel whose body renders more than `MAX_KERNEL_OPS`
+tensor nodes (a 20,000-op elementwise chain) is cut: every `MAX_KERNEL_OPS // 2` nodes in rendering order, an
+elementwise node no larger than the kernel's output is materialized, so no kernel is huge (a C compiler's time grows
+faster than linearly with the size of a function) and each piece is an ordinary kernel. Everything else fuses into the
+kernel that reads it: elementwise chains, the producers of a reduction, and a reduction into its consumer when each of
+its values is computed once per the loops around it (`(x @ w + b).relu()`, softmax and layernorm rows are one kernel
+each).
 
 Kernels: output ranges (kind loop) over the result's axes of size > 1, in axis order; a reduction's ranges (kind
 reduce) in axis order, the first outermost, so it accumulates in the same order as `tensor.reduce`. Movement ops are
@@ -38,6 +42,7 @@ readers read) and a second kernel copies it into the target.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +63,7 @@ from uopir.passes.tensor_to_kernel.indexing import (
     strides,
 )
 
+MAX_KERNEL_OPS = 2000  # tensor nodes rendered into one kernel before the scheduler cuts it (see the size budget)
 EXPENSIVE = frozenset((core.EXP2, core.LOG2, core.SIN, core.SQRT, core.RECIP, core.FDIV))
 _ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
 _VIEWS = frozenset((tensor.RESHAPE, tensor.PERMUTE, tensor.SHRINK, tensor.FLIP))
@@ -253,8 +259,9 @@ def storage_shape(shape: tuple) -> tuple[int, ...]:
 
 # ---- the plan: what is materialized, built and reviewed until nothing changes ---------------------------------------
 class _Plan:
-    def __init__(self, root: UOp):
-        self.root = root
+    def __init__(self, root: UOp, max_ops: int = MAX_KERNEL_OPS):
+        self.root, self.max_ops = root, max(2, max_ops)
+        self.cut = False  # this build materialized nodes to keep kernels under the size budget
         self.order = list(root.toposort())
         self.materialized: dict[UOp, str] = {}  # node -> why
         self.temp_assigns: set[UOp] = set()
@@ -322,6 +329,7 @@ class _Plan:
         self.storage = {}
         self.reduce_at, self.twice = {}, {}
         self.kernel_no = 0
+        self.cut = False
         ids = itertools.count(self.first_id)
         kernels: list[Kernel] = []
         names: dict[str, int] = {}
@@ -339,7 +347,21 @@ class _Plan:
             for t in self.twice:
                 self.materialized[t] = "a reduction read by two kernels or at two indices"
             return None
-        return kernels
+        return None if self.cut else kernels
+
+    def _cut(self, b: _Builder, own: UOp, shape: tuple) -> None:
+        """Keep a kernel under the size budget: every max_ops // 2 rendered nodes (operands come before their users,
+        so each cut takes the nodes below it into a kernel of their own), materialize an elementwise node that is not
+        larger than the kernel's output (never a big broadcast intermediate)."""
+        limit = math.prod(storage_shape(shape))
+        since = 0
+        for u, _idx, _gate in b.memo:
+            since += 1
+            if since < self.max_ops // 2 or u is own or u in self.materialized or u.op not in _ELEMENTWISE or \
+                    u.shape is None or math.prod(storage_shape(u.shape)) > limit:
+                continue
+            self.materialized[u] = "a cut: the kernel reading it would exceed the size budget"
+            self.cut, since = True, 0
 
     def _new_buffer(self, u: UOp, ids: itertools.count) -> UOp:
         dev = self.devices.get(u) or self.default_device
@@ -360,6 +382,8 @@ class _Plan:
             dbuf, doff = b.address(target, idx)
         dptr = UOp(kernel.INDEX, dbuf.dtype.ptr(), (b.ptr(dbuf), doff))
         v = b.render(node if value is None else value, idx, None)
+        if len(b.memo) > self.max_ops:
+            self._cut(b, own if own is not None else node, shape)
         if v.dtype is not dbuf.dtype:
             raise _err(node, f"tensor-to-kernel: value of type {v.dtype} stored into a {dbuf.dtype} buffer")
         store = UOp(kernel.STORE, dtypes.void, (dptr, v))
@@ -517,10 +541,10 @@ def _order(kernels: list[Kernel]) -> list[Kernel] | None:
     return out
 
 
-def schedule(root: UOp) -> tuple[list[Kernel], UOp]:
+def schedule(root: UOp, max_ops: int = MAX_KERNEL_OPS) -> tuple[list[Kernel], UOp]:
     """The kernels of a tensor-level program, in execution order, and the scheduled program (tensor.calls and a
-    root whose results are the same values as root's)."""
-    plan = _Plan(root)
+    root whose results are the same values as root's). `max_ops`: the size budget of one kernel (tensor nodes)."""
+    plan = _Plan(root, max_ops)
     for _ in range(10_000):
         kernels = plan.build()
         if kernels is None or plan.review(kernels):
@@ -555,4 +579,4 @@ def schedule(root: UOp) -> tuple[list[Kernel], UOp]:
     return ordered, out
 
 
-__all__ = ["Kernel", "schedule", "base_buffer", "EXPENSIVE", "strides"]
+__all__ = ["Kernel", "schedule", "base_buffer", "EXPENSIVE", "MAX_KERNEL_OPS", "strides"]
