@@ -9,9 +9,11 @@ Substitutions available in RUN lines:
   %roundtrip   `uop-opt %s --print-generic | uop-opt -`: print the file generically, parse that back and print it
                pretty. Use as `// RUN: %roundtrip | filecheck %s`.
   %python      the Python running lit
-Files in `Inputs/` folders are not tests. The feature `c-compiler` (for `REQUIRES:`) is set when a C compiler ($CC,
+Files in `Inputs/` folders are not tests. The feature `llvmlite` is set when llvmlite imports (the llvm backend
+runs). The feature `c-compiler` (for `REQUIRES:`) is set when a C compiler ($CC,
 clang or cc) is installed. UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
 """
+import importlib.util
 import os
 import shutil
 import sys
@@ -56,6 +58,8 @@ for _var in ("CC", "UOPIR_CFLAGS", "UOPIR_CACHE_DIR", "UOPIR_DISABLE_CACHE", "XD
 _cc = os.environ.get("CC", "").split()
 if (_cc and shutil.which(_cc[0])) or (not _cc and (shutil.which("clang") or shutil.which("cc"))):
     config.available_features.add("c-compiler")
+if importlib.util.find_spec("llvmlite") is not None:  # the llvm backend runs (uop-run --backend=llvm)
+    config.available_features.add("llvmlite")
 
 # A bare word that is not part of a path or a longer name.
 _word = r"(?<![\w/.%-]){}(?![\w.-])"

@@ -42,7 +42,7 @@ from uopir.backends.interface import Renderer
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
-from uopir.dialects.semantics import const_array
+from uopir.dialects.semantics import const_array, np_dtype
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
@@ -393,10 +393,12 @@ class _Walk:
                         v.t, n)
         return v
 
-    def alloca(self, t: str, init: str, prefix: str = "slot") -> str:
+    def alloca(self, t: str, init: str | None, prefix: str = "slot") -> str:
+        """A variable of type t in the entry block (set to `init` there unless None)."""
         addr = self.f.fresh(prefix)
         self.f.allocas.append(f"{addr} = alloca {t}")
-        self.f.allocas.append(f"store {t} {init}, ptr {addr}")
+        if init is not None:
+            self.f.allocas.append(f"store {t} {init}, ptr {addr}")
         return addr
 
     def define(self, u: UOp, ref: str, escapes: bool) -> None:
@@ -418,7 +420,7 @@ class _Walk:
     # ---- blocks
     def open_loop(self, start: str, end: str) -> tuple[str, str, str, str]:
         f = self.f
-        addr = self.alloca("i64", "0", "ridx")
+        addr = self.alloca("i64", None, "ridx")
         head, body, done = f.label("loop"), f.label("body"), f.label("done")
         f.emit(f"store i64 {start}, ptr {addr}")
         f.emit(f"br label %{head}")
@@ -589,7 +591,7 @@ class _Walk:
         p = self.ptr(u.src[0])
         gate = self._gate(u, p)
         d, n = u.dtype, u.dtype.count
-        mt, al = mem_type(d), max(1, d.scalar.itemsize)
+        mt, al = mem_type(d), np_dtype(d).itemsize
         if gate is None:
             addr = p.base if p.off == "0" else f.ins(f"getelementptr inbounds {mt}, ptr {p.base}, i64 {p.off}")
             x = f.ins(f"load {vec(mt, n)}, ptr {addr}, align {al}")
@@ -617,7 +619,7 @@ class _Walk:
         d = u.src[1].dtype
         n = d.count
         v = self.get(u.src[1], n).ref
-        mt, al = mem_type(d), max(1, d.scalar.itemsize)
+        mt, al = mem_type(d), np_dtype(d).itemsize
         if d.scalar is dtypes.bool:
             v = f.ins(f"zext {vec('i1', n)} {v} to {vec('i8', n)}")
         cont = None
