@@ -10,9 +10,10 @@ Substitutions available in RUN lines:
                pretty. Use as `// RUN: %roundtrip | filecheck %s`.
   %python      the Python running lit
 Files in `Inputs/` folders are not tests. The feature `c-compiler` (for `REQUIRES:`) is set when a C compiler ($CC,
-clang or cc) is installed, `multicore` when this process may use more than one core. UOPIR_TEST_PASSES=1 is set,
-so the test-* passes are available.
+clang or cc) is installed, `multicore` when this process may use more than one core, `llvmlite` when llvmlite
+imports (the llvm backend runs). UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
 """
+import importlib.util
 import os
 import shutil
 import sys
@@ -60,6 +61,8 @@ if (_cc and shutil.which(_cc[0])) or (not _cc and (shutil.which("clang") or shut
 # `multicore`: this process may run on more than one core (kernel-optimize splits kernels across cores only then).
 if len(os.sched_getaffinity(0)) > 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) > 1:
     config.available_features.add("multicore")
+if importlib.util.find_spec("llvmlite") is not None:  # the llvm backend runs (uop-run --backend=llvm)
+    config.available_features.add("llvmlite")
 
 # A bare word that is not part of a path or a longer name.
 _word = r"(?<![\w/.%-]){}(?![\w.-])"

@@ -26,6 +26,7 @@ from uopir.backends.interface import (
     Renderer,
     Runtime,
 )
+from uopir.backends.llvm.compiler import llvm_host
 from uopir.backends.python import PythonBackend, evaluate
 from uopir.backends.python.backend import PIPELINE
 from uopir.backends.registry import PendingBackend, register_backend
@@ -38,7 +39,8 @@ from uopir.passes.manager import PassManager
 from uopir.passes.target import CPU
 
 f32, i32 = dtypes.float32, dtypes.int32
-HAVE = ["c", "python"] if find_cc() is not None else ["python"]  # the C backend runs where a C compiler is installed
+# llvm runs where llvmlite imports, c where a C compiler is installed
+HAVE = ["llvm"] * (llvm_host() is not None) + ["c"] * (find_cc() is not None) + ["python"]
 
 
 # ---- registry --------------------------------------------------------------------------------------------------------
@@ -71,7 +73,7 @@ def test_default_device(monkeypatch):
     assert default_device() == "llvm"
 
 
-@pytest.mark.parametrize("name, what", [("llvm", "LLVM"), ("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")])
+@pytest.mark.parametrize("name, what", [("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")])
 def test_pending_backends_say_they_cannot_run(name, what):
     b = get_backend(name)
     assert isinstance(b, PendingBackend) and not b.available

@@ -233,15 +233,15 @@ def test_devices(monkeypatch):
 
 def test_to_device_and_unavailable_device():
     x = Tensor([1.0, 2.0], device="python")
-    y = x.to("llvm") * 2  # building works
-    assert y.device == "llvm" and "tensor.copy" in print_ir(y.uop)
-    with pytest.raises(RuntimeError, match="device 'llvm' cannot run"):
+    y = x.to("cuda") * 2  # building works (cuda: no GPU on a test machine, so it stays unavailable)
+    assert y.device == "cuda" and "tensor.copy" in print_ir(y.uop)
+    with pytest.raises(RuntimeError, match="device 'cuda' cannot"):
         y.realize()
     back = y.to("python")
     check(back, np.array([2.0, 4.0], np.float32))
     assert x.to("python") is x
     with pytest.raises(ValueError, match="different devices"):
-        x + x.to("cuda")
+        x + x.to("opencl")
     with pytest.raises(ValueError, match="unknown device"):
         x.to("metal")
 

@@ -5,11 +5,15 @@
     buffers.py     the buffer table behind `tensor.buffer {id = N}` ops
     cache.py       the on-disk compile cache (user cache folder, atomic writes)
     python/        the reference interpreter (handler tables per dialect) and its backend
+    c/             the C backend (system compiler, ctypes)
+    llvm/          the LLVM backend (llvmlite: O3 for the host cpu, MCJIT, ctypes)
+    cpu/           what the host-cpu backends share: the program walk, the ctypes runtime
 
 Importing this package registers every backend, each device's target description (uopir.passes.target) and the
-backends' emit passes (`emit-c`: `uop-opt --emit=c`).
+backends' emit passes (`emit-c`, `emit-llvm`: `uop-opt --emit=c|llvm`).
 """
 from uopir.backends.c import emit as _emit_c  # noqa: F401 - registers the emit-c pass
+from uopir.backends.llvm import emit as _emit_llvm  # noqa: F401 - registers the emit-llvm pass
 from uopir.backends.registry import (
     BACKENDS,
     DEVICES,

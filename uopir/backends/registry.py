@@ -1,6 +1,6 @@
 """Which backends exist: device name -> backend factory, the best-available order, and the frontend's device names.
 
-Every backend of the design is registered by name from the start. Those not written yet (`c`, `llvm`, `opencl`,
+Every backend of the design is registered by name from the start. Those not written yet (`opencl`,
 `cuda`, `mlir`) are `PendingBackend`s: tensors can be created on them and moved between devices (their buffers live
 in host memory), and realizing on one raises a RuntimeError that says so. A backend's issue replaces its factory
 with `register_backend(name, factory, replace=True)`.
@@ -128,15 +128,28 @@ def _c() -> Backend:
     return CBackend()
 
 
+def _llvm() -> Backend:
+    from uopir.backends.llvm.backend import LLVMBackend
+
+    return LLVMBackend()
+
+
+def _llvm_target() -> Target:
+    from uopir.backends.llvm.backend import llvm_target
+
+    return llvm_target()
+
+
 register_backend("python", _python)
 register_backend("c", _c)
-for _dev, _what in (("llvm", "LLVM"), ("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")):
+register_backend("llvm", _llvm)
+for _dev, _what in (("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")):
     register_backend(_dev, _pending(_dev, _what, _device_target(_dev)))
 
 # each device's target under its name, built on first use (probing the host is not free)
 register_target(_python_target, "python")
 register_target(_c_target, "c")
-register_target(lambda: host_cpu("llvm"), "llvm")
+register_target(_llvm_target, "llvm")
 register_target(lambda: host_cpu("mlir"), "mlir")
 register_target(GPU.derive(name="opencl", local_bytes=32 * 1024, max_threads_per_block=256,
                            max_local_dims=(256, 256, 256), warp_size=1))

@@ -8,49 +8,31 @@ Its target description is the host cpu's (`host_cpu("c")`: vector width from the
 """
 from __future__ import annotations
 
-import os
-
 from uopir.backends.c.compiler import CCompiler
 from uopir.backends.c.renderer import CRenderer
 from uopir.backends.c.runtime import CRuntime, PooledHostAllocator
+from uopir.backends.cpu.runtime import debug_level, host_target
+from uopir.backends.cpu.runtime import threads as cpu_threads
 from uopir.backends.interface import Backend, Buffer, Program
 from uopir.backends.realize import realize
-from uopir.ir.dtype import dtypes
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
-from uopir.passes.target import Target, host_cpu, target
+from uopir.passes.target import Target, target
 
 __all__ = ["CBackend", "PIPELINE", "c_target", "threads"]
 
 PIPELINE = "default{target=c}"
-THREADS_ENV = "UOPIR_THREADS"
 
 
 def threads() -> int:
     """How many cores a parallel kernel is split across: $UOPIR_THREADS, else the cores of the target."""
-    env = os.environ.get(THREADS_ENV, "").strip()
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            raise ValueError(f"${THREADS_ENV} must be a positive integer, got {env!r}") from None
-    return target("c").threads
-
-
-def _debug_level() -> int:
-    v = os.environ.get("UOPIR_DEBUG", "").strip()
-    try:
-        return int(v) if v else 0
-    except ValueError:
-        return 1
+    return cpu_threads("c")
 
 
 def c_target() -> Target:
-    """The C target: the host cpu (its vector width and cores); every core op is native (the prelude covers the
-    ones C lacks). The register budget of a kernel's upcasts is 8 vector registers of f32 lanes (eight independent
-    accumulators hide the latency of a vector add; AVX-512 and AVX2 have 32 and 16 of them)."""
-    t = host_cpu("c")
-    return t.derive(max_upcast=max(t.max_upcast, 8 * t.vector_width(dtypes.float32)))
+    """The C target: the host cpu (uopir.backends.cpu.runtime.host_target); every core op is native (the prelude
+    covers the ones C lacks)."""
+    return host_target("c")
 
 
 class CBackend(Backend):
@@ -83,7 +65,7 @@ class CBackend(Backend):
         if not self.available:
             raise RuntimeError(f"device 'c' cannot compile programs: {self.reason}")
         src = self.renderer.render(program)
-        level = _debug_level()
+        level = debug_level()
         if level >= 6:
             print(f"// device program of kernel {name or program.arg}\n{print_ir(program)}", flush=True)
         if level >= 4:

@@ -24,10 +24,11 @@ C on a cpu cannot run (local ids, barriers, tensor cores, local memory) are loca
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from uopir.backends.c.lanes import NATIVE_VECTOR, Exprs, Lanes, literal, op_error
 from uopir.backends.c.prelude import bitcast_helper, prelude, vector_max, vector_ok
+from uopir.backends.cpu.program import NO_VALUE, UNSUPPORTED, KernelSignature, escaping, schedule
+from uopir.backends.cpu.program import kernel_signature as _signature
 from uopir.backends.interface import Renderer
 from uopir.dialects import core as C
 from uopir.dialects import device as D
@@ -66,34 +67,8 @@ def var_name(name: str) -> str:
     return _unclashed(name, "var_")
 
 
-@dataclass(frozen=True)
-class KernelSignature:
-    """How a rendered kernel is called: its name, pointer parameters (dtype per index; None where no kernel.param
-    has that index), scalar variables (by name, in argument order), and whether it takes `core_id, core_count`
-    last (a kernel with a global id: each core runs its share of the ids)."""
-
-    name: str
-    params: tuple[DType | None, ...]
-    vars: tuple[str, ...]
-    parallel: bool = False
-
-
 def kernel_signature(program: UOp) -> KernelSignature:
-    if program.op is not D.PROGRAM:
-        raise op_error(program, f"the C backend renders a device.program, got {program.op.name}")
-    params: dict[int, DType] = {}
-    names: set[str] = set()
-    parallel = False
-    for u in program.toposort():
-        if u.op is K.PARAM:
-            params[u.arg] = u.dtype.base
-        elif u.op is K.VAR:
-            names.add(u.arg[0])
-        elif u.op is D.SPECIAL:
-            parallel = True
-    n = max(params) + 1 if params else 0
-    return KernelSignature(_unclashed(program.arg, "k_"), tuple(params.get(i) for i in range(n)), tuple(sorted(names)),
-                           parallel)
+    return _signature(program, lambda n: _unclashed(n, "k_"), "C")
 
 
 class _Ptr:
@@ -132,79 +107,8 @@ class _Emitter(Exprs):
         self.lines.append("  " * self.depth + line)
 
 
-# ---- the program walk ------------------------------------------------------------------------------------------------
-_NO_VALUE = frozenset((C.SINK, C.GROUP, D.PROGRAM))
-_UNSUPPORTED = {
-    D.BARRIER: "barriers (device.barrier) need a gpu target; lower for target=cpu",
-    D.WMMA: "tensor-core multiplies (device.wmma) need a gpu target",
-    K.LOCAL: "local memory (kernel.local) needs a gpu target",
-    K.RANGE: "a kernel.range is left: run kernel-to-device and device-linearize first",
-    K.REDUCE: "a kernel.reduce is left: run kernel-to-device and device-linearize first",
-    K.END: "a kernel.end is left: run kernel-to-device and device-linearize first",
-}
-
-
-def _uses(u: UOp) -> tuple[UOp, ...]:
-    """The operands whose values u reads (the extra operands of structure ops only order them)."""
-    if u.op in (D.ENDLOOP, D.ENDIF, D.IF, D.ACC, D.LOOP, D.BARRIER):
-        return u.src[:1] if u.op in (D.IF, D.ACC, D.LOOP) else ()
-    if u.op in (D.PROGRAM, C.SINK, C.GROUP):
-        return ()
-    return u.src
-
-
-def _schedule(program: UOp) -> list[UOp]:
-    """The program's ops in execution order: its operands, each preceded by any value it reads that the program
-    does not list (consts, index math) in dependency order."""
-    listed = set(program.src)
-    placed: set[UOp] = set()
-    order: list[UOp] = []
-    for op in program.src:
-        if op in placed:
-            continue
-        stack: list[tuple[UOp, bool]] = [(op, False)]
-        while stack:  # iterative post-order over the unlisted values op reads
-            u, ready = stack.pop()
-            if u in placed:
-                continue
-            if ready:
-                placed.add(u)
-                order.append(u)
-                continue
-            stack.append((u, True))
-            stack.extend((s, False) for s in reversed(_uses(u)) if s not in placed and (s not in listed or s is op))
-            for s in _uses(u):
-                if s in listed and s not in placed and s is not op:
-                    raise op_error(u, f"{u.op.name} reads a value that the program computes later ({s.op.name})")
-                if s.op in (D.LOOP, D.ACC) and s not in placed:
-                    raise op_error(u, f"{u.op.name} reads a {s.op.name} that is not among the program's operands")
-    return order
-
-
-def _escaping(order: list[UOp]) -> set[UOp]:
-    """Values read after the block (loop or if) that computes them has closed."""
-    block: dict[UOp, int] = {}
-    stack = [0]
-    closed: set[int] = set()
-    out: set[UOp] = set()
-    n = 0
-    for u in order:
-        for s in _uses(u):
-            b = block.get(s)
-            if b is not None and b in closed:
-                out.add(s)
-        if u.op in (D.ENDLOOP, D.ENDIF):
-            if len(stack) > 1:
-                closed.add(stack.pop())
-            block[u] = stack[-1]
-            continue
-        block[u] = stack[-1]
-        if u.op in (D.LOOP, D.IF):
-            n += 1
-            stack.append(n)
-            if u.op is D.LOOP:
-                block[u] = n  # the counter lives inside its loop
-    return out
+# ---- the program walk (shared with the LLVM renderer: uopir.backends.cpu.program) ------------------------------------
+_NO_VALUE, _UNSUPPORTED, _schedule, _escaping = NO_VALUE, UNSUPPORTED, schedule, escaping
 
 
 HUGE_KERNEL = 2000  # statements; a kernel larger than this is compiled at -O0 (GCC is superlinear in its size)

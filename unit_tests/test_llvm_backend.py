@@ -1,0 +1,485 @@
+"""The LLVM backend: LLVM IR optimized at O3 and JIT-compiled by llvmlite reproduces the semantics module bit for bit.
+
+The same checks as the C backend's (test_c_backend, whose program builders and edge values this file reuses): every
+core op on every dtype, on scalars and on vectors of 4 and 16 lanes (all native LLVM vectors here), on all pairs of
+edge values, and every cast and bitcast, compared with `uopir.dialects.semantics` by `values_equal`; hand-written
+device programs (loops, accumulators, gates, ifs, vectors, variables, aliasing, ids split across cores); random
+tensor programs realized on llvm against the reference interpreter; frontend programs against numpy. Skipped when
+llvmlite is not installed.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_c_backend import (
+    ALL,
+    FLOATS,
+    GATED,
+    MATMUL,
+    PARALLEL,
+    TRANSCENDENTAL,
+    VECTOR,
+    _binary_ops,
+    _program,
+    _result,
+    _ulps,
+    _unary_ops,
+    _vec,
+    edge_values,
+    elementwise,
+    idx,
+    load,
+    pairs,
+    param,
+    program,
+    run,
+    store,
+)
+from test_tensor_to_kernel import _Gen, _input_arrays
+
+from uopir.backends.llvm.backend import LLVMBackend
+from uopir.backends.llvm.compiler import CompileError, LLVMCompiler, llvm_host
+from uopir.backends.llvm.renderer import LLVMRenderer, kernel_signature
+from uopir.dialects import core as C
+from uopir.dialects import device as D
+from uopir.dialects import kernel as K
+from uopir.dialects.semantics import alu, bf16_round, bitcast_array, cast_array, np_dtype, values_equal
+from uopir.ir.diagnostics import IRError
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.ops import get_op
+from uopir.ir.parser import parse_ir
+from uopir.ir.printer import print_ir
+from uopir.ir.uop import UOp
+
+pytestmark = pytest.mark.skipif(llvm_host() is None, reason="llvmlite is not installed")
+
+
+@pytest.fixture(scope="module")
+def backend() -> LLVMBackend:
+    return LLVMBackend()
+
+
+# ---- every op and cast against the semantics -------------------------------------------------------------------------
+@pytest.mark.parametrize("width", [1, 4, 16], ids=lambda w: f"x{w}")
+@pytest.mark.parametrize("d", ALL, ids=lambda d: d.name)
+def test_alu_ops_match_semantics_bit_for_bit(backend: LLVMBackend, d: DType, width: int) -> None:
+    """Every binary, unary, ternary op of dtype d on all pairs of edge values, in one kernel, as scalars and as
+    vectors of 4 and 16 lanes."""
+    a, b = pairs(d)
+    n = a.size - a.size % width
+    a, b = a[:n].copy(), b[:n].copy()
+    w = width
+    outs: list[tuple[str, DType, object]] = []
+    for name in _binary_ops(d):
+        outs.append((name, _result(name, d), lambda x, y, name=name: UOp(get_op(name), _vec(_result(name, d), w),
+                                                                          (x, y))))
+    for name in _unary_ops(d):
+        outs.append((name, d, lambda x, y, name=name: UOp(get_op(name), _vec(d, w), (x,))))
+    if d is not dtypes.bool:
+        outs.append(("core.mulacc", d, lambda x, y: UOp(C.MULACC, _vec(d, w), (x, y, x))))
+    outs.append(("core.where", d, lambda x, y: UOp(C.WHERE, _vec(d, w), (UOp(C.CMPLT, _vec(dtypes.bool, w), (x, y)),
+                                                                         x, y))))
+    prog = elementwise(f"alu_{d.name}", n, [d, d], [(rd, f) for _, rd, f in outs], width)
+    results = [np.zeros(n, np_dtype(rd)) for _, rd, _ in outs]
+    run(backend, prog, [*results, a, b])
+    for (name, rd, _), got in zip(outs, results, strict=True):
+        if name == "core.mulacc":
+            want = alu(name, d, [a, b, a])
+        elif name == "core.where":
+            want = alu(name, d, [alu("core.cmplt", dtypes.bool, [a, b]), a, b])
+        elif name in _binary_ops(d):
+            want = alu(name, rd, [a, b])
+        else:
+            want = alu(name, d, [a])
+        if name in TRANSCENDENTAL:  # libm (through LLVM's intrinsics) vs numpy's own loops: the last bits may differ
+            tol = 4 if d in (dtypes.float32, dtypes.float64) else 1
+            assert np.all(_ulps(got, want) <= tol), (name, d.name, a[_ulps(got, want) > tol])
+            special = ~np.isfinite(a) | (a == 0)
+            assert values_equal(got[special], want[special]), (name, d.name)
+            continue
+        assert values_equal(got, want), (name, d.name, [(x, y, g, w) for x, y, g, w in zip(a, b, got, want, strict=True)
+                                                        if not values_equal(np.asarray(g), np.asarray(w))][:8])
+
+
+def _cast_inputs(src: DType) -> np.ndarray:
+    x = edge_values(src)
+    if src.is_float:  # more values near the rounding boundaries of the narrow types
+        extra = np.array([1 + 2.0**-8, 1 + 2.0**-9 + 2.0**-30, 1 + 2.0**-11, 1 + 3 * 2.0**-11, 2.0**-24, 2.0**-25,
+                          3 * 2.0**-26, 2.0**24 + 1, 255.99, -0.99, 0.99, 127.5, -128.99, 4294967295.5,
+                          9.2233720368547748e18, -9.2233720368547758e18, 1.8446744073709550e19, 1 + 2.0**-24,
+                          1e-45, 2.0**-149 * 3, -(2.0**-133)], np.float64)
+        return np.concatenate([x, cast_array(extra, dtypes.float64, src)])
+    ints = np.array([2**24 + 1, 2**53 + 1, 2**53 + 2**45 + 1, -(2**62 + 2**54 + 1), 16777217, 65519, 65520, 257],
+                    np.int64)
+    return np.concatenate([x, cast_array(ints, dtypes.int64, src)])
+
+
+@pytest.mark.parametrize("width", [1, 4], ids=lambda w: f"x{w}")
+@pytest.mark.parametrize("src", ALL, ids=lambda d: d.name)
+def test_casts_match_semantics_bit_for_bit(backend: LLVMBackend, src: DType, width: int) -> None:
+    """core.cast from src to every dtype (saturating float -> int, NaN -> 0, single rounding to f16/bf16 from f64 and
+    64-bit ints), on scalars and on vectors of 4."""
+    x = _cast_inputs(src)
+    x = x[:x.size - x.size % width].copy()
+    dsts = [d for d in ALL if d is not src]
+    prog = elementwise(f"cast_{src.name}", x.size, [src],
+                       [(d, lambda v, d=d: UOp(C.CAST, _vec(d, width), (v,))) for d in dsts], width)
+    results = [np.zeros(x.size, np_dtype(d)) for d in dsts]
+    run(backend, prog, [*results, x])
+    for d, got in zip(dsts, results, strict=True):
+        want = cast_array(x, src, d)
+        assert values_equal(got, want), (src.name, d.name, [(v, g, w) for v, g, w in zip(x, got, want, strict=True)
+                                                            if not values_equal(np.asarray(g), np.asarray(w))][:8])
+
+
+def test_int64_to_bf16_and_f64_to_f16_round_once(backend: LLVMBackend) -> None:
+    """Just above a halfway point of the narrow type: rounding through f32 first would land on the even neighbour."""
+    x = np.array([2**53 + 2**45 + 1, -(2**53 + 2**45 + 1), 2**62 + 2**54 + 1, 2**63 - 1, -(2**63)], np.int64)
+    got = np.zeros(x.size, np.float32)
+    run(backend, elementwise("i64_bf16", x.size, [dtypes.int64], [(dtypes.bfloat16, lambda v: UOp(
+        C.CAST, dtypes.bfloat16, (v,)))]), [got, x])
+    assert values_equal(got, cast_array(x, dtypes.int64, dtypes.bfloat16))
+    assert got[0] == np.float32(2.0**53 + 2**46)
+    h = np.array([1 + 2.0**-11 + 2.0**-40, 1 + 2.0**-11], np.float64)
+    out = np.zeros(2, np.float16)
+    run(backend, elementwise("f64_f16", 2, [dtypes.float64], [(dtypes.float16, lambda v: UOp(
+        C.CAST, dtypes.float16, (v,)))]), [out, h])
+    assert out[0] == np.float16(1 + 2.0**-10) and out[1] == np.float16(1.0)
+
+
+_SAME_WIDTH = [(s, d) for s in ALL for d in ALL if s is not d and s.itemsize == d.itemsize and dtypes.bool
+               not in (s, d) and dtypes.index not in (s, d)]
+
+
+@pytest.mark.parametrize("bits", [16, 32, 64])
+def test_bitcasts_match_semantics(backend: LLVMBackend, bits: int) -> None:
+    pairs_ = [(s, d) for s, d in _SAME_WIDTH if s.itemsize * 8 == bits]
+    for s in sorted({s for s, _ in pairs_}, key=lambda d: d.name):
+        x = edge_values(s)
+        dsts = [d for ss, d in pairs_ if ss is s]
+        prog = elementwise(f"bitcast_{s.name}", x.size, [s], [(d, lambda v, d=d: UOp(C.BITCAST, d, (v,)))
+                                                              for d in dsts])
+        results = [np.zeros(x.size, np_dtype(d)) for d in dsts]
+        run(backend, prog, [*results, x])
+        for d, got in zip(dsts, results, strict=True):
+            assert values_equal(got, bitcast_array(x, s, d)), (s.name, d.name)
+
+
+@pytest.mark.parametrize(("s", "d"), [(dtypes.float32.vec(4), dtypes.int64.vec(2)),
+                                      (dtypes.bfloat16.vec(4), dtypes.int16.vec(4)),
+                                      (dtypes.float16.vec(4), dtypes.bfloat16.vec(4)),
+                                      (dtypes.uint8.vec(8), dtypes.float64)], ids=str)
+def test_vector_bitcasts_reinterpret_the_lanes(backend: LLVMBackend, s: DType, d: DType) -> None:
+    """A vector's bits read as another vector (or a wider scalar): lane 0 lowest, as numpy's view."""
+    x = edge_values(s.scalar)
+    x = np.resize(x, 4 * s.count)
+    n_out = x.size * s.scalar.itemsize // d.scalar.itemsize
+    loop = UOp(D.LOOP, dtypes.index, (idx(4),), 0)
+    ld = UOp(K.LOAD, s, (UOp(K.INDEX, param(1, s.scalar).dtype, (param(1, s.scalar), loop * idx(s.count))),))
+    bc = UOp(C.BITCAST, d, (ld,))
+    st = store(param(0, d.scalar), loop * idx(d.count), bc)
+    prog = program("vbitcast", loop, ld, bc, st, UOp(D.ENDLOOP, dtypes.void, (loop, st)))
+    got = np.zeros(n_out, np_dtype(d.scalar))
+    run(backend, prog, [got, x])
+    assert values_equal(got, bitcast_array(x.reshape(4, s.count), s, d).reshape(-1))
+
+
+# ---- hand-written programs -------------------------------------------------------------------------------------------
+def test_matmul_bias_relu_matches_numpy(backend: LLVMBackend) -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 8), np.float32), rng.standard_normal((8, 3), np.float32)
+    bias = rng.standard_normal(3, np.float32)
+    out = np.full((4, 3), np.nan, np.float32)
+    run(backend, _program(MATMUL), [out, a, b, bias])
+    want = np.zeros((4, 3), np.float32)  # the same order of float additions as the program: k ascending from 0
+    for k in range(8):
+        want = want + a[:, k:k + 1] * b[k:k + 1, :]
+    np.testing.assert_array_equal(out, np.maximum(want + bias, np.float32(0)))
+
+
+@pytest.mark.parametrize(("n", "want"), [(8, 36), (3, 6 - 5000), (5, 15 - 3000), (0, None)])
+def test_variable_gated_load_and_if(backend: LLVMBackend, n: int, want: int | None) -> None:
+    x = np.arange(1, 9, dtype=np.int32)
+    out = np.array([12345], np.int32)
+    run(backend, _program(GATED), [out, x[:max(n, 1)].copy() if n < 8 else x], {"n": n})
+    assert out[0] == (12345 if want is None or want <= 0 else want)
+
+
+def test_signature_and_function_header() -> None:
+    sig = kernel_signature(_program(GATED))
+    assert sig.name == "gated" and sig.params == (dtypes.int32, dtypes.int32) and sig.vars == ("n",)
+    src = LLVMRenderer().render(_program(GATED))
+    assert "define void @gated(ptr noalias %data0, ptr noalias %data1, i64 %var0) #0 {" in src
+    assert "noalias" not in LLVMRenderer(noalias=False).render(_program(GATED))
+    wide = LLVMRenderer(cpu="skylake-avx512", features="+avx512f", wide_vectors=True).render(_program(GATED))
+    assert '"target-cpu"="skylake-avx512" "target-features"="+avx512f" "prefer-vector-width"="512"' in wide
+
+
+def test_no_fast_math_flags_anywhere(backend: LLVMBackend) -> None:
+    """Exact semantics: no float instruction of a kernel carries a fast-math flag (the semantics allows none)."""
+    src = LLVMRenderer().render(elementwise("fm", 4, [dtypes.float32, dtypes.float32], [
+        (dtypes.float32, lambda x, y: UOp(C.MULACC, dtypes.float32, (x, y, x))),
+        (dtypes.float32, lambda x, y: UOp(C.FDIV, dtypes.float32, (x, y)))]))
+    assert " fmul float" in src and " fadd float" in src and " fdiv float" in src
+    for flag in ("fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc"):
+        assert f" {flag} " not in src
+
+
+def test_vector_load_alu_gep_vectorize_store(backend: LLVMBackend) -> None:
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    run(backend, _program(VECTOR), [out, x])
+    m = x.reshape(2, 4) * np.array([2, 3, 4, 5], np.float32)
+    np.testing.assert_array_equal(out.reshape(2, 4), np.stack([m[:, 3], m[:, 0], m[:, 3], m[:, 0]], axis=1))
+    src = LLVMRenderer().render(_program(VECTOR))
+    assert "load <4 x float>, ptr" in src and "fmul <4 x float>" in src and "shufflevector" not in src
+
+
+def test_value_used_after_its_loop_keeps_the_last_iteration(backend: LLVMBackend) -> None:
+    out = param(0, dtypes.int64)
+    loop = UOp(D.LOOP, dtypes.index, (idx(5),), 0)
+    sq = loop * loop
+    end = UOp(D.ENDLOOP, dtypes.void, (loop, sq))
+    st = store(out, idx(0), sq)
+    got = np.zeros(1, np.int64)
+    run(backend, program("escape", loop, sq, end, st), [got])
+    assert got[0] == 16
+
+
+def test_in_place_update_with_aliased_buffers_runs_the_variant_without_noalias(backend: LLVMBackend) -> None:
+    """out[i + 1] = x[i] + 1 with out and x the same memory: without noalias the loop carries the dependency."""
+    out, x = param(0, dtypes.int32), param(1, dtypes.int32)
+    loop = UOp(D.LOOP, dtypes.index, (idx(63),), 0)
+    ld = load(x, loop)
+    v = ld + UOp.const(dtypes.int32, 1)
+    st = store(out, loop + idx(1), v)
+    prog = program("shift_add", loop, ld, v, st, UOp(D.ENDLOOP, dtypes.void, (loop, st)))
+    buf = np.zeros(64, np.int32)
+    run(backend, prog, [buf, buf])
+    np.testing.assert_array_equal(buf, np.arange(64, dtype=np.int32))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_global_id_splits_across_cores(threads: int) -> None:
+    be = LLVMBackend()
+    be.runtime.threads = threads
+    prog = _program(PARALLEL)
+    src = LLVMRenderer().render(prog)
+    assert "i64 %core_id, i64 %core_count) #0" in src and "mul i64 1000, %core_id" in src
+    x = np.arange(37000, dtype=np.int64)
+    out = np.full(1000, -1, np.int64)
+    run(be, prog, [out, x])
+    np.testing.assert_array_equal(out, x.reshape(1000, 37).sum(axis=1))
+
+
+def test_bf16_loads_round_the_carrier(backend: LLVMBackend) -> None:
+    x = np.array([1.0 + 2**-9, 1.0 + 2**-8 + 2**-9, np.nan, -3.0000002, 1e-40], np.float32)
+    out = np.zeros(x.size, np.float32)
+    run(backend, elementwise("bf16_copy", x.size, [dtypes.bfloat16], [(dtypes.bfloat16, lambda v: v)]), [out, x])
+    assert values_equal(out, bf16_round(x))
+    assert out[0] == 1.0 and out[1] == np.float32(1.0 + 2**-7)
+
+
+@pytest.mark.parametrize("width", [1, 8])
+def test_gated_loads_of_an_empty_buffer_read_nothing(backend: LLVMBackend, width: int) -> None:
+    """A scalar gated load reads element 0 where its gate is off (an empty buffer is passed as a scratch element);
+    a vector one is a masked load, which reads nothing where the gate is off."""
+    out, x = param(0, dtypes.float32), param(1, dtypes.float32)
+    loop = UOp(D.LOOP, dtypes.index, (idx(4),), 0)
+    gate = UOp(C.CMPLT, dtypes.bool, (loop, UOp(K.VAR, dtypes.index, (), ("n", 0, 4))))
+    off = loop * idx(width)
+    vd = _vec(dtypes.float32, width)
+    ld = UOp(K.LOAD, vd, (UOp(K.INDEX, x.dtype, (x, off)), UOp.const(vd, -1.0), gate))
+    st = store(out, off, ld)
+    prog = program("gated_empty", loop, gate, ld, st, UOp(D.ENDLOOP, dtypes.void, (loop, st)))
+    got = np.zeros(4 * width, np.float32)
+    run(backend, prog, [got, np.zeros(0, np.float32)], {"n": 0})
+    np.testing.assert_array_equal(got, [-1.0] * 4 * width)
+    run(backend, prog, [got, np.arange(2 * width, dtype=np.float32) + 5], {"n": 2})
+    np.testing.assert_array_equal(got, [*(np.arange(2 * width) + 5), *[-1.0] * 2 * width])
+    if width > 1:
+        assert "@llvm.masked.load.v8f32.p0" in LLVMRenderer().render(prog)
+
+
+def test_gated_vector_store_and_bool_vectors(backend: LLVMBackend) -> None:
+    """A gated vector store writes nothing where the gate is off; bool vectors are bytes in memory."""
+    out, x = param(0, dtypes.bool), param(1, dtypes.int32)
+    loop = UOp(D.LOOP, dtypes.index, (idx(3),), 0)
+    off = loop * idx(4)
+    v = UOp(K.LOAD, dtypes.int32.vec(4), (UOp(K.INDEX, x.dtype, (x, off)),))
+    pos = UOp(C.CMPLT, dtypes.bool.vec(4), (UOp.const(dtypes.int32.vec(4), 0), v))
+    gate = UOp(C.CMPNE, dtypes.bool, (loop, idx(1)))
+    st = UOp(K.STORE, dtypes.void, (UOp(K.INDEX, out.dtype, (out, off)), pos, gate))
+    prog = program("bools", loop, v, pos, gate, st, UOp(D.ENDLOOP, dtypes.void, (loop, st)))
+    xs = np.array([1, -1, 0, 5, 2, 2, 2, 2, -3, 4, -5, 6], np.int32)
+    got = np.zeros(12, np.bool_)
+    got[4:8] = True
+    run(backend, prog, [got, xs])
+    np.testing.assert_array_equal(got, [1, 0, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1])
+
+
+def test_bad_programs_are_located_errors() -> None:
+    text = """%c = core.const 4 : index
+%s = device.special %c {kind = local_id, dim = 0} : index
+%p = device.program %s {name = "k"}
+core.sink %p
+"""
+    root = parse_ir(text)  # alive while the error is formatted: its parse holds the locations
+    with pytest.raises(IRError) as e:
+        LLVMRenderer().render(root.src[0])
+    assert "<string>:2:1" in e.value.diagnostics[0].format() and "LLVM backend cannot render device.special" in \
+        str(e.value)
+    loop = UOp(D.LOOP, dtypes.index, (idx(4),), 0)
+    with pytest.raises(IRError, match="never closed"):
+        LLVMRenderer().render(program("open", loop))
+    bar = UOp(D.BARRIER, dtypes.void, ())
+    with pytest.raises(IRError, match="LLVM backend cannot render device.barrier"):
+        LLVMRenderer().render(program("bar", bar))
+    with pytest.raises(IRError, match="renders a device.program"):
+        LLVMRenderer().render(UOp.const(dtypes.int32, 1))
+
+
+def test_compile_errors_name_the_line() -> None:
+    with pytest.raises(CompileError, match="LLVM rejected"):
+        LLVMCompiler().compile("define void @f() {\n  ret i32 0\n}\n")
+
+
+def test_object_code_is_cached_on_disk(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a miss compile returns at once (a Future: LLVM runs on a worker thread) and the first launch waits for it;
+    the object code lands in the disk cache, and a second compile of the same source is a hit, loaded at once."""
+    monkeypatch.setenv("UOPIR_CACHE_DIR", str(tmp_path))
+    be = LLVMBackend()
+    progs = [elementwise(f"k{i}", 8, [dtypes.int32], [(dtypes.int32, lambda v, i=i: v + UOp.const(dtypes.int32, i))])
+             for i in range(3)]
+    compiled = [be.compile(p) for p in progs]
+    x = np.arange(8, dtype=np.int32)
+    for i, p in enumerate(compiled):
+        out = np.zeros(8, np.int32)
+        be.runtime.launch(p, [out, x])
+        np.testing.assert_array_equal(out, x + i)
+        assert p.binary is not None and p.binary[:4] == b"\x7fELF" and p.program is progs[i]
+    files = sorted(f for f in tmp_path.rglob("*") if f.is_file())
+    assert len(files) == 3 and {f.read_bytes() for f in files} == {p.binary for p in compiled}
+    again = be.compile(progs[0])
+    assert again.binary == compiled[0].binary  # read from the disk cache, linked right away
+    out = np.zeros(8, np.int32)
+    be.runtime.launch(again, [out, x])
+    np.testing.assert_array_equal(out, x)
+
+
+def test_kernels_of_one_name_from_different_programs_do_not_clash(backend: LLVMBackend) -> None:
+    x = np.arange(4, dtype=np.int32)
+    for i in range(3):
+        out = np.zeros(4, np.int32)
+        run(backend, elementwise("same", 4, [dtypes.int32], [(dtypes.int32, lambda v, i=i: v * UOp.const(
+            dtypes.int32, i + 2))]), [out, x])
+        np.testing.assert_array_equal(out, x * (i + 2))
+
+
+def test_the_host_cpu_and_vector_width_reach_the_ir() -> None:
+    h = llvm_host()
+    assert h is not None
+    src = LLVMBackend().renderer.render(_program(MATMUL))
+    assert f'"target-cpu"="{h.cpu}"' in src
+    assert ('"prefer-vector-width"="512"' in src) == ("+avx512f" in h.features.split(","))
+
+
+def test_debug_levels_print_ir_and_device_program(monkeypatch, capsys) -> None:
+    from uopir import Tensor
+    from uopir.backends.realize import clear_schedule_cache
+
+    clear_schedule_cache()
+    monkeypatch.setenv("UOPIR_DEBUG", "6")
+    capsys.readouterr()
+    y = (Tensor([1.0, 2.0, 3.0], device="llvm") * 4321.5).numpy()
+    out = capsys.readouterr().out
+    np.testing.assert_array_equal(y, np.array([1.0, 2.0, 3.0], np.float32) * np.float32(4321.5))
+    assert "; device program of kernel" in out and "device.program" in out
+    assert "; LLVM IR of kernel" in out and "define void @" in out and "0x40B0E18000000000" in out
+    assert out.rstrip().splitlines()[-1].startswith("*** llvm")
+
+
+# ---- whole programs --------------------------------------------------------------------------------------------------
+def _frontend_cases() -> dict[str, tuple]:
+    from uopir import Tensor
+
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((33, 47)).astype(np.float32)
+    b = rng.standard_normal((47, 29)).astype(np.float32)
+    img = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    i = rng.integers(-50, 50, (6, 7, 8)).astype(np.int32)
+
+    def conv_ref() -> np.ndarray:
+        out = np.zeros((2, 4, 7, 8), np.float64)
+        for y in range(7):
+            for x in range(8):
+                out[:, :, y, x] = np.einsum("nchw,ochw->no", img[:, :, y:y + 3, x:x + 3].astype(np.float64), w)
+        return out
+
+    def softmax(x: np.ndarray) -> np.ndarray:
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    return {
+        "matmul": (lambda d: Tensor(a, device=d) @ Tensor(b, device=d), lambda: a.astype(np.float64) @ b, 1e-4),
+        "conv2d": (lambda d: Tensor(img, device=d).conv2d(Tensor(w, device=d)), conv_ref, 1e-4),
+        "softmax": (lambda d: Tensor(a, device=d).softmax(), lambda: softmax(a.astype(np.float64)), 1e-5),
+        "sum_axis0": (lambda d: Tensor(i, device=d).sum(axis=0), lambda: i.sum(axis=0, dtype=np.int32), 0),
+        "max_axis2": (lambda d: Tensor(i, device=d).max(axis=2), lambda: i.max(axis=2), 0),
+        "mean_all": (lambda d: Tensor(a, device=d).mean(), lambda: a.astype(np.float64).mean(), 1e-5),
+        "relu_mlp": (lambda d: ((Tensor(a, device=d) @ Tensor(b, device=d)).relu() * 0.5).sum(axis=1),
+                     lambda: (np.maximum(a.astype(np.float64) @ b, 0) * 0.5).sum(axis=1), 1e-4),
+    }
+
+
+@pytest.mark.parametrize("case", list(_frontend_cases()))
+def test_frontend_programs_realize_on_llvm(case: str) -> None:
+    """Tensor(..., device="llvm").realize() through uopir.backends.realize: the same values as on the reference
+    interpreter (bit for bit: every kernel's order of operations is the semantics'), and as numpy."""
+    build, ref, tol = _frontend_cases()[case]
+    got = build("llvm").numpy()
+    want = build("python").numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6) if got.dtype.kind == "f" and case == "softmax" \
+        else np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got.astype(np.float64), ref(), rtol=tol, atol=tol)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 3))
+def test_random_tensor_programs_match_the_interpreter(r: random.Random, seed: int) -> None:
+    """Random tensor programs (the generator of test_tensor_to_kernel) realized on llvm: the outputs equal the
+    reference interpreter's on the tensor level (bit for bit; exp2/log2/sin by libm may differ in the last bits)."""
+    from uopir.backends.python import evaluate
+    from uopir.backends.registry import get_backend
+    from uopir.tools.uop_run import compare, run_schedule
+
+    root = _Gen(r).program()
+    bufs = _input_arrays(root, np.random.default_rng(seed))
+    want = evaluate(root, {k: v.copy() for k, v in bufs.items()})
+    be = get_backend("llvm")
+    try:
+        got = run_schedule(be, be.lower(root), {k: v.copy() for k, v in bufs.items()}, {})
+    except Exception as e:
+        raise AssertionError(f"{type(e).__name__}: {e}\nprogram:\n{print_ir(root)}") from e
+    outs = root.src if root.op is C.SINK else (root,)
+    for u, g, w in zip(outs, got, want, strict=True):
+        ok, what = compare(np.asarray(g), np.asarray(w), u.dtype, exact=False)
+        assert ok, f"{what}\nprogram:\n{print_ir(root)}"
+
+
+def test_floats_are_exact_for_every_float_dtype(backend: LLVMBackend) -> None:
+    """A reduction in each float dtype (f16 and bf16 round after every step) equals the interpreter's."""
+    from uopir import Tensor
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 300)).astype(np.float32)
+    for d in FLOATS:
+        got = Tensor(x, device="llvm").cast(d).sum(axis=1).numpy()
+        want = Tensor(x, device="python").cast(d).sum(axis=1).numpy()
+        assert values_equal(got, want), d.name

@@ -1,0 +1,223 @@
+"""Calling compiled host-cpu kernels through ctypes: argument checks, aliasing, the split across cores, host memory.
+
+A kernel is called with the data pointers of its buffers (kernel.param order) and the values of its variables (name
+order), as its `KernelSignature` says; ctypes releases the GIL for the call. A kernel with a global id (a parallel
+loop) also takes `core_id, core_count`: it is called once per core, from a thread pool, each call running its share
+of the ids, and the launch returns when all have. Kernels are compiled with no-alias pointers (`restrict`,
+`noalias`); a launch whose buffers overlap in memory (an in-place update passed twice) runs a variant compiled
+without them on first need, so the compiler's no-alias assumption is never false.
+
+`HostKernel` is that call; a backend subclass says how the function is obtained (`_load`) and how its no-alias-free
+variant is (`alias_fn`). `HostRuntime` launches them on host buffers; `PooledHostAllocator` reuses freed arrays.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from uopir.backends.cpu.program import KernelSignature
+from uopir.backends.interface import Buffer, HostAllocator, LaunchBuffers, Program, Runtime
+from uopir.dialects.semantics import np_dtype
+from uopir.ir.dtype import DType, dtypes
+from uopir.passes.target import Target, host_cpu, target
+
+__all__ = ["HostKernel", "HostRuntime", "PooledHostAllocator", "THREADS_ENV", "threads", "debug_level", "host_array",
+           "bind", "host_target"]
+
+THREADS_ENV = "UOPIR_THREADS"
+
+
+def host_target(name: str) -> Target:
+    """The target of a host-cpu backend: the host cpu (its vector width and cores). The register budget of a
+    kernel's upcasts is 8 vector registers of f32 lanes (eight independent accumulators hide the latency of a vector
+    add; AVX-512 and AVX2 have 32 and 16 of them)."""
+    t = host_cpu(name)
+    return t.derive(max_upcast=max(t.max_upcast, 8 * t.vector_width(dtypes.float32)))
+
+
+def threads(device: str) -> int:
+    """How many cores a parallel kernel is split across: $UOPIR_THREADS, else the cores of the device's target."""
+    env = os.environ.get(THREADS_ENV, "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"${THREADS_ENV} must be a positive integer, got {env!r}") from None
+    return target(device).threads
+
+
+def debug_level() -> int:
+    """$UOPIR_DEBUG as an int (0 when unset, 1 when not a number)."""
+    v = os.environ.get("UOPIR_DEBUG", "").strip()
+    try:
+        return int(v) if v else 0
+    except ValueError:
+        return 1
+
+
+# what an empty buffer is passed as: a branch-free gated load reads element 0 (up to a vector of 64 bytes) and drops it
+_SCRATCH = ctypes.create_string_buffer(128)
+_SCRATCH_ADDR = ctypes.addressof(_SCRATCH)
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_SIZE = 0
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The process's worker threads for parallel kernels (grown on demand, never shrunk)."""
+    global _POOL, _POOL_SIZE
+    if _POOL is None or _POOL_SIZE < workers:
+        old = _POOL
+        _POOL, _POOL_SIZE = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="uopir-cpu"), workers
+        if old is not None:
+            old.shutdown(wait=False)
+    return _POOL
+
+
+class PooledHostAllocator(HostAllocator):
+    """Host buffers whose memory is reused: the array of a collected buffer is kept (up to `budget` bytes, the oldest
+    dropped first) and handed to the next allocation of the same element type and size, so a steady loop of
+    realizes does not pay the page faults of fresh memory each time (tinygrad's LRU allocator does the same). An
+    array anything else still references (a numpy view of it, say) is never reused."""
+
+    def __init__(self, device: str, budget: int = 256 << 20):
+        super().__init__(device)
+        self.budget, self.held = budget, 0
+        self._pool: OrderedDict[tuple[np.dtype, int], list[np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _alloc(self, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+        want = np_dtype(dtype)
+        key = (want, math.prod(shape))
+        with self._lock:
+            free = self._pool.get(key)
+            if free:
+                arr = free.pop()
+                if not free:
+                    del self._pool[key]
+                self.held -= arr.nbytes
+                arr.shape = shape  # in place: a reshape would be a view, never pooled again
+                return arr
+        return np.empty(shape, want)
+
+    def _free(self, handle: np.ndarray) -> None:
+        # the references a free array has here: the dying Buffer's slot (weakref callbacks run before slots are
+        # cleared), the finalizer's arguments, this call's parameter and getrefcount's own; more: someone else has it
+        if sys.getrefcount(handle) > 4 or handle.base is not None or not 0 < handle.nbytes <= self.budget:
+            return
+        with self._lock:
+            self._pool.setdefault((handle.dtype, handle.size), []).append(handle)
+            self._pool.move_to_end((handle.dtype, handle.size))
+            self.held += handle.nbytes
+            while self.held > self.budget:
+                key, arrs = next(iter(self._pool.items()))
+                self.held -= arrs.pop(0).nbytes
+                if not arrs:
+                    del self._pool[key]
+
+
+def bind(sig: KernelSignature, fn: Any) -> Any:
+    """Give a ctypes function (or the address of one) the argument types of `sig`."""
+    argtypes = [ctypes.c_void_p] * len(sig.params) + [ctypes.c_int64] * (len(sig.vars) + (2 if sig.parallel else 0))
+    if isinstance(fn, int):
+        return ctypes.CFUNCTYPE(None, *argtypes)(fn)
+    fn.argtypes = argtypes
+    fn.restype = None
+    return fn
+
+
+class HostKernel:
+    """One compiled kernel and how to call it on host arrays. Subclasses implement `_load` (the function, bound by
+    `bind`); `alias_fn` gives the variant compiled without no-alias pointers; `threads` is how many cores a parallel
+    kernel is split across."""
+
+    def __init__(self, sig: KernelSignature, alias_fn: Callable[[], Any], threads: int = 1):
+        self.sig, self.threads = sig, max(1, threads)
+        self._fn: Any = None
+        self._alias_fn = alias_fn
+        self._aliased: Any = None
+
+    def _load(self) -> Any:
+        raise NotImplementedError
+
+    def ready(self) -> None:
+        """Wait for the binary (if it is still compiling in the background) and load it."""
+        if self._fn is None:
+            self._load()
+
+    def __call__(self, arrays: Sequence[np.ndarray], var_vals: Mapping[str, int]) -> None:
+        sig = self.sig
+        if len(arrays) < len(sig.params):
+            raise ValueError(f"kernel {sig.name} takes {len(sig.params)} buffers, got {len(arrays)}")
+        ptrs: list[int | None] = []
+        spans: list[tuple[int, int]] = []
+        for i, (d, a) in enumerate(zip(sig.params, arrays, strict=False)):
+            if d is not None:
+                if a.dtype != np_dtype(d):
+                    raise TypeError(f"kernel {sig.name}: buffer {i} must hold {np_dtype(d)} ({d.name}), got {a.dtype}")
+                if not a.flags.c_contiguous:
+                    raise ValueError(f"kernel {sig.name}: buffer {i} must be C-contiguous")
+            addr = a.ctypes.data if a.size else _SCRATCH_ADDR  # gated loads read element 0 of every buffer
+            ptrs.append(addr)
+            if d is not None and a.nbytes:
+                spans.append((addr, addr + a.nbytes))
+        missing = [v for v in sig.vars if v not in var_vals]
+        if missing:
+            raise ValueError(f"kernel {sig.name}: variable(s) {', '.join(missing)} not bound (pass var_vals)")
+        args = [*ptrs, *(int(var_vals[v]) for v in sig.vars)]
+        fn = self._fn or self._load()
+        if len(spans) > 1 and _overlap(spans):
+            if self._aliased is None:
+                self._aliased = bind(sig, self._alias_fn())
+            fn = self._aliased
+        if not sig.parallel:
+            fn(*args)
+            return
+        n = self.threads
+        if n == 1:
+            fn(*args, 0, 1)
+            return
+        futures = [_pool(n - 1).submit(fn, *args, i, n) for i in range(1, n)]
+        fn(*args, 0, n)  # this thread runs the first share
+        for f in futures:
+            f.result()
+
+
+def _overlap(spans: list[tuple[int, int]]) -> bool:
+    spans = sorted(spans)
+    return any(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def host_array(b: Buffer | np.ndarray, device: str) -> np.ndarray:
+    """The live host array of a buffer (a numpy array passes through)."""
+    if isinstance(b, np.ndarray):
+        return b
+    v = b.host_view()
+    if v is None:
+        raise TypeError(f"the {device} runtime runs on host buffers, got {b!r}")
+    return v
+
+
+class HostRuntime(Runtime):
+    """Runs host kernels (a Program whose entry is a HostKernel) on host buffers, by kernel.param position."""
+
+    def launch(self, prog: Program, buffers: LaunchBuffers, *, global_size: tuple[int, ...] = (1, 1, 1),
+               local_size: tuple[int, ...] = (1, 1, 1), var_vals: Mapping[str, int] | None = None) -> Any:
+        """Run a kernel on its buffers (by kernel.param position); it writes them in place and returns None."""
+        if isinstance(buffers, Mapping):
+            raise TypeError(f"a {self.device} kernel takes its buffers by position (kernel.param index), not by id")
+        arrays = [host_array(b, self.device) for b in buffers]
+        prog.entry(arrays, dict(var_vals or {}))
+        return None
+
+    def ready(self, prog: Program) -> None:
+        prog.entry.ready()
