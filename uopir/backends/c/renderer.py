@@ -214,21 +214,15 @@ class CRenderer(Renderer):
     """device.program -> C source text. `restrict=False` renders the variant for buffers that alias each other."""
 
     language = "c"
+    vector_ok = staticmethod(vector_ok)  # which vector dtypes live in native vector types (C: GCC vector types)
 
     def __init__(self, restrict: bool = True):
         self.restrict = restrict
 
     def render(self, program: UOp) -> str:
         sig = kernel_signature(program)
-        em = _Emitter(self.restrict)
-        order = _schedule(program)
-        escaping = _escaping(order)
-        open_blocks: list[UOp] = []
-        for u in order:
-            self._op(em, u, u in escaping, open_blocks)
-        if open_blocks:
-            raise op_error(open_blocks[-1], f"{open_blocks[-1].op.name} is never closed (no "
-                         f"{'device.endloop' if open_blocks[-1].op is D.LOOP else 'device.endif'} in the program)")
+        em = self.emitter()
+        self.walk(em, program)
         args = []
         for i, d in enumerate(sig.params):
             if d is None:
@@ -248,6 +242,21 @@ class CRenderer(Renderer):
         body = [*("  " + h for h in em.hoisted), *em.lines]
         return f"{head}\nvoid {sig.name}({', '.join(args) or 'void'}) {{\n" + "\n".join(body) + ("\n" if body else "") \
             + "}\n"
+
+    def emitter(self) -> _Emitter:
+        """A fresh rendering state (a C-style renderer for another language returns its own subclass)."""
+        return _Emitter(self.restrict)
+
+    def walk(self, em: _Emitter, program: UOp) -> None:
+        """Render the program's ops in execution order into em (statements, helpers, values)."""
+        order = _schedule(program)
+        escaping = _escaping(order)
+        open_blocks: list[UOp] = []
+        for u in order:
+            self._op(em, u, u in escaping, open_blocks)
+        if open_blocks:
+            raise op_error(open_blocks[-1], f"{open_blocks[-1].op.name} is never closed (no "
+                         f"{'device.endloop' if open_blocks[-1].op is D.LOOP else 'device.endif'} in the program)")
 
     # each op: its value (an expression or lanes) and its statements
     def _op(self, em: _Emitter, u: UOp, escapes: bool, blocks: list[UOp]) -> None:
@@ -310,7 +319,7 @@ class CRenderer(Renderer):
             em.emit("}")
         elif op is D.ACC:
             init = self._lanes(em, u.src[0])
-            if vector_ok(u.dtype):
+            if self.vector_ok(u.dtype):
                 self._set_vector(em, u, em.pack(init, u.dtype), escapes, kind="acc", const=False)
                 return
             names = self._define(em, u, [init.lane(i) for i in range(u.dtype.count)], escapes, kind="acc",
@@ -332,11 +341,11 @@ class CRenderer(Renderer):
             self._bitcast(em, u, escapes)
         elif op in C.ALU_OPS:
             srcs = [self._lanes(em, s) for s in u.src]
-            if op.name in NATIVE_VECTOR and vector_ok(u.dtype):
+            if op.name in NATIVE_VECTOR and self.vector_ok(u.dtype):
                 a = [em.pack(x, u.dtype) for x in srcs]
                 self._set_vector(em, u, NATIVE_VECTOR[op.name].format(*a), escapes)
                 return
-            if op is C.MAX and vector_ok(u.dtype):
+            if op is C.MAX and self.vector_ok(u.dtype):
                 em.vtype(u.dtype)
                 hname, helper = vector_max(u.dtype)
                 em.use(hname, helper)
@@ -425,7 +434,7 @@ class CRenderer(Renderer):
             g = self._scalar(em, u.src[2])
             gate = g if gate is None else f"{gate} && {g}"
         n = u.dtype.count
-        if vector_ok(u.dtype):
+        if self.vector_ok(u.dtype):
             t = em.vtype(u.dtype)
             ld = f"load_{t}(&{p.at(0)})"
             if gate is not None:
@@ -463,7 +472,7 @@ class CRenderer(Renderer):
             g = self._scalar(em, u.src[2])
             gate = g if gate is None else f"{gate} && {g}"
         d = u.src[1].dtype
-        if vector_ok(d):
+        if self.vector_ok(d):
             stmts = [f"store_{em.vtype(d)}(&{p.at(0)}, {em.pack(val, d)});"]
         else:
             stmts = [f"{p.at(i)} = {val.lane(i)};" for i in range(d.count)]
