@@ -10,8 +10,9 @@ Substitutions available in RUN lines:
                pretty. Use as `// RUN: %roundtrip | filecheck %s`.
   %python      the Python running lit
 Files in `Inputs/` folders are not tests. The feature `c-compiler` (for `REQUIRES:`) is set when a C compiler ($CC,
-clang or cc) is installed. UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
+clang or cc) is installed, `opencl` when pyopencl is. UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
 """
+import importlib.util
 import os
 import shutil
 import sys
@@ -56,6 +57,12 @@ for _var in ("CC", "UOPIR_CFLAGS", "UOPIR_CACHE_DIR", "UOPIR_DISABLE_CACHE", "XD
 _cc = os.environ.get("CC", "").split()
 if (_cc and shutil.which(_cc[0])) or (not _cc and (shutil.which("clang") or shutil.which("cc"))):
     config.available_features.add("c-compiler")
+# `opencl` where pyopencl is installed (the test extra brings pocl's CPU device with it); the device choice follows
+# the user's environment.
+if importlib.util.find_spec("pyopencl") is not None:
+    config.available_features.add("opencl")
+if "UOPIR_OPENCL_DEVICE" in os.environ:
+    config.environment["UOPIR_OPENCL_DEVICE"] = os.environ["UOPIR_OPENCL_DEVICE"]
 
 # A bare word that is not part of a path or a longer name.
 _word = r"(?<![\w/.%-]){}(?![\w.-])"

@@ -214,6 +214,7 @@ class CRenderer(Renderer):
     """device.program -> C source text. `restrict=False` renders the variant for buffers that alias each other."""
 
     language = "c"
+    title = "C"  # the backend's name in error messages
     vector_ok = staticmethod(vector_ok)  # which vector dtypes live in native vector types (C: GCC vector types)
 
     def __init__(self, restrict: bool = True):
@@ -262,7 +263,7 @@ class CRenderer(Renderer):
     def _op(self, em: _Emitter, u: UOp, escapes: bool, blocks: list[UOp]) -> None:
         op = u.op
         if op in _UNSUPPORTED:
-            raise op_error(u, f"the C backend cannot render {op.name}: {_UNSUPPORTED[op]}")
+            raise op_error(u, f"the {self.title} backend cannot render {op.name}: {_UNSUPPORTED[op]}")
         if op is C.CONST:
             if type(u.arg) is tuple and u.dtype.count == 1:
                 raise op_error(u, "a tensor-shaped const cannot be rendered: lower the program to the device level")
@@ -355,7 +356,7 @@ class CRenderer(Renderer):
         elif op in _NO_VALUE:
             pass
         else:
-            raise op_error(u, f"the C backend cannot render {op.name}")
+            raise op_error(u, f"the {self.title} backend cannot render {op.name}")
 
     def _special(self, em: _Emitter, u: UOp, blocks: list[UOp]) -> None:
         """A global (or group) id on a cpu: a loop over the rest of the program. The first one in the program is

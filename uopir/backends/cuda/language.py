@@ -79,6 +79,7 @@ def _header(text: str) -> str:
 
 CUDA = Language(
     name="cuda",
+    title="CUDA",
     kernel_head='extern "C" __global__ void',
     buffer="{t}* {name}",
     var_type="int64_t",

@@ -44,6 +44,7 @@ class Language:
     """How one C dialect spells the parts of a kernel that differ from C (see the module docstring)."""
 
     name: str  # the language name of its device.source (`opencl`, `cuda`)
+    title: str  # the backend's name in messages (`OpenCL`, `CUDA`)
     kernel_head: str  # before the kernel's name: `__kernel void`
     buffer: str  # a buffer parameter, `{t}` its element type and `{name}` its name: `__global {t}* {name}`
     var_type: str  # a kernel.var parameter's type (64-bit)
@@ -92,7 +93,7 @@ class GpuRenderer(CRenderer):
     def __init__(self, lang: Language):
         super().__init__(restrict=False)
         self.lang = lang
-        self.language = lang.name
+        self.language, self.title = lang.name, lang.title
 
     def emitter(self) -> _Emitter:
         return _GpuEmitter(self.lang)
@@ -126,7 +127,7 @@ class GpuRenderer(CRenderer):
         elif u.op is D.BARRIER:
             em.emit(self.lang.barrier)
         elif u.op is D.WMMA:
-            raise op_error(u, f"the {self.lang.name} renderer cannot render device.wmma (tensor cores) yet")
+            raise op_error(u, f"the {self.title} backend cannot render device.wmma: tensor cores are not supported yet")
         else:
             super()._op(em, u, escapes, blocks)
 

@@ -53,6 +53,7 @@ def _header(text: str) -> str:
 
 OPENCL = Language(
     name="opencl",
+    title="OpenCL",
     kernel_head="__kernel void",
     buffer="__global {t}* {name}",
     var_type="long",
