@@ -11,7 +11,8 @@ Substitutions available in RUN lines:
   %python      the Python running lit
 Files in `Inputs/` folders are not tests. The feature `c-compiler` (for `REQUIRES:`) is set when a C compiler ($CC,
 clang or cc) is installed, `multicore` when this process may use more than one core, `llvmlite` when llvmlite
-imports (the llvm backend runs). UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
+imports (the llvm backend runs), `opencl` when pyopencl is. UOPIR_TEST_PASSES=1 is set, so the test-* passes are
+available.
 """
 import importlib.util
 import os
@@ -63,6 +64,12 @@ if len(os.sched_getaffinity(0)) > 1 if hasattr(os, "sched_getaffinity") else (os
     config.available_features.add("multicore")
 if importlib.util.find_spec("llvmlite") is not None:  # the llvm backend runs (uop-run --backend=llvm)
     config.available_features.add("llvmlite")
+# `opencl` where pyopencl is installed (the test extra brings pocl's CPU device with it); the device choice follows
+# the user's environment.
+if importlib.util.find_spec("pyopencl") is not None:
+    config.available_features.add("opencl")
+if "UOPIR_OPENCL_DEVICE" in os.environ:
+    config.environment["UOPIR_OPENCL_DEVICE"] = os.environ["UOPIR_OPENCL_DEVICE"]
 
 # A bare word that is not part of a path or a longer name.
 _word = r"(?<![\w/.%-]){}(?![\w.-])"

@@ -39,7 +39,8 @@ def test_every_device_has_a_target_of_its_name():
         assert t.name == name and t.kind == kind
         assert target(name) is t  # built once
     assert {"cpu", "gpu", *kinds} <= set(targets())
-    assert target("cuda").warp_size == 32 and target("opencl").max_threads_per_block == 256
+    assert target("cuda").warp_size == 32  # the generic gpu's without a GPU, the GPU's own with one
+    assert target("opencl").max_threads_per_block >= 1  # read from the OpenCL device (test_opencl_backend)
 
 
 def test_unknown_target_is_a_clear_error():

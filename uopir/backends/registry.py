@@ -15,14 +15,16 @@ from collections.abc import Callable
 
 from uopir.backends.interface import Backend, Buffer, HostAllocator, Runtime
 from uopir.ir.uop import UOp
-from uopir.passes.target import GPU, Target, host_cpu, register_target, target
+from uopir.passes.target import Target, host_cpu, register_target, target
 
 __all__ = ["DEVICES", "BACKENDS", "PREFERENCE", "PendingBackend", "register_backend", "get_backend", "available",
            "canonical", "default_device"]
 
 DEVICES: tuple[str, ...] = ("python", "c", "llvm", "opencl", "cuda")  # what Tensor(device=...) accepts
 BACKENDS: tuple[str, ...] = DEVICES + ("mlir",)  # mlir exports IR for other tools; it is not a Tensor device
-PREFERENCE: tuple[str, ...] = ("cuda", "opencl", "llvm", "c", "python")  # the "best available" order
+# the "best available" order: opencl after c (its device may be the host cpu through pocl, and probing it costs
+# ~0.5 s per process); a machine whose OpenCL device is a GPU chooses it with UOPIR_DEVICE=opencl
+PREFERENCE: tuple[str, ...] = ("cuda", "llvm", "c", "opencl", "python")
 
 _FACTORIES: dict[str, Callable[[], Backend]] = {}
 _INSTANCES: dict[str, Backend] = {}
@@ -93,7 +95,10 @@ def default_device() -> str:
     env = os.environ.get("UOPIR_DEVICE")
     if env:
         return canonical(env)
-    return available()[0]
+    for d in PREFERENCE:  # the first available, without probing the ones after it
+        if d in _FACTORIES and get_backend(d).available:
+            return d
+    raise RuntimeError("no backend is available")
 
 
 def _python() -> Backend:
@@ -122,6 +127,30 @@ def _python_target() -> Target:
     return PYTHON_TARGET
 
 
+def _opencl() -> Backend:
+    from uopir.backends.opencl.backend import OpenCLBackend
+
+    return OpenCLBackend()
+
+
+def _opencl_target() -> Target:
+    from uopir.backends.opencl.backend import opencl_target
+
+    return opencl_target()
+
+
+def _cuda() -> Backend:
+    from uopir.backends.cuda.backend import CUDABackend
+
+    return CUDABackend()
+
+
+def _cuda_target() -> Target:
+    from uopir.backends.cuda.backend import cuda_target
+
+    return cuda_target()
+
+
 def _c() -> Backend:
     from uopir.backends.c.backend import CBackend
 
@@ -145,12 +174,13 @@ register_backend("c", _c)
 register_backend("llvm", _llvm)
 for _dev, _what in (("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")):
     register_backend(_dev, _pending(_dev, _what, _device_target(_dev)))
+register_backend("opencl", _opencl, replace=True)
+register_backend("cuda", _cuda, replace=True)
 
 # each device's target under its name, built on first use (probing the host is not free)
 register_target(_python_target, "python")
 register_target(_c_target, "c")
 register_target(_llvm_target, "llvm")
 register_target(lambda: host_cpu("mlir"), "mlir")
-register_target(GPU.derive(name="opencl", local_bytes=32 * 1024, max_threads_per_block=256,
-                           max_local_dims=(256, 256, 256), warp_size=1))
-register_target(GPU.derive(name="cuda"))
+register_target(_opencl_target, "opencl")  # read from the OpenCL device when first asked for
+register_target(_cuda_target, "cuda")  # the GPU's limits where pycuda sees one

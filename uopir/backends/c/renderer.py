@@ -118,21 +118,16 @@ class CRenderer(Renderer):
     """device.program -> C source text. `restrict=False` renders the variant for buffers that alias each other."""
 
     language = "c"
+    title = "C"  # the backend's name in error messages
+    vector_ok = staticmethod(vector_ok)  # which vector dtypes live in native vector types (C: GCC vector types)
 
     def __init__(self, restrict: bool = True):
         self.restrict = restrict
 
     def render(self, program: UOp) -> str:
         sig = kernel_signature(program)
-        em = _Emitter(self.restrict)
-        order = _schedule(program)
-        escaping = _escaping(order)
-        open_blocks: list[UOp] = []
-        for u in order:
-            self._op(em, u, u in escaping, open_blocks)
-        if open_blocks:
-            raise op_error(open_blocks[-1], f"{open_blocks[-1].op.name} is never closed (no "
-                         f"{'device.endloop' if open_blocks[-1].op is D.LOOP else 'device.endif'} in the program)")
+        em = self.emitter()
+        self.walk(em, program)
         args = []
         for i, d in enumerate(sig.params):
             if d is None:
@@ -153,11 +148,26 @@ class CRenderer(Renderer):
         return f"{head}\nvoid {sig.name}({', '.join(args) or 'void'}) {{\n" + "\n".join(body) + ("\n" if body else "") \
             + "}\n"
 
+    def emitter(self) -> _Emitter:
+        """A fresh rendering state (a C-style renderer for another language returns its own subclass)."""
+        return _Emitter(self.restrict)
+
+    def walk(self, em: _Emitter, program: UOp) -> None:
+        """Render the program's ops in execution order into em (statements, helpers, values)."""
+        order = _schedule(program)
+        escaping = _escaping(order)
+        open_blocks: list[UOp] = []
+        for u in order:
+            self._op(em, u, u in escaping, open_blocks)
+        if open_blocks:
+            raise op_error(open_blocks[-1], f"{open_blocks[-1].op.name} is never closed (no "
+                         f"{'device.endloop' if open_blocks[-1].op is D.LOOP else 'device.endif'} in the program)")
+
     # each op: its value (an expression or lanes) and its statements
     def _op(self, em: _Emitter, u: UOp, escapes: bool, blocks: list[UOp]) -> None:
         op = u.op
         if op in _UNSUPPORTED:
-            raise op_error(u, f"the C backend cannot render {op.name}: {_UNSUPPORTED[op]}")
+            raise op_error(u, f"the {self.title} backend cannot render {op.name}: {_UNSUPPORTED[op]}")
         if op is C.CONST:
             if type(u.arg) is tuple and u.dtype.count == 1:
                 raise op_error(u, "a tensor-shaped const cannot be rendered: lower the program to the device level")
@@ -214,7 +224,7 @@ class CRenderer(Renderer):
             em.emit("}")
         elif op is D.ACC:
             init = self._lanes(em, u.src[0])
-            if vector_ok(u.dtype):
+            if self.vector_ok(u.dtype):
                 self._set_vector(em, u, em.pack(init, u.dtype), escapes, kind="acc", const=False)
                 return
             names = self._define(em, u, [init.lane(i) for i in range(u.dtype.count)], escapes, kind="acc",
@@ -236,11 +246,11 @@ class CRenderer(Renderer):
             self._bitcast(em, u, escapes)
         elif op in C.ALU_OPS:
             srcs = [self._lanes(em, s) for s in u.src]
-            if op.name in NATIVE_VECTOR and vector_ok(u.dtype):
+            if op.name in NATIVE_VECTOR and self.vector_ok(u.dtype):
                 a = [em.pack(x, u.dtype) for x in srcs]
                 self._set_vector(em, u, NATIVE_VECTOR[op.name].format(*a), escapes)
                 return
-            if op is C.MAX and vector_ok(u.dtype):
+            if op is C.MAX and self.vector_ok(u.dtype):
                 em.vtype(u.dtype)
                 hname, helper = vector_max(u.dtype)
                 em.use(hname, helper)
@@ -250,7 +260,7 @@ class CRenderer(Renderer):
         elif op in _NO_VALUE:
             pass
         else:
-            raise op_error(u, f"the C backend cannot render {op.name}")
+            raise op_error(u, f"the {self.title} backend cannot render {op.name}")
 
     def _special(self, em: _Emitter, u: UOp, blocks: list[UOp]) -> None:
         """A global (or group) id on a cpu: a loop over the rest of the program. The first one in the program is
@@ -329,7 +339,7 @@ class CRenderer(Renderer):
             g = self._scalar(em, u.src[2])
             gate = g if gate is None else f"{gate} && {g}"
         n = u.dtype.count
-        if vector_ok(u.dtype):
+        if self.vector_ok(u.dtype):
             t = em.vtype(u.dtype)
             ld = f"load_{t}(&{p.at(0)})"
             if gate is not None:
@@ -367,7 +377,7 @@ class CRenderer(Renderer):
             g = self._scalar(em, u.src[2])
             gate = g if gate is None else f"{gate} && {g}"
         d = u.src[1].dtype
-        if vector_ok(d):
+        if self.vector_ok(d):
             stmts = [f"store_{em.vtype(d)}(&{p.at(0)}, {em.pack(val, d)});"]
         else:
             stmts = [f"{p.at(i)} = {val.lane(i)};" for i in range(d.count)]

@@ -1,0 +1,57 @@
+"""The `emit-opencl` and `emit-cuda` passes: every device.program of the graph (nested regions included) becomes a
+device.source holding its OpenCL C / CUDA C text; `uop-opt --emit=opencl|cuda` prints just the text.
+
+Registered when uopir.backends loads, beside emit-c. Rendering needs no device: a machine without OpenCL or a GPU
+emits both languages.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from uopir.backends.c.emit import programs
+from uopir.dialects import device as D
+from uopir.ir.diagnostics import IRError, diag_at
+from uopir.ir.dtype import dtypes
+from uopir.ir.uop import UOp
+from uopir.passes.registry import register_pass
+from uopir.passes.runner import PassContext
+
+__all__ = ["emit_opencl", "emit_cuda"]
+
+
+@dataclass
+class EmitOptions:
+    pass
+
+
+def _emit(root: UOp, ctx: PassContext, lang_name: str) -> UOp:
+    from uopir.backends.gpu.renderer import GpuRenderer, kernel_name
+
+    if lang_name == "opencl":
+        from uopir.backends.opencl.language import OPENCL as lang
+    else:
+        from uopir.backends.cuda.language import CUDA as lang
+    progs = programs(root)
+    if not progs:
+        raise IRError(diagnostics=[diag_at(root, f"emit-{lang_name}: the graph has no device.program (lower it "
+                                           f"first, e.g. with -p 'default{{target={lang_name}}}')")])
+    renderer = GpuRenderer(lang)
+    sources = []
+    for p in progs:
+        sources.append(UOp(D.SOURCE, dtypes.void, (), (lang_name, kernel_name(p, lang), renderer.render(p))))
+        ctx.count("sources-emitted")
+    return UOp.sink(*sources)
+
+
+@register_pass("emit-opencl", summary="replace the graph by one device.source of OpenCL C per device.program (what "
+               "uop-opt --emit=opencl prints)", consumes=("core", "kernel", "device", "tensor"),
+               produces=("device", "core"), options=EmitOptions)
+def emit_opencl(root: UOp, options: EmitOptions, ctx: PassContext) -> UOp:
+    return _emit(root, ctx, "opencl")
+
+
+@register_pass("emit-cuda", summary="replace the graph by one device.source of CUDA C per device.program (what "
+               "uop-opt --emit=cuda prints)", consumes=("core", "kernel", "device", "tensor"),
+               produces=("device", "core"), options=EmitOptions)
+def emit_cuda(root: UOp, options: EmitOptions, ctx: PassContext) -> UOp:
+    return _emit(root, ctx, "cuda")

@@ -1,0 +1,74 @@
+"""OpenCL C as a C dialect: what the shared C-style renderer (uopir.backends.gpu.renderer) needs to know of it.
+
+OpenCL C has no headers: the fixed-width integer names and their limits are typedefs and defines of the header, the
+float functions have no `f` suffix (`exp2` is overloaded), `memcpy` is the compiler's builtin and `half` is a
+keyword (f16 rides as its bits in `uopir_half`). `#pragma OPENCL FP_CONTRACT OFF` keeps a*b+c two roundings, as
+the semantics say; the build asks for correctly rounded division and sqrt (`-cl-fp32-correctly-rounded-divide-sqrt`).
+Bool buffers are `uchar` (OpenCL forbids bool in a kernel's parameters).
+"""
+from __future__ import annotations
+
+from uopir.backends.c.prelude import Helper
+from uopir.backends.gpu.renderer import Language
+
+__all__ = ["OPENCL"]
+
+_STDINT = """typedef char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long int64_t;
+typedef uchar uint8_t;
+typedef ushort uint16_t;
+typedef uint uint32_t;
+typedef ulong uint64_t;
+#define INT8_MIN CHAR_MIN
+#define INT8_MAX CHAR_MAX
+#define INT16_MIN SHRT_MIN
+#define INT16_MAX SHRT_MAX
+#define INT32_MIN INT_MIN
+#define INT32_MAX INT_MAX
+#define INT64_MIN LONG_MIN
+#define INT64_MAX LONG_MAX
+#define UINT8_MAX UCHAR_MAX
+#define UINT16_MAX USHRT_MAX
+#define UINT32_MAX UINT_MAX
+#define UINT64_MAX ULONG_MAX
+"""
+_FLOAT_FNS = ("exp2", "log2", "sin", "sqrt", "trunc", "fmod")
+
+
+def _header(text: str) -> str:
+    lines = ["#pragma OPENCL FP_CONTRACT OFF"]
+    if "double" in text:
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+    lines.append(_STDINT.rstrip("\n"))
+    lines.extend(f"#define {f}f {f}" for f in _FLOAT_FNS if f"{f}f(" in text)
+    if "f16_to_f32" in text or "f32_to_f16" in text:
+        lines.append("#define UOPIR_SOFT_F16  /* the prelude's exact bit code for f16 <-> f32 */")
+    if "memcpy" in text:
+        lines.append("#define memcpy __builtin_memcpy")
+    lines.append("#define half uopir_half  /* half is a keyword of OpenCL C: f16 rides as its bits */")
+    return "\n".join(lines) + "\n"
+
+
+OPENCL = Language(
+    name="opencl",
+    title="OpenCL",
+    kernel_head="__kernel void",
+    buffer="__global {t}* {name}",
+    var_type="long",
+    ids={"global_id": "get_global_id({dim})", "group_id": "get_group_id({dim})",
+         "local_id": "get_local_id({dim})"},
+    local="__local {t} {name}[{n}];",
+    barrier="barrier(CLK_LOCAL_MEM_FENCE);",
+    header=_header,
+    helpers={
+        "f32_bits": Helper("static inline uint32_t f32_bits(float x) { return as_uint(x); }\n"
+                           "static inline float f32_from_bits(uint32_t b) { return as_float(b); }"),
+        "math": Helper(""),
+    },
+    bool_buffer="uchar",
+    keywords=frozenset(("kernel", "global", "local", "constant", "private", "image2d_t", "image3d_t", "sampler_t",
+                        "event_t", "read_only", "write_only", "read_write", "half", "uchar", "ushort", "uint",
+                        "ulong", "vec_step", "complex", "imaginary")),
+)
