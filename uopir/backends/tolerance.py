@@ -146,11 +146,15 @@ def compare(got: np.ndarray, ref: np.ndarray, dtype: DType, cls: str = "exact", 
     n_bad = int((~same).sum())
     ulps = 0.0 if exact else ulps_for(cls, dtype)
     if got.dtype.kind != "f" or ulps == 0:
-        where = tuple(int(i) for i in np.argwhere(~same)[0])
+        with np.errstate(all="ignore"):
+            diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+        diff = np.where(same, -1.0, np.where(np.isnan(diff) | (diff == 0), np.inf, diff))  # NaN/±0 count as worst
+        where = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+        worst = float(diff[where])
         why = "bits required" if got.dtype.kind == "f" else "integers and bools must be equal"
-        return Comparison(False, False, f"MISMATCH ({cls}, {why}): {n_bad} of {got.size} elements differ; first at "
-                          f"{list(where)}: got {_num(got[where])}, the reference has {_num(ref[where])}",
-                          where, float("nan"), float("inf"), n_bad)
+        return Comparison(False, False, f"MISMATCH ({cls}, {why}): {n_bad} of {got.size} elements differ; max error "
+                          f"{worst:.3g} at {list(where)}: got {_num(got[where])}, the reference has "
+                          f"{_num(ref[where])}", where, worst, float("inf"), n_bad)
     g, w = got.astype(np.float64), ref.astype(np.float64)
     eps = EPS[dtype.scalar.name]
     with np.errstate(all="ignore"):
