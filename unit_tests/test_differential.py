@@ -226,3 +226,16 @@ def test_verdict_line():
                         ["transcendental"])
     assert verdict_line(tol).startswith("ok (within tolerance: a max error")
     assert math.isclose(tol[0].result.max_error, 2.0**-23)
+
+
+def test_the_documented_table_is_the_table():
+    """docs/internals.md shows TOLERANCE as it is (a change to one without the other fails here)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "internals.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0] in OP_CLASSES:
+            rows[cells[0]] = [0.0 if c == "bits" else float(c) for c in cells[2:]]
+    assert rows == {cls: [float(TOLERANCE[cls][d]) for d in ("f16", "bf16", "f32", "f64")] for cls in OP_CLASSES}
