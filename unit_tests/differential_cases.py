@@ -169,8 +169,6 @@ def _float_unary(dtype: str) -> Builder:
     return build
 
 
-for _d in FLOATS:
-    case(f"unary-{_d}")(_float_unary(_d))
 
 
 def _int_unary(dtype: str) -> Builder:
@@ -183,8 +181,6 @@ def _int_unary(dtype: str) -> Builder:
     return build
 
 
-for _d in INTS:
-    case(f"unary-{_d}")(_int_unary(_d))
 
 
 def _binary(dtype: str) -> Builder:
@@ -208,8 +204,21 @@ def _binary(dtype: str) -> Builder:
     return build
 
 
-for _d in ALL:
-    case(f"binary-{_d}")(_binary(_d))
+def _merged(*parts: tuple[str, Builder]) -> Builder:
+    """One case from several builders (labels prefixed): fewer, larger kernels, so a cold compile cache costs less."""
+    def build(m: Inputs) -> dict[str, Tensor]:
+        out: dict[str, Tensor] = {}
+        for prefix, b in parts:
+            out |= {f"{prefix}{k}": v for k, v in b(m).items()}
+        return out
+    return build
+
+
+# every float dtype: the unary and binary ops (one kernel per output dtype); the integer dtypes together
+for _d in FLOATS:
+    case(f"elementwise-{_d}")(_merged(("unary:", _float_unary(_d)), ("binary:", _binary(_d))))
+case("elementwise-ints")(_merged(*((f"{d}:", _int_unary(d)) for d in INTS), *((f"{d}:", _binary(d)) for d in INTS)))
+case("elementwise-bool")(_binary("bool"))
 
 
 def _cast_to(dst: str) -> Builder:
@@ -259,10 +268,14 @@ def _pad_value(m: Inputs) -> dict[str, Tensor]:
 
 
 ALL_AXES = (0, 1, 2, (0, 1), (1, 2), (0, 2), None)
-SOME_AXES = (1, (0, 2), None)
+SOME_AXES = ((0, 2), None)
 
 
-def _reductions(dtype: str, axes: tuple) -> Builder:
+def _reductions(dtype: str, full: bool) -> Builder:
+    """Every axis set of a 3-d tensor with keepdim, plus mean/var/std/logsumexp/argmax/argmin/cumsum (full); or
+    sum/max/min/prod over two axis sets (the other dtypes: the reduce kernels are dtype-generic)."""
+    axes = ALL_AXES if full else SOME_AXES
+
     def build(m: Inputs) -> dict[str, Tensor]:
         d = _dt(dtype)
         x = m.any(3, 4, 5, dtype=dtype)
@@ -280,17 +293,16 @@ def _reductions(dtype: str, axes: tuple) -> Builder:
                 out[f"sum-{name}-keep"] = x.sum(ax, keepdim=True)
                 out[f"max-{name}-keep"] = x.max(ax, keepdim=True)
                 out[f"prod-{name}"] = x.prod(ax)
-        if d.is_float:
+        if full and d.is_float:
             out |= {"mean-1": x.mean(1), "var-2": x.var(2), "std-0": x.std(0), "logsumexp-2": x.logsumexp(2)}
-        if d is not dtypes.bool:
+        if full and d is not dtypes.bool:
             out |= {"argmax-1": x.argmax(1), "argmin-2": x.argmin(2), "cumsum-2": x.cumsum(2)}
         return out
     return build
 
 
-# every axis set of a 3-d tensor (and keepdim) on float32, int32 and bool; a few on the other dtypes
 for _d in ("float32", "int32", "bool", "float16", "bfloat16", "float64", "int8", "uint8", "int64"):
-    case(f"reduce-{_d}")(_reductions(_d, ALL_AXES if _d in ("float32", "int32", "bool") else SOME_AXES))
+    case(f"reduce-{_d}")(_reductions(_d, _d in ("float32", "int32", "bool")))
 
 
 def _matmul(dtype: str) -> Builder:
@@ -342,7 +354,7 @@ def _softmax(dtype: str) -> Builder:
     return build
 
 
-for _d in ("float32", "float16", "bfloat16", "float64"):
+for _d in ("float32", "float16", "bfloat16"):
     case(f"softmax-{_d}")(_softmax(_d))
 
 

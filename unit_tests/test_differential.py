@@ -66,7 +66,7 @@ def test_the_suite_covers_the_backends_the_registry_offers():
 
 def test_the_catalog_covers_what_the_issue_lists():
     names = " ".join(dc.CASE_NAMES)
-    for what in ("unary-", "binary-", "cast-to-", "movement-", "reduce-", "matmul-", "conv2d-", "pool-", "softmax-",
+    for what in ("elementwise-", "cast-to-", "movement-", "reduce-", "matmul-", "conv2d-", "pool-", "softmax-",
                  "attention-", "mlp-", "cnn-", "int-bool", "pad-and-flip", "bfloat16", "float16", "bool", "uint64"):
         assert what in names, what
     casts = [c for c in dc.CASES if c.name.startswith("cast-to-")]
@@ -212,7 +212,7 @@ def test_the_harness_catches_a_wrong_backend(monkeypatch):
             flat[3] = np.nextafter(flat[3], np.float32(np.inf))
         return arr
     monkeypatch.setattr(Tensor, "numpy", off_by_one_ulp)
-    case = next(c for c in dc.CASES if c.name == "binary-float32")
+    case = next(c for c in dc.CASES if c.name == "elementwise-float32")
     checks = dc.run_case(case, "python")
     bad = [c for c in checks if not c.result.ok]
     assert bad and "MISMATCH" in bad[0].result.message
