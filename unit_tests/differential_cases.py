@@ -106,21 +106,33 @@ def reference(outputs: dict[str, Tensor]) -> list[np.ndarray]:
     return [np.asarray(x) for x in out]
 
 
-def realize_all(outputs: dict[str, Tensor]) -> list[np.ndarray]:
-    """Every output realized on its device. Outputs of one dtype are flattened and concatenated into one tensor
-    first: one schedule (a few kernels, usually one) per dtype instead of one per output, so a cold compile cache
-    costs seconds, not minutes; each output is cut back out and compared on its own."""
+def grouped(outputs: dict[str, Tensor]) -> list[tuple[list[int], Tensor]]:
+    """The tensors that get realized: the outputs of one dtype flattened and concatenated (one schedule, usually one
+    kernel, per dtype instead of one per output: a cold compile cache costs seconds, not minutes), with the
+    positions of the outputs each holds."""
     groups: dict[DType, list[int]] = {}
     ts = list(outputs.values())
     for k, t in enumerate(ts):
         groups.setdefault(t.dtype, []).append(k)
-    got: list[np.ndarray | None] = [None] * len(ts)
+    out = []
     for ks in groups.values():
         if len(ks) == 1:
-            got[ks[0]] = np.asarray(ts[ks[0]].numpy())
+            out.append((ks, ts[ks[0]]))
+        else:
+            flat = [ts[k].flatten() for k in ks]
+            out.append((ks, flat[0].cat(*flat[1:])))
+    return out
+
+
+def realize_all(outputs: dict[str, Tensor]) -> list[np.ndarray]:
+    """Every output realized on its device (through `grouped`), each cut back out to be compared on its own."""
+    ts = list(outputs.values())
+    got: list[np.ndarray | None] = [None] * len(ts)
+    for ks, t in grouped(outputs):
+        arr = np.asarray(t.numpy())
+        if len(ks) == 1:
+            got[ks[0]] = arr
             continue
-        flat = [ts[k].flatten() for k in ks]
-        arr = np.asarray(flat[0].cat(*flat[1:]).numpy())
         off = 0
         for k in ks:
             n = math.prod(ts[k].shape)
@@ -419,3 +431,25 @@ def _pad_flip(m: Inputs) -> dict[str, Tensor]:
 
 
 CASE_NAMES = [c.name for c in CASES]
+
+
+def device_programs(target: str, cases: list[Case] | None = None) -> list[tuple[str, UOp]]:
+    """(case name, program) for every distinct linearized device.program the suite's cases lower to with
+    `default{target=TARGET}`: what a compile-only check renders and compiles where a backend cannot run (CUDA
+    without a GPU: every kernel to PTX)."""
+    from uopir.dialects import device as D
+    from uopir.ir.regions import regions_of
+    from uopir.passes.manager import PassManager
+
+    pm = PassManager.parse(f"default{{target={target}}}")
+    seen: set[UOp] = set()
+    out: list[tuple[str, UOp]] = []
+    for c in CASES if cases is None else cases:
+        outputs = c.build(Inputs(c.name, "python"))
+        lowered = pm.run(UOp.sink(*(t.uop for _, t in grouped(outputs))))
+        for u in lowered.toposort():
+            for r in regions_of(u):
+                if r.op is D.PROGRAM and r not in seen:
+                    seen.add(r)
+                    out.append((c.name, r))
+    return out

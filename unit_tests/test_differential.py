@@ -239,3 +239,18 @@ def test_the_documented_table_is_the_table():
         if len(cells) == 6 and cells[0] in OP_CLASSES:
             rows[cells[0]] = [0.0 if c == "bits" else float(c) for c in cells[2:]]
     assert rows == {cls: [float(TOLERANCE[cls][d]) for d in ("f16", "bf16", "f32", "f64")] for cls in OP_CLASSES}
+
+
+def test_device_programs_of_the_suite_for_a_compile_only_check():
+    """What a backend that cannot run here (CUDA without a GPU) compiles instead: the suite's distinct programs."""
+    from uopir.dialects import device as D
+    from uopir.ir.verify import verify
+
+    cases = [c for c in dc.CASES if c.name in ("softmax-float32", "matmul-float16")]
+    progs = dc.device_programs("gpu", cases)
+    assert {n for n, _ in progs} == {"softmax-float32", "matmul-float16"}
+    assert len({p for _, p in progs}) == len(progs) >= 3
+    for _, p in progs:
+        assert p.op is D.PROGRAM
+        verify(UOp.sink(p))
+    assert any(u.op is D.SPECIAL for _, p in progs for u in p.toposort())  # gpu lowering: hardware ids
