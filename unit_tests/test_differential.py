@@ -77,31 +77,34 @@ def test_the_catalog_covers_what_the_issue_lists():
 RANDOM_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int8", "uint8", "int64")
 
 
-def _random_program_check(backend: str, rnd: random.Random, dtype: str) -> None:
+def _random_program_check(backend: str, rnd: random.Random, dtype: str, cast_to: str | None = None) -> None:
     p, _ = fuzz.tensor_program(rnd, device=backend, dtype=dtype)
-    out = p.t
+    out = p.t if cast_to is None else p.t.cast(cast_to)  # a cast fused at the end of the program
     cls = op_class(out.uop)
     want = dc.reference({"out": out})
     got = [np.asarray(out.numpy())]
     checks = check_outputs(["out"], got, want, [out.dtype], [cls])
-    assert checks[0].result.ok, "\n".join(p.lines) + f"\non {backend}: {checks[0].result.message}"
+    lines = p.lines + ([f"x = x.cast({cast_to})"] if cast_to else [])
+    assert checks[0].result.ok, "\n".join(lines) + f"\non {backend}: {checks[0].result.message}"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=12, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(rnd=st.randoms(use_true_random=False), dtype=st.sampled_from(RANDOM_DTYPES))
-def test_random_programs_fixed_slice(backend: str, rnd: random.Random, dtype: str):
-    _random_program_check(backend, rnd, dtype)
+@given(rnd=st.randoms(use_true_random=False), dtype=st.sampled_from(RANDOM_DTYPES),
+       cast_to=st.none() | st.sampled_from(dc.ALL))
+def test_random_programs_fixed_slice(backend: str, rnd: random.Random, dtype: str, cast_to: str | None):
+    _random_program_check(backend, rnd, dtype, cast_to)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("UOPIR_SLOW"), reason="the long random-program run: set UOPIR_SLOW=1")
 @pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rnd=st.randoms(use_true_random=False), dtype=st.sampled_from(RANDOM_DTYPES))
-def test_random_programs_long(backend: str, rnd: random.Random, dtype: str):
-    _random_program_check(backend, rnd, dtype)
+@given(rnd=st.randoms(use_true_random=False), dtype=st.sampled_from(RANDOM_DTYPES),
+       cast_to=st.none() | st.sampled_from(dc.ALL))
+def test_random_programs_long(backend: str, rnd: random.Random, dtype: str, cast_to: str | None):
+    _random_program_check(backend, rnd, dtype, cast_to)
 
 
 # ---- the tolerance table ---------------------------------------------------------------------------------------------
