@@ -257,3 +257,15 @@ def test_device_programs_of_the_suite_for_a_compile_only_check():
     for _, p in progs:
         assert p.op is D.PROGRAM
         verify(UOp.sink(p))
+
+
+def test_compare_on_scalars_and_empty_arrays():
+    r = compare(np.float32(1.5), np.float32(2.5), dtypes.float32, "exact")
+    assert not r.ok and r.where == () and "got 1.5, the reference has 2.5" in r.message
+    r = compare(np.float32(1.5), np.float32(2.5), dtypes.float32, "composite")
+    assert not r.ok and r.where == () and r.max_error == 1.0
+    assert compare(np.array(True), np.array(True), dtypes.bool, "exact").exact
+    assert not compare(np.array(True), np.array(False), dtypes.bool, "exact").ok
+    assert compare(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32), dtypes.float32, "exact").exact
+    r = compare(np.uint64([2**64 - 1]), np.uint64([0]), dtypes.uint64, "exact")
+    assert not r.ok and "got 18446744073709551615, the reference has 0" in r.message

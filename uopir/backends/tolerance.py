@@ -125,10 +125,18 @@ def _num(x: object) -> str:
     return str(int(x))  # type: ignore[call-overload]
 
 
+def _argmax(a: np.ndarray) -> tuple[int, ...]:
+    """The index of the largest element (the first one on ties); () for a 0-d array."""
+    if a.ndim == 0:
+        return ()
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(a)), a.shape))
+
+
 def _same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f":
         u = np.dtype(f"u{a.dtype.itemsize}")
-        return (np.ascontiguousarray(a).view(u) == np.ascontiguousarray(b).view(u)) | (np.isnan(a) & np.isnan(b))
+        bits = (np.ascontiguousarray(a).view(u) == np.ascontiguousarray(b).view(u)).reshape(a.shape)
+        return bits | (np.isnan(a) & np.isnan(b))
     return a == b
 
 
@@ -149,7 +157,7 @@ def compare(got: np.ndarray, ref: np.ndarray, dtype: DType, cls: str = "exact", 
         with np.errstate(all="ignore"):
             diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
         diff = np.where(same, -1.0, np.where(np.isnan(diff) | (diff == 0), np.inf, diff))  # NaN/±0 count as worst
-        where = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+        where = _argmax(diff)
         worst = float(diff[where])
         why = "bits required" if got.dtype.kind == "f" else "integers and bools must be equal"
         return Comparison(False, False, f"MISMATCH ({cls}, {why}): {n_bad} of {got.size} elements differ; max error "
@@ -165,8 +173,7 @@ def compare(got: np.ndarray, ref: np.ndarray, dtype: DType, cls: str = "exact", 
         err = np.where(np.isnan(err), np.inf, err)  # NaN against a number, an infinity against another value
         unit = eps * (np.abs(np.where(fin, w, 0.0)) + scale)
         in_ulps = np.where(err == 0, 0.0, np.where(unit > 0, err / np.where(unit > 0, unit, 1.0), np.inf))
-    k = np.unravel_index(int(np.argmax(in_ulps)), in_ulps.shape) if in_ulps.size else ()
-    where = tuple(int(i) for i in k)
+    where = _argmax(in_ulps)
     worst, worst_err = float(in_ulps[where]), float(err[where])
     ok = worst <= ulps
     head = (f"within tolerance ({cls}, {ulps:g} ulp): {n_bad} of {got.size} elements differ" if ok else
