@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from uopir.dialects import core as C
 from uopir.dialects.core import const_value
-from uopir.ir.dtype import dtypes
+from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import REGISTRY, OpDef
 from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite, is_float, is_int
 from uopir.ir.uop import UOp
@@ -39,7 +39,7 @@ __all__ = ["DecomposeOptions", "device_decompose", "DECOMPOSE"]
 
 
 class _Ctx:
-    def __init__(self, native: frozenset[OpDef], computes: frozenset = frozenset(), wide: object = None):
+    def __init__(self, native: frozenset[OpDef], computes: frozenset[DType] = frozenset(), wide: DType | None = None):
         self.native = native
         self.computes = computes  # the scalar dtypes the target computes in (Target.dtypes)
         self.wide = wide  # the float dtype emulated floats compute in (f32)
