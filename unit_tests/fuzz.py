@@ -43,6 +43,7 @@ if str(HERE) not in sys.path:
 
 import uopir  # noqa: E402,F401 - registers the dialects
 from uopir.ir.diagnostics import IRError  # noqa: E402
+from uopir.ir.dtype import dtypes  # noqa: E402
 from uopir.ir.parser import parse_ir  # noqa: E402
 from uopir.ir.printer import print_ir  # noqa: E402
 from uopir.ir.uop import UOp  # noqa: E402
@@ -358,10 +359,14 @@ def _movement(rng: random.Random, p: Prog) -> None:
         p.t, p.n = p.t.shrink(sl), a[tuple(slice(lo, hi) for lo, hi in sl)]
 
 
-def tensor_case(rng: random.Random) -> tuple[str, str, str | None]:
+def tensor_program(rng: random.Random, device: str | None = None, dtype: str | None = None) -> tuple[Prog, bool]:
+    """A random Tensor program (on `device`) and whether it computes in floats. Without `dtype` it computes in float32
+    or int32 and its numpy twin is exact; with one (any uopir dtype name but bool) the inputs are converted to it and
+    the twin stays float32/int32 (for callers that compare with the reference interpreter instead)."""
     from uopir import Tensor
 
-    is_float = rng.random() < 0.7
+    d = None if dtype is None else dtypes.from_name(dtype)
+    is_float = rng.random() < 0.7 if d is None else d.is_float
     npd = np.float32 if is_float else np.int32
     nrng = np.random.default_rng(rng.getrandbits(32))
 
@@ -369,12 +374,12 @@ def tensor_case(rng: random.Random) -> tuple[str, str, str | None]:
         if is_float:
             arr = (nrng.standard_normal(shape) * 2).astype(npd)
         else:
-            arr = nrng.integers(-100, 100, shape).astype(npd)
-        return Tensor(arr), arr
+            arr = nrng.integers(0 if d is not None and d.kind == "uint" else -100, 100, shape).astype(npd)
+        return Tensor(arr, dtype=d, device=device), arr
 
     shape = tuple(rng.randint(1, 5) for _ in range(rng.randint(0, 3)))
     t, n = make(shape)
-    p = Prog([f"x = Tensor(random {np.dtype(npd).name} of shape {shape})"], t, n)
+    p = Prog([f"x = Tensor(random {dtype or np.dtype(npd).name} of shape {shape})"], t, n)
     for _ in range(rng.randint(1, 8)):
         kind = rng.randrange(4)
         if kind == 0:
@@ -385,6 +390,11 @@ def tensor_case(rng: random.Random) -> tuple[str, str, str | None]:
             _reduce(rng, p)
         else:
             _movement(rng, p)
+    return p, is_float
+
+
+def tensor_case(rng: random.Random) -> tuple[str, str, str | None]:
+    p, is_float = tensor_program(rng)
     text = "\n".join(p.lines)
     try:
         got = p.t.numpy()

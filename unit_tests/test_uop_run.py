@@ -127,17 +127,21 @@ kernel.def %st {name = "k"}
 
 
 def test_compare_decides_exact_close_and_mismatch() -> None:
+    """uop-run judges with the tolerance table: bits for the exact class, ulps for the others, bits with --exact."""
     a = np.array([1.0, np.nan, -0.0], np.float32)
     assert compare(a, np.array([1.0, np.nan, -0.0], np.float32), dtypes.float32, False) == (True, "bit-exact")
     near = np.nextafter(a, np.float32(2))
-    ok, what = compare(near, a, dtypes.float32, False)
-    assert ok and what.startswith("within tolerance (2 of 3 elements differ")
-    ok, what = compare(near, a, dtypes.float32, True)
-    assert not ok and what.startswith("MISMATCH: 2 of 3 elements differ; first at [0]")
+    ok, what = compare(near, a, dtypes.float32, False, "transcendental")
+    assert ok and what.startswith("within tolerance (transcendental, 16 ulp): 2 of 3 elements differ")
+    ok, what = compare(near, a, dtypes.float32, False, "exact")  # a program without transcendentals or float sums
+    assert not ok and what.startswith("MISMATCH (exact, bits required): 2 of 3 elements differ")
+    ok, what = compare(near, a, dtypes.float32, True, "composite")
+    assert not ok and what.startswith("MISMATCH (composite, bits required): 2 of 3 elements differ")
     ok, what = compare(np.array([0.0, 0.0], np.float32), np.array([0.0, -0.0], np.float32), dtypes.float32, True)
-    assert not ok and "first at [1]" in what  # -0.0 is not +0.0, bit for bit
-    ok, what = compare(np.array([1, 2], np.int32), np.array([1, 3], np.int32), dtypes.int32, False)
-    assert not ok and what == "MISMATCH: 1 of 2 elements differ; first at [1]: got 2, the reference has 3"
+    assert not ok and "at [1]" in what  # -0.0 is not +0.0, bit for bit
+    ok, what = compare(np.array([1, 2], np.int32), np.array([1, 3], np.int32), dtypes.int32, False, "composite")
+    assert not ok and what == "MISMATCH (composite, integers and bools must be equal): 1 of 2 elements differ; " \
+                              "max error 1 at [1]: got 2, the reference has 3"
 
 
 def test_bad_backend_and_internal_errors_never_print_a_traceback(tmp_path: Path) -> None:
@@ -180,3 +184,60 @@ def test_every_stage_of_the_default_pipeline_runs_on_c(tmp_path: Path) -> None:
     for vals in outs[1:]:
         for a, b in zip(vals, outs[0], strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+# ---- --backend=all ---------------------------------------------------------------------------------------------------
+def _backend_lines(out: str) -> dict[str, str]:
+    return dict(ln.split(": ", 1) for ln in out.splitlines())
+
+
+def test_backend_all_prints_one_line_per_backend(tmp_path: Path) -> None:
+    from uopir.backends.differential import backend_status
+
+    rc, out, err = run(tmp_path, SOFTMAX_ROWS, "--backend=all", "--seed", "2")
+    assert rc == 0, (out, err)
+    lines = _backend_lines(out)
+    status = backend_status()
+    assert list(lines) == [s.name for s in status]  # every device, in the registry's order
+    for s in status:
+        if s.available:
+            assert lines[s.name].startswith("ok ("), lines[s.name]
+        else:
+            assert lines[s.name] == f"unavailable ({s.reason})"
+    assert lines["python"] == "ok (bit-exact)"
+
+
+def test_backend_all_reports_a_mismatch_with_the_error_and_where(tmp_path: Path, monkeypatch) -> None:
+    """A backend whose result is one element off: its line names the output, the error and the element; exit 1."""
+    from uopir.tools import uop_run
+
+    real = uop_run.run_schedule
+
+    def one_off(backend, lowered, arrays, var_vals):
+        got = real(backend, lowered, arrays, var_vals)
+        if backend.device == "python":
+            got[0] = got[0].copy()
+            got[0][1, 2] += np.float32(0.25)
+        return got
+    monkeypatch.setattr(uop_run, "run_schedule", one_off)
+    rc, out, err = run(tmp_path, SOFTMAX_ROWS, "--backend=all")
+    assert rc == 1
+    line = _backend_lines(out)["python"]
+    assert line.startswith("mismatch: %y: MISMATCH (composite, tolerance 256 ulp): 1 of 15 elements beyond it; "
+                           "max error 0.25 = ") and " at [1, 2]: got " in line, line
+    assert err == "uop-run: error: not every backend agrees with the reference interpreter: python\n"
+
+
+def test_backend_all_usage_errors(tmp_path: Path) -> None:
+    rc, out, err = run(tmp_path, SOFTMAX_ROWS, "--backend=all", "-o", str(tmp_path / "o.npz"))
+    assert rc == 1 and "-o writes one backend's outputs" in err and out == ""
+    rc, out, err = run(tmp_path, SOFTMAX_ROWS, "--backend=ALL", "-p", "canonicalize")
+    assert rc == 1 and "-p replaces one backend's pipeline" in err
+
+
+@needs_cc
+def test_backend_all_runs_kernel_level_programs(tmp_path: Path) -> None:
+    rc, out, err = run(tmp_path, INT_KERNEL, "--backend=all", "--exact")
+    assert rc == 0, err
+    lines = _backend_lines(out)
+    assert lines["python"] == "ok (bit-exact)" and lines["c"] == "ok (bit-exact)"

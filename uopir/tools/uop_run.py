@@ -1,6 +1,6 @@
 """uop-run: execute a .uop program at any stage on a backend, print its outputs, optionally check them.
 
-    uop-run FILE|- [--backend=python|c|llvm] [-p PIPELINE] [--input NAME=x.npy]... [--var NAME=N]... [--seed N]
+    uop-run FILE|- [--backend=NAME|all] [-p PIPELINE] [--input NAME=x.npy]... [--var NAME=N]... [--seed N]
             [--check [--exact]] [-o out.npz|out.npy]
 
 What runs, by stage (the input's root):
@@ -15,9 +15,16 @@ What runs, by stage (the input's root):
 
 Inputs: `--input NAME=FILE.npy`, NAME a buffer id / param index or the `%name` the file gives the op; the others are
 random from `--seed` (normal floats, small integers). `--var NAME=N` binds a `kernel.var` / `tensor.var`.
-`--check` runs the input as written on the reference interpreter and compares: bit-exact passes; floats within a
-dtype-sized tolerance pass with a note (libm's exp2/log2/sin differ from numpy's in the last bits) unless
+`--check` runs the input as written on the reference interpreter and compares each output under the tolerance
+table (uopir.backends.tolerance): bit-exact passes; the op class of the output's graph (exact / transcendental /
+accumulate / composite) decides how many ulps a float may differ by (libm's exp2/log2/sin differ from numpy's in
+the last bits; a backend may reorder a float sum) and such a pass is reported as "within tolerance", unless
 `--exact`; anything else is a mismatch: exit 1.
+
+`--backend=all` (implies --check): the same inputs on every backend of the registry; one line per backend: `ok
+(bit-exact)`, `ok (within tolerance: OUTPUT max error E = U ulp, CLASS)`, `mismatch: OUTPUT: ...` with the max
+error and where, `error: ...` when the backend fails on the program, or `unavailable (why)`; exit 1 on any
+mismatch or error. Each backend lowers with its own pipeline (so no -p), and there is no single output (no -o).
 
 Errors follow uop-opt: located diagnostics `file:line:col: error: ...` with the source line and a caret, other
 errors `uop-run: error: ...`; exit 1, never a Python traceback (a bug in uopir is an "internal error", exit 2).
@@ -34,15 +41,17 @@ from typing import TextIO
 
 import numpy as np
 
+from uopir.backends import tolerance
 from uopir.backends.c.compiler import CompileError
+from uopir.backends.differential import backend_status, check_outputs, verdict_line
 from uopir.backends.interface import Backend, Buffer, Program
 from uopir.backends.python.interpreter import evaluate
-from uopir.backends.registry import get_backend
+from uopir.backends.registry import DEVICES, get_backend
 from uopir.dialects import core
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.dialects import tensor as T
-from uopir.dialects.semantics import bf16_round, cast_array, np_dtype, values_equal
+from uopir.dialects.semantics import bf16_round, cast_array, np_dtype
 from uopir.ir.diagnostics import IRError, diag_at, get_loc, source_line
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.parser import parse_ir
@@ -67,7 +76,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p = _ArgParser(prog=PROG, description="Run a .uop program (tensor, kernel or device level) on a backend.")
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input .uop file, or - for stdin (default)")
     p.add_argument("--backend", default="python", metavar="NAME",
-                   help="the backend that runs it: python (the reference interpreter), c or llvm (default: python)")
+                   help=f"the backend that runs it: {', '.join(DEVICES)}, or all: every backend this machine can run, "
+                        f"each checked against the reference interpreter, one line each (implies --check; "
+                        f"default: python)")
     p.add_argument("-p", "--pipeline", default=None, metavar="PIPELINE",
                    help="lower with this pipeline instead of the backend's (for the stage of the input)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
@@ -400,36 +411,11 @@ def _num(x: object) -> str:
     return str(int(x))
 
 
-_RTOL = {"f16": 2e-3, "bf16": 1.6e-2, "f32": 2e-6, "f64": 1e-12}
-
-
-def compare(got: np.ndarray, want: np.ndarray, dtype: DType, exact: bool) -> tuple[bool, str]:
-    """(ok, what): bit-exact, within the dtype's tolerance (floats, unless exact), or the first mismatch."""
-    if values_equal(got, want):
-        return True, "bit-exact"
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return False, f"got {got.dtype}{list(got.shape)}, the reference is {want.dtype}{list(want.shape)}"
-    bad = ~_equal_elems(got, want)
-    if not exact and got.dtype.kind == "f":
-        rtol = _RTOL.get(dtype.name, 1e-6)
-        g, w = got.astype(np.float64), want.astype(np.float64)
-        with np.errstate(all="ignore"):
-            close = (g == w) | (np.isnan(g) & np.isnan(w)) | (np.abs(g - w) <= rtol * np.maximum(np.abs(w), 1.0))
-        if np.all(close):
-            diff = np.abs(g - w)[bad]
-            return True, f"within tolerance ({int(bad.sum())} of {got.size} elements differ in the last bits, " \
-                         f"max |diff| {float(diff.max()):.3g})"
-        bad = ~close
-    where = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
-    return False, f"MISMATCH: {int(bad.sum())} of {got.size} elements differ; first at {list(where)}: got " \
-                  f"{_num(got[where])}, the reference has {_num(want[where])}"
-
-
-def _equal_elems(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype.kind == "f":
-        u = np.dtype(f"u{a.dtype.itemsize}")
-        return (np.ascontiguousarray(a).view(u) == np.ascontiguousarray(b).view(u)) | (np.isnan(a) & np.isnan(b))
-    return a == b
+def compare(got: np.ndarray, want: np.ndarray, dtype: DType, exact: bool, cls: str = "exact") -> tuple[bool, str]:
+    """(ok, what): `got` against the reference under the tolerance of op class `cls` (uopir.backends.tolerance):
+    bit-exact, within tolerance (floats of a transcendental/accumulating program), or the worst mismatch."""
+    r = tolerance.compare(got, want, dtype, cls, exact=exact)
+    return r.ok, r.message
 
 
 def _write_output(path: str, outs: list[tuple[str, np.ndarray]]) -> None:
@@ -449,15 +435,23 @@ def _write_output(path: str, outs: list[tuple[str, np.ndarray]]) -> None:
 def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     args = build_arg_parser().parse_args(argv)
 
-    try:
-        backend = get_backend(args.backend)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if not backend.available:
-        why = getattr(backend, "reason", "it is not available on this machine")
-        raise UsageError(f"--backend={args.backend}: {why}")
-    if args.exact and not args.check:
-        raise UsageError("--exact only applies with --check")
+    every = args.backend.strip().lower() == "all"
+    if every:
+        if args.output is not None:
+            raise UsageError("-o writes one backend's outputs: name the backend (--backend=NAME), not all")
+        if args.pipeline is not None:
+            raise UsageError("-p replaces one backend's pipeline: with --backend=all each backend lowers with its own")
+        backend = get_backend("python")  # prepares the inputs; every backend runs them below
+    else:
+        try:
+            backend = get_backend(args.backend)
+        except ValueError as e:
+            raise UsageError(f"{e} (or all)") from None
+        if not backend.available:
+            why = getattr(backend, "reason", "it is not available on this machine")
+            raise UsageError(f"--backend={args.backend}: {why}")
+        if args.exact and not args.check:
+            raise UsageError("--exact only applies with --check")
     inputs = _parse_pairs(args.input, "input")
     var_vals = {}
     for name, val in _parse_pairs(args.var, "var"):
@@ -493,6 +487,9 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     missing = sorted(_var_names(prep.graph) - set(var_vals))
     if missing:
         raise UsageError(f"the program has variable(s) {', '.join(missing)}: give each a value with --var NAME=N")
+    classes = [tolerance.op_class(u) for _, u in prep.outputs]
+    if every:
+        return _run_every(root, sizes, prep, arrays, var_vals, classes, args.exact, out, err)
     pipeline = args.pipeline if args.pipeline is not None else _stage_pipeline(backend, prep.stage)
     lowered = PassManager.parse(pipeline).run(prep.graph) if pipeline else prep.graph
     got = run_schedule(backend, lowered, arrays, dict(var_vals))
@@ -501,8 +498,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     ok = True
     if args.check:
         want = reference(prep, arrays, var_vals)
-        for (label, arr, d), ref in zip(results, want, strict=True):
-            good, what = compare(arr, ref, d, args.exact)
+        for (label, arr, d), ref, cls in zip(results, want, classes, strict=True):
+            good, what = compare(arr, ref, d, args.exact, cls)
             ok &= good
             lines.append(f"check {escape_controls(label)}: {what}")
     out.write("\n".join(lines) + "\n")
@@ -511,6 +508,44 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     if not ok:
         err.write(f"{PROG}: error: the {backend.device} results differ from the reference interpreter\n")
     return 0 if ok else 1
+
+
+def _run_every(root: UOp, sizes: dict[int, int], prep0: Prepared, arrays: dict[int, np.ndarray],
+               var_vals: dict[str, int], classes: list[str], exact: bool, out: TextIO, err: TextIO) -> int:
+    """--backend=all: the program on every backend with the same inputs, each compared with the reference
+    interpreter under the tolerance table; one line per backend. 1 if any backend differs or fails."""
+    want = reference(prep0, arrays, var_vals)
+    labels = [label for label, _ in prep0.outputs]
+    dts = [u.dtype for _, u in prep0.outputs]
+    failed = []
+    for st in backend_status(DEVICES):
+        if not st.available:
+            out.write(f"{st.name}: unavailable ({escape_controls(st.reason or '')})\n")
+            continue
+        backend = get_backend(st.name)
+        try:
+            prep = prepare(root, backend.device, sizes)
+            pipeline = _stage_pipeline(backend, prep.stage)
+            lowered = PassManager.parse(pipeline).run(prep.graph) if pipeline else prep.graph
+            got = run_schedule(backend, lowered, {k: v.copy() for k, v in arrays.items()}, dict(var_vals))
+        except IRError as e:
+            failed.append(st.name)
+            first = e.diagnostics[0].message if e.diagnostics else str(e)
+            out.write(f"{st.name}: error: {escape_controls(first)}\n")
+            continue
+        except Exception as e:  # noqa: BLE001 - one backend failing is a finding about it, not the end of the run
+            failed.append(st.name)
+            msg = str(e).strip().splitlines()
+            out.write(f"{st.name}: error: {type(e).__name__}: {escape_controls(msg[0] if msg else '')}\n")
+            continue
+        checks = check_outputs(labels, got, want, dts, classes, exact=exact)
+        line = verdict_line(checks)
+        if not all(c.result.ok for c in checks):
+            failed.append(st.name)
+        out.write(f"{st.name}: {escape_controls(line)}\n")
+    if failed:
+        err.write(f"{PROG}: error: not every backend agrees with the reference interpreter: {', '.join(failed)}\n")
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

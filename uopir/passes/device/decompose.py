@@ -10,6 +10,12 @@ result:
   non-negative (always: it is cheaper everywhere), else C truncation as `(x + ((x >> (w-1)) & (2^k - 1))) >> k`
   and `x - (q << k)` (only for targets without idiv/mod).
 
+- arithmetic on a float dtype the target does not compute in (not in `target.dtypes`: f16 or bf16 on a target
+  without them) runs in float32 between casts: `cast(op(cast(a, f32), cast(b, f32)), f16)`. Exact for add, sub,
+  mul, fdiv, sqrt, recip, mod, trunc, max, neg, where and comparisons (a correctly rounded f32 result rounded again to
+  f16/bf16 is the correctly rounded result: 24 >= 2p+2 bits; bf16 is specified this way); exp2/log2/sin get the
+  f32 function rounded once, as numpy computes them; mulacc splits into mul and add first (it rounds twice).
+
 Ops with no exact decomposition (exp2, log2, sin, sqrt, trunc, fdiv, max, where, shifts, logic) that the target
 lacks are an error at the op: approximations would change results, so a target must have them (or a later,
 explicitly approximate pass must say so). `lacks=core.exp2,...` removes ops from the target's native set (to test,
@@ -21,7 +27,7 @@ from dataclasses import dataclass, field
 
 from uopir.dialects import core as C
 from uopir.dialects.core import const_value
-from uopir.ir.dtype import dtypes
+from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import REGISTRY, OpDef
 from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite, is_float, is_int
 from uopir.ir.uop import UOp
@@ -33,8 +39,10 @@ __all__ = ["DecomposeOptions", "device_decompose", "DECOMPOSE"]
 
 
 class _Ctx:
-    def __init__(self, native: frozenset[OpDef]):
+    def __init__(self, native: frozenset[OpDef], computes: frozenset[DType] = frozenset(), wide: DType | None = None):
         self.native = native
+        self.computes = computes  # the scalar dtypes the target computes in (Target.dtypes)
+        self.wide = wide  # the float dtype emulated floats compute in (f32)
 
     def lacks(self, op: OpDef) -> bool:
         return op not in self.native
@@ -109,6 +117,25 @@ def _div_pow2(ctx: _Ctx, u: UOp, x: UOp, c: UOp) -> UOp | None:
     return q if u.op is C.IDIV else UOp(C.SUB, d, (x, UOp(C.SHL, d, (q, _const(x, k)))))
 
 
+def _promote(ctx: _Ctx, u: UOp) -> UOp | None:
+    """An op on a float dtype the target does not compute in, done in ctx.wide between casts (exact; see above)."""
+    if ctx.wide is None:
+        return None
+    narrow = [s.dtype for s in u.src if s.dtype.scalar.is_float and s.dtype.scalar not in ctx.computes]
+    if not narrow and not (u.dtype.scalar.is_float and u.dtype.scalar not in ctx.computes):
+        return None
+    if u.op is C.MULACC:
+        a, b, c = u.src
+        return UOp(C.ADD, u.dtype, (UOp(C.MUL, u.dtype, (a, b)), c))
+    srcs = tuple(s.cast(ctx.wide.vec(s.dtype.count)) if s.dtype.scalar.is_float and s.dtype.scalar not in ctx.computes
+                 else s for s in u.src)
+    if u.dtype.scalar.is_float and u.dtype.scalar not in ctx.computes:
+        return UOp(u.op, ctx.wide.vec(u.dtype.count), srcs, u.arg).cast(u.dtype)
+    return UOp(u.op, u.dtype, srcs, u.arg)
+
+
+PROMOTE = PatternMatcher([(UPat(C.ALU_OPS, name="u"), _promote, "emulated-float-via-f32")])
+
 DECOMPOSE = PatternMatcher([
     (UPat(C.MULACC, name="u"), _mulacc, "mulacc-to-mul-add"),
     (UPat(C.SUB, name="u"), _sub, "sub-to-add-neg"),
@@ -140,9 +167,13 @@ def device_decompose(root: UOp, options: DecomposeOptions, ctx: PassContext) -> 
             ctx.error(root, f"device-decompose: lacks={name}: not a core ALU op")
             return root
         missing.add(op)
-    dctx = _Ctx(frozenset(t.native_ops) - missing)
+    emulated = any(d.is_float and d not in t.dtypes for d in (dtypes.float16, dtypes.bfloat16))
+    dctx = _Ctx(frozenset(t.native_ops) - missing, frozenset(t.dtypes),
+                dtypes.float32 if emulated and dtypes.float32 in t.dtypes else None)
 
     def run(k: UOp) -> UOp:
+        if dctx.wide is not None:
+            k = graph_rewrite(k, PROMOTE, ctx=dctx, stats=ctx.stats)
         out = graph_rewrite(k, DECOMPOSE, ctx=dctx, stats=ctx.stats)
         for u in out.toposort():
             if u.op in C.ALU_OPS and dctx.lacks(u.op):
