@@ -34,8 +34,9 @@ def test_a_matmul_counts_two_flops_per_multiply_add_and_each_buffer_once(dev: st
     assert est.flops == 2 * m * k * n
     assert est.bytes == 4 * (m * n + m * k + k * n)  # each buffer moved once at most (capped at its size)
     uncapped = estimate(prog.program)
-    if dev == "c":  # the device program's loop nest: every load of the k loop counts
-        assert uncapped.bytes == 4 * (m * n + 2 * m * n * k)
+    if dev == "c":  # the device program's loop nest: every load the loops execute counts; register tiles reuse
+        # loaded values across the tile, so fewer than the naive loop's 2 loads per multiply-add, more than once each
+        assert 4 * (m * n + m * k + k * n) < uncapped.bytes < 4 * (m * n + 2 * m * n * k)
     else:  # a kernel.def has no loop order: a load counts once per index it depends on
         assert uncapped.bytes == 4 * (m * n + m * k + k * n)
 
