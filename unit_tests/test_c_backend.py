@@ -668,3 +668,17 @@ def emit_c(root: UOp) -> str:
     from uopir.passes.manager import PassManager
     lowered = PassManager.parse("default{target=c}").run(root)
     return "\n".join(CRenderer().render(r) for u in lowered.toposort() for r in regions_of(u))
+
+
+@pytest.mark.parametrize("src, dst", [("bfloat16", "uint16"), ("uint16", "bfloat16"), ("float32", "int32"),
+                                      ("float16", "int16")])
+def test_vector_bitcasts_lane_by_lane(src: str, dst: str) -> None:
+    """kernel-expand makes the bitcast of an elementwise kernel a vector op; bf16 rides as a float carrier, so its
+    lanes are bitcast one by one (a memcpy of the carrier would move the wrong bits)."""
+    from uopir import Tensor
+    from uopir.ir.dtype import dtypes as dt
+    s, d = getattr(dt, src), getattr(dt, dst)
+    x = edge_values(s)
+    x = np.resize(x, 64)
+    got = Tensor(x, dtype=s, device="c").bitcast(d).numpy()
+    assert values_equal(got, bitcast_array(x, s, d))

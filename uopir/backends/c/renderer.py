@@ -399,8 +399,18 @@ class CRenderer(Renderer):
             em.use(hname, helper)
             self._set(em, u, [f"{hname}({src.exprs[0]})"], escapes)
             return
+        if s.count == d.count:  # lane by lane (bf16 rides as a float carrier, so memcpy of the lanes would be wrong)
+            ss, ds = s.scalar, d.scalar
+            if ss is ds:
+                em.vals[u] = src
+                return
+            hname, helper = bitcast_helper(ss, ds)
+            self.use_bitcast_types(em, ss, ds)
+            em.use(hname, helper)
+            self._set(em, u, [f"{hname}({src.lane(i)})" for i in range(s.count)], escapes)
+            return
         if dtypes.bfloat16 in (s.scalar, d.scalar):
-            raise op_error(u, "the C backend does not bitcast vectors of bf16")
+            raise op_error(u, "the C backend does not bitcast vectors of bf16 to a different lane count")
         em.use("f32_bits")  # string.h for memcpy
         tmp = em.fresh("v")
         em.emit(f"{em.ctype(s.scalar)} {tmp}[{s.count}] = {{{', '.join(src.lane(i) for i in range(s.count))}}};")
