@@ -614,8 +614,9 @@ def _same(got: list[np.ndarray], want: list, exact: bool) -> bool:
     within the float tolerance of uop-run --check."""
     from uopir.tools.uop_run import compare
     want = [np.asarray(w) for w in want]
-    return len(got) == len(want) and all(compare(g, w, dtypes.float32, exact, "transcendental")[0] if g.dtype.kind == "f" and not exact
-                                         else values_equal(g, w) for g, w in zip(got, want, strict=True))
+    return len(got) == len(want) and all(compare(g, w, dtypes.float32, exact, "transcendental")[0]
+                                         if g.dtype.kind == "f" and not exact else values_equal(g, w)
+                                         for g, w in zip(got, want, strict=True))
 
 
 def check_levels(backend: CBackend, root: UOp, seed: int = 0, tensor_level: bool = True) -> None:

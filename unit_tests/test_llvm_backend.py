@@ -457,6 +457,7 @@ def test_random_tensor_programs_match_the_interpreter(r: random.Random, seed: in
     reference interpreter's on the tensor level (bit for bit; exp2/log2/sin by libm may differ in the last bits)."""
     from uopir.backends.python import evaluate
     from uopir.backends.registry import get_backend
+    from uopir.backends.tolerance import op_class
     from uopir.tools.uop_run import compare, run_schedule
 
     root = _Gen(r).program()
