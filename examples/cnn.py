@@ -65,10 +65,10 @@ def main() -> int:
     x_np = np.random.default_rng(1).standard_normal((BATCH, 1, 28, 28)).astype(np.float32)
     x = Tensor(x_np, device=args.device)
     logits = forward(x, {k: Tensor(v, device=x.device) for k, v in params.items()})
+    n_kernels = len(logits.schedule())
     got = logits.numpy()
     err = float(np.max(np.abs(got - forward_numpy(x_np, params))))
-    print(f"logits {list(got.shape)} on {x.device!r}, {len(logits.schedule())} kernels; max |uopir - numpy| = "
-          f"{err:.2e}")
+    print(f"logits {list(got.shape)} on {x.device!r}, {n_kernels} kernels; max |uopir - numpy| = {err:.2e}")
     print("predicted classes:", got.argmax(axis=-1).tolist())
     return 0 if err < 1e-4 else 1
 

@@ -8,6 +8,8 @@ Its target description is the host cpu's (`host_cpu("c")`: vector width from the
 """
 from __future__ import annotations
 
+import threading
+
 from uopir.backends.c.compiler import CCompiler
 from uopir.backends.c.renderer import CRenderer
 from uopir.backends.c.runtime import CRuntime, PooledHostAllocator
@@ -47,6 +49,9 @@ class CBackend(Backend):
         self.compiler = compiler if compiler is not None else CCompiler()
         self.allocator = PooledHostAllocator(self.device)
         self.runtime = CRuntime(self._compile_no_restrict, threads=threads())
+        if self.compiler.available:  # the compiler's identity (`cc --version`, a subprocess) names the cache folder:
+            # find it while the first program is still being lowered, not when its first kernel is compiled
+            threading.Thread(target=lambda: self.compiler.name, name="uopir-cc-identity", daemon=True).start()
 
     @property
     def available(self) -> bool:
