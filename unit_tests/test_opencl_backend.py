@@ -303,3 +303,16 @@ def test_target_capabilities_come_from_the_device() -> None:
     assert t.local_bytes == dev.local_mem_size and t.max_local_dims[0] == dev.max_work_item_sizes[0]
     assert t.vector_width(dtypes.float32) == dev.preferred_vector_width_float
     assert (dtypes.float64 in t.dtypes) == ("cl_khr_fp64" in dev.extensions or bool(dev.double_fp_config))
+
+
+def test_f16_nan_payloads_survive_ops(backend) -> None:
+    """Regression: the prelude's portable f32 -> f16 code sent every NaN to 0x7e00; numpy (the semantics) keeps the
+    payload's top bits (trunc of f16 NaN 0x7e01 is 0x7e01), as the frontend's signed-zero tests check bit for bit."""
+    x = np.array([0x7E01, 0xFE02, 0x7C01, 0x7E00, 0x3C00], np.uint16).view(np.float16)
+    got = np.zeros((2, x.size), np.float16)
+    prog = elementwise("nan_payload", x.size, [dtypes.float16], [
+        (dtypes.float16, lambda v: UOp(C.TRUNC, dtypes.float16, (v,))),
+        (dtypes.float16, lambda v: UOp(C.NEG, dtypes.float16, (v,)))])
+    run(backend, prog, [got[0], got[1], x])
+    np.testing.assert_array_equal(got[0].view(np.uint16), alu("core.trunc", dtypes.float16, [x]).view(np.uint16))
+    np.testing.assert_array_equal(got[1].view(np.uint16), alu("core.neg", dtypes.float16, [x]).view(np.uint16))

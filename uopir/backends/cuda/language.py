@@ -93,13 +93,24 @@ CUDA = Language(
         "math": Helper(""),
         "f32_bits": Helper("static inline uint32_t f32_bits(float x) { return __float_as_uint(x); }\n"
                            "static inline float f32_from_bits(uint32_t b) { return __uint_as_float(b); }"),
-        "f16_to_f32": Helper(_either("UOPIR_CUDA_FP16", "static inline float f16_to_f32(half h) { return "
-                                     "__half2float(__ushort_as_half(h)); }", "f16_to_f32"), ("half", "f32_bits")),
-        "f32_to_f16": Helper(_either("UOPIR_CUDA_FP16", "static inline half f32_to_f16(float x) { return "
-                                     "__half_as_ushort(__float2half_rn(x)); }", "f32_to_f16"), ("half", "f32_bits")),
-        "bf16_round": Helper(_either("UOPIR_CUDA_BF16", "static inline bf16 bf16_round(float x) {\n"
-                                     "  return x != x ? x : __bfloat162float(__float2bfloat16_rn(x));\n}",
-                                     "bf16_round"), ("bf16", "f32_bits")),
+        # cuda_fp16.h rounds; NaNs keep their payload by bit code (the intrinsics may return a canonical NaN)
+        "f16_to_f32": Helper(_either(
+            "UOPIR_CUDA_FP16",
+            "static inline float f16_to_f32(half h) {\n"
+            "  return (h & 0x7fffu) > 0x7c00u ? f32_from_bits(((uint32_t)(h & 0x8000u) << 16) | 0x7f800000u |\n"
+            "    ((uint32_t)(h & 0x3ffu) << 13)) : __half2float(__ushort_as_half(h));\n}", "f16_to_f32"),
+            ("half", "f32_bits")),
+        "f32_to_f16": Helper(_either(
+            "UOPIR_CUDA_FP16",
+            "static inline half f32_to_f16(float x) {\n"
+            "  uint32_t b = f32_bits(x), m = (b >> 13) & 0x3ffu;\n"
+            "  return x != x ? (half)(((b >> 16) & 0x8000u) | 0x7c00u | m | (m == 0u))\n"
+            "                : __half_as_ushort(__float2half_rn(x));\n}", "f32_to_f16"), ("half", "f32_bits")),
+        "bf16_round": Helper(_either(
+            "UOPIR_CUDA_BF16",
+            "static inline bf16 bf16_round(float x) {\n"
+            "  return x != x ? f32_from_bits((f32_bits(x) & 0xffff0000u) | 0x00400000u)\n"
+            "                : __bfloat162float(__float2bfloat16_rn(x));\n}", "bf16_round"), ("bf16", "f32_bits")),
     },
     keywords=frozenset(("half", "bfloat16", "new", "delete", "class", "template", "this", "operator", "namespace",
                         "private", "public", "protected", "virtual", "friend", "using", "typename", "try", "catch",

@@ -148,7 +148,8 @@ class CUDARuntime(Runtime):
         k: CuKernel = prog.entry
         c = cuda_context()
         vv = dict(var_vals or {})
-        bufs = [buffers[i] for i in range(k.nparams)] if isinstance(buffers, Mapping) else list(buffers)
+        # the schedule may pass buffers past the last parameter the program reads (an unused input): not passed on
+        bufs = [buffers[i] for i in range(k.nparams)] if isinstance(buffers, Mapping) else list(buffers)[:k.nparams]
         if len(bufs) != k.nparams:
             raise ValueError(f"kernel {prog.name!r} takes {k.nparams} buffers, got {len(bufs)}")
         missing = [v for v in k.vars if v not in vv]

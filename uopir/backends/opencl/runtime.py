@@ -196,6 +196,7 @@ class OpenCLRuntime(Runtime):
 
     def __init__(self, compiler: OpenCLCompiler, allocator: OpenCLAllocator):
         self.compiler, self.allocator = compiler, allocator
+        self._launch_lock = threading.Lock()  # a kernel object's arguments are set, then it is enqueued: one at a time
 
     def _built(self, source: str, binary: bytes | None) -> Any:
         c = self.compiler
@@ -231,7 +232,8 @@ class OpenCLRuntime(Runtime):
         k: ClKernel = prog.entry
         dev = cl_device()
         vv = dict(var_vals or {})
-        bufs = [buffers[i] for i in range(k.nparams)] if isinstance(buffers, Mapping) else list(buffers)
+        # the schedule may pass buffers past the last parameter the program reads (an unused input): not passed on
+        bufs = [buffers[i] for i in range(k.nparams)] if isinstance(buffers, Mapping) else list(buffers)[:k.nparams]
         if len(bufs) != k.nparams:
             raise ValueError(f"kernel {prog.name!r} takes {k.nparams} buffers, got {len(bufs)}")
         missing = [v for v in k.vars if v not in vv]
@@ -266,7 +268,8 @@ class OpenCLRuntime(Runtime):
             lsize = tuple(local_size[: len(gsize)]) + (1,) * (len(gsize) - len(local_size))
             gsize = tuple(-(-g // ls) * ls for g, ls in zip(gsize, lsize, strict=True))
         if math.prod(gsize) > 0:
-            k.kernel(dev.queue, gsize, lsize, *args)
+            with self._launch_lock:
+                k.kernel(dev.queue, gsize, lsize, *args)
         for _, b, tmp in back:
             host = b if isinstance(b, np.ndarray) else b.host_view()
             if host is not None and host.flags.c_contiguous:
