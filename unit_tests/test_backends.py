@@ -41,7 +41,7 @@ from uopir.passes.target import CPU
 f32, i32 = dtypes.float32, dtypes.int32
 # llvm runs where llvmlite imports, c where a C compiler is installed, opencl where pyopencl finds a device (pocl in
 # the test extra)
-HAVE = [d for d, ok in (("llvm", llvm_host() is not None), ("c", find_cc() is not None),
+HAVE = [d for d, ok in (("c", find_cc() is not None), ("llvm", llvm_host() is not None),
                         ("opencl", get_backend("opencl").available), ("python", True)) if ok]
 
 
@@ -49,7 +49,7 @@ HAVE = [d for d, ok in (("llvm", llvm_host() is not None), ("c", find_cc() is no
 def test_registry_names_and_order():
     assert DEVICES == ("python", "c", "llvm", "opencl", "cuda")
     assert BACKENDS == DEVICES + ("mlir",)
-    assert PREFERENCE == ("cuda", "llvm", "c", "opencl", "python")
+    assert PREFERENCE == ("cuda", "c", "llvm", "opencl", "python")
     assert available() == HAVE
     for name in BACKENDS:
         b = get_backend(name)
