@@ -47,10 +47,12 @@ def _debug_level() -> int:
 
 def c_target() -> Target:
     """The C target: the host cpu (its vector width and cores); every core op is native (the prelude covers the
-    ones C lacks). The register budget of a kernel's upcasts is 8 vector registers of f32 lanes (eight independent
-    accumulators hide the latency of a vector add; AVX-512 and AVX2 have 32 and 16 of them)."""
+    ones C lacks). The register budget of a kernel's upcasts is half the vector registers as f32 accumulators: 16
+    with 64-byte vectors (AVX-512 has 32 registers), else 8 (AVX2 has 16); at least eight independent accumulators
+    hide the latency of a vector add."""
     t = host_cpu("c")
-    return t.derive(max_upcast=max(t.max_upcast, 8 * t.vector_width(dtypes.float32)))
+    regs = 16 if t.max_vector_bytes >= 64 else 8
+    return t.derive(max_upcast=max(t.max_upcast, regs * t.vector_width(dtypes.float32)))
 
 
 class CBackend(Backend):
