@@ -2,7 +2,8 @@
 
 Prints machine-readable lines (nothing is asserted):
     c_backend cold program=matmul512 seconds=<first realize in a fresh process: lowering, compile, run>
-    c_backend matmul n=<N> gflops=<uopir on c> numpy_gflops=<numpy> ratio=<c / numpy>
+    c_backend matmul n=<N> gflops=<uopir on c> numpy_gflops=<numpy> ratio=<c / numpy> cpu_gflops=.. numpy_cpu_gflops=..
+        cpu_ratio=.. (the same from process CPU time) [tinygrad_gflops=<tinygrad's CPU device, when installed>]
     c_backend elementwise op=a*b+c n=16777216 gbps=<uopir on c> plain_c_gbps=<the same loop in C> ratio=<c / plain>
     c_backend tiled_matmul n=1024 gflops=<a hand-tiled device program (4 rows x 32 columns of f32x16 accumulators),
         split across the cores> threads=<cores>: what the renderer and runtime reach on kernel-optimize's forms
@@ -67,15 +68,44 @@ def cold() -> None:
         print(f"c_backend cold program=matmul512 seconds={secs}")
 
 
+def best_cpu(fn, repeat: int = REPEAT) -> float:
+    """The least process CPU time (all threads) of a few runs: the work, less sensitive than wall time to other
+    processes sharing the cores."""
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t = time.process_time()
+        fn()
+        ts.append(time.process_time() - t)
+    return min(ts)
+
+
+def tinygrad_seconds(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Steady-state seconds of a @ b on tinygrad's CPU device, when tinygrad is installed."""
+    try:
+        from tinygrad import Tensor as TgTensor
+    except ImportError:
+        return None
+    ta, tb = TgTensor(a, device="CPU").realize(), TgTensor(b, device="CPU").realize()
+    return best(lambda: (ta @ tb).realize(), 2)
+
+
 def matmul(n: int) -> None:
+    """Wall-clock GFLOP/s of uopir on c, numpy (and tinygrad when installed) in one run; and the same from process
+    CPU time (`cpu_` fields: flops per second of core time, which a loaded machine disturbs less)."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
     ta, tb = Tensor(a, device="c").realize(), Tensor(b, device="c").realize()
-    t = best(lambda: (ta @ tb).realize(), 2 if n > 1024 else REPEAT)
+    reps = 2 if n > 1024 else REPEAT
+    t = best(lambda: (ta @ tb).realize(), reps)
     tn = best(lambda: a @ b)
+    tc, tnc = best_cpu(lambda: (ta @ tb).realize(), reps), best_cpu(lambda: a @ b)
+    tg = tinygrad_seconds(a, b)
     flops = 2 * n**3
+    extra = f" tinygrad_gflops={flops / tg / 1e9:.2f}" if tg else ""
     print(f"c_backend matmul n={n} gflops={flops / t / 1e9:.2f} numpy_gflops={flops / tn / 1e9:.2f} "
-          f"ratio={tn / t:.3f}")
+          f"ratio={tn / t:.3f} cpu_gflops={flops / tc / 1e9:.2f} numpy_cpu_gflops={flops / tnc / 1e9:.2f} "
+          f"cpu_ratio={tnc / tc:.3f}{extra}")
 
 
 def elementwise(n: int = 16777216) -> None:

@@ -27,7 +27,7 @@ from uopir.ir.uop import UOp
 from uopir.ir.verify import verify
 from uopir.passes.kernel.expand import expand_kernel
 from uopir.passes.kernel.indexmath import const_extent
-from uopir.passes.kernel.optimize import Opt, OptError, apply_opt, heuristic_opts
+from uopir.passes.kernel.optimize import Opt, OptError, apply_opt, apply_opts, heuristic_opts
 from uopir.passes.manager import PassManager
 from uopir.passes.target import CPU, register_target
 
@@ -150,6 +150,21 @@ def test_matmul_on_wide_vectors_upcasts_the_columns_by_the_vector_width() -> Non
     k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
     # 64-byte vectors hold 16 f32: columns by 16, rows by 2 (max_upcast 32), the reduction by 4
     assert heuristic_opts(k, WIDE) == [Opt("upcast", 0, 2), Opt("upcast", 1, 16), Opt("unroll", 2, 4)]
+
+
+def test_a_register_rich_target_gets_a_two_vector_tile_with_the_columns_outermost() -> None:
+    """16 accumulator vectors (max_upcast 256 of 16-lane vectors): an 8 x 32 tile (two vectors of columns), the
+    column range made the outermost loop (the B panel stays in cache across row blocks) and split across the
+    threads; the result stays bit-identical."""
+    rich = CPU.derive(name="test-rich", max_vector_bytes=64, max_upcast=256, threads=2)
+    register_target(rich, replace=True)
+    x, w = _f32(64, 48), _f32(48, 64)
+    k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
+    assert heuristic_opts(k, rich) == [Opt("upcast", 0, 8), Opt("upcast", 1, 32), Opt("unroll", 2, 4),
+                                       Opt("outer", 1), Opt("global", 1)]
+    (end,) = [u for u in apply_opts(k, heuristic_opts(k, rich)).toposort() if u.op is kernel.END]
+    assert [r.arg for r in end.src[1:3]] == [(1, "global"), (0, "loop")]
+    lowered_matches(UOp.sink((x @ w).uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
 
 
 def test_elementwise_gets_a_vector_upcast_of_the_contiguous_axis() -> None:

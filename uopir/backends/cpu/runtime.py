@@ -38,10 +38,11 @@ THREADS_ENV = "UOPIR_THREADS"
 
 def host_target(name: str) -> Target:
     """The target of a host-cpu backend: the host cpu (its vector width and cores). The register budget of a
-    kernel's upcasts is 8 vector registers of f32 lanes (eight independent accumulators hide the latency of a vector
-    add; AVX-512 and AVX2 have 32 and 16 of them)."""
+    kernel's upcasts is half the vector registers as f32 accumulators: 16 with 64-byte vectors (AVX-512 has 32
+    registers), else 8 (AVX2 has 16); at least eight independent accumulators hide the latency of a vector add."""
     t = host_cpu(name)
-    return t.derive(max_upcast=max(t.max_upcast, 8 * t.vector_width(dtypes.float32)))
+    regs = 16 if t.max_vector_bytes >= 64 else 8
+    return t.derive(max_upcast=max(t.max_upcast, regs * t.vector_width(dtypes.float32)))
 
 
 def threads(device: str) -> int:

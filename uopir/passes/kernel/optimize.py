@@ -13,7 +13,11 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
   1. register tiling: in a kernel with a reduction, the output ranges along which some input read under the
      reduction is reused (its address does not vary along them) are upcast, at most two, the most reused first:
      a contiguous, vector-friendly one by the target's vector width of the stored dtype, the others by the first
-     fitting `upcast_sizes`; the product of upcast factors stays within `max_upcast`;
+     fitting `upcast_sizes`; the product of upcast factors stays within `max_upcast`. A target whose budget holds
+     at least WIDE_TILE_VECTORS vectors (`max_upcast` / vector width: accumulator registers) gets a wider tile:
+     two vectors along the contiguous range and as many rows as the remaining budget allows (a power of two), and
+     the contiguous range becomes the outermost loop (`outer`), so the panel of the input read along it (a
+     matmul's B columns) is reused by every row block while it is in cache instead of streamed once per row block;
   2. otherwise, a vector upcast of the contiguous output range (stride 1 in the store, and in every load that reads
      along it) by the largest power of two that divides it and fits the vector width and `max_upcast`;
   3. unroll: the innermost range of each reduction (the last operand of every kernel.reduce that has it) is
@@ -46,6 +50,7 @@ __all__ = ["Opt", "OptError", "apply_opt", "apply_opts", "heuristic_opts", "opti
 NOOPT_ENV = "UOPIR_NOOPT"
 PARALLEL_MIN_WORK = 1 << 15  # iterations below which a thread split costs more than it saves
 FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
+WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 _SPLIT_KINDS = ("upcast", "unroll")
 
 
@@ -55,9 +60,10 @@ class OptError(ValueError):
 
 @dataclass(frozen=True)
 class Opt:
-    """One transformation of a kernel: `upcast`/`unroll` axis `axis` by `factor`, or mark it `global`."""
+    """One transformation of a kernel: `upcast`/`unroll` axis `axis` by `factor`, mark it `global`, or make it the
+    `outer`most loop of every kernel.end that has it."""
 
-    kind: Literal["upcast", "unroll", "global"]
+    kind: Literal["upcast", "unroll", "global", "outer"]
     axis: int
     factor: int = 0
 
@@ -105,6 +111,11 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
         if r.arg[1] not in ("loop", "global"):
             raise OptError(f"axis {opt.axis} is a {r.arg[1]} range; only an output (loop) range can be global")
         return kdef.substitute({r: r.replace(arg=(r.arg[0], "global"))})
+    if opt.kind == "outer":
+        if r.arg[1] not in ("loop", "global"):
+            raise OptError(f"axis {opt.axis} is a {r.arg[1]} range; only an output (loop) range can be reordered")
+        return kdef.substitute({u: u.replace(src=(u.src[0], r, *(x for x in u.src[1:] if x is not r)))
+                                for u in kdef.toposort() if u.op is K.END and r in u.src[1:]})
     if opt.kind not in _SPLIT_KINDS:
         raise OptError(f"unknown opt kind {opt.kind!r}")
     n = const_extent(r)
@@ -224,14 +235,17 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     budget = max(1, t.max_upcast)
     lanes = 1
     vw = t.vector_width(k.out_dtype())
+    wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
 
     def fit_upcast(r: UOp, cap: int) -> int:
         n = const_extent(r) or 1
         if vw >= 2 and k.contiguous(r):
-            f = _pow2_divisor(n, min(vw, cap))
+            f = _pow2_divisor(n, min(vw * (2 if wide else 1), cap))
             if f >= 2:
                 return f
+        if wide:
+            return _pow2_divisor(n, cap)
         return next((f for f in t.upcast_sizes if 2 <= f <= cap and n % f == 0), 1)
 
     # 1. register tiling of kernels with a reduction
@@ -278,8 +292,14 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         if f >= 2:
             opts.append(Opt("unroll", r.arg[0], f))
             lanes *= f
-    # 4. threads
+    # loop order: a wide tile's contiguous range outermost (only when another output range is tiled too)
     loops = [r for r in k.out if upcast.get(r) != const_extent(r)]  # not entirely turned into lanes
+    if wide and len(upcast) == 2 and len(loops) >= 2:
+        first = next((r for r in loops if k.contiguous(r) and r in upcast), None)
+        if first is not None and first is not loops[0]:
+            opts.append(Opt("outer", first.arg[0]))
+            loops = [first, *(r for r in loops if r is not first)]
+    # 4. threads
     if t.kind == "gpu":
         opts += [Opt("global", r.arg[0]) for r in loops if r.arg[1] == "loop"]
     elif t.threads > 1 and loops and k.work() >= PARALLEL_MIN_WORK:
