@@ -1,6 +1,6 @@
 """uop-run: execute a .uop program at any stage on a backend, print its outputs, optionally check them.
 
-    uop-run FILE|- [--backend=python|c|llvm] [-p PIPELINE] [--input NAME=x.npy]... [--var NAME=N]... [--seed N]
+    uop-run FILE|- [--backend=python|c] [-p PIPELINE] [--input NAME=x.npy]... [--var NAME=N]... [--seed N]
             [--check [--exact]] [-o out.npz|out.npy]
 
 What runs, by stage (the input's root):
@@ -67,7 +67,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p = _ArgParser(prog=PROG, description="Run a .uop program (tensor, kernel or device level) on a backend.")
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input .uop file, or - for stdin (default)")
     p.add_argument("--backend", default="python", metavar="NAME",
-                   help="the backend that runs it: python (the reference interpreter), c or llvm (default: python)")
+                   help="the backend that runs it: python (the reference interpreter) or c (default: python)")
     p.add_argument("-p", "--pipeline", default=None, metavar="PIPELINE",
                    help="lower with this pipeline instead of the backend's (for the stage of the input)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",

@@ -149,6 +149,11 @@ class HostKernel:
     def _load(self) -> Any:
         raise NotImplementedError
 
+    def ready(self) -> None:
+        """Wait for the function (its compile may still be running) and load it."""
+        if self._fn is None:
+            self._load()
+
     def __call__(self, arrays: Sequence[np.ndarray], var_vals: Mapping[str, int]) -> None:
         sig = self.sig
         if len(arrays) < len(sig.params):
@@ -204,6 +209,10 @@ def host_array(b: Buffer | np.ndarray, device: str) -> np.ndarray:
 
 class HostRuntime(Runtime):
     """Runs host kernels (a Program whose entry is a HostKernel) on host buffers, by kernel.param position."""
+
+    def ready(self, prog: Program) -> None:
+        """Wait until `prog` can run (its compile finished, its function loaded)."""
+        prog.entry.ready()
 
     def launch(self, prog: Program, buffers: LaunchBuffers, *, global_size: tuple[int, ...] = (1, 1, 1),
                local_size: tuple[int, ...] = (1, 1, 1), var_vals: Mapping[str, int] | None = None) -> Any:
