@@ -39,8 +39,8 @@ from uopir.passes.manager import PassManager
 from uopir.passes.target import CPU
 
 f32, i32 = dtypes.float32, dtypes.int32
-# llvm runs where llvmlite imports, c where a C compiler is installed
-HAVE = ["llvm"] * (llvm_host() is not None) + ["c"] * (find_cc() is not None) + ["python"]
+# llvm runs where llvmlite imports, the C backend where a C compiler is installed
+HAVE = [d for d, ok in (("llvm", llvm_host() is not None), ("c", find_cc() is not None), ("python", True)) if ok]
 
 
 # ---- registry --------------------------------------------------------------------------------------------------------
