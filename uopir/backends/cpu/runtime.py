@@ -211,6 +211,10 @@ def host_array(b: Buffer | np.ndarray, device: str) -> np.ndarray:
 class HostRuntime(Runtime):
     """Runs host kernels (a Program whose entry is a HostKernel) on host buffers, by kernel.param position."""
 
+    def ready(self, prog: Program) -> None:
+        """Wait until `prog` can run (its compile finished, its function loaded)."""
+        prog.entry.ready()
+
     def launch(self, prog: Program, buffers: LaunchBuffers, *, global_size: tuple[int, ...] = (1, 1, 1),
                local_size: tuple[int, ...] = (1, 1, 1), var_vals: Mapping[str, int] | None = None) -> Any:
         """Run a kernel on its buffers (by kernel.param position); it writes them in place and returns None."""

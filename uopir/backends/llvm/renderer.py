@@ -8,13 +8,14 @@ registers: loop counters, accumulators (`device.acc`; reading it or an accstore'
 values used after the block that computes them has closed, `kernel.register` arrays. Loops and ifs are basic blocks.
 
 Exact semantics (uopir.dialects.semantics), with no fast-math flag anywhere: every float op of a kernel is the IEEE op
-of its dtype, and all but none of the flags (nnan, ninf, nsz, arcp, contract, afn, reassoc) would change a result the
+of its dtype, and each of the flags (nnan, ninf, nsz, arcp, contract, afn, reassoc) would change a result the
 semantics fixes (NaN and inf inputs, -0.0, sequential reductions, unfused mulacc). The choices LLVM leaves open:
 
 - integer add/sub/mul/neg/shl wrap (no nsw/nuw); `sdiv`/`srem` by 0 or MIN/-1 are undefined, so the divisor is
   replaced by 1 there and the result selected (x/0 = x%0 = 0, MIN/-1 = MIN, MIN%-1 = 0); shift amounts are masked
   to the width; `max` is `llvm.smax`/`umax` on ints and `llvm.maximum` on floats (NaN wins, +0.0 above -0.0);
-- float -> int casts are `llvm.fptosi.sat`/`fptoui.sat` (truncate, saturate, NaN -> 0); to bool `!= 0` (`une`);
+- float -> int casts are `llvm.fptosi.sat`/`fptoui.sat` (truncate, saturate, NaN -> 0; from f16 through float:
+  LLVM 22's AVX512-FP16 lowering of f16 -> i16 sends NaN to MIN); to bool `!= 0` (`une`);
 - f16 is LLVM's `half` (each op rounded to half; LLVM computes it in float where the cpu has no half arithmetic,
   which is correctly rounded); bf16 is carried in a `float` (its numpy carrier) and rounded to nearest even after
   every op, by integer code (never the cpu's bf16 instructions: they flush subnormals); a bf16 buffer is rounded
@@ -472,7 +473,7 @@ class _Walk:
             v = self.get(u.src[0])
             lanes = tuple(u.arg)
             if v.n == 1:
-                self.vals[u] = v
+                self.define(u, v.ref, escapes)
             elif len(lanes) == 1:
                 self.define(u, f.ins(f"extractelement {v.ty} {v.ref}, i64 {lanes[0]}"), escapes)
             else:
