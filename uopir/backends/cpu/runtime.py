@@ -223,6 +223,3 @@ class HostRuntime(Runtime):
         arrays = [host_array(b, self.device) for b in buffers]
         prog.entry(arrays, dict(var_vals or {}))
         return None
-
-    def ready(self, prog: Program) -> None:
-        prog.entry.ready()
