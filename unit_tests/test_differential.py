@@ -195,10 +195,12 @@ def test_op_class_is_read_from_the_graph():
 
 
 def test_op_class_of_lowered_programs():
-    """The class survives lowering: a kernel.reduce and a device accumulator are float accumulation too."""
+    """The class survives lowering: a kernel.reduce and a device accumulator are float accumulation too. (The
+    reduction is long enough that kernel-optimize keeps a loop: a fully unrolled one is a fixed chain of adds, which
+    every backend computes in that order, so it is exact.)"""
     from uopir.passes.manager import PassManager
 
-    x = Tensor(np.ones((3, 4), np.float32), device="python")
+    x = Tensor(np.ones((3, 256), np.float32), device="python")
     for pipeline in ("tensor-to-kernel", "default{target=cpu}"):
         assert op_class(PassManager.parse(pipeline).run(UOp.sink(x.sum(1).uop))) == "accumulate"
         assert op_class(PassManager.parse(pipeline).run(UOp.sink(x.max(1).uop))) == "exact"
