@@ -67,8 +67,8 @@ def var_name(name: str) -> str:
     return _unclashed(name, "var_")
 
 
-def kernel_signature(program: UOp) -> KernelSignature:
-    return _signature(program, lambda n: _unclashed(n, "k_"), "C")
+def kernel_signature(program: UOp, backend: str = "C") -> KernelSignature:
+    return _signature(program, lambda n: _unclashed(n, "k_"), backend)
 
 
 class _Ptr:
@@ -125,7 +125,7 @@ class CRenderer(Renderer):
         self.restrict = restrict
 
     def render(self, program: UOp) -> str:
-        sig = kernel_signature(program)
+        sig = kernel_signature(program, self.title)
         em = self.emitter()
         self.walk(em, program)
         args = []

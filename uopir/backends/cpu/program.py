@@ -21,8 +21,8 @@ from uopir.ir.dtype import DType
 from uopir.ir.ops import OpDef
 from uopir.ir.uop import UOp
 
-__all__ = ["KernelSignature", "kernel_signature", "schedule", "escaping", "uses", "op_error", "UNSUPPORTED",
-           "NO_VALUE"]
+__all__ = ["KernelSignature", "kernel_signature", "MAX_PARAMS", "schedule", "escaping", "uses", "op_error",
+           "UNSUPPORTED", "NO_VALUE"]
 
 
 def op_error(u: UOp, msg: str) -> IRError:
@@ -53,6 +53,9 @@ class KernelSignature:
     parallel: bool = False
 
 
+MAX_PARAMS = 4096  # the most buffer arguments a rendered kernel takes
+
+
 def kernel_signature(program: UOp, name: Callable[[str], str] = str, backend: str = "a cpu") -> KernelSignature:
     """The signature of the function rendered from `program`; `name` turns the program's name into the function's."""
     if program.op is not D.PROGRAM:
@@ -68,6 +71,10 @@ def kernel_signature(program: UOp, name: Callable[[str], str] = str, backend: st
         elif u.op is D.SPECIAL:
             parallel = True
     n = max(params) + 1 if params else 0
+    if n > MAX_PARAMS:  # one pointer argument per index up to the largest: a huge index is not a function to render
+        big = next(u for u in program.toposort() if u.op is K.PARAM and u.arg == n - 1)
+        raise op_error(big, f"kernel.param index {n - 1} is too large: the {backend} backend renders one pointer "
+                            f"argument per index, at most {MAX_PARAMS}")
     return KernelSignature(name(program.arg), tuple(params.get(i) for i in range(n)), tuple(sorted(names)), parallel)
 
 

@@ -99,7 +99,7 @@ class GpuRenderer(CRenderer):
         return _GpuEmitter(self.lang)
 
     def render(self, program: UOp) -> str:
-        sig = kernel_signature(program)
+        sig = kernel_signature(program, self.title)
         em = self.emitter()
         assert isinstance(em, _GpuEmitter)
         self.walk(em, program)
@@ -162,5 +162,5 @@ def written_params(program: UOp) -> frozenset[int]:
 
 def kernel_name(program: UOp, lang: Language) -> str:
     """The name the rendered kernel has (the program's, made an identifier that is no keyword of the language)."""
-    name = kernel_signature(program).name
+    name = kernel_signature(program, lang.title).name
     return "k_" + name if name in lang.keywords else name
