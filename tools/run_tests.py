@@ -4,8 +4,10 @@
 Two pytest legs: the whole unit suite with the frontend on the reference device (UOPIR_DEVICE=python), and the
 frontend suite (FRONTEND_TESTS: the tests that run Tensor programs on the default device) again on the C backend
 (UOPIR_DEVICE=c) when a C compiler is installed, so every frontend test checks both the interpreter and compiled
-code. The legs run side by side (pytest uses one core; the c leg's output is printed when it ends);
-UOPIR_TEST_SERIAL=1 runs them one after the other. Their counts add up (a test in both legs counts twice).
+code. The legs run side by side (pytest uses one core; the machine has two): the first leg leaves the compiled
+backends' own tests (BACKEND_TESTS) to a third leg that runs after the c leg on the second core, so both cores finish
+at about the same time. A buffered leg's output is printed when it ends; UOPIR_TEST_SERIAL=1 runs the legs one after
+the other. Their counts add up (a test in both the first and the c leg counts twice).
 
 Why a script: the two runners report in different formats and exit codes; CI reads only the last line and the
 exit status. Counting rules:
@@ -33,6 +35,17 @@ BIN = Path(sys.executable).parent
 
 FRONTEND_TESTS = ("test_tensor_*.py", "test_frontend_ir.py", "test_realize_schedule.py", "test_deep_graphs.py",
                   "test_symbolic.py")
+
+
+# the compiled backends' own tests (python device, like leg 1): they run after the c leg, beside the first leg
+BACKEND_TESTS = ("test_differential.py", "test_opencl_*.py", "test_llvm_backend.py", "test_cuda_backend.py",
+                 "test_capabilities.py", "test_c_backend.py")
+
+
+def backend_tests() -> list[str]:
+    """The unit test files of the compiled backends (relative to the repository root)."""
+    files = sorted({p for pat in BACKEND_TESTS for p in (ROOT / "unit_tests").glob(pat)})
+    return [str(p.relative_to(ROOT)) for p in files]
 
 
 def frontend_tests() -> list[str]:
@@ -134,8 +147,9 @@ def run_lit(extra: list[str]) -> tuple[int, int, bool]:
 
 
 def run_pytest_legs() -> list[tuple[int, int, bool]]:
-    """Leg 1: everything, the frontend on the reference device (unless UOPIR_DEVICE asks otherwise). Leg 2: the
-    frontend suite on c, beside leg 1 (pytest runs on one core, the machine has two) unless UOPIR_TEST_SERIAL=1."""
+    """Leg 1: everything but BACKEND_TESTS, the frontend on the reference device (unless UOPIR_DEVICE asks
+    otherwise). Leg 2: the frontend suite on c, then leg 3: BACKEND_TESTS, both beside leg 1 unless
+    UOPIR_TEST_SERIAL=1. Returns the counts of (leg 1 + leg 3, leg 2)."""
     if not (ROOT / "unit_tests").is_dir():
         print("run_tests: no unit_tests/ directory; pytest counts 0")
         return []
@@ -144,18 +158,34 @@ def run_pytest_legs() -> list[tuple[int, int, bool]]:
         print("run_tests: no C compiler: the frontend suite runs on python only")
         return [PytestLeg().finish()]
     serial = os.environ.get("UOPIR_TEST_SERIAL", "") not in ("", "0")
+    backend = backend_tests()
+    skip_backend = tuple(a for f in backend for a in ("--ignore", f))
 
     def c_leg() -> PytestLeg:
         return PytestLeg(tuple(frontend_tests()), dict(os.environ, UOPIR_DEVICE="c"), buffered=not serial,
                          extra=("-p", "no:cacheprovider"))
+
+    def backend_leg() -> PytestLeg:
+        return PytestLeg(tuple(backend), dict(os.environ), buffered=not serial, extra=("-p", "no:cacheprovider"))
+
     if serial:
-        first = PytestLeg().finish()
+        first = PytestLeg(extra=skip_backend).finish()
+        print("run_tests: the compiled backends' tests")
+        third = backend_leg().finish() if backend else (0, 0, True)
         print("run_tests: the frontend suite on device c")
-        return [first, c_leg().finish()]
-    python_leg, second = PytestLeg(), c_leg()
+        return [_add(first, third), c_leg().finish()]
+    python_leg, second_leg = PytestLeg(extra=skip_backend), c_leg()
+    second = second_leg.finish()  # printed first: it ends first
+    print("run_tests: the frontend suite on device c (above, run beside the python leg); then the compiled "
+          "backends' tests")
+    third_leg = backend_leg() if backend else None
     first = python_leg.finish()
-    print("run_tests: the frontend suite on device c (run beside the leg above)")
-    return [first, second.finish()]
+    third = third_leg.finish() if third_leg is not None else (0, 0, True)
+    return [_add(first, third), second]
+
+
+def _add(a: tuple[int, int, bool], b: tuple[int, int, bool]) -> tuple[int, int, bool]:
+    return a[0] + b[0], a[1] + b[1], a[2] and b[2]
 
 
 def main() -> int:
