@@ -116,3 +116,20 @@ def test_tensor_on_opencl_realizes_and_moves_between_devices() -> None:
     np.testing.assert_array_equal(z, (F * 2 + 1) - 1)
     back = Tensor(F, device="python").to("opencl") * 1
     np.testing.assert_array_equal(back.numpy(), F)
+
+
+def test_the_interpreter_writes_back_to_a_device_buffer() -> None:
+    """The python backend runs on a copy of a buffer that has no host view (an OpenCL buffer): what the program
+    writes (an assign) goes back to the device buffer, and the result is the written value, not the old one."""
+    from uopir.backends.buffers import buffer_of
+    from uopir.dialects import core, tensor
+    from uopir.ir.dtype import dtypes
+    from uopir.ir.uop import UOp
+
+    t = Tensor(np.array([1.0, 2.0, 3.0, 4.0], np.float32), device="opencl")
+    buf = t.uop
+    assert buffer_of(buf).host_view() is None
+    out = get_backend("python").realize(UOp(tensor.ASSIGN, dtypes.float32, (buf, buf + core.const(dtypes.float32,
+                                                                                                    1.0))))
+    assert out.numpy().tolist() == [2.0, 3.0, 4.0, 5.0]
+    assert buffer_of(buf).numpy().tolist() == [2.0, 3.0, 4.0, 5.0]

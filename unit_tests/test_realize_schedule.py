@@ -105,7 +105,7 @@ def test_results_that_are_views_or_consts() -> None:
 
 def test_assigns_write_their_target_and_hand_back_a_copy() -> None:
     b = get_backend("python")
-    t = Tensor(np.array([1.0, 2.0, 3.0, 4.0], np.float32))
+    t = Tensor(np.array([1.0, 2.0, 3.0, 4.0], np.float32), device="python")
     buf = t.uop
     flip = UOp(tensor.FLIP, f32, (buf,), (0,))
     a = UOp(tensor.ASSIGN, f32, (buf, flip * core.const(f32, 10.0)))  # reads other elements: through a temporary

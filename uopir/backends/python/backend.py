@@ -35,10 +35,20 @@ INTERPRET_PIPELINE = "tensor-canonicalize"
 PYTHON_TARGET = CPU.derive(name="python", max_vector_bytes=0)
 
 
-def _host(buf: Buffer) -> np.ndarray:
-    """The array the interpreter reads and writes: the live one for host buffers, a copy for others."""
+def _host(buf: Buffer, copies: list[tuple[Buffer, np.ndarray]]) -> np.ndarray:
+    """The array the interpreter reads and writes: the live one for host buffers, else a copy, recorded in `copies`
+    so that what the program wrote goes back to the device buffer (`_write_back`)."""
     v = buf.host_view()
-    return buf.numpy() if v is None else v
+    if v is not None:
+        return v
+    arr = buf.numpy()
+    copies.append((buf, arr))
+    return arr
+
+
+def _write_back(copies: list[tuple[Buffer, np.ndarray]]) -> None:
+    for buf, arr in copies:
+        buf.allocator.copyin(buf, arr)
 
 
 class PythonRuntime(Runtime):
@@ -50,12 +60,18 @@ class PythonRuntime(Runtime):
                 if isinstance(buffers, Mapping):
                     raise TypeError(f"a {program.op.name} takes its buffers by position (kernel.param index), "
                                     f"not by id")
-                return run_region(program, [_host(b) for b in buffers], dict(var_vals or {}))
+                copies: list[tuple[Buffer, np.ndarray]] = []
+                out = run_region(program, [_host(b, copies) for b in buffers], dict(var_vals or {}))
+                _write_back(copies)
+                return out
         else:
             def entry(buffers: LaunchBuffers, var_vals: Mapping[str, int] | None) -> Any:
                 if not isinstance(buffers, Mapping):
                     raise TypeError("a graph takes its buffers by tensor.buffer id (a mapping), not by position")
-                return evaluate(program, {i: _host(b) for i, b in buffers.items()}, dict(var_vals or {}))
+                copies: list[tuple[Buffer, np.ndarray]] = []
+                out = evaluate(program, {i: _host(b, copies) for i, b in buffers.items()}, dict(var_vals or {}))
+                _write_back(copies)
+                return out
         return Program(name, self.device, program, None, None, entry)
 
     def launch(self, prog: Program, buffers: LaunchBuffers, *, global_size: tuple[int, ...] = (1, 1, 1),
