@@ -219,6 +219,28 @@ def test_the_cache_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not R.schedule_cache_enabled()
 
 
+@pytest.mark.skipif("c" not in __import__("uopir.backends", fromlist=["available"]).available(),
+                    reason="needs the C backend (kernel-optimize runs in its pipeline)")
+def test_noopt_is_part_of_the_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """UOPIR_NOOPT changes what kernel-optimize does, so a schedule lowered with it is not reused without it."""
+    a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) / 100
+    want = a @ a
+
+    def run() -> str:
+        t = Tensor(a, device="c") @ Tensor(a, device="c")
+        (prog,) = t.programs()
+        assert np.allclose(t.numpy(), want, rtol=1e-5)
+        return prog.source
+
+    monkeypatch.delenv("UOPIR_NOOPT", raising=False)
+    tiled = run()
+    monkeypatch.setenv("UOPIR_NOOPT", "1")
+    plain = run()
+    assert tiled != plain  # the optimized kernel (vectors, tiles) is not the plain loop nest
+    monkeypatch.delenv("UOPIR_NOOPT")
+    assert run() == tiled
+
+
 def test_a_cached_plan_holds_no_data_of_the_run_that_built_it() -> None:
     import gc
     import weakref

@@ -45,6 +45,7 @@ from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
+from uopir.passes.kernel.optimize import NOOPT_ENV
 
 if TYPE_CHECKING:
     from uopir.backends.interface import Allocator, Backend, Buffer, Program
@@ -113,7 +114,7 @@ class _Cache:
     """One backend's compiled kernels and cached plans."""
 
     def __init__(self) -> None:
-        self.plans: OrderedDict[tuple[UOp, str], Plan] = OrderedDict()  # (key, pipeline) -> plan
+        self.plans: OrderedDict[tuple[UOp, str], Plan] = OrderedDict()  # (key, pipeline and UOPIR_NOOPT) -> plan
         self.programs: OrderedDict[UOp, Program] = OrderedDict()
 
 
@@ -297,7 +298,7 @@ def _copy(alloc: Allocator, buf: Buffer) -> Buffer:
 def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
     """The executable schedule of a cache key on `backend`: from the schedule cache, else lowered (and cached)."""
     on = schedule_cache_enabled()
-    ck = (key, backend.pipeline)
+    ck = (key, f"{backend.pipeline}|{NOOPT_ENV}={os.environ.get(NOOPT_ENV, '')}")  # the env var changes the lowering
     with _LOCK:
         cache = _cache(backend)
         p = cache.plans.get(ck) if on else None
