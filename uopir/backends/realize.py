@@ -50,8 +50,8 @@ from uopir.passes.kernel.optimize import NOOPT_ENV
 if TYPE_CHECKING:
     from uopir.backends.interface import Allocator, Backend, Buffer, Program
 
-__all__ = ["realize", "compiled", "cache_key", "plan", "debug_level", "schedule_cache_enabled", "clear_schedule_cache",
-           "STATS", "RealizeStats", "CACHE_SIZE", "DEBUG_ENV", "SCHEDULE_CACHE_ENV"]
+__all__ = ["realize", "compiled", "cache_key", "plan", "debug_level", "print_compiled", "schedule_cache_enabled",
+           "clear_schedule_cache", "STATS", "RealizeStats", "CACHE_SIZE", "DEBUG_ENV", "SCHEDULE_CACHE_ENV"]
 
 DEBUG_ENV = "UOPIR_DEBUG"
 SCHEDULE_CACHE_ENV = "UOPIR_SCHEDULE_CACHE"
@@ -69,6 +69,15 @@ def debug_level() -> int:
         return int(v)
     except ValueError:
         return 1
+
+
+def print_compiled(program: UOp, name: str, source: str, language: str, comment: str = "//") -> None:
+    """What a backend's compile shows: at UOPIR_DEBUG >= 6 the kernel's device program, at >= 4 its source."""
+    level = debug_level()
+    if level >= 6:
+        print(f"{comment} device program of kernel {name}\n{print_ir(program)}", flush=True)
+    if level >= 4:
+        print(f"{comment} {language} of kernel {name}\n{source}", flush=True)
 
 
 def schedule_cache_enabled() -> bool:

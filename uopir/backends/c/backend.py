@@ -13,11 +13,10 @@ import threading
 from uopir.backends.c.compiler import CCompiler
 from uopir.backends.c.renderer import CRenderer
 from uopir.backends.c.runtime import CRuntime, PooledHostAllocator
-from uopir.backends.cpu.runtime import debug_level, host_target
+from uopir.backends.cpu.runtime import host_target
 from uopir.backends.cpu.runtime import threads as cpu_threads
 from uopir.backends.interface import Backend, Buffer, Program
-from uopir.backends.realize import realize
-from uopir.ir.printer import print_ir
+from uopir.backends.realize import print_compiled, realize
 from uopir.ir.uop import UOp
 from uopir.passes.target import Target, target
 
@@ -70,11 +69,7 @@ class CBackend(Backend):
         if not self.available:
             raise RuntimeError(f"device 'c' cannot compile programs: {self.reason}")
         src = self.renderer.render(program)
-        level = debug_level()
-        if level >= 6:
-            print(f"// device program of kernel {name or program.arg}\n{print_ir(program)}", flush=True)
-        if level >= 4:
-            print(f"// C source of kernel {name or program.arg}\n{src}", flush=True)
+        print_compiled(program, name or program.arg, src, "C source")
         return self.runtime.load(name or program.arg, program, src, self.compiler.compile_async(src))
 
     def realize(self, root: UOp) -> Buffer:

@@ -30,7 +30,7 @@ from uopir.dialects.semantics import np_dtype
 from uopir.ir.dtype import DType, dtypes
 from uopir.passes.target import Target, host_cpu, target
 
-__all__ = ["HostKernel", "HostRuntime", "PooledHostAllocator", "THREADS_ENV", "threads", "debug_level", "host_array",
+__all__ = ["HostKernel", "HostRuntime", "PooledHostAllocator", "THREADS_ENV", "threads", "host_array",
            "bind", "host_target"]
 
 THREADS_ENV = "UOPIR_THREADS"
@@ -54,15 +54,6 @@ def threads(device: str) -> int:
         except ValueError:
             raise ValueError(f"${THREADS_ENV} must be a positive integer, got {env!r}") from None
     return target(device).threads
-
-
-def debug_level() -> int:
-    """$UOPIR_DEBUG as an int (0 when unset, 1 when not a number)."""
-    v = os.environ.get("UOPIR_DEBUG", "").strip()
-    try:
-        return int(v) if v else 0
-    except ValueError:
-        return 1
 
 
 # what an empty buffer is passed as: a branch-free gated load reads element 0 (up to a vector of 64 bytes) and drops it

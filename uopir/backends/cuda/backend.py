@@ -14,8 +14,7 @@ from uopir.backends.cuda.language import CUDA
 from uopir.backends.cuda.runtime import CUDAAllocator, CUDARuntime, CUDAUnavailable, cuda_context
 from uopir.backends.gpu.renderer import GpuRenderer
 from uopir.backends.interface import Backend, Buffer, Program
-from uopir.backends.realize import debug_level, realize
-from uopir.ir.printer import print_ir
+from uopir.backends.realize import print_compiled, realize
 from uopir.ir.uop import UOp
 from uopir.passes.target import GPU, Target, target
 
@@ -76,11 +75,7 @@ class CUDABackend(Backend):
         if reason:
             raise RuntimeError(f"device 'cuda' cannot run programs: {reason}")
         src = self.renderer.render(program)
-        level = debug_level()
-        if level >= 6:
-            print(f"// device program of kernel {name or program.arg}\n{print_ir(program)}", flush=True)
-        if level >= 4:
-            print(f"// CUDA C of kernel {name or program.arg}\n{src}", flush=True)
+        print_compiled(program, name or program.arg, src, "CUDA C")
         return self.runtime.load(name or program.arg, program, src, self.compiler.compile_cached(src))
 
     def realize(self, root: UOp) -> Buffer:

@@ -10,14 +10,13 @@ Available when llvmlite imports (the `test` extra installs it). Its target descr
 """
 from __future__ import annotations
 
-from uopir.backends.cpu.runtime import PooledHostAllocator, debug_level, host_target
+from uopir.backends.cpu.runtime import PooledHostAllocator, host_target
 from uopir.backends.cpu.runtime import threads as cpu_threads
 from uopir.backends.interface import Backend, Buffer, Program
 from uopir.backends.llvm.compiler import LLVMCompiler
 from uopir.backends.llvm.renderer import LLVMRenderer
 from uopir.backends.llvm.runtime import LLVMRuntime
-from uopir.backends.realize import realize
-from uopir.ir.printer import print_ir
+from uopir.backends.realize import print_compiled, realize
 from uopir.ir.uop import UOp
 from uopir.passes.target import Target, target
 
@@ -69,11 +68,7 @@ class LLVMBackend(Backend):
         if not self.available:
             raise RuntimeError(f"device 'llvm' cannot compile programs: {self.reason}")
         src = self.renderer.render(program)
-        level = debug_level()
-        if level >= 6:
-            print(f"; device program of kernel {name or program.arg}\n{print_ir(program)}", flush=True)
-        if level >= 4:
-            print(f"; LLVM IR of kernel {name or program.arg}\n{src}", flush=True)
+        print_compiled(program, name or program.arg, src, "LLVM IR", ";")
         return self.runtime.load(name or program.arg, program, src, self.compiler.compile_async(src))
 
     def realize(self, root: UOp) -> Buffer:

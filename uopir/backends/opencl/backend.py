@@ -20,9 +20,8 @@ from uopir.backends.opencl.runtime import (
     OpenCLUnavailable,
     cl_device,
 )
-from uopir.backends.realize import debug_level, realize
+from uopir.backends.realize import print_compiled, realize
 from uopir.ir.dtype import dtypes
-from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
 from uopir.passes.target import ALL_DTYPES, GPU, Target, target
 
@@ -102,11 +101,7 @@ class OpenCLBackend(Backend):
         except OpenCLUnavailable as e:
             raise RuntimeError(f"device 'opencl' cannot compile programs: {e}") from None
         src = self.renderer.render(program)
-        level = debug_level()
-        if level >= 6:
-            print(f"// device program of kernel {name or program.arg}\n{print_ir(program)}", flush=True)
-        if level >= 4:
-            print(f"// OpenCL C of kernel {name or program.arg}\n{src}", flush=True)
+        print_compiled(program, name or program.arg, src, "OpenCL C")
         return self.runtime.load(name or program.arg, program, src, self.compiler.compile_cached(src))
 
     def realize(self, root: UOp) -> Buffer:
