@@ -22,7 +22,7 @@ import numpy as np
 
 from uopir.backends.c.renderer import kernel_signature
 from uopir.backends.cuda.language import CUDA
-from uopir.backends.gpu.launch import LaunchSpec, launch_spec
+from uopir.backends.gpu.launch import LaunchSpec, launch_arguments, launch_spec
 from uopir.backends.gpu.renderer import kernel_name, written_params
 from uopir.backends.interface import Allocator, Buffer, LaunchBuffers, Program, Runtime
 from uopir.dialects.semantics import np_dtype
@@ -147,14 +147,7 @@ class CUDARuntime(Runtime):
         only. `global_size` is ignored: the kernel's ids say how many threads run."""
         k: CuKernel = prog.entry
         c = cuda_context()
-        vv = dict(var_vals or {})
-        # the schedule may pass buffers past the last parameter the program reads (an unused input): not passed on
-        bufs = [buffers[i] for i in range(k.nparams)] if isinstance(buffers, Mapping) else list(buffers)[:k.nparams]
-        if len(bufs) != k.nparams:
-            raise ValueError(f"kernel {prog.name!r} takes {k.nparams} buffers, got {len(bufs)}")
-        missing = [v for v in k.vars if v not in vv]
-        if missing:
-            raise ValueError(f"kernel {prog.name!r} needs values for variables {', '.join(missing)}")
+        bufs, vv = launch_arguments(prog.name, buffers, k.nparams, k.vars, var_vals)
         args: list[Any] = []
         back: list[tuple[Any, Any, Any]] = []
         copies: dict[int, Any] = {}

@@ -6,8 +6,9 @@ up to a multiple of it: the kernel's guard skips the extra items); a kernel with
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from uopir.dialects.core import const_value
 from uopir.dialects.semantics import alu, np_dtype
 from uopir.ir.uop import UOp
 
-__all__ = ["LaunchSpec", "launch_spec", "eval_index"]
+__all__ = ["LaunchSpec", "launch_spec", "eval_index", "launch_arguments"]
 
 
 def eval_index(u: UOp, var_vals: Mapping[str, int]) -> int:
@@ -86,3 +87,17 @@ def launch_spec(program: UOp) -> LaunchSpec:
         if slots["global_id"][d] is not None and (slots["group_id"][d] is not None or slots["local_id"][d] is not None):
             raise op_error(program, f"dim {d} has a global id and a group/local id: a kernel uses one or the other")
     return LaunchSpec(tuple(slots["global_id"]), tuple(slots["group_id"]), tuple(slots["local_id"]))
+
+
+def launch_arguments(name: str, buffers: Mapping[int, Any] | Sequence[Any], nparams: int, var_names: Sequence[str],
+                     var_vals: Mapping[str, int] | None) -> tuple[list[Any], dict[str, int]]:
+    """The buffers a gpu kernel takes (by kernel.param position) and its variable values, checked. The schedule may
+    pass buffers past the last parameter the program reads (an unused input): they are not passed on."""
+    vv = dict(var_vals or {})
+    bufs = [buffers[i] for i in range(nparams)] if isinstance(buffers, Mapping) else list(buffers)[:nparams]
+    if len(bufs) != nparams:
+        raise ValueError(f"kernel {name!r} takes {nparams} buffers, got {len(bufs)}")
+    missing = [v for v in var_names if v not in vv]
+    if missing:
+        raise ValueError(f"kernel {name!r} needs values for variables {', '.join(missing)}")
+    return bufs, vv

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from uopir.backends.c.renderer import kernel_signature
-from uopir.backends.gpu.launch import LaunchSpec, launch_spec
+from uopir.backends.gpu.launch import LaunchSpec, launch_arguments, launch_spec
 from uopir.backends.gpu.renderer import kernel_name, written_params
 from uopir.backends.interface import Allocator, Buffer, Compiler, LaunchBuffers, Program, Runtime
 from uopir.backends.opencl.language import OPENCL
@@ -231,14 +231,7 @@ class OpenCLRuntime(Runtime):
         rounded up to a multiple of it). `global_size` is ignored: the kernel's ids say how many items run."""
         k: ClKernel = prog.entry
         dev = cl_device()
-        vv = dict(var_vals or {})
-        # the schedule may pass buffers past the last parameter the program reads (an unused input): not passed on
-        bufs = [buffers[i] for i in range(k.nparams)] if isinstance(buffers, Mapping) else list(buffers)[:k.nparams]
-        if len(bufs) != k.nparams:
-            raise ValueError(f"kernel {prog.name!r} takes {k.nparams} buffers, got {len(bufs)}")
-        missing = [v for v in k.vars if v not in vv]
-        if missing:
-            raise ValueError(f"kernel {prog.name!r} needs values for variables {', '.join(missing)}")
+        bufs, vv = launch_arguments(prog.name, buffers, k.nparams, k.vars, var_vals)
         args: list[Any] = []
         back: list[tuple[int, Any, Any]] = []  # (param, foreign buffer/array, device copy)
         copies: dict[int, Any] = {}  # id(foreign buffer) -> its device copy (one copy when passed twice: aliasing)
