@@ -169,11 +169,25 @@ ADV = [
 ]
 
 
+def torch_index(a: np.ndarray, idx: tuple) -> np.ndarray:
+    """a[idx] by torch's (and tinygrad's) rule, computed with numpy: the ints index first as basic indexing (each
+    removes its dim), then the integer arrays alone are numpy's advanced indices, so only they decide adjacency."""
+    ell = [k for k, i in enumerate(idx) if i is Ellipsis]
+    if ell:
+        real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+        idx = idx[:ell[0]] + (slice(None),) * (a.ndim - real) + idx[ell[0] + 1:]
+    arrays = [isinstance(i, list | tuple | np.ndarray) for i in idx]
+    a1 = a[tuple(slice(None) if arr else i for i, arr in zip(idx, arrays, strict=True))]
+    rest = tuple(np.asarray(i) if arr else slice(None) for i, arr in zip(idx, arrays, strict=True)
+                 if arr or not isinstance(i, int))
+    return a1[rest]
+
+
 @pytest.mark.parametrize("idx", ADV, ids=str)
 def test_getitem_tensor_indices(idx):
     t_idx = tuple(Tensor(np.asarray(i, np.int32)) if isinstance(i, list | np.ndarray) else i for i in idx)
-    check(Tensor(A)[t_idx], A[idx])
-    check(Tensor(A)[idx], A[idx])  # lists work too
+    check(Tensor(A)[t_idx], torch_index(A, idx))
+    check(Tensor(A)[idx], torch_index(A, idx))  # lists work too
 
 
 def test_getitem_dtypes_and_errors():
@@ -243,13 +257,43 @@ def test_narrow_index_tensors():
     check(Tensor(a.reshape(1, 300)).gather(1, Tensor(idx.reshape(1, 3))), a[idx].reshape(1, 3))
 
 
-def test_getitem_ellipsis_separates_advanced_indices():
-    """Regression: an empty `...` between two advanced indices must make them non-adjacent (numpy puts the
-    broadcast index dims first), as a None or a slice does."""
+def test_getitem_ints_are_basic_indexing():
+    """Ints remove their dim before the index tensors are placed (torch, tinygrad; numpy counts ints as advanced
+    indices): tensors adjacent once the ints are out keep their place, a None or a non-empty ellipsis between them
+    sends their dims to the front, an empty ellipsis does not separate them."""
     a = np.arange(24).reshape(2, 3, 4)
+    assert Tensor(a)[1, :, [1, 2]].shape == (3, 2)  # numpy: (2, 3)
+    assert Tensor(a)[:, 0, [1, 2]].shape == (2, 2)
     for idx in [(slice(None), [0], ..., [0]), (slice(None), 0, ..., [1, 2]), (slice(None), [0], [0]),
-                (..., [1], [0, 2]), (slice(None), 0, None, [0])]:
-        check(Tensor(a)[idx], a[idx])
+                (..., [1], [0, 2]), (slice(None), 0, None, [0]), ([1], 0, [0, 3]), ([1], None, [0, 2]),
+                ([0, 1], ..., [2])]:
+        check(Tensor(a)[idx], torch_index(a, idx))
     b = np.arange(120).reshape(2, 3, 4, 5)
     idx = (None, 0, [[-1, 0]], ..., [[-3]], None, slice(None, -1, -1))
-    check(Tensor(b)[idx], b[idx])
+    check(Tensor(b)[idx], torch_index(b, idx))
+    c = np.arange(2 * 5 * 6 * 5 * 3 * 4).reshape(2, 5, 6, 5, 3, 4)
+    d = np.array([[4, 0], [-1, 2]])
+    want = torch_index(c, (1, slice(None), slice(3, 11, 2), d, slice(0, 2)))
+    assert want.shape == (5, 2, 2, 2, 2, 4) and want[0, 0, 0, 0, 0, 0] == c[1, 0, 3, 4, 0, 0]  # numpy: (2, 2, 5, ...)
+    check(Tensor(c)[1, :, 3:11:2, Tensor(d), 0:2], want)
+
+
+def test_getitem_lists_and_tuples():
+    """torch's and tinygrad's reading of lists and tuples as indices."""
+    a = np.arange(12).reshape(3, 4)
+    x = Tensor(a)
+    check(x[[0, 2]], a[[0, 2]])  # a list of ints: one index into dim 0
+    check(x[(0, 1), :], a[[0, 1], :])  # a tuple inside the index: an index tensor
+    check(x[(0, 1)], a[0, 1])  # the index itself a tuple: one index per dim (Python's own rule)
+    check(x[[[0, 1], [1, 3]]], a[[0, 1], [1, 3]])  # a list of lists: one index per dim (tinygrad)
+    check(x[((2,), (0,)), (1, 3)], a[[[2], [0]], [1, 3]])
+    check(x[[True, False, 2]], a[[1, 0, 2]])  # bools among ints read as ints
+    check(x[[]], a[np.array([], np.int64)])
+    check(x[1, (3, 0)], a[1, [3, 0]])
+    check(Tensor(np.float32(5))[None], np.array([5], np.float32))
+    for bad in ([1.5], [True, False], [[0, 1], [2]]):
+        with pytest.raises(IndexError):
+            x[bad, :]
+    with pytest.raises(IndexError):
+        x[Tensor([0, 1]), Tensor([0, 1, 2])]  # index tensors that do not broadcast
+

@@ -1,15 +1,18 @@
-"""Dtype rules of the Tensor frontend: numpy's promotion lattice, weak Python scalars, accumulation dtypes.
+"""Dtype rules of the Tensor frontend: tinygrad's promotion lattice, weak Python scalars, accumulation dtypes.
 
-Choices (and where they leave numpy):
-- Tensor ⊕ Tensor follows `np.result_type` of the numpy equivalents (so int64 ⊕ uint64 → float64, as numpy).
-- bfloat16 (which numpy lacks) sits beside float16: bf16 ⊕ bool/int → bf16, bf16 ⊕ f16 → f32, bf16 ⊕ f32/f64 → that.
-- Python scalars are *weak* (numpy 2 / tinygrad): `int8 tensor + 1` stays int8, `f16 tensor * 2.0` stays f16.
-  A float scalar with a bool/int tensor gives the default float, float32 (numpy would give float64): the one
-  deliberate deviation, shared with tinygrad. An int scalar with a bool tensor gives the default int, int32.
-- Python data without a dtype: floats → float32, ints → int32, bools → bool (tinygrad's defaults); numpy arrays
-  keep their dtype. Python ints that int32 cannot hold take the dtype numpy would hold them in (int64; uint64 for
-  [2**63, 2**64)); beyond that, and for Python ints outside an explicit int dtype, creation raises OverflowError
-  as arithmetic does (numpy 2's rule), never wraps.
+Choices (tinygrad's where it and numpy differ):
+- Tensor ⊕ Tensor is the least upper bound in tinygrad's promotion lattice (below), so an int ⊕ a float is that
+  float (`int32 ⊕ float32 → float32`, `int64 ⊕ float16 → float16`; numpy gives float64), signed ⊕ unsigned is the
+  next signed int wide enough (`int8 ⊕ uint8 → int16`, `int32 ⊕ uint32 → int64`), and `int64 ⊕ uint64`, which no int
+  holds, is float16 (the lattice's first float; tinygrad's fp8 types, which uopir lacks, sit below it there).
+- bfloat16 sits beside float16: bf16 ⊕ bool/int → bf16, bf16 ⊕ f16 → f32, bf16 ⊕ f32/f64 → that.
+- Python scalars are *weak* (tinygrad, numpy 2): `int8 tensor + 1` stays int8, `f16 tensor * 2.0` stays f16; a
+  float scalar with a bool/int tensor gives the lattice's join of that dtype and the default float (float32 unless
+  `dtypes.default_float` was changed); an int scalar with a bool tensor gives the default int.
+- Defaults: `dtypes.default_float` (float32) and `dtypes.default_int` (int32), read at each use, so assigning them
+  changes every later choice. Python data without a dtype: floats → the default float, ints → the default int
+  (int64 when it cannot hold them; uint64 for [2**63, 2**64)), bools → bool; numpy arrays keep their dtype. Beyond
+  that, and for Python ints outside an explicit int dtype, creation raises OverflowError (never wraps).
 - Sums and products accumulate like numpy on a 64-bit machine: bool and signed ints → int64, unsigned → uint64;
   float16/bfloat16 accumulate in float32 and the result is cast back (numpy keeps float16 too).
 """
@@ -20,10 +23,47 @@ import numpy as np
 from uopir.dialects.semantics import bf16_round
 from uopir.ir.dtype import DType, dtypes
 
-DEFAULT_FLOAT: DType = dtypes.float32
-DEFAULT_INT: DType = dtypes.int32
-
 Scalar = bool | int | float
+
+# tinygrad's promotion lattice (less its fp8 types): each dtype points at the dtypes just above it
+_LATTICE: dict[DType, tuple[DType, ...]] = {
+    dtypes.bool: (dtypes.int8, dtypes.uint8), dtypes.int8: (dtypes.int16,), dtypes.int16: (dtypes.int32,),
+    dtypes.int32: (dtypes.int64,), dtypes.int64: (dtypes.float16, dtypes.bfloat16),
+    dtypes.uint8: (dtypes.int16, dtypes.uint16), dtypes.uint16: (dtypes.int32, dtypes.uint32),
+    dtypes.uint32: (dtypes.int64, dtypes.uint64), dtypes.uint64: (dtypes.float16, dtypes.bfloat16),
+    dtypes.float16: (dtypes.float32,), dtypes.bfloat16: (dtypes.float32,), dtypes.float32: (dtypes.float64,),
+    dtypes.float64: (),
+}
+# the order the least upper bound is picked in (tinygrad's dtype priority)
+_RANK: dict[DType, int] = {d: i for i, d in enumerate((
+    dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
+    dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64))}
+
+
+def _above(d: DType) -> frozenset[DType]:
+    """d and every dtype above it in the lattice."""
+    out = {d}
+    todo = [d]
+    while todo:
+        for p in _LATTICE[todo.pop()]:
+            if p not in out:
+                out.add(p)
+                todo.append(p)
+    return frozenset(out)
+
+
+_UPPER: dict[DType, frozenset[DType]] = {d: _above(d) for d in _LATTICE}
+_JOIN: dict[tuple[DType, DType], DType] = {
+    (a, b): min(_UPPER[a] & _UPPER[b], key=_RANK.__getitem__) for a in _LATTICE for b in _LATTICE}
+
+
+def __getattr__(name: str) -> DType:
+    """`DEFAULT_FLOAT` / `DEFAULT_INT`: the current `dtypes.default_float` / `default_int` (read at each use)."""
+    if name == "DEFAULT_FLOAT":
+        return dtypes.default_float
+    if name == "DEFAULT_INT":
+        return dtypes.default_int
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def to_np(d: DType) -> np.dtype:
@@ -43,11 +83,16 @@ def from_np(npd: np.dtype | type) -> DType:
 
 
 def to_dtype(d: DType | str | np.dtype | type | None) -> DType | None:
-    """Accept a DType, a name (`'float32'`, `'f32'`) or a numpy dtype/type."""
+    """Accept a DType, a name (`'float32'`, `'f32'`, tinygrad's `'int'` = int32, `'half'`), a numpy dtype/type, or
+    the Python types bool, int (the default int) and float (the default float)."""
     if d is None or isinstance(d, DType):
         return d
-    if isinstance(d, str) and (r := dtypes.from_name(d)) is not None:
+    if isinstance(d, str) and (r := dtypes.from_name(d) or dtypes.from_name(d.lower())) is not None:
         return r
+    if d is float:
+        return dtypes.default_float
+    if d is int:
+        return dtypes.default_int
     try:
         return from_np(np.dtype(d))
     except TypeError:
@@ -55,18 +100,15 @@ def to_dtype(d: DType | str | np.dtype | type | None) -> DType | None:
 
 
 def promote(*ds: DType) -> DType:
-    """The common dtype of tensor operands (numpy's lattice, bfloat16 added beside float16)."""
-    if len(ds) == 1:
-        return ds[0]
-    if all(d is ds[0] for d in ds):
-        return ds[0]
-    if dtypes.bfloat16 in ds:
-        rest = [d for d in ds if d is not dtypes.bfloat16]
-        r = promote(*rest)
-        if r.kind in ("bool", "int", "uint"):
-            return dtypes.bfloat16
-        return dtypes.float32 if r is dtypes.float16 else r
-    return from_np(np.result_type(*(to_np(d) for d in ds)))
+    """The common dtype of tensor operands: their least upper bound in tinygrad's lattice (module docstring)."""
+    r = ds[0]
+    for d in ds[1:]:
+        if d is not r:
+            try:
+                r = _JOIN[r, d]
+            except KeyError:
+                raise TypeError(f"no common dtype of {r!r} and {d!r}") from None
+    return r
 
 
 def is_scalar(v: object) -> bool:
@@ -77,16 +119,16 @@ def is_scalar(v: object) -> bool:
 def promote_scalar(d: DType, v: Scalar) -> DType:
     """The dtype of `tensor(d) ⊕ v` for a weak Python scalar v."""
     if type(v) is float:
-        return d if d.is_float else DEFAULT_FLOAT
+        return d if d.is_float else promote(d, dtypes.default_float)
     if type(v) is int:
-        return DEFAULT_INT if d.is_bool else d
+        return dtypes.default_int if d.is_bool else d
     return d
 
 
 def int_dtype(v: int) -> DType:
     """The dtype a Python int stands alone in: the default int when it fits, else int64 or uint64 (numpy's choice);
     OverflowError beyond them."""
-    for d in (DEFAULT_INT, dtypes.int64, dtypes.uint64):
+    for d in (dtypes.default_int, dtypes.int64, dtypes.uint64):
         if d.min <= v <= d.max:
             return d
     raise OverflowError(f"Python integer {v} is out of bounds for int64 and uint64")
@@ -100,21 +142,22 @@ def check_fits(v: object, d: DType) -> None:
 
 def scalar_dtype(v: Scalar) -> DType:
     """The dtype a Python scalar has when it stands alone."""
-    return dtypes.bool if type(v) is bool else int_dtype(v) if type(v) is int else DEFAULT_FLOAT  # type: ignore
+    return dtypes.bool if type(v) is bool else int_dtype(v) if type(v) is int else dtypes.default_float  # type: ignore
 
 
 def promote_scalars(*vs: Scalar) -> DType:
     """The dtype of an expression of weak scalars only: float if any is a float, else int if any is an int (wide
     enough for every one of them)."""
     if any(type(v) is float for v in vs):
-        return DEFAULT_FLOAT
+        return dtypes.default_float
     ints = [int_dtype(v) for v in vs if type(v) is int]  # type: ignore[arg-type]
     return promote(*ints) if ints else dtypes.bool
 
 
 def float_of(d: DType) -> DType:
-    """The dtype transcendental ops and true division compute in: d itself if float, else the default float."""
-    return d if d.is_float else DEFAULT_FLOAT
+    """The dtype transcendental ops and true division compute in: d itself if float, else its join with the default
+    float (the default float itself unless that was set to a half type)."""
+    return d if d.is_float else promote(d, dtypes.default_float)
 
 
 def sum_acc(d: DType) -> DType:
@@ -141,17 +184,18 @@ def host_array(data: object, d: DType) -> np.ndarray:
 
 
 def infer_dtype(arr: np.ndarray) -> DType:
-    """The default dtype of Python data converted by numpy: bool, int32 or float32 (tinygrad's defaults); ints that
-    int32 cannot hold keep numpy's int64 or uint64."""
+    """The default dtype of Python data converted by numpy: bool, the default int or the default float (tinygrad's
+    rule); ints that the default int cannot hold keep numpy's int64 or uint64."""
     k = arr.dtype.kind
     if k == "b":
         return dtypes.bool
     if k in "iu":
-        if arr.size == 0 or (DEFAULT_INT.min <= arr.min() and arr.max() <= DEFAULT_INT.max):
-            return DEFAULT_INT
-        return from_np(arr.dtype)
+        di = dtypes.default_int
+        if arr.size == 0 or (di.min <= arr.min() and arr.max() <= di.max):
+            return di
+        return from_np(arr.dtype) if arr.dtype.itemsize == 8 else dtypes.int64
     if k == "f":
-        return DEFAULT_FLOAT
+        return dtypes.default_float
     raise TypeError(f"cannot make a Tensor from data of numpy dtype {arr.dtype.name}")
 
 
@@ -183,7 +227,7 @@ def from_python(data: list | tuple | range, d: DType | None) -> tuple[np.ndarray
         except (TypeError, ValueError):
             raise ValueError("cannot make a Tensor from ragged or non-numeric nested data") from None
     if not len(data):
-        return np.zeros((0,), np.float32), DEFAULT_FLOAT
+        return np.zeros((0,), to_np(dtypes.default_float)), dtypes.default_float
     try:
         arr = np.array(data)
     except ValueError:

@@ -1,11 +1,19 @@
-"""Tensor.__getitem__: numpy basic indexing as movement ops, integer-tensor indexing as a masked reduction.
+"""Tensor.__getitem__: basic indexing as movement ops, integer-tensor indexing as a masked reduction (torch's and
+tinygrad's rules).
+
+The index: a list of ints is one integer-array index (`t[[0, 2]]`); a tuple, or a list holding anything else, is
+one index per dim (`t[(0, 1), :]` indexes dim 0 with [0, 1]); anything else is the index of dim 0. Inside it, a
+list or tuple (nested ones too), a numpy array or a Tensor is an integer-array index.
 
 Basic indices (ints, slices with any step, None, ...) become one shrink, flips, a pad/reshape/shrink per stepped
-dim, and a final reshape. Integer tensors (or lists) index "gather style": for each indexed dim a one-hot mask
-`index == arange(n)` selects the element and a sum over that dim (in the tensor's own dtype) reads it out. The
-indexed dims are placed as numpy does: where the first advanced index stood when the advanced indices (ints and
-tensors) are adjacent, else in front. Out-of-range tensor indices read 0 (they are not checked: that would need the
-data); negative ones count from the end. Boolean masks are rejected: their result shape depends on the data.
+dim, and a final reshape; an int removes its dim (basic indexing, as torch and tinygrad: it is not an advanced
+index). Integer tensors index "gather style": for each indexed dim a one-hot mask `index == arange(n)` selects the
+element and a sum over that dim (in the tensor's own dtype) reads it out. The broadcast index dims are placed as
+torch does: where the first index tensor stood when the index tensors are adjacent among the dims left after the
+ints are taken out (a None between them separates them, an ellipsis only if it stands for some dims), else in
+front. So `t[1, :, 3:11:2, idx, 0:2]` keeps idx's dims in the place of its dim. Out-of-range tensor indices read 0
+(they are not checked: that would need the data); negative ones count from the end. Boolean masks (a bool tensor,
+or a list of bools only) are an IndexError: their result shape depends on the data.
 
 This module imports no Tensor (tensor.py imports it): it uses the public methods of the tensor it indexes and
 builds new tensors with `type(x)`.
@@ -31,6 +39,16 @@ if TYPE_CHECKING:
 
 
 def _as_index_tensor(x: Tensor, i: Any) -> Tensor:
+    if isinstance(i, list | tuple):
+        try:
+            arr = np.asarray(i)
+        except ValueError:
+            raise IndexError(f"an index list must be rectangular, got {i!r}") from None
+        if arr.size == 0:
+            arr = arr.astype(np.int64)
+        elif arr.dtype.kind not in "biu":
+            raise IndexError(f"an index list must hold ints, got {i!r}")
+        i = arr
     t = i if isinstance(i, type(x)) else type(x)(np.asarray(i), device=x.device)
     if t.dtype.is_bool:
         raise IndexError("boolean mask indexing has a data-dependent shape; use where() or masked_fill() instead")
@@ -71,11 +89,14 @@ def _stride(x: Tensor, dim: int, step: int) -> Tensor:
 
 
 def getitem(x: Tensor, index: Any) -> Tensor:
-    """x[index] with numpy's rules (basic and integer-array indexing; no boolean masks)."""
+    """x[index] with torch's and tinygrad's rules (basic and integer-array indexing; no boolean masks)."""
     tensor = type(x)
-    items = list(index) if isinstance(index, tuple) else [index]
+    if isinstance(index, list) and all(isinstance(v, int | np.integer) for v in index):
+        items: list[Any] = [index]  # a list of ints (bools among them read as ints) is one index
+    else:
+        items = list(index) if isinstance(index, tuple | list) else [index]
     for k, it in enumerate(items):
-        if isinstance(it, list | np.ndarray | tensor):
+        if isinstance(it, list | tuple | np.ndarray | tensor):
             items[k] = _as_index_tensor(x, it)
         elif isinstance(it, bool):
             raise IndexError("boolean indices are not supported; use where() instead")
@@ -88,10 +109,6 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     consumed = sum(1 for it in items if it is not None and it is not Ellipsis)
     if consumed > x.ndim:
         raise IndexError(f"too many indices for a tensor of shape {x.shape}: {consumed} given")
-    # numpy's adjacency rule looks at the index as written: an ellipsis (even an empty one) or a None between two
-    # advanced indices (ints and tensors) separates them
-    adv_pos = [k for k, it in enumerate(items) if isinstance(it, int | tensor | UOp)]
-    adjacent = bool(adv_pos) and adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
     fill = [slice(None)] * (x.ndim - consumed)
     ell = [k for k, it in enumerate(items) if it is Ellipsis]
     if ell:
@@ -106,7 +123,6 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     strides: list[tuple[int, int]] = []
     out_shape: list[int] = []
     tensor_dims: list[tuple[int, Tensor, int]] = []  # (output dim, index tensor, size of that dim)
-    insert_at = None  # number of output dims before the first advanced index
     d = 0
     for it in items:
         if it is None:
@@ -116,16 +132,13 @@ def getitem(x: Tensor, index: Any) -> Tensor:
         if _symbolic(it, n):
             (lo, hi), count = _symbolic_bounds(it, n, d)
             bounds.append((lo, hi))
-            if count is None:
-                insert_at = len(out_shape) if insert_at is None else insert_at
-            else:
+            if count is not None:
                 out_shape.append(count)
         elif isinstance(it, int):
             if not -n <= it < n:
                 raise IndexError(f"index {it} is out of bounds for dim {d} with size {n} (shape {x.shape})")
             i = it % n
             bounds.append((i, i + 1))
-            insert_at = len(out_shape) if insert_at is None else insert_at
         elif isinstance(it, slice):
             start, stop, step = it.indices(n)
             count = len(range(start, stop, step))
@@ -142,7 +155,6 @@ def getitem(x: Tensor, index: Any) -> Tensor:
         else:
             bounds.append((0, n))
             tensor_dims.append((len(out_shape), it, n))
-            insert_at = len(out_shape) if insert_at is None else insert_at
             out_shape.append(n)
         d += 1
     x = x.shrink(tuple(bounds))
@@ -153,7 +165,10 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     x = x.reshape(tuple(out_shape))
     if not tensor_dims:
         return x
-    return _advanced(x, tensor_dims, adjacent=adjacent, insert_at=insert_at or 0)
+    # torch's placement: the index tensors' dims (ints already removed) side by side keep their place
+    pos = [p for p, _, _ in tensor_dims]
+    adjacent = pos == list(range(pos[0], pos[0] + len(pos)))
+    return _advanced(x, tensor_dims, adjacent=adjacent, insert_at=pos[0])
 
 
 def _symbolic(it: Any, n: Any) -> bool:

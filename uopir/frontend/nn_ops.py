@@ -16,9 +16,11 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from uopir.dialects import tensor as T
 from uopir.frontend import dtype_promotion as P
 from uopir.frontend.indexing import pick
 from uopir.frontend.shapes import broadcast_shape, norm_axis
+from uopir.ir.diagnostics import ArgumentError, ShapeError
 from uopir.ir.dtype import dtypes
 
 if TYPE_CHECKING:
@@ -36,14 +38,14 @@ def sum_keep_dtype(x: Tensor, axis: Any) -> Tensor:
 
 def matmul(x: Tensor, w: Tensor) -> Tensor:
     if x.ndim == 0 or w.ndim == 0:
-        raise ValueError(f"matmul needs operands of at least 1 dim, got shapes {x.shape} and {w.shape}")
+        raise ShapeError(f"matmul needs operands of at least 1 dim, got shapes {x.shape} and {w.shape}")
     k1, k2 = x.shape[-1], w.shape[-2] if w.ndim >= 2 else w.shape[0]
     if k1 != k2:
-        raise ValueError(f"matmul inner dimensions differ: {x.shape} @ {w.shape} ({k1} != {k2})")
+        raise ShapeError(f"matmul inner dimensions differ: {x.shape} @ {w.shape} ({k1} != {k2})")
     try:
         broadcast_shape(x.shape[:-2], w.shape[:-2])
     except ValueError:
-        raise ValueError(f"matmul batch dimensions of {x.shape} and {w.shape} cannot be broadcast together") from None
+        raise ShapeError(f"matmul batch dimensions of {x.shape} and {w.shape} cannot be broadcast together") from None
     d = P.promote(x.dtype, w.dtype)
     x, w = x.cast(d), w.cast(d)
     nd = min(x.ndim - 1, w.ndim - 1, 1)
@@ -178,8 +180,11 @@ def one_hot(x: Tensor, num_classes: int) -> Tensor:
     """int32 one-hot along a new last axis (num_classes=-1: max + 1, which realizes x)."""
     if not x.dtype.is_int:
         raise TypeError(f"one_hot needs an integer tensor, got {x.dtype!r}")
-    if num_classes == -1:
+    if num_classes == -1 and x.uop.op is T.BUFFER:  # the data is on hand: reading it runs nothing
         num_classes = int(x.max().item()) + 1 if x.numel() else 0
+    if num_classes < 0:  # tinygrad raises for any negative count; -1 on data not yet computed would run the graph
+        raise ArgumentError(f"one_hot num_classes must be >= 0, got {num_classes}" + (
+            " (-1, the count from the data, needs a realized tensor: call .realize() first)" if num_classes == -1 else ""))
     return (x.unsqueeze(-1) == type(x).arange(num_classes, device=x.device)).where(1, 0)
 
 

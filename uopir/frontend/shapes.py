@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from uopir.frontend.variable import fmt_dims, static_only
+from uopir.ir.diagnostics import AxisError, BroadcastError
 from uopir.ir.uop import UOp
 
 
@@ -21,6 +22,18 @@ def shape_args(shape: Any, rest: tuple) -> tuple:
             raise TypeError(f"give the shape either as one sequence or as separate ints, not {shape!r} and {rest!r}")
         return tuple(shape)
     return (shape, *rest)
+
+
+def tensor_args(first: Any, rest: tuple, what: str) -> list:
+    """The operands of cat/stack as tinygrad takes them: `f(a, b, c)` or `f((a, b, c))` / `f([a, b, c])` (a
+    sequence alone, so `Tensor.stack((a, b), c)` is a ValueError, as in tinygrad)."""
+    if isinstance(first, list | tuple):
+        if rest:
+            raise ValueError(f"{what} takes the tensors either as one list/tuple or as separate arguments, not both")
+        if not first:
+            raise ValueError(f"{what} needs at least one tensor")
+        return list(first)
+    return [first, *rest]
 
 
 def check_shape(shape: tuple, what: str = "shape") -> tuple[int, ...]:
@@ -35,24 +48,25 @@ def check_shape(shape: tuple, what: str = "shape") -> tuple[int, ...]:
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """numpy broadcasting of shapes; ValueError names every shape."""
+    """numpy broadcasting of shapes; BroadcastError (a RuntimeError, ValueError and IndexError) names every shape."""
     n = max(len(s) for s in shapes)
     out = []
     for i in range(n):
         dims = {s[i - n + len(s)] for s in shapes if i - n + len(s) >= 0}
         dims.discard(1)
         if len(dims) > 1:
-            raise ValueError(f"shapes {', '.join(fmt_dims(s) for s in shapes)} cannot be broadcast together")
+            raise BroadcastError(f"shapes {', '.join(fmt_dims(s) for s in shapes)} cannot be broadcast together")
         out.append(dims.pop() if dims else 1)
     return tuple(out)
 
 
 def norm_axis(axis: int, ndim: int, shape: tuple[int, ...] | None = None) -> int:
-    """`axis` counted from the front (negative ones count from the end); a 0-d tensor accepts 0 and -1."""
+    """`axis` counted from the front (negative ones count from the end); a 0-d tensor accepts 0 and -1. Out of range:
+    AxisError (an IndexError, as tinygrad and torch raise, and a ValueError)."""
     if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
         raise TypeError(f"axis must be an int, got {type(axis).__name__}")
     lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
     if not lo <= axis <= hi:
-        raise ValueError(f"axis {axis} is out of range for a tensor of shape {shape if shape is not None else ''}"
+        raise AxisError(f"axis {axis} is out of range for a tensor of shape {shape if shape is not None else ''}"
                          f" (ndim {ndim})")
     return int(axis) % max(ndim, 1)

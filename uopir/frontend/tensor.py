@@ -27,8 +27,8 @@ from uopir.frontend import dtype_promotion as P
 from uopir.frontend import indexing, nn_ops
 from uopir.frontend import variable as V
 from uopir.frontend.schedule import ScheduleItem, schedule
-from uopir.frontend.shapes import broadcast_shape, check_shape, norm_axis, shape_args
-from uopir.ir.diagnostics import ShapeError
+from uopir.frontend.shapes import broadcast_shape, check_shape, norm_axis, shape_args, tensor_args
+from uopir.ir.diagnostics import ArgumentError, AxisError, DTypeError, ShapeError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import OpDef
 from uopir.ir.symbolic import render, seq, sfloordiv, smax, smul, sprod, ssub, sym_infer
@@ -321,8 +321,11 @@ class Tensor:
     @staticmethod
     def linspace(start: float, stop: float, steps: int, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         if steps < 0:
-            raise ValueError(f"linspace steps must be >= 0, got {steps}")
-        return Tensor(np.linspace(start, stop, steps), dtype=P.to_dtype(dtype) or P.DEFAULT_FLOAT, device=device)
+            raise ArgumentError(f"linspace steps must be >= 0, got {steps}")
+        d = P.to_dtype(dtype) or P.DEFAULT_FLOAT
+        if d.is_bool:
+            raise ArgumentError("linspace with dtype bool is not supported (tinygrad)")
+        return Tensor(np.linspace(start, stop, steps), dtype=d, device=device)
 
     @staticmethod
     def eye(n: int, m: int | None = None, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
@@ -445,6 +448,8 @@ class Tensor:
             return y
         if P.is_scalar(y):
             return y
+        if isinstance(y, np.bool_ | np.integer | np.floating):  # numpy scalars are weak like Python's (torch)
+            return y.item()
         if isinstance(y, np.generic | np.ndarray | list | tuple):
             return Tensor(y, device=self.device)
         raise TypeError(f"unsupported operand type for a Tensor op: {type(y).__name__}")
@@ -453,11 +458,11 @@ class Tensor:
         if self.shape == shape:
             return self
         if len(shape) < self.ndim:
-            raise ValueError(f"cannot broadcast {self.shape} to {shape}: the target has fewer dims")
+            raise ShapeError(f"cannot broadcast {self.shape} to {shape}: the target has fewer dims")
         x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) != self.ndim else self
         for s, t in zip(x.shape, shape, strict=True):
             if s != t and s != 1:
-                raise ValueError(f"cannot broadcast {self.shape} to {shape}")
+                raise ShapeError(f"cannot broadcast {self.shape} to {shape}")
         return x if x.shape == shape else x._mv(T.EXPAND, shape)
 
     def _broadcasted(self, y: Any, reverse: bool = False, dtype: DType | None = None
@@ -518,7 +523,7 @@ class Tensor:
                 return t._binary(C.IDIV, b, False) if t is a else t._binary(C.IDIV, a, True)
             return (a / b).trunc()  # type: ignore[operator]
         if rounding_mode is not None:
-            raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+            raise ArgumentError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         a, b = self._broadcasted(y, reverse)
         d = P.float_of(self._first(a, b).dtype)
         return self._binary(C.FDIV, y, reverse, dtype=d)
@@ -587,8 +592,12 @@ class Tensor:
         """x ** y. Small non-negative integer scalar exponents multiply (exact); integer tensors use square-and-
         multiply over the exponent's bits, so they wrap like numpy (bool ** bool is int8, as numpy); floats use
         exp2(y * log2|x|) with C pow's rules for negative and signed-zero bases, infinities and 1 ** nan, half
-        floats computed in float32. A negative integer exponent truncates 1 / x**|y| (numpy raises)."""
+        floats computed in float32. An int/bool tensor to a negative Python int raises DTypeError (a RuntimeError, as
+        tinygrad and torch); a negative element of an integer exponent tensor truncates 1 / x**|y|."""
         y = self._to_tensor(y)
+        if not reverse and type(y) is int and y < 0 and not self.dtype.is_float:
+            raise DTypeError(f"{_tensor_type(self)} ** {y}: integers to negative integer powers are not allowed "
+                             f"(tinygrad, torch); cast to a float first")
         if not reverse and P.is_scalar(y) and not isinstance(y, bool) and float(y).is_integer() and 0 <= y <= 64:
             n = int(y)
             d = P.promote_scalar(self.dtype, y)
@@ -782,7 +791,7 @@ class Tensor:
         a, b = self._broadcasted(y, reverse)
         d = self._first(a, b).dtype
         if not d.is_int:
-            raise TypeError(f"shifts need int tensors, got {d!r}")
+            raise DTypeError(f"shifts need int tensors, got {d!r}")
         return self._binary(op, y, reverse)
 
     def lshift(self, y: Any) -> Tensor:
@@ -843,7 +852,7 @@ class Tensor:
     def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
         """numpy clip: minimum(maximum(x, min_), max_)."""
         if min_ is None and max_ is None:
-            raise ValueError("clip needs min_ or max_")
+            raise ArgumentError("clip needs min_ or max_")
         x = self if min_ is None else self.maximum(min_)
         return x if max_ is None else x.minimum(max_)
 
@@ -1017,17 +1026,17 @@ class Tensor:
             return self._reshape_symbolic(new)
         for s in new:
             if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < -1:
-                raise ValueError(f"cannot reshape {self.shape} to {tuple(new)}: dims must be ints >= -1")
+                raise ShapeError(f"cannot reshape {self.shape} to {tuple(new)}: dims must be ints >= -1")
         if new.count(-1) > 1:
-            raise ValueError(f"cannot reshape {self.shape} to {tuple(new)}: only one dim can be -1")
+            raise ShapeError(f"cannot reshape {self.shape} to {tuple(new)}: only one dim can be -1")
         if -1 in new:
             known = math.prod(s for s in new if s != -1)
             if known == 0 or self.numel() % known:
-                raise ValueError(f"cannot reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
+                raise ShapeError(f"cannot reshape {self.shape} ({self.numel()} elements) to {tuple(new)}")
             new[new.index(-1)] = self.numel() // known
         shp = tuple(int(s) for s in new)
         if math.prod(shp) != self.numel():
-            raise ValueError(f"cannot reshape {self.shape} ({self.numel()} elements) to {shp} "
+            raise ShapeError(f"cannot reshape {self.shape} ({self.numel()} elements) to {shp} "
                              f"({math.prod(shp)} elements)")
         return self if shp == self.shape else self._mv(T.RESHAPE, shp)
 
@@ -1036,23 +1045,23 @@ class Tensor:
         (so a static shape cannot become a symbolic one, as in tinygrad)."""
         new = [s if V.is_sym(s) or s != -1 else -1 for s in new]
         if new.count(-1) > 1:
-            raise ValueError(f"reshape: cannot reshape {V.fmt_dims(self.shape)} to {V.fmt_dims(new)}: only one dim "
+            raise ShapeError(f"reshape: cannot reshape {V.fmt_dims(self.shape)} to {V.fmt_dims(new)}: only one dim "
                              f"can be -1")
         for s in new:
             if not V.is_sym(s) and (isinstance(s, bool) or not isinstance(s, int | np.integer) or s < -1):
-                raise ValueError(f"reshape: cannot reshape {V.fmt_dims(self.shape)} to {V.fmt_dims(new)}: dims must "
+                raise ShapeError(f"reshape: cannot reshape {V.fmt_dims(self.shape)} to {V.fmt_dims(new)}: dims must "
                                  f"be ints >= -1 or Variables")
         n = self.numel()
         if -1 in new:
             known = sprod(V.as_dim(s, "reshape") for s in new if V.is_sym(s) or s != -1)
             q = sfloordiv(n, known) if not V.is_sym(known) and known else None
             if q is None or not seq(smul(q, known), n):
-                raise ValueError(f"reshape: cannot infer the -1 of {V.fmt_dims(new)} from "
+                raise ShapeError(f"reshape: cannot infer the -1 of {V.fmt_dims(new)} from "
                                  f"{V.fmt_dims(self.shape)} ({render(n)} elements)")
             new[new.index(-1)] = q
         shp = V.dims(new, "reshape")
         if not seq(sprod(shp), n):
-            raise ValueError(f"reshape: cannot reshape {V.fmt_dims(self.shape)} ({render(n)} elements) to "
+            raise ShapeError(f"reshape: cannot reshape {V.fmt_dims(self.shape)} ({render(n)} elements) to "
                              f"{V.fmt_dims(shp)} ({render(sprod(shp))} elements)")
         return self if shp == self.shape else self._mv(T.RESHAPE, shp)
 
@@ -1062,7 +1071,7 @@ class Tensor:
     def permute(self, order: Any, *args: int) -> Tensor:
         perm = tuple(norm_axis(a, self.ndim, self.shape) for a in shape_args(order, args))
         if sorted(perm) != list(range(self.ndim)):
-            raise ValueError(f"{shape_args(order, args)} is not a permutation of the axes of shape {self.shape}")
+            raise ShapeError(f"{shape_args(order, args)} is not a permutation of the axes of shape {self.shape}")
         return self if perm == tuple(range(self.ndim)) else self._mv(T.PERMUTE, perm)
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
@@ -1081,7 +1090,7 @@ class Tensor:
         """Broadcast to a shape; -1 keeps a dim; new leading dims may be added."""
         new = shape_args(shape, args)
         if len(new) < self.ndim:
-            raise ValueError(f"cannot expand {self.shape} to {tuple(new)}: the target has fewer dims")
+            raise ShapeError(f"cannot expand {self.shape} to {tuple(new)}: the target has fewer dims")
         lead = len(new) - self.ndim
         full = tuple(self.shape[i - lead] if not V.is_sym(s) and s == -1 and i >= lead else s
                      for i, s in enumerate(new))
@@ -1093,7 +1102,7 @@ class Tensor:
             check_shape(full, "expand shape")
         for i, s in enumerate(self.shape):
             if s != full[i + lead] and s != 1:
-                raise ValueError(f"cannot expand {V.fmt_dims(self.shape)} to {V.fmt_dims(full)}: dim {i} has size "
+                raise ShapeError(f"cannot expand {V.fmt_dims(self.shape)} to {V.fmt_dims(full)}: dim {i} has size "
                                  f"{render(s)}, not 1")
         return self._broadcast_to(full)
 
@@ -1170,7 +1179,7 @@ class Tensor:
     def flip(self, axis: Any, *args: int) -> Tensor:
         axes = tuple(norm_axis(a, self.ndim, self.shape) for a in shape_args(axis, args))
         if len(set(axes)) != len(axes):
-            raise ValueError(f"flip axes {axes} repeat an axis")
+            raise ShapeError(f"flip axes {axes} repeat an axis")
         return self._mv(T.FLIP, axes) if axes else self
 
     def squeeze(self, dim: int | None = None) -> Tensor:
@@ -1211,19 +1220,20 @@ class Tensor:
 
     def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
         """Join along an existing dim: each piece padded into place and selected by a padded mask (a `where`, so
-        every value, -0.0 and NaN payloads included, arrives bit for bit)."""
-        ts = [self, *args]
+        every value, -0.0 and NaN payloads included, arrives bit for bit). `Tensor.cat((a, b))` works too."""
+        ts = tensor_args(self, args, "cat")
+        self = ts[0]
         for t in ts:
             if not isinstance(t, Tensor):
                 raise TypeError(f"cat takes Tensors, got {type(t).__name__}")
             if t.ndim != self.ndim:
-                raise ValueError(f"cat needs tensors of one rank, got shapes {', '.join(str(x.shape) for x in ts)}")
+                raise ShapeError(f"cat needs tensors of one rank, got shapes {', '.join(str(x.shape) for x in ts)}")
         if self.ndim == 0:
-            raise ValueError("cannot cat 0-d tensors; use stack")
+            raise AxisError("cannot cat 0-d tensors (they have no dim to join along); use stack")
         d = norm_axis(dim, self.ndim, self.shape)
         for t in ts:
             if t.shape[:d] + t.shape[d + 1:] != self.shape[:d] + self.shape[d + 1:]:
-                raise ValueError(f"cat along dim {d} needs equal other dims, got shapes "
+                raise ShapeError(f"cat along dim {d} needs equal other dims, got shapes "
                                  f"{', '.join(str(x.shape) for x in ts)}")
         dt = P.promote(*(t.dtype for t in ts))
         total = sum(t.shape[d] for t in ts)
@@ -1242,10 +1252,14 @@ class Tensor:
         return out  # type: ignore[return-value]
 
     def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
-        ts = [self, *args]
+        """Join along a new dim; `Tensor.stack(a, b)`, `a.stack(b)` and `Tensor.stack((a, b))` (tinygrad's forms)."""
+        ts = tensor_args(self, args, "stack")
+        self = ts[0]
+        if not isinstance(self, Tensor):
+            raise TypeError(f"stack takes Tensors, got {type(self).__name__}")
         for t in ts:
             if t.shape != self.shape:
-                raise ValueError(f"stack needs equal shapes, got {', '.join(str(x.shape) for x in ts)}")
+                raise ShapeError(f"stack needs equal shapes, got {', '.join(str(x.shape) for x in ts)}")
         d = norm_axis(dim, self.ndim + 1, self.shape)
         return ts[0].unsqueeze(d).cat(*(t.unsqueeze(d) for t in ts[1:]), dim=d)
 

@@ -250,5 +250,28 @@ def diag_at(u: UOp | None, message: str, severity: Severity = "error") -> Diagno
     return Diagnostic(severity, message, loc, m.line(loc.line) if m is not None else source_line(loc))
 
 
-class ShapeError(ValueError):
-    """A shape rule failed (the message names both shapes); the verifier turns it into a located diagnostic."""
+class ShapeError(RuntimeError, ValueError):
+    """A shape rule failed (the message names both shapes); the verifier turns it into a located diagnostic.
+
+    The Tensor frontend raises it for shapes that do not fit together (broadcast, reshape, expand, permute, matmul,
+    cat/stack): a RuntimeError, as tinygrad and torch raise there, and a ValueError, as numpy does."""
+
+
+class BroadcastError(ShapeError, IndexError):
+    """Shapes that cannot be broadcast together: a ShapeError, and an IndexError as tinygrad's newer releases raise
+    (and as index tensors that do not broadcast raise)."""
+
+
+class AxisError(IndexError, ValueError):
+    """An axis (dim) argument out of range: an IndexError, as tinygrad and torch raise, and a ValueError, as numpy's
+    AxisError (which subclasses both) is."""
+
+
+class ArgumentError(RuntimeError, ValueError):
+    """A Tensor op argument tinygrad and torch reject with RuntimeError (an unknown mode, a missing bound); a
+    ValueError too, so code written against numpy's behaviour still catches it."""
+
+
+class DTypeError(RuntimeError, TypeError):
+    """A Tensor op that tinygrad and torch refuse for an operand's dtype with RuntimeError (shifts of floats, an
+    integer tensor to a negative integer power); a TypeError too."""

@@ -133,8 +133,39 @@ class DType:
         return float("inf")
 
 
-class dtypes:  # noqa: N801 - the name users of tinygrad expect
-    """The scalar types, by their Python names. Text names (`f32`) are the `.name` of each."""
+class _DTypesMeta(type):
+    """Makes `dtypes.default_float` / `dtypes.default_int` settable class properties (tinygrad's
+    `dtypes.default_float = dtypes.float16`), checked on assignment; every frontend default reads them."""
+
+    _default_float: DType
+    _default_int: DType
+
+    @property
+    def default_float(cls) -> DType:
+        return cls._default_float
+
+    @default_float.setter
+    def default_float(cls, d: DType) -> None:
+        if not isinstance(d, DType) or d.kind != "float" or d.count != 1:
+            raise TypeError(f"dtypes.default_float must be a float dtype, got {d!r}")
+        cls._default_float = d
+
+    @property
+    def default_int(cls) -> DType:
+        return cls._default_int
+
+    @default_int.setter
+    def default_int(cls, d: DType) -> None:
+        if not isinstance(d, DType) or d.kind not in ("int", "uint") or d.count != 1:
+            raise TypeError(f"dtypes.default_int must be an integer dtype, got {d!r}")
+        cls._default_int = d
+
+
+class dtypes(metaclass=_DTypesMeta):  # noqa: N801 - the name users of tinygrad expect
+    """The scalar types, by their Python names. Text names (`f32`) are the `.name` of each.
+
+    `dtypes.default_float` (float32) and `dtypes.default_int` (int32) are the dtypes the frontend picks when none is
+    given; assign them to change that (tinygrad's rule)."""
 
     bool: Final = DType("bool", 1, name="bool")
     int8: Final = DType("int", 8, name="i8")
@@ -152,7 +183,7 @@ class dtypes:  # noqa: N801 - the name users of tinygrad expect
     index: Final = DType("index", 64, name="index")
     void: Final = DType("void", 0, name="void")
 
-    # aliases
+    # aliases (tinygrad's and C's names)
     half = float16
     float = float32
     double = float64
@@ -161,6 +192,56 @@ class dtypes:  # noqa: N801 - the name users of tinygrad expect
     uchar = uint8
     char = int8
     short = int16
+    ushort = uint16
+    uint = uint32
+    ulong = uint64
+
+    _default_float: DType = float32
+    _default_int: DType = int32
+
+    # groups (tinygrad's names)
+    uints: Final = (uint8, uint16, uint32, uint64)
+    sints: Final = (int8, int16, int32, int64)
+    ints: Final = uints + sints
+    floats: Final = (float16, bfloat16, float32, float64)
+
+    # predicates as functions of a dtype (tinygrad's `dtypes.is_float(d)`; the DType properties are the same tests)
+    @staticmethod
+    def is_float(d: DType) -> bool:
+        return d.kind == "float"
+
+    @staticmethod
+    def is_int(d: DType) -> bool:
+        """Integers of any signedness (`index` included), not bool."""
+        return d.kind in ("int", "uint", "index")
+
+    @staticmethod
+    def is_unsigned(d: DType) -> bool:
+        return d.kind == "uint"
+
+    @staticmethod
+    def is_bool(d: DType) -> bool:
+        return d.kind == "bool"
+
+    @staticmethod
+    def from_py(x: object) -> DType:
+        """The dtype a Python value gets with no dtype given: bool, the default int (int64 if that cannot hold it),
+        the default float; a list or tuple the widest of its elements' (the default float when empty)."""
+        if isinstance(x, bool):
+            return dtypes.bool
+        if isinstance(x, int):
+            d = dtypes.default_int
+            return d if d.min <= x <= d.max else dtypes.int64
+        if isinstance(x, float):
+            return dtypes.default_float
+        if isinstance(x, list | tuple):
+            if not x:
+                return dtypes.default_float
+            ds = [dtypes.from_py(v) for v in x]
+            if any(d.kind == "float" for d in ds):
+                return dtypes.default_float
+            return max(ds, key=lambda d: d.bits)
+        raise TypeError(f"no dtype for a Python {type(x).__name__}")
 
     @staticmethod
     def all_scalars() -> tuple[DType, ...]:
@@ -189,4 +270,9 @@ _PY_NAMES: dict[DType, str] = {
     dtypes.float16: "float16", dtypes.bfloat16: "bfloat16", dtypes.float32: "float32", dtypes.float64: "float64",
     dtypes.index: "index", dtypes.void: "void",
 }
-_BY_NAME: dict[str, DType] = {**{d.name: d for d in SCALARS}, **{v: k for k, v in _PY_NAMES.items()}}
+_ALIASES: dict[str, DType] = {  # tinygrad's and C's names: "int" is int32 as in tinygrad and C (numpy: int64)
+    "half": dtypes.float16, "float": dtypes.float32, "double": dtypes.float64, "char": dtypes.int8,
+    "short": dtypes.int16, "int": dtypes.int32, "long": dtypes.int64, "uchar": dtypes.uint8, "ushort": dtypes.uint16,
+    "uint": dtypes.uint32, "ulong": dtypes.uint64,
+}
+_BY_NAME: dict[str, DType] = {**{d.name: d for d in SCALARS}, **{v: k for k, v in _PY_NAMES.items()}, **_ALIASES}
