@@ -13,7 +13,6 @@ from tensor_testing import ALL, FLOATS, SINTS, UINTS, check, rnd
 from uopir import Tensor, dtypes, print_ir
 from uopir.frontend.dtype_promotion import promote
 
-
 # ---- promotion -------------------------------------------------------------------------------------------------------
 # hand-written from tinygrad's promotion lattice (tinygrad/dtype.py promo_lattice), where it and numpy differ
 TINYGRAD_PROMOTION = [

@@ -183,8 +183,8 @@ def one_hot(x: Tensor, num_classes: int) -> Tensor:
     if num_classes == -1 and x.uop.op is T.BUFFER:  # the data is on hand: reading it runs nothing
         num_classes = int(x.max().item()) + 1 if x.numel() else 0
     if num_classes < 0:  # tinygrad raises for any negative count; -1 on data not yet computed would run the graph
-        raise ArgumentError(f"one_hot num_classes must be >= 0, got {num_classes}" + (
-            " (-1, the count from the data, needs a realized tensor: call .realize() first)" if num_classes == -1 else ""))
+        hint = " (-1, the count from the data, needs a realized tensor)" if num_classes == -1 else ""
+        raise ArgumentError(f"one_hot num_classes must be >= 0, got {num_classes}{hint}")
     return (x.unsqueeze(-1) == type(x).arange(num_classes, device=x.device)).where(1, 0)
 
 
