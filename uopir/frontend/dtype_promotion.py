@@ -25,6 +25,11 @@ from uopir.ir.dtype import DType, dtypes
 
 Scalar = bool | int | float
 
+
+class UnknownDTypeError(TypeError, AttributeError):
+    """A dtype name or object uopir does not know: a TypeError, and an AttributeError as tinygrad raises (it looks a
+    name up as an attribute of `dtypes`)."""
+
 # tinygrad's promotion lattice (less its fp8 types): each dtype points at the dtypes just above it
 _LATTICE: dict[DType, tuple[DType, ...]] = {
     dtypes.bool: (dtypes.int8, dtypes.uint8), dtypes.int8: (dtypes.int16,), dtypes.int16: (dtypes.int32,),
@@ -96,7 +101,7 @@ def to_dtype(d: DType | str | np.dtype | type | None) -> DType | None:
     try:
         return from_np(np.dtype(d))
     except TypeError:
-        raise TypeError(f"unknown dtype {d!r}") from None
+        raise UnknownDTypeError(f"unknown dtype {d!r}") from None
 
 
 def promote(*ds: DType) -> DType:
@@ -132,6 +137,13 @@ def int_dtype(v: int) -> DType:
         if d.min <= v <= d.max:
             return d
     raise OverflowError(f"Python integer {v} is out of bounds for int64 and uint64")
+
+
+def wrap_int(v: int, d: DType) -> int:
+    """The Python int v wrapped (two's complement) into the int dtype d: what a weak scalar outside d becomes in
+    arithmetic with a d tensor (tinygrad's rule: `int32 tensor | 0xFFFFFFFF` is `| -1`)."""
+    v &= (1 << d.bits) - 1
+    return v - (1 << d.bits) if d.kind == "int" and v > d.max else v
 
 
 def check_fits(v: object, d: DType) -> None:

@@ -102,6 +102,10 @@ def getitem(x: Tensor, index: Any) -> Tensor:
             raise IndexError("boolean indices are not supported; use where() instead")
         elif isinstance(it, np.integer):
             items[k] = int(it)
+        elif isinstance(it, slice):
+            for v in (it.start, it.stop, it.step):
+                if not (v is None or isinstance(v, int | np.integer | UOp)):
+                    raise TypeError(f"slice bounds must be ints, None or Variables, got {type(v).__name__} in {it!r}")
         elif not (it is None or it is Ellipsis or isinstance(it, int | slice | UOp)):
             raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}")
     if sum(it is Ellipsis for it in items) > 1:

@@ -16,7 +16,6 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from uopir.dialects import tensor as T
 from uopir.frontend import dtype_promotion as P
 from uopir.frontend.indexing import pick
 from uopir.frontend.shapes import broadcast_shape, norm_axis
@@ -177,14 +176,12 @@ def avg_pool(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: A
 
 
 def one_hot(x: Tensor, num_classes: int) -> Tensor:
-    """int32 one-hot along a new last axis (num_classes=-1: max + 1, which realizes x)."""
+    """int32 one-hot along a new last axis. A negative count (torch's -1, "from the data") is a ValueError, as in
+    tinygrad and jax: the count fixes the shape, which must be known without running the graph."""
     if not x.dtype.is_int:
         raise TypeError(f"one_hot needs an integer tensor, got {x.dtype!r}")
-    if num_classes == -1 and x.uop.op is T.BUFFER:  # the data is on hand: reading it runs nothing
-        num_classes = int(x.max().item()) + 1 if x.numel() else 0
-    if num_classes < 0:  # tinygrad raises for any negative count; -1 on data not yet computed would run the graph
-        hint = " (-1, the count from the data, needs a realized tensor)" if num_classes == -1 else ""
-        raise ArgumentError(f"one_hot num_classes must be >= 0, got {num_classes}{hint}")
+    if num_classes < 0:
+        raise ArgumentError(f"one_hot num_classes must be >= 0, got {num_classes} (no count from the data)")
     return (x.unsqueeze(-1) == type(x).arange(num_classes, device=x.device)).where(1, 0)
 
 

@@ -476,7 +476,7 @@ class Tensor:
         else:
             d = dtype or P.promote_scalar(self.dtype, y)
             if type(y) is int and d.is_int and not d.min <= y <= d.max:
-                raise OverflowError(f"Python integer {y} is out of bounds for {d!r} (numpy 2 rule)")
+                y = P.wrap_int(y, d)  # tinygrad: the scalar becomes a constant of the tensor's dtype (numpy 2 raises)
             a, b = self.cast(d), y
         return (b, a) if reverse else (a, b)
 
@@ -1186,9 +1186,9 @@ class Tensor:
         """Drop size-1 dims (all, or just `dim` when it has size 1)."""
         if dim is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
+        d = norm_axis(dim, self.ndim, self.shape)  # a 0-d tensor takes 0 and -1, else AxisError (tinygrad)
         if self.ndim == 0:
             return self
-        d = norm_axis(dim, self.ndim, self.shape)
         return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
 
     def unsqueeze(self, dim: int) -> Tensor:
@@ -1494,7 +1494,7 @@ class Tensor:
             index = Tensor(index, device=self.device)
         return nn_ops.gather(self, dim, index)
 
-    def one_hot(self, num_classes: int = -1) -> Tensor:
+    def one_hot(self, num_classes: int) -> Tensor:
         return nn_ops.one_hot(self, num_classes)
 
     def layernorm(self, axis: Any = -1, eps: float = 1e-5) -> Tensor:
