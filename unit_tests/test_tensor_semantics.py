@@ -73,6 +73,9 @@ def test_dtype_predicates():
     assert dtypes.is_unsigned(dtypes.uint16) and not dtypes.is_unsigned(dtypes.int16)
     assert dtypes.is_bool(dtypes.bool) and not dtypes.is_bool(dtypes.uint8)
     assert set(dtypes.ints) == set(dtypes.uints) | set(dtypes.sints) and dtypes.float32 in dtypes.floats
+    assert dtypes.from_py(True) is dtypes.bool and dtypes.from_py(3) is dtypes.int32
+    assert dtypes.from_py(2**40) is dtypes.int64 and dtypes.from_py([1, 2.5]) is dtypes.float32
+    assert dtypes.from_py([1, [2, 3]]) is dtypes.int32 and dtypes.from_py([]) is dtypes.float32
 
 
 def test_dtype_names_and_python_ints():
