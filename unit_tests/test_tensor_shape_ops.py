@@ -6,7 +6,6 @@ import pytest
 from tensor_testing import check, rnd
 
 from uopir import Tensor, dtypes
-from uopir.frontend.shape_ops import DimError, TensorArgError
 
 
 # ---- roll ------------------------------------------------------------------------------------------------------------
@@ -40,7 +39,7 @@ def test_repeat_interleave_0d_bool_and_errors():
         Tensor.ones(3).repeat_interleave(-1)
 
 
-# ---- unfold ------------------------------------------------------------------------------------------------------------
+# ---- unfold ----------------------------------------------------------------------------------------------------------
 def _unfold_ref(a, dim, size, step):
     w = np.lib.stride_tricks.sliding_window_view(a, size, axis=dim)
     idx = [slice(None)] * a.ndim
@@ -94,7 +93,7 @@ def test_diagonal_errors():
         Tensor.ones(3, 3).diagonal(dim1=0, dim2=2)
 
 
-# ---- meshgrid ----------------------------------------------------------------------------------------------------------
+# ---- meshgrid --------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("indexing", ["ij", "xy"])
 def test_meshgrid(indexing):
     x, y, z = np.array([0., 1., 2.], np.float32), np.array([3, 4, 5, 6], np.int32), np.array([7., 8.], np.float32)
@@ -114,7 +113,7 @@ def test_meshgrid_scalar_and_errors():
         Tensor.ones(2).meshgrid(Tensor.ones(3), indexing="ji")
 
 
-# ---- einsum ------------------------------------------------------------------------------------------------------------
+# ---- einsum ----------------------------------------------------------------------------------------------------------
 EINSUM = [("->", [()]), ("ij->ji", [(3, 3)]), ("ij -> ji", [(3, 2)]), ("ji", [(3, 4)]), ("jki", [(2, 3, 4)]),
           ("ij,jk", [(2, 3), (3, 4)]), ("ijk->", [(2, 3, 4)]), ("ij->j", [(3, 3)]), ("ik,k->i", [(3, 4), (4,)]),
           ("jk,ki->ji", [(3, 4), (4, 5)]), ("i,i->i", [(5,), (5,)]), ("i,j->ij", [(3,), (4,)]),
