@@ -457,9 +457,14 @@ def nll_loss(x: Tensor, y: Tensor, weight: Tensor | None, ignore_index: int | No
 
 
 def normalize(x: Tensor, p: float, d: int, eps: float) -> Tensor:
-    """x / max(||x||_p along d, eps); p = 0 counts the nonzero entries."""
+    """x / max(||x||_p along d, eps); p = 0 counts the nonzero entries. Integer input is normalized as floats."""
+    x = x if x.dtype.is_float else x.cast(P.float_of(x.dtype))
     if p == 0:
         den = (x != 0).sum(d, keepdim=True).cast(P.float_of(x.dtype))
+    elif p == 1:
+        den = x.abs().sum(d, keepdim=True)
+    elif p == 2:
+        den = (x * x).sum(d, keepdim=True).sqrt()
     else:
         den = x.abs().pow(p).sum(d, keepdim=True).pow(1 / p)
     return x / den.maximum(eps)
