@@ -302,6 +302,7 @@ def test_normalize(p, dim):
         den = (np.abs(a.astype(np.float64)) ** p).sum(dim, keepdims=True) ** (1 / p)
     check(Tensor(a).normalize(p=p, dim=dim), a / np.maximum(den, 1e-12), rtol=1e-5, atol=1e-6)
     check(Tensor(np.zeros((2, 3), np.float32)).normalize(), np.zeros((2, 3), np.float32))
+    check(Tensor([[3, 4]]).normalize(), np.array([[0.6, 0.8]], np.float32), dtype="float32")
 
 
 def test_gelu_modes():

@@ -262,8 +262,9 @@ def interpolate(x: Tensor, size: Any, mode: str, align_corners: bool) -> Tensor:
     modes = {"nearest": 0, "nearest-exact": 0, "linear": 0, "bilinear": 2, "trilinear": 3}
     if mode not in modes:
         raise ValueError(f"interpolate mode must be one of {', '.join(modes)}, got {mode!r}")
-    if not isinstance(size, (tuple, list)) or not all(isinstance(v, int) and v >= 0 for v in size):
+    if not isinstance(size, (tuple, list)) or not all(isinstance(v, int | np.integer) and v >= 0 for v in size):
         raise ValueError(f"interpolate size must be a tuple of non-negative ints, got {size!r}")
+    size = tuple(int(v) for v in size)
     if not 0 < len(size) <= x.ndim or (modes[mode] and len(size) != modes[mode]):
         raise ValueError(f"interpolate size {tuple(size)} (mode {mode!r}) does not fit input shape {x.shape}")
     linear = mode in ("linear", "bilinear", "trilinear")
