@@ -371,3 +371,21 @@ def test_init_functions():
         Tensor.normal(3, std=-1.0)
     with pytest.raises(ValueError, match="low < high"):
         Tensor.uniform(3, low=1.0, high=1.0)
+
+
+def test_random_like_randperm_multinomial():
+    Tensor.manual_seed(5)
+    t = Tensor.ones(3, 4, dtype="float16")
+    assert t.rand_like().shape == (3, 4) and t.rand_like().dtype is dtypes.float16
+    assert Tensor.ones(2, dtype="int32").randn_like().dtype is dtypes.float32
+    assert sorted(Tensor.randperm(7).numpy().tolist()) == list(range(7))
+    assert Tensor.randperm(3).dtype is dtypes.int32
+    s = Tensor([1.0, 0.0, 3.0, 0.0]).multinomial(4000, replacement=True).numpy()
+    assert s.dtype == np.int32 and s.shape == (4000,)
+    freq = np.bincount(s, minlength=4) / 4000
+    np.testing.assert_allclose(freq, [0.25, 0.0, 0.75, 0.0], atol=0.03)
+    rows = Tensor([[1.0, 2.0, 0.0, 4.0], [0.0, 0.0, 5.0, 1.0]]).multinomial(2).numpy()
+    assert rows.shape == (2, 2) and set(rows[0]) <= {0, 1, 3} and sorted(rows[1]) == [2, 3]
+    assert len(set(rows[0])) == 2
+    with pytest.raises(ValueError, match="cannot draw"):
+        Tensor([1.0, 2.0]).multinomial(3)

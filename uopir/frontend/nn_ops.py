@@ -469,3 +469,25 @@ def normalize(x: Tensor, p: float, d: int, eps: float) -> Tensor:
     else:
         den = x.abs().pow(p).sum(d, keepdim=True).pow(1 / p)
     return x / den.maximum(eps)
+
+
+def multinomial(w: Tensor, u: Tensor, num_samples: int, replacement: bool) -> Tensor:
+    """Indices drawn with probabilities proportional to the rows of w ((n,) or (rows, n)), int32 (tinygrad), with
+    the uniform draws u (rows, num_samples) or (rows, n) given. With replacement: the count of cdf entries each
+    draw passes; without: Efraimidis-Spirakis keys log(u) / w, the num_samples largest in descending order (the rank
+    of each key from an n x n comparison, then a one-hot read per rank)."""
+    x = w.unsqueeze(0) if w.ndim == 1 else w
+    n = x.shape[1]
+    x = x.cast(P.float_of(x.dtype)) if not x.dtype.is_float else x
+    if replacement or num_samples == 1:
+        cdf = x.cumsum(1)
+        cdf = cdf / cdf[:, n - 1:n]
+        idx = (u.unsqueeze(-1) >= cdf.unsqueeze(1)).sum(-1).minimum(n - 1)
+    else:
+        keys = u.log() / x  # (rows, n)
+        rank = (keys.unsqueeze(1) > keys.unsqueeze(2)).sum(2)  # keys larger than key i
+        ar = type(w).arange(n, device=w.device)
+        hot = rank.unsqueeze(1) == ar[:num_samples].reshape(1, num_samples, 1)
+        idx = hot.where(ar.reshape(1, 1, n), 0).sum(2)
+    idx = idx.cast(dtypes.int32)
+    return idx.reshape(idx.shape[1:]) if w.ndim == 1 else idx

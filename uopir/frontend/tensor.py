@@ -400,6 +400,32 @@ class Tensor:
         bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(math.prod(shp[1:]) or 1)
         return Tensor.uniform(shp, low=-bound, high=bound, dtype=dtype, device=device)
 
+    def rand_like(self, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        """Uniform in [0, 1) of self's shape (self's dtype when it is a float, and its device, unless given)."""
+        return Tensor.rand(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None),
+                           device=device or self.device)
+
+    def randn_like(self, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        return Tensor.randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None),
+                            device=device or self.device)
+
+    @staticmethod
+    def randperm(n: int, device: str | None = None, dtype: DTypeLike = dtypes.int32) -> Tensor:
+        """A random permutation of 0..n-1 (drawn on the host, as the other random tensors)."""
+        return Tensor(Tensor._rng.permutation(n), dtype=dtype, device=device)
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+        """Indices drawn from the (1-d, or 2-d per row) weights of self; int32 (tinygrad)."""
+        if not 1 <= self.ndim <= 2 or num_samples < 1:
+            raise ValueError(f"multinomial needs 1-d or 2-d weights and num_samples >= 1, got shape {self.shape} "
+                             f"and num_samples={num_samples}")
+        rows, n = (1, self.shape[0]) if self.ndim == 1 else self.shape
+        if not replacement and num_samples > n:
+            raise ValueError(f"multinomial without replacement cannot draw {num_samples} of {n} categories")
+        draws = num_samples if replacement or num_samples == 1 else n
+        u = Tensor(Tensor._rng.random((rows, draws)), dtype=dtypes.float32, device=self.device)
+        return nn_ops.multinomial(self, u, num_samples, replacement)
+
     @staticmethod
     def kaiming_normal(*shape: Any, a: float = 0.01, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         shp = shape_args(shape[0], shape[1:]) if shape else ()
