@@ -45,7 +45,8 @@ def interp_ref(a, size, mode, align=False):
 
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
 @pytest.mark.parametrize("shape, size", [((2, 3, 13), (9,)), ((1, 2, 9), (13,)), ((1, 2, 13, 10), (9, 11)),
-                                         ((1, 1, 9, 11), (10, 13)), ((1, 1, 5, 2, 8), (3, 6, 4)), ((4, 6), (3, 12))])
+                                         ((1, 1, 9, 11), (10, 13)), ((1, 1, 5, 2, 8), (3, 6, 4)), ((4, 6), (3, 12)),
+                                         ((1, 2, 8), (4,)), ((1, 3), (1,))])
 def test_interpolate_nearest(mode, shape, size):
     a = rnd(shape, "float32")
     check(Tensor(a).interpolate(size, mode=mode), interp_ref(a, size, mode).astype(np.float32))

@@ -313,6 +313,11 @@ def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
         return type(x).zeros(*shp, dtype=x.dtype, device=x.device)
     if m == n and bool((idx == np.arange(n)).all()):
         return x
+    if m % n == 0 and bool((idx == np.repeat(np.arange(n), m // n)).all()):  # an integer upscale: movement only
+        return x.repeat_interleave(m // n, ax)
+    step = int(idx[1] - idx[0]) if m > 1 else 1
+    if step > 0 and bool((idx == idx[0] + step * np.arange(m)).all()):  # an integer downscale: a strided slice
+        return x[(slice(None),) * ax + (slice(int(idx[0]), int(idx[0]) + step * (m - 1) + 1, step),)]
     hot = (idx.reshape(m, 1) == np.arange(n).reshape(1, n)).reshape((1,) * ax + (m, n) + (1,) * (x.ndim - ax - 1))
     xe = x.unsqueeze(ax).expand(x.shape[:ax] + (m,) + x.shape[ax:])
     return pick(xe, type(x)(hot, device=x.device), (ax + 1,))
