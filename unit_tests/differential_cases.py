@@ -430,6 +430,27 @@ def _pad_flip(m: Inputs) -> dict[str, Tensor]:
             "conv-of-flipped": x.flip(2, 3).conv2d(m.f(2, 3, 2, 2), padding=1)}
 
 
+def _shape_nn(dtype: str) -> Builder:
+    """einsum, conv_transpose2d, interpolate and the pad modes (decompositions of issue 12)."""
+    def build(m: Inputs) -> dict[str, Tensor]:
+        a, b, c = m.f(2, 3, 4, dtype=dtype), m.f(2, 4, 5, dtype=dtype), m.f(3, 3, dtype=dtype)
+        x, w = m.f(1, 4, 4, 3, dtype=dtype), m.f(4, 3, 3, 2, dtype=dtype, scale=0.5)
+        img = m.f(1, 2, 5, 4, dtype=dtype)
+        return {"einsum-bmm": Tensor.einsum("bij,bjk->bik", a, b), "einsum-trace": Tensor.einsum("ii->", c),
+                "einsum-ellipsis": Tensor.einsum("...j,...j->...", a, a),
+                "conv_t-s2-p1-op1-g2": x.conv_transpose2d(w, stride=2, padding=1, output_padding=1, groups=2),
+                "conv_t-dil2": x.conv_transpose2d(w, dilation=2),
+                "bilinear": img.interpolate((7, 3), mode="bilinear"),
+                "bilinear-aligned": img.interpolate((3, 6), mode="bilinear", align_corners=True),
+                "nearest-exact": img.interpolate((8, 3), mode="nearest-exact"),
+                "pad-reflect": img.pad((2, 1, 1, 3), mode="reflect"), "pad-circular": img.pad((1, 2), mode="circular")}
+    return build
+
+
+case("shape-nn-ops-float32")(_shape_nn("float32"))  # one dtype: these lower to the kernels the conv, pool and
+# gather cases already run in the others
+
+
 CASE_NAMES = [c.name for c in CASES]
 
 

@@ -203,7 +203,7 @@ def test_frontend_module_imports_alone(mod: str) -> None:
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("name", ["nn_ops.py", "indexing.py"])
+@pytest.mark.parametrize("name", ["nn_ops.py", "indexing.py", "shape_ops.py"])
 def test_frontend_decompositions_use_the_public_tensor_api(name: str) -> None:
     """nn_ops and indexing work through Tensor's public methods: no `x._private` attribute (their own helpers are
     plain names, and dunders are Python's)."""

@@ -16,8 +16,11 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from uopir.frontend import dtype_promotion as P
 from uopir.frontend.indexing import pick
+from uopir.frontend.shape_ops import TensorArgError, patches
 from uopir.frontend.shapes import broadcast_shape, norm_axis
 from uopir.ir.diagnostics import ArgumentError, ShapeError
 from uopir.ir.dtype import dtypes
@@ -75,45 +78,6 @@ def resolve_pads(padding: int | Sequence[int], nd: int) -> list[tuple[int, int]]
     raise ValueError(f"padding {p} needs 1, {nd} or {2 * nd} entries")
 
 
-def _windows_last(x: Tensor, k: int, stride: int, dilation: int, out: int) -> Tensor:
-    """(..., i) -> (..., out, k) with [..., o, j] = x[..., o * stride + j * dilation], by movement ops alone: the axis
-    repeated and cut into k rows of length r = dilation + m * i (m >= 1, so that r >= out * stride), so row j starts at
-    x[j * dilation] (r is dilation past a multiple of i); every stride-th column of a row is a window position.
-    (o * stride + j * dilation < i for every window that fits, so no row reads past its wrap.)"""
-    pre = tuple(x.shape[:-1])
-    i = x.shape[-1]
-    row = dilation + i * max(1, -(-(out * stride - dilation) // i))
-    reps = -(-k * row // i)
-    keep = [None] * len(pre)
-    y = x.reshape(pre + (1, i)).expand(pre + (reps, i)).reshape(pre + (reps * i,))
-    y = y.shrink(keep + [(0, k * row)]).reshape(pre + (k, row))
-    y = y.shrink(keep + [None, (0, out * stride)]).reshape(pre + (k, out, stride))
-    y = y.shrink(keep + [None, None, (0, 1)]).reshape(pre + (k, out))
-    return y.permute(*range(len(pre)), len(pre) + 1, len(pre))
-
-
-def patches(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
-    """(..., *spatial) -> (..., *out, K): the input under every kernel offset (K = prod(kernel), offsets in row-major
-    order), by movement ops only (one window axis per spatial dim, `_windows_last`), so a kernel reading the patches
-    indexes the input directly instead of selecting among K stacked slices."""
-    nd = len(kernel)
-    sp = x.shape[-nd:]
-    out = tuple((s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(sp, kernel, stride, dilation, strict=True))
-    if any(s < 1 for s in stride) or any(d < 1 for d in dilation):
-        raise ValueError(f"stride {stride} and dilation {dilation} must be positive")
-    if any(o < 1 for o in out):
-        raise ValueError(f"kernel {kernel} with dilation {dilation} does not fit the (padded) input of shape "
-                         f"{x.shape}")
-    npre = x.ndim - nd
-    for m in range(nd):  # shape: pre, out[:m], spatial[m:], kernel[:m]
-        here = npre + m
-        x = x.permute(*(a for a in range(x.ndim) if a != here), here)
-        x = _windows_last(x, kernel[m], stride[m], dilation[m], out[m])  # pre, out[:m], spatial[m+1:], kernel[:m],
-        n = x.ndim                                                       # out[m], kernel[m]
-        x = x.permute(*range(here), n - 2, *range(here, n - 2), n - 1)
-    return x.reshape(tuple(x.shape[:npre]) + out + (math.prod(kernel),))
-
-
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any,
            padding: Any) -> Tensor:
     """Grouped, strided, dilated, padded convolution over the last weight.ndim-2 dims (cross-correlation)."""
@@ -157,22 +121,207 @@ def _pool_args(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding:
     return k, st, _tuple(dilation, nd, "dilation"), resolve_pads(padding, nd)
 
 
-def max_pool(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any) -> Tensor:
+def _ceil_pads(sp: Sequence[int], k: tuple[int, ...], st: tuple[int, ...], dl: tuple[int, ...],
+               pads: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """torch's ceil_mode: the output count rounded up, minus a last window that would start in the padding after
+    the input; the pads grow (or shrink) at the end so that the floor count of the padded input is that count."""
+    out = []
+    for i, kk, s, d, (b, a) in zip(sp, k, st, dl, pads, strict=True):
+        span = d * (kk - 1) + 1
+        o = -(-(i + b + a - span) // s) + 1
+        if o > 1 and (o - 1) * s >= i + b:
+            o -= 1
+        out.append((b, a + (o - 1) * s + span - (i + b + a)))
+    return out
+
+
+def max_pool(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool = False,
+             return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Max over each window (padding never wins). return_indices: the flat index into the input's spatial dims of
+    the first maximum of each window (the last NaN where the window has one, as torch), int32 as tinygrad."""
     k, st, dl, pads = _pool_args(x, kernel_size, stride, dilation, padding)
+    nd = len(k)
+    sp = tuple(x.shape[-nd:])
+    if ceil_mode:
+        pads = _ceil_pads(sp, k, st, dl, pads)
     fill = float("-inf") if x.dtype.is_float else x.dtype.min
-    xp = x.pad([(0, 0)] * (x.ndim - len(k)) + pads, value=fill)
-    return patches(xp, k, st, dl).max(-1)
+    full = [(0, 0)] * (x.ndim - nd) + pads
+    pt = patches(x.pad(full, value=fill), k, st, dl)
+    mx = pt.max(-1)
+    if not return_indices:
+        return mx
+    n = math.prod(sp)
+    flat = type(x).arange(n, device=x.device).reshape(sp).pad(pads, value=n)
+    ip = patches(flat, k, st, dl)
+    first = (pt == mx.unsqueeze(-1)).where(ip, n).min(-1)
+    if x.dtype.is_float:
+        last_nan = pt.isnan().where(ip, -1).max(-1)
+        first = (last_nan >= 0).where(last_nan, first)
+    return mx, first.cast(dtypes.int32)
 
 
 def avg_pool(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any,
-             count_include_pad: bool) -> Tensor:
+             count_include_pad: bool, ceil_mode: bool = False) -> Tensor:
+    """Mean over each window. The divisor counts the window's positions inside the input and, with
+    count_include_pad, inside the padding; never those that ceil_mode adds past the padding (torch)."""
     k, st, dl, pads = _pool_args(x, kernel_size, stride, dilation, padding)
-    full = [(0, 0)] * (x.ndim - len(k)) + pads
-    pt = patches(x.pad(full), k, st, dl)
-    if count_include_pad or not any(a or b for a, b in pads):
+    nd = len(k)
+    sp = tuple(x.shape[-nd:])
+    cpads = _ceil_pads(sp, k, st, dl, pads) if ceil_mode else pads
+    pt = patches(x.pad([(0, 0)] * (x.ndim - nd) + cpads), k, st, dl)
+    padded = any(a or b for a, b in pads)
+    if cpads == pads and (count_include_pad or not padded):
         return pt.mean(-1)
-    ones = x.ones_like(dtypes.float32).pad(full)
-    return pt.cast(P.float_of(pt.dtype)).sum(-1) / patches(ones, k, st, dl).sum(-1)
+    ones = type(x).ones(*sp, dtype=dtypes.float32, device=x.device)
+    if count_include_pad:
+        ones = ones.pad(pads, value=1.0)
+        extra = [(0, c[1] - p[1]) for c, p in zip(cpads, pads, strict=True)]
+    else:
+        extra = cpads
+    count = patches(ones.pad(extra), k, st, dl).sum(-1)
+    return pt.cast(P.float_of(pt.dtype)).sum(-1) / count
+
+
+def max_unpool(x: Tensor, indices: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any,
+               output_size: Any) -> Tensor:
+    """out[n, c, flat] = x[n, c, p] where indices[n, c, p] == flat (0 elsewhere); several windows pointing at one
+    input position carry its one value (torch assigns, it does not add)."""
+    if x.ndim < 3:
+        raise ValueError(f"max_unpool2d needs (N, C, *spatial) input, got shape {x.shape}")
+    if indices.shape != x.shape:
+        raise ValueError(f"max_unpool2d indices shape {indices.shape} must equal the input shape {x.shape}")
+    if not indices.dtype.is_int:
+        raise TypeError(f"max_unpool2d indices must be integers, got {indices.dtype!r}")
+    bs, c, *sp = x.shape
+    nd = len(sp)
+    if output_size is None:
+        k = _tuple(kernel_size, nd, "kernel_size")
+        st = k if stride is None else _tuple(stride, nd, "stride")
+        dl = _tuple(dilation, nd, "dilation")
+        pads = resolve_pads(padding, nd)
+        out = tuple((i - 1) * s - (b + a) + d * (kk - 1) + 1
+                    for i, kk, s, d, (b, a) in zip(sp, k, st, dl, pads, strict=True))
+    else:
+        out = tuple(output_size)[-nd:]
+        if len(out) != nd:
+            raise ValueError(f"max_unpool2d output_size {tuple(output_size)} needs {nd} spatial sizes")
+    m = math.prod(out)
+    pos = math.prod(sp)
+    hit = indices.reshape(bs, c, 1, pos) == type(x).arange(m, device=x.device).reshape(1, 1, m, 1)
+    vals = x.reshape(bs, c, 1, pos)
+    low = float("-inf") if x.dtype.is_float else (False if x.dtype.is_bool else x.dtype.min)
+    got = hit.where(vals, low).max(3)
+    return hit.any(3).where(got, False if x.dtype.is_bool else 0).reshape((bs, c) + out)
+
+
+def conv_transpose(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any,
+                   padding: Any, output_padding: Any) -> Tensor:
+    """The gradient of conv2d with respect to its input, as a conv2d: the input dilated by `stride` (zeros in
+    between), the weight (in, out/groups, *k) turned into (out, in/groups, *k) and flipped, and the padding
+    dilation * (k - 1) - padding on each side (+ output_padding at the end)."""
+    nd = weight.ndim - 2
+    if nd < 1:
+        raise ValueError(f"conv_transpose2d weight must be (in, out/groups, *kernel), got shape {weight.shape}")
+    if x.ndim != nd + 2:
+        raise ValueError(f"conv_transpose2d input of shape {x.shape} needs {nd + 2} dims to match weight of shape "
+                         f"{weight.shape}")
+    cin, og = weight.shape[:2]
+    if groups < 1 or x.shape[1] != cin or cin % groups:
+        raise ValueError(f"conv_transpose2d: input shape {x.shape} has {x.shape[1]} channels, weight shape "
+                         f"{weight.shape} with groups={groups} expects {cin} (divisible by groups)")
+    k = tuple(weight.shape[2:])
+    st, dl = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
+    op = _tuple(output_padding, nd, "output_padding")
+    pads = resolve_pads(padding, nd)
+    if any(s < 1 for s in st) or any(d < 1 for d in dl):
+        raise ValueError(f"conv_transpose2d stride {st} and dilation {dl} must be positive")
+    if any(o < 0 or (o >= s and o >= d) for o, s, d in zip(op, st, dl, strict=True)):
+        raise TensorArgError(f"conv_transpose2d output_padding {op} must be smaller than stride {st} or dilation "
+                             f"{dl}")
+    n = x.shape[0]
+    if any(s > 1 for s in st):
+        sp = tuple(x.shape[2:])
+        y = x.reshape((n, cin) + tuple(v for i in sp for v in (i, 1)))
+        y = y.pad([(0, 0), (0, 0)] + [p for s in st for p in ((0, 0), (0, s - 1))])
+        y = y.reshape((n, cin) + tuple(i * s for i, s in zip(sp, st, strict=True)))
+        x = y.shrink([None, None] + [(0, max(0, i * s - (s - 1))) for i, s in zip(sp, st, strict=True)])
+    cg = cin // groups
+    w = weight.reshape((groups, cg, og) + k).transpose(1, 2).flip(*range(3, nd + 3)).reshape((groups * og, cg) + k)
+    conv_pads = [p for kk, d, (b, a), o in zip(k, dl, pads, op, strict=True)
+                 for p in ((d * (kk - 1) - b), (d * (kk - 1) - a + o))]
+    grouped = [(conv_pads[2 * i], conv_pads[2 * i + 1]) for i in range(nd)]
+    return conv2d(x, w, bias, groups, 1, dl, [v for pr in reversed(grouped) for v in pr])
+
+
+def interpolate(x: Tensor, size: Any, mode: str, align_corners: bool) -> Tensor:
+    """Resize the last len(size) dims (torch's F.interpolate without scale factors; tinygrad's signature).
+    nearest: src = floor(dst * in/out); nearest-exact: floor((dst + 0.5) * in/out); linear (bilinear, trilinear
+    per dim): src = (dst + 0.5) * in/out - 0.5 clamped at 0, or dst * (in-1)/(out-1) with align_corners, blending
+    the two neighbours. The source indices and weights are computed on the host in float32 (float64 for float64
+    input), as torch does; the result keeps the input dtype (uint8 blends with torch's 7-bit fixed-point weights,
+    other ints truncate)."""
+    modes = {"nearest": 0, "nearest-exact": 0, "linear": 0, "bilinear": 2, "trilinear": 3}
+    if mode not in modes:
+        raise ValueError(f"interpolate mode must be one of {', '.join(modes)}, got {mode!r}")
+    if not isinstance(size, (tuple, list)) or not all(isinstance(v, int | np.integer) and v >= 0 for v in size):
+        raise ValueError(f"interpolate size must be a tuple of non-negative ints, got {size!r}")
+    size = tuple(int(v) for v in size)
+    if not 0 < len(size) <= x.ndim or (modes[mode] and len(size) != modes[mode]):
+        raise ValueError(f"interpolate size {tuple(size)} (mode {mode!r}) does not fit input shape {x.shape}")
+    linear = mode in ("linear", "bilinear", "trilinear")
+    if align_corners and not linear:
+        raise ValueError(f"align_corners only applies to the linear modes, not {mode!r}")
+    acc = np.float64 if x.dtype == dtypes.float64 else np.float32
+    out = x
+    for ax in range(x.ndim - len(size), x.ndim):
+        i, o = int(x.shape[ax]), int(size[ax - x.ndim + len(size)])
+        if i == 0 and o > 0:
+            raise ValueError(f"interpolate cannot resize an empty dim {ax} of shape {x.shape} to {o}")
+        dst = np.arange(o, dtype=acc)
+        if not linear:
+            scale = acc(i) / acc(o) if o else acc(0)
+            src = np.floor((dst + acc(0.5)) * scale if mode == "nearest-exact" else dst * scale)
+            out = _take(out, ax, np.minimum(src.astype(np.int64), i - 1))
+            continue
+        if align_corners:
+            src = dst * (acc(i - 1) / acc(o - 1) if o > 1 else acc(0))
+        else:
+            src = np.maximum((dst + acc(0.5)) * (acc(i) / acc(o) if o else acc(0)) - acc(0.5), acc(0))
+        lo = np.minimum(np.floor(src).astype(np.int64), max(i - 1, 0))
+        hi = np.minimum(lo + 1, max(i - 1, 0))
+        lam = np.clip(src - lo, 0, 1).astype(acc)
+        a, b = _take(out, ax, lo), _take(out, ax, hi)
+        shape = [1] * x.ndim
+        shape[ax] = o
+        if out.dtype == dtypes.uint8:
+            wi = type(x)(np.floor(lam * 128 + 0.5).astype(np.int32).reshape(shape), device=x.device)
+            ai = a.cast(dtypes.int32)
+            out = (ai + ((b.cast(dtypes.int32) - ai) * wi + 64) // 128).cast(dtypes.uint8)
+        else:
+            w = type(x)(lam.reshape(shape), device=x.device)
+            if not out.dtype.is_float:
+                a, b = a.cast(dtypes.float32), b.cast(dtypes.float32)
+            out = a * (1 - w) + b * w
+    return out.cast(x.dtype)
+
+
+def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
+    """x indexed along ax by the host indices idx (in range): a one-hot pick, exact for every dtype."""
+    n, m = int(x.shape[ax]), len(idx)
+    if m == 0 or n == 0 or any(s == 0 for s in x.shape):
+        shp = list(x.shape)
+        shp[ax] = m
+        return type(x).zeros(*shp, dtype=x.dtype, device=x.device)
+    if m == n and bool((idx == np.arange(n)).all()):
+        return x
+    if m % n == 0 and bool((idx == np.repeat(np.arange(n), m // n)).all()):  # an integer upscale: movement only
+        return x.repeat_interleave(m // n, ax)
+    step = int(idx[1] - idx[0]) if m > 1 else 1
+    if step > 0 and bool((idx == idx[0] + step * np.arange(m)).all()):  # an integer downscale: a strided slice
+        return x[(slice(None),) * ax + (slice(int(idx[0]), int(idx[0]) + step * (m - 1) + 1, step),)]
+    hot = (idx.reshape(m, 1) == np.arange(n).reshape(1, n)).reshape((1,) * ax + (m, n) + (1,) * (x.ndim - ax - 1))
+    xe = x.unsqueeze(ax).expand(x.shape[:ax] + (m,) + x.shape[ax:])
+    return pick(xe, type(x)(hot, device=x.device), (ax + 1,))
 
 
 def one_hot(x: Tensor, num_classes: int) -> Tensor:
@@ -216,13 +365,23 @@ def batchnorm(x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tenso
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout_p: float,
-                                 is_causal: bool) -> Tensor:
+                                 is_causal: bool, enable_gqa: bool = False) -> Tensor:
     """softmax(q k^T / sqrt(d) [masked]) v. A bool mask keeps True entries; a float mask is added. dropout_p only
-    applies while Tensor.training (as tinygrad)."""
+    applies while Tensor.training (as tinygrad). enable_gqa: key and value heads (dim -3) are repeated
+    (repeat_interleave) to the query's head count, which they must divide."""
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
         raise ValueError(f"attention needs (..., L, E) operands, got shapes {q.shape}, {k.shape}, {v.shape}")
     if is_causal and attn_mask is not None:
-        raise ValueError("give either attn_mask or is_causal, not both")
+        raise TensorArgError("give either attn_mask or is_causal, not both")
+    if enable_gqa:
+        if q.ndim < 3 or k.ndim < 3 or v.ndim < 3:
+            raise ValueError(f"enable_gqa needs (..., H, L, E) operands, got shapes {q.shape}, {k.shape}, {v.shape}")
+        h = q.shape[-3]
+        for t in (k, v):
+            if t.shape[-3] == 0 or h % t.shape[-3]:
+                raise TensorArgError(f"enable_gqa: query heads {h} (shape {q.shape}) must be a multiple of the "
+                                     f"key/value heads {t.shape[-3]} (shape {t.shape})")
+        k, v = k.repeat_interleave(h // k.shape[-3], -3), v.repeat_interleave(h // v.shape[-3], -3)
     qk = q.matmul(k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
     if is_causal:
         attn_mask = type(q).ones(qk.shape[-2], qk.shape[-1], dtype=dtypes.bool, device=q.device).tril()
@@ -267,3 +426,75 @@ def sparse_categorical_crossentropy(x: Tensor, y: Tensor, ignore_index: int, lab
     if reduction == "mean":
         return loss.sum() / keep.sum().maximum(1).cast(loss.dtype)
     return reduce_loss(loss, reduction)
+
+
+def binary_crossentropy_logits(x: Tensor, y: Tensor, reduction: str, pos_weight: Tensor | None) -> Tensor:
+    """-(pos_weight * y * log(sigmoid(x)) + (1 - y) * log(1 - sigmoid(x))), each log(sigmoid(z)) as the overflow-free
+    -softplus(-z) = -(relu(-z) + log(1 + exp(-|z|)))."""
+    soft = (1 + (-x.abs()).exp()).log()
+    pos, neg = (-x).relu() + soft, x.relu() + soft  # -log(sigmoid(x)), -log(1 - sigmoid(x))
+    loss = (y * pos if pos_weight is None else pos_weight * y * pos) + (1 - y) * neg
+    return reduce_loss(loss, reduction)
+
+
+def nll_loss(x: Tensor, y: Tensor, weight: Tensor | None, ignore_index: int | None, reduction: str) -> Tensor:
+    """-x[n, y[n], ...] * weight[y[n]] with classes on dim 1 ((C,) input: a 0-d target); targets equal to
+    ignore_index count for nothing; "mean" divides by the total weight of the counted targets (torch)."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if not y.dtype.is_int:
+        raise TypeError(f"nll_loss targets must be integer class indices, got {y.dtype!r}")
+    ax = 1 if x.ndim >= 2 else 0
+    if x.ndim == 0 or y.shape != x.shape[:ax] + x.shape[ax + 1:]:
+        raise ValueError(f"nll_loss target shape {y.shape} does not fit input shape {x.shape} (classes on dim {ax})")
+    c = x.shape[ax]
+    if weight is not None and weight.shape != (c,):
+        raise ValueError(f"nll_loss weight shape {weight.shape} must be ({c},)")
+    classes = type(x).arange(c, device=x.device).reshape((c,) + (1,) * (x.ndim - ax - 1))
+    hot = y.unsqueeze(ax) == classes
+    picked = pick(x, hot, (ax,))
+    w = hot.cast(dtypes.float32).sum(ax) if weight is None else pick(
+        weight.reshape((c,) + (1,) * (x.ndim - ax - 1)).expand(hot.shape), hot, (ax,))
+    if ignore_index is not None:
+        w = (y != ignore_index).where(w, 0)
+    w = w.cast(P.float_of(picked.dtype)) if not w.dtype.is_float else w
+    loss = -picked * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return reduce_loss(loss, reduction)
+
+
+def normalize(x: Tensor, p: float, d: int, eps: float) -> Tensor:
+    """x / max(||x||_p along d, eps); p = 0 counts the nonzero entries. Integer input is normalized as floats."""
+    x = x if x.dtype.is_float else x.cast(P.float_of(x.dtype))
+    if p == 0:
+        den = (x != 0).sum(d, keepdim=True).cast(P.float_of(x.dtype))
+    elif p == 1:
+        den = x.abs().sum(d, keepdim=True)
+    elif p == 2:
+        den = (x * x).sum(d, keepdim=True).sqrt()
+    else:
+        den = x.abs().pow(p).sum(d, keepdim=True).pow(1 / p)
+    return x / den.maximum(eps)
+
+
+def multinomial(w: Tensor, u: Tensor, num_samples: int, replacement: bool) -> Tensor:
+    """Indices drawn with probabilities proportional to the rows of w ((n,) or (rows, n)), int32 (tinygrad), with
+    the uniform draws u (rows, num_samples) or (rows, n) given. With replacement: the count of cdf entries each
+    draw passes; without: Efraimidis-Spirakis keys log(u) / w, the num_samples largest in descending order (the rank
+    of each key from an n x n comparison, then a one-hot read per rank)."""
+    x = w.unsqueeze(0) if w.ndim == 1 else w
+    n = x.shape[1]
+    x = x.cast(P.float_of(x.dtype)) if not x.dtype.is_float else x
+    if replacement or num_samples == 1:
+        cdf = x.cumsum(1)
+        cdf = cdf / cdf[:, n - 1:n]
+        idx = (u.unsqueeze(-1) >= cdf.unsqueeze(1)).sum(-1).minimum(n - 1)
+    else:
+        keys = u.log() / x  # (rows, n)
+        rank = (keys.unsqueeze(1) > keys.unsqueeze(2)).sum(2)  # keys larger than key i
+        ar = type(w).arange(n, device=w.device)
+        hot = rank.unsqueeze(1) == ar[:num_samples].reshape(1, num_samples, 1)
+        idx = hot.where(ar.reshape(1, 1, n), 0).sum(2)
+    idx = idx.cast(dtypes.int32)
+    return idx.reshape(idx.shape[1:]) if w.ndim == 1 else idx

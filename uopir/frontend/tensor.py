@@ -24,7 +24,7 @@ from uopir.dialects import core as C
 from uopir.dialects import tensor as T
 from uopir.frontend import device as D
 from uopir.frontend import dtype_promotion as P
-from uopir.frontend import indexing, nn_ops
+from uopir.frontend import indexing, nn_ops, shape_ops
 from uopir.frontend import variable as V
 from uopir.frontend.schedule import ScheduleItem, schedule
 from uopir.frontend.shapes import broadcast_shape, check_shape, norm_axis, shape_args, tensor_args
@@ -374,11 +374,15 @@ class Tensor:
     @staticmethod
     def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DTypeLike = None,
                 device: str | None = None) -> Tensor:
+        if not low < high:
+            raise ValueError(f"uniform needs low < high, got low={low}, high={high}")
         return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.uniform(low, high, s), P.DEFAULT_FLOAT)
 
     @staticmethod
     def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, dtype: DTypeLike = None,
                device: str | None = None) -> Tensor:
+        if std < 0:
+            raise ValueError(f"normal needs std >= 0, got {std}")
         return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.normal(mean, std, s), P.DEFAULT_FLOAT)
 
     @staticmethod
@@ -398,6 +402,38 @@ class Tensor:
         shp = shape_args(shape[0], shape[1:]) if shape else ()
         bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(math.prod(shp[1:]) or 1)
         return Tensor.uniform(shp, low=-bound, high=bound, dtype=dtype, device=device)
+
+    def rand_like(self, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        """Uniform in [0, 1) of self's shape (self's dtype when it is a float, and its device, unless given)."""
+        return Tensor.rand(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None),
+                           device=device or self.device)
+
+    def randn_like(self, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        return Tensor.randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None),
+                            device=device or self.device)
+
+    @staticmethod
+    def randperm(n: int, device: str | None = None, dtype: DTypeLike = dtypes.int32) -> Tensor:
+        """A random permutation of 0..n-1 (drawn on the host, as the other random tensors)."""
+        return Tensor(Tensor._rng.permutation(n), dtype=dtype, device=device)
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+        """Indices drawn from the (1-d, or 2-d per row) weights of self; int32 (tinygrad)."""
+        if not 1 <= self.ndim <= 2 or num_samples < 1:
+            raise ValueError(f"multinomial needs 1-d or 2-d weights and num_samples >= 1, got shape {self.shape} "
+                             f"and num_samples={num_samples}")
+        rows, n = (1, self.shape[0]) if self.ndim == 1 else self.shape
+        if not replacement and num_samples > n:
+            raise ValueError(f"multinomial without replacement cannot draw {num_samples} of {n} categories")
+        draws = num_samples if replacement or num_samples == 1 else n
+        u = Tensor(Tensor._rng.random((rows, draws)), dtype=dtypes.float32, device=self.device)
+        return nn_ops.multinomial(self, u, num_samples, replacement)
+
+    @staticmethod
+    def kaiming_normal(*shape: Any, a: float = 0.01, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
+        shp = shape_args(shape[0], shape[1:]) if shape else ()
+        std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(math.prod(shp[1:]) or 1)
+        return Tensor.normal(shp, mean=0.0, std=std, dtype=dtype, device=device)
 
     # ---- dtypes -----------------------------------------------------------------------------------------------------
     def cast(self, dtype: DTypeLike) -> Tensor:
@@ -972,9 +1008,13 @@ class Tensor:
     def tanh(self) -> Tensor:
         return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
 
-    def gelu(self) -> Tensor:
-        """The tanh approximation (tinygrad's gelu)."""
+    def gelu(self, approximate: str = "tanh") -> Tensor:
+        """approximate="tanh" (tinygrad's default) or "none": x * Phi(x) with erf."""
         x = self._float()
+        if approximate == "none":
+            return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
+        if approximate != "tanh":
+            raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
         return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
 
     def quick_gelu(self) -> Tensor:
@@ -1109,9 +1149,12 @@ class Tensor:
     def broadcast_to(self, shape: Any) -> Tensor:
         return self.expand(shape)
 
-    def pad(self, padding: Sequence[Any], value: Scalar = 0.0) -> Tensor:
-        """Pad with a constant. padding: one (before, after) pair (or None) per dim, or a flat torch-style
-        (left, right, top, bottom, ...) tuple starting at the last dim. Negative amounts crop."""
+    def pad(self, padding: Sequence[Any], mode: str = "constant", value: Scalar = 0.0) -> Tensor:
+        """Pad with a constant (or, with mode "reflect" / "replicate" / "circular", torch's mirrored, edge or
+        wrapped values: shape_ops.pad_mode). padding: one (before, after) pair (or None) per dim, or a flat
+        torch-style (left, right, top, bottom, ...) tuple starting at the last dim. Negative amounts crop."""
+        if mode not in ("constant", "reflect", "replicate", "circular"):
+            raise NotImplementedError(f"pad mode {mode!r} is not supported (constant, reflect, replicate, circular)")
         if not isinstance(padding, Sequence):
             raise TypeError(f"padding must be a sequence, got {type(padding).__name__}")
         if all(isinstance(p, int | np.integer | UOp) for p in padding):
@@ -1126,6 +1169,8 @@ class Tensor:
                 raise ValueError(f"padding {tuple(padding)} needs {self.ndim} (before, after) pairs for shape "
                                  f"{self.shape}")
             pairs = [(0, 0) if p is None else (V.as_dim(p[0], "pad"), V.as_dim(p[1], "pad")) for p in padding]
+        if mode != "constant":
+            return shape_ops.pad_mode(self, pairs, mode)
         for v in (v for pr in pairs for v in pr if V.is_sym(v)):
             val = V.value_of(v)
             if val is not None and val < 0:
@@ -1292,6 +1337,33 @@ class Tensor:
 
     def triu(self, diagonal: int = 0) -> Tensor:
         return self._triangle(diagonal, lower=False)
+
+    # ---- shape ops of issue 12 (shape_ops) --------------------------------------------------------------------------
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+        return shape_ops.roll(self, shifts, dims)
+
+    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+        return shape_ops.repeat_interleave(self, repeats, dim)
+
+    def unfold(self, dim: int, size: int, step: int) -> Tensor:
+        return shape_ops.unfold(self, dim, size, step)
+
+    def diag(self) -> Tensor:
+        return shape_ops.diag(self)
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        return shape_ops.diagonal(self, offset, dim1, dim2)
+
+    def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+        return shape_ops.meshgrid((self, *args), indexing)
+
+    @staticmethod
+    def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DTypeLike = None) -> Tensor:
+        """Einstein summation with torch's rules (shape_ops.einsum); operands as arguments or one list."""
+        ops = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], Sequence) else list(operands)
+        if not all(isinstance(t, Tensor) for t in ops):
+            raise TypeError(f"einsum operands must be Tensors, got {[type(t).__name__ for t in ops]}")
+        return shape_ops.einsum(formula, ops, P.to_dtype(dtype))
 
     def _triangle(self, diagonal: int, lower: bool) -> Tensor:
         if self.ndim < 2:
@@ -1481,13 +1553,32 @@ class Tensor:
                dilation: Any = 1, padding: Any = 0) -> Tensor:
         return nn_ops.conv2d(self, weight, bias, groups, stride, dilation, padding)
 
-    def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1,
-                   padding: Any = 0) -> Tensor:
-        return nn_ops.max_pool(self, kernel_size, stride, dilation, padding)
+    def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
+                   ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        return nn_ops.max_pool(self, kernel_size, stride, dilation, padding, ceil_mode, return_indices)
 
     def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
-                   count_include_pad: bool = True) -> Tensor:
-        return nn_ops.avg_pool(self, kernel_size, stride, dilation, padding, count_include_pad)
+                   ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+        return nn_ops.avg_pool(self, kernel_size, stride, dilation, padding, count_include_pad, ceil_mode)
+
+    # ---- nn ops of issue 12 (nn_ops) --------------------------------------------------------------------------------
+    def max_unpool2d(self, indices: Tensor, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1,
+                     padding: Any = 0, output_size: Any = None) -> Tensor:
+        return nn_ops.max_unpool(self, indices, kernel_size, stride, dilation, padding, output_size)
+
+    def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1,
+                         dilation: Any = 1, padding: Any = 0, output_padding: Any = 0) -> Tensor:
+        return nn_ops.conv_transpose(self, weight, bias, groups, stride, dilation, padding, output_padding)
+
+    def interpolate(self, size: Any, mode: str = "linear", align_corners: bool = False) -> Tensor:
+        return nn_ops.interpolate(self, size, mode, align_corners)
+
+    def nll_loss(self, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,  # noqa: N803
+                 reduction: str = "mean") -> Tensor:
+        return nn_ops.nll_loss(self, Y, weight, ignore_index, reduction)
+
+    def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+        return nn_ops.normalize(self, p, dim, eps)
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
         if not isinstance(index, Tensor):
@@ -1509,8 +1600,9 @@ class Tensor:
         return nn_ops.batchnorm(self, weight, bias, mean, invstd, axis)
 
     def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                                     dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
-        return nn_ops.scaled_dot_product_attention(self, key, value, attn_mask, dropout_p, is_causal)
+                                     dropout_p: float = 0.0, is_causal: bool = False,
+                                     enable_gqa: bool = False) -> Tensor:
+        return nn_ops.scaled_dot_product_attention(self, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
 
     def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:  # noqa: N803
         return nn_ops.cross_entropy(self, Y, reduction, label_smoothing)
@@ -1522,8 +1614,9 @@ class Tensor:
     def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:  # noqa: N803
         return nn_ops.reduce_loss(-(Y * self.log() + (1 - Y) * (1 - self).log()), reduction)
 
-    def binary_crossentropy_logits(self, Y: Tensor, reduction: str = "mean") -> Tensor:  # noqa: N803
-        return nn_ops.reduce_loss(self.relu() - self * Y + (1 + (-self.abs()).exp()).log(), reduction)
+    def binary_crossentropy_logits(self, Y: Tensor, reduction: str = "mean",  # noqa: N803
+                                   pos_weight: Tensor | None = None) -> Tensor:
+        return nn_ops.binary_crossentropy_logits(self, Y, reduction, pos_weight)
 
     def dropout(self, p: float = 0.5) -> Tensor:
         """Identity unless Tensor.training (then a host-drawn keep mask, scaled by 1/(1-p))."""

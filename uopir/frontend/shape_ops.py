@@ -1,0 +1,355 @@
+"""Shape ops of the Tensor beyond the movement primitives: roll, repeat_interleave, unfold, diag, diagonal,
+meshgrid, einsum, and pad's non-constant modes (reflect, replicate, circular).
+
+Each is a decomposition into movement ops (reshape, expand, pad, shrink, permute, flip) plus, for einsum, one
+broadcast multiply and a sum; nothing here needs the data, so every shape is known when the op is called.
+
+- roll: the dim repeated twice and a window of its length cut out at the wrap point.
+- diagonal: the two dims moved last, cut to a square d x d, flattened and padded to d * (d + 1) so that a reshape
+  to (d, d + 1) puts the diagonal in column 0 (diag is the same trick run backwards).
+- patches (conv and pool windows) and unfold: strided windows (strided windows by movement ops alone).
+- einsum (torch's rules): letters a-z A-Z, at most one `...` per operand; a letter repeated inside one operand
+  takes that operand's diagonal; dims of one letter (and the ellipsis dims, right-aligned) broadcast across
+  operands; the implicit output is the ellipsis dims followed by the letters used once, in sorted order; the
+  result keeps the promoted operand dtype (a sum in that dtype, as matmul) unless `dtype=` names the accumulator.
+
+Like nn_ops, this module imports no Tensor and works through the public methods of the tensors it gets.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from uopir.frontend import dtype_promotion as P
+from uopir.frontend.shapes import norm_axis
+from uopir.ir.dtype import dtypes
+
+if TYPE_CHECKING:
+    from uopir.frontend.tensor import Tensor
+
+
+class TensorArgError(RuntimeError, ValueError):
+    """A bad argument that tinygrad (and torch) report as RuntimeError; a ValueError as well, like uopir's other
+    argument errors, so either `except` catches it."""
+
+
+class DimError(IndexError, ValueError):
+    """A dim out of range for the tensor (IndexError as in torch and tinygrad; ValueError as uopir's norm_axis)."""
+
+
+def dim(d: Any, ndim: int, shape: tuple) -> int:
+    """norm_axis, raising DimError for an out-of-range dim."""
+    try:
+        return norm_axis(d, ndim, shape)
+    except ValueError as e:
+        raise DimError(str(e)) from None
+
+
+def _ints(v: int | Sequence[int], what: str) -> tuple[int, ...]:
+    out = (v,) if isinstance(v, int) else tuple(v)
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in out):
+        raise TypeError(f"{what} must be ints, got {v!r}")
+    return out
+
+
+# ---- windows ---------------------------------------------------------------------------------------------------------
+def _windows_last(x: Tensor, k: int, stride: int, dilation: int, out: int) -> Tensor:
+    """(..., i) -> (..., out, k) with [..., o, j] = x[..., o * stride + j * dilation], by movement ops alone: the axis
+    repeated and cut into k rows of length r = dilation + m * i (m >= 1, so that r >= out * stride), so row j starts at
+    x[j * dilation] (r is dilation past a multiple of i); every stride-th column of a row is a window position.
+    (o * stride + j * dilation < i for every window that fits, so no row reads past its wrap.)"""
+    pre = tuple(x.shape[:-1])
+    i = x.shape[-1]
+    row = dilation + i * max(1, -(-(out * stride - dilation) // i))
+    reps = -(-k * row // i)
+    keep = [None] * len(pre)
+    y = x.reshape(pre + (1, i)).expand(pre + (reps, i)).reshape(pre + (reps * i,))
+    y = y.shrink(keep + [(0, k * row)]).reshape(pre + (k, row))
+    y = y.shrink(keep + [None, (0, out * stride)]).reshape(pre + (k, out, stride))
+    y = y.shrink(keep + [None, None, (0, 1)]).reshape(pre + (k, out))
+    return y.permute(*range(len(pre)), len(pre) + 1, len(pre))
+
+
+def patches(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
+    """(..., *spatial) -> (..., *out, K): the input under every kernel offset (K = prod(kernel), offsets in row-major
+    order), by movement ops only (one window axis per spatial dim, `_windows_last`), so a kernel reading the patches
+    indexes the input directly instead of selecting among K stacked slices."""
+    nd = len(kernel)
+    sp = x.shape[-nd:]
+    out = tuple((s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(sp, kernel, stride, dilation, strict=True))
+    if any(s < 1 for s in stride) or any(d < 1 for d in dilation):
+        raise ValueError(f"stride {stride} and dilation {dilation} must be positive")
+    if any(o < 1 for o in out):
+        raise ValueError(f"kernel {kernel} with dilation {dilation} does not fit the (padded) input of shape "
+                         f"{x.shape}")
+    npre = x.ndim - nd
+    for m in range(nd):  # shape: pre, out[:m], spatial[m:], kernel[:m]
+        here = npre + m
+        x = x.permute(*(a for a in range(x.ndim) if a != here), here)
+        x = _windows_last(x, kernel[m], stride[m], dilation[m], out[m])  # pre, out[:m], spatial[m+1:], kernel[:m],
+        n = x.ndim                                                       # out[m], kernel[m]
+        x = x.permute(*range(here), n - 2, *range(here, n - 2), n - 1)
+    return x.reshape(tuple(x.shape[:npre]) + out + (math.prod(kernel),))
+
+
+# ---- roll, repeat_interleave, unfold ---------------------------------------------------------------------------------
+def roll(x: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None) -> Tensor:
+    if dims is None:
+        return roll(x.flatten(), shifts, 0).reshape(x.shape)
+    ds, ss = _ints(dims, "roll dims"), _ints(shifts, "roll shifts")
+    if len(ds) != len(ss):
+        raise TensorArgError(f"roll needs one shift per dim, got shifts {ss} and dims {ds}")
+    ds = tuple(dim(d, x.ndim, x.shape) for d in ds)
+    if x.ndim == 0 or 0 in x.shape:
+        return x
+    total = [0] * x.ndim
+    for d, s in zip(ds, ss, strict=True):
+        total[d] += s
+    reps = tuple(2 if t % x.shape[i] else 1 for i, t in enumerate(total))
+    bounds = [(x.shape[i] - t % x.shape[i], 2 * x.shape[i] - t % x.shape[i]) if r == 2 else None
+              for i, (t, r) in enumerate(zip(total, reps, strict=True))]
+    return x.repeat(reps).shrink(bounds) if any(r == 2 for r in reps) else x
+
+
+def repeat_interleave(x: Tensor, repeats: int, d: int | None) -> Tensor:
+    if isinstance(repeats, bool) or not isinstance(repeats, int):
+        raise TypeError(f"repeat_interleave takes an int number of repeats, got {type(repeats).__name__}")
+    if repeats < 0:
+        raise TensorArgError(f"repeat_interleave repeats must be non-negative, got {repeats}")
+    if d is None:
+        x, d = x.flatten(), 0
+    d = dim(d, x.ndim, x.shape)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    s = x.shape
+    y = x.reshape(s[:d + 1] + (1,) + s[d + 1:]).expand(s[:d + 1] + (repeats,) + s[d + 1:])
+    return y.reshape(s[:d] + (s[d] * repeats,) + s[d + 1:])
+
+
+def unfold(x: Tensor, d: int, size: int, step: int) -> Tensor:
+    """Windows of `size` every `step` along d: d becomes the window count, a new last dim of `size` (torch)."""
+    if x.ndim == 0:
+        raise DimError(f"unfold dim {d} is out of range for a 0-d tensor")
+    d = dim(d, x.ndim, x.shape)
+    if size < 0:
+        raise TensorArgError(f"unfold size must be >= 0, got {size}")
+    if step <= 0:
+        raise TensorArgError(f"unfold step must be > 0, got {step}")
+    n = x.shape[d]
+    if size > n:
+        raise TensorArgError(f"unfold size {size} is larger than dim {d} of shape {x.shape}")
+    count = (n - size) // step + 1
+    last = x.transpose(d, -1) if d != x.ndim - 1 else x
+    if size == 0 or any(s == 0 for s in last.shape[:-1]):
+        w = last.shrink([None] * (x.ndim - 1) + [(0, 0)]).reshape(last.shape[:-1] + (count, size))
+    else:
+        w = patches(last, (size,), (step,), (1,))  # (..., count, size)
+    return w.transpose(d, -2) if d != x.ndim - 1 else w
+
+
+# ---- diag, diagonal, meshgrid ----------------------------------------------------------------------------------------
+def diag(x: Tensor) -> Tensor:
+    if x.ndim != 1:
+        raise ValueError(f"diag needs a 1-d tensor, got shape {x.shape}")
+    n = x.shape[0]
+    if n == 0:
+        return x.reshape(0, 0)
+    return x.reshape(n, 1).pad(((0, 0), (0, n))).flatten().shrink(((0, n * n),)).reshape(n, n)
+
+
+def diagonal(x: Tensor, offset: int, dim1: int, dim2: int) -> Tensor:
+    if x.ndim < 2:
+        raise DimError(f"diagonal needs at least 2 dims, got shape {x.shape}")
+    a, b = dim(dim1, x.ndim, x.shape), dim(dim2, x.ndim, x.shape)
+    if a == b:
+        raise TensorArgError(f"diagonal dim1 and dim2 are the same dim {a}")
+    y = x.permute(*(i for i in range(x.ndim) if i not in (a, b)), a, b)
+    pre = y.shape[:-2]
+    r, c = y.shape[-2:]
+    r0, c0 = (max(0, -offset), max(0, offset))
+    n = max(0, min(r - r0, c - c0))
+    keep = [None] * len(pre)
+    if n == 0:
+        return y.shrink(keep + [(0, 0), (0, 0)]).reshape(pre + (0,))
+    y = y.shrink(keep + [(r0, r0 + n), (c0, c0 + n)]).reshape(pre + (n * n,))
+    y = y.pad([(0, 0)] * len(pre) + [(0, n)]).reshape(pre + (n, n + 1))
+    return y.shrink(keep + [None, (0, 1)]).reshape(pre + (n,))
+
+
+def meshgrid(ts: Sequence[Tensor], indexing: str) -> tuple[Tensor, ...]:
+    if indexing not in ("ij", "xy"):
+        raise TensorArgError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
+    for t in ts:
+        if t.ndim > 1:
+            raise TensorArgError(f"meshgrid takes 0-d or 1-d tensors, got shape {t.shape}")
+    if len(ts) == 1:
+        return (ts[0],)
+    n = len(ts)
+    place = list(range(n))
+    if indexing == "xy":
+        place[0], place[1] = 1, 0
+    flat = [t.reshape(-1) for t in ts]
+    shape = [0] * n
+    for p, t in zip(place, flat, strict=True):
+        shape[p] = t.shape[0]
+    out = []
+    for p, t in zip(place, flat, strict=True):
+        out.append(t.reshape(tuple(t.shape[0] if i == p else 1 for i in range(n))).expand(tuple(shape)))
+    return tuple(out)
+
+
+# ---- einsum ----------------------------------------------------------------------------------------------------------
+_ELL = "..."
+
+
+def _einsum_terms(formula: str, nops: int) -> tuple[list[str], str | None]:
+    f = "".join(formula.split())
+    if f.count("->") > 1:
+        raise TensorArgError(f"einsum formula {formula!r} has more than one '->'")
+    lhs, _, rhs = f.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != nops:
+        raise TensorArgError(f"einsum formula {formula!r} names {len(terms)} operands, got {nops}")
+    for t in terms + ([rhs] if "->" in f else []):
+        if t.count(_ELL) > 1:
+            raise TensorArgError(f"einsum term {t!r} of {formula!r} has more than one ellipsis")
+        bad = [ch for ch in t.replace(_ELL, "") if not (ch.isascii() and ch.isalpha())]
+        if bad:
+            raise TensorArgError(f"einsum formula {formula!r}: {bad[0]!r} is not a subscript letter (a-z, A-Z)")
+    return terms, (rhs if "->" in f else None)
+
+
+def einsum(formula: str, xs: Sequence[Tensor], dtype: Any) -> Tensor:
+    terms, rhs = _einsum_terms(formula, len(xs))
+    # labels: letters stay letters, ellipsis dims become ("...", k) for k counted from the right
+    ell = 0
+    labeled: list[list[Any]] = []
+    for t, x in zip(terms, xs, strict=True):
+        letters = len(t.replace(_ELL, ""))
+        if _ELL in t:
+            k = x.ndim - letters
+            if k < 0:
+                raise TensorArgError(f"einsum term {t!r} has more subscripts than operand dims {x.shape}")
+            head, tail = t.split(_ELL)
+            lab = list(head) + [(_ELL, k - 1 - i) for i in range(k)] + list(tail)
+            ell = max(ell, k)
+        else:
+            if letters != x.ndim:
+                raise TensorArgError(f"einsum term {t!r} has {letters} subscripts for an operand of shape {x.shape}")
+            lab = list(t)
+        labeled.append(lab)
+    # repeated letters inside one operand: its diagonal
+    ops = []
+    for lab, x in zip(labeled, xs, strict=True):
+        for ch in sorted({c for c in lab if isinstance(c, str) and lab.count(c) > 1}):
+            while lab.count(ch) > 1:
+                i = lab.index(ch)
+                j = lab.index(ch, i + 1)
+                if x.shape[i] != x.shape[j]:
+                    raise TensorArgError(f"einsum subscript {ch!r} repeats in one operand over dims of sizes "
+                                         f"{x.shape[i]} and {x.shape[j]} (shape {x.shape})")
+                x = diagonal(x, 0, i, j)
+                lab = [c for k, c in enumerate(lab) if k not in (i, j)] + [ch]
+        ops.append((lab, x))
+    ell_labels = [(_ELL, k) for k in range(ell - 1, -1, -1)]
+    letters_all = [c for lab, _ in ops for c in lab if isinstance(c, str)]
+    if rhs is None:
+        out = ell_labels + sorted(c for c in set(letters_all) if letters_all.count(c) == 1)
+    else:
+        head, _, tail = rhs.partition(_ELL)
+        out = list(head) + (ell_labels if _ELL in rhs else []) + list(tail)
+        for c in rhs.replace(_ELL, ""):
+            if rhs.count(c) > 1:
+                raise TensorArgError(f"einsum output {rhs!r} repeats subscript {c!r}")
+            if c not in letters_all:
+                raise TensorArgError(f"einsum output subscript {c!r} does not occur in the inputs of {formula!r}")
+    alphabet = out + sorted({c for lab, _ in ops for c in lab if c not in out}, key=str)
+    # sizes: equal or 1 per label
+    size: dict[Any, int] = {}
+    for lab, x in ops:
+        for c, s in zip(lab, x.shape, strict=True):
+            if size.get(c, 1) != 1 and s != 1 and size[c] != s:
+                shapes = ", ".join(str(y.shape) for y in xs)
+                raise TensorArgError(f"einsum {formula!r}: subscript {c if isinstance(c, str) else '...'!r} has "
+                                     f"sizes {size[c]} and {s} that do not broadcast (operand shapes {shapes})")
+            if s != 1 or c not in size:
+                size[c] = s
+    d = P.promote(*(x.dtype for _, x in ops))
+    aligned = []
+    for lab, x in ops:
+        order = sorted(range(len(lab)), key=lambda i: alphabet.index(lab[i]))
+        y = x.cast(d).permute(*order) if order != list(range(len(lab))) else x.cast(d)
+        y = y.reshape(tuple(x.shape[lab.index(c)] if c in lab else 1 for c in alphabet))
+        aligned.append(y)
+    prod = aligned[0]
+    for y in aligned[1:]:
+        prod = prod * y
+    prod = prod.expand(tuple(size[c] for c in alphabet))
+    red = tuple(range(len(out), len(alphabet)))
+    if dtype is not None:
+        return prod.sum(red, dtype=dtype) if red else prod.cast(dtype)
+    if not red:
+        return prod
+    if d.is_bool:
+        return prod.any(red)
+    if d in (dtypes.float16, dtypes.bfloat16):
+        return prod.sum(red, dtype=dtypes.float32).cast(d)
+    return prod.sum(red, dtype=d)
+
+
+# ---- pad modes -------------------------------------------------------------------------------------------------------
+def pad_mode(x: Tensor, pairs: Sequence[tuple[int, int]], mode: str) -> Tensor:
+    """reflect / replicate / circular padding (torch's). Negative amounts crop: for circular before wrapping (as
+    torch), for reflect and replicate after the padding was built from the whole dim."""
+    if any(not isinstance(v, int) for p in pairs for v in p) or any(not isinstance(s, int) for s in x.shape):
+        raise ValueError(f"pad mode {mode!r} needs static shapes and amounts, got {tuple(pairs)} for {x.shape}")
+    nd = x.ndim
+    if mode == "circular":
+        x = x.shrink([(max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, x.shape, strict=True)])
+        pairs = [(max(0, b), max(0, a)) for b, a in pairs]
+        for d, (b, a) in enumerate(pairs):
+            s = x.shape[d]
+            if b > s or a > s:
+                raise TensorArgError(f"circular padding {(b, a)} wraps around dim {d} of size {s} more than once")
+            pieces = [x.shrink(_on(nd, d, (s - b, s)))] if b else []
+            pieces.append(x)
+            if a:
+                pieces.append(x.shrink(_on(nd, d, (0, a))))
+            x = pieces[0].cat(*pieces[1:], dim=d) if len(pieces) > 1 else x
+        return x
+    for d, (b, a) in enumerate(pairs):
+        b, a = max(0, b), max(0, a)
+        if not b and not a:
+            continue
+        s = x.shape[d]
+        if mode == "reflect":
+            if b >= s or a >= s:
+                raise TensorArgError(f"reflect padding {(b, a)} must be smaller than dim {d} of size {s}")
+            before = x.shrink(_on(nd, d, (1, b + 1))).flip(d) if b else None
+            after = x.shrink(_on(nd, d, (s - 1 - a, s - 1))).flip(d) if a else None
+        else:
+            if s == 0:
+                raise TensorArgError(f"replicate padding of dim {d} needs a non-empty dim, got shape {x.shape}")
+            before = _edge(x, d, 0, b) if b else None
+            after = _edge(x, d, s - 1, a) if a else None
+        pieces = [p for p in (before, x, after) if p is not None]
+        x = pieces[0].cat(*pieces[1:], dim=d)
+    bounds = [(max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, x.shape, strict=True)]
+    if any(lo > hi for lo, hi in bounds):
+        raise ValueError(f"padding {tuple(pairs)} crops more than shape {x.shape} has")
+    return x.shrink(bounds)
+
+
+def _edge(x: Tensor, d: int, at: int, n: int) -> Tensor:
+    """Element `at` of dim d repeated n times along d."""
+    e = x.shrink(_on(x.ndim, d, (at, at + 1)))
+    return e.expand(tuple(n if i == d else v for i, v in enumerate(e.shape)))
+
+
+def _on(nd: int, d: int, b: tuple[int, int]) -> list[tuple[int, int] | None]:
+    out: list[tuple[int, int] | None] = [None] * nd
+    out[d] = b
+    return out
+
+
