@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import uopir
-from uopir import Tensor, dtypes
+from uopir import Tensor, Variable, dtypes
 from uopir.ir.parser import parse_ir
 from uopir.ir.printer import print_ir
 from uopir.ir.verify import verify
@@ -134,3 +134,11 @@ def test_bad_uses_are_clear_errors():
         (x * 2).backward(Tensor([1.0]))
     (x * 2).backward(Tensor([1.0, 0.5]))
     assert x.grad.tolist() == [2.0, 1.0]
+
+
+def test_gradient_through_a_symbolic_shrink():
+    cache = Tensor(away((6, 2)))
+    n = Variable("n", 1, 6).bind(4)
+    (g,) = (cache[:n] * cache[:n]).sum().gradient(cache)
+    want = 2 * cache.numpy() * (np.arange(6) < 4)[:, None]
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-6)
