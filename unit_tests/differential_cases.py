@@ -412,6 +412,17 @@ def _cnn(m: Inputs) -> dict[str, Tensor]:
     return {"features": h, "probs": logits.softmax()}
 
 
+@case("mlp-backward-float32")
+def _mlp_backward(m: Inputs) -> dict[str, Tensor]:
+    """One training step's gradients: an MLP with a cross-entropy loss, differentiated by autograd."""
+    x, labels = m.f(4, 8), m.i(4, dtype="int32", lo=0, hi=3)
+    w1, b1 = m.f(8, 16, scale=0.35), m.f(16, scale=0.1)
+    w2, b2 = m.f(16, 4, scale=0.25), m.f(4, scale=0.1)
+    loss = x.linear(w1, b1).relu().linear(w2, b2).sparse_categorical_crossentropy(labels)
+    gw1, gb1, gw2, gb2 = loss.gradient(w1, b1, w2, b2)
+    return {"loss": loss, "grad-w1": gw1, "grad-b1": gb1, "grad-w2": gw2, "grad-b2": gb2}
+
+
 @case("int-bool-programs")
 def _int_bool(m: Inputs) -> dict[str, Tensor]:
     labels = m.i(6, dtype="int32", lo=0, hi=4)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from contextlib import ContextDecorator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,6 +25,7 @@ from uopir.dialects import core as C
 from uopir.dialects import tensor as T
 from uopir.frontend import device as D
 from uopir.frontend import dtype_promotion as P
+from uopir.frontend import gradient as G
 from uopir.frontend import indexing, nn_ops, shape_ops
 from uopir.frontend import variable as V
 from uopir.frontend.schedule import ScheduleItem, schedule
@@ -52,25 +54,42 @@ def _tensor_type(t: Tensor) -> str:
 _SYM_MOVEMENT = (T.RESHAPE, T.EXPAND, T.PAD, T.SHRINK)  # the movement ops that take symbolic dims
 
 
+def _creation(fn: Any) -> Any:
+    """A creation function that also takes tinygrad's `requires_grad=` keyword."""
+    def create(*args: Any, requires_grad: bool | None = None, **kwargs: Any) -> Tensor:
+        t = fn(*args, **kwargs)
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+    create.__name__, create.__qualname__, create.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    create.__wrapped__ = fn  # type: ignore[attr-defined]
+    return create
+
+
 # ---- the Tensor -----------------------------------------------------------------------------------------------------
 class Tensor:
     """A lazy n-d array. `.uop` is its tensor-dialect graph; `.device` the device it lives on."""
 
-    __slots__ = ("uop", "device", "__weakref__")
+    __slots__ = ("uop", "device", "grad", "_requires_grad", "__weakref__")
     __hash__ = object.__hash__  # == builds a Tensor, so hashing must not go through it
     __array_ufunc__ = None  # `np_array + tensor` calls Tensor.__radd__ instead of converting the tensor
 
     training: ClassVar[bool] = False
+    no_grad: ClassVar[bool] = False  # while set, every op's result is detached (carries no gradient)
     _rng: ClassVar[np.random.Generator] = np.random.default_rng()
 
     uop: UOp
     device: str
+    grad: Tensor | None
 
     def __init__(self, data: Any, dtype: DTypeLike = None, device: str | None = None,
                  requires_grad: bool | None = None) -> None:
-        if requires_grad:
-            raise TypeError("requires_grad=True: uopir has no autograd yet, so no Tensor can require a gradient "
-                            "(leave requires_grad out, or pass None or False)")
+        self.grad, self._requires_grad = None, None
+        self._init(data, dtype, device)
+        if requires_grad is not None:
+            self.requires_grad = requires_grad
+
+    def _init(self, data: Any, dtype: DTypeLike, device: str | None) -> None:
         if isinstance(dtype, str) and dtypes.from_name(dtype) is None and dtype.lower() in D.DEVICES:
             dtype, device = None, dtype  # Tensor(x, "python"): tinygrad's positional device
         dt = P.to_dtype(dtype)
@@ -106,9 +125,12 @@ class Tensor:
     def _new(self, u: UOp, device: str | None = None) -> Tensor:
         """Wrap a new tensor value. Its shape is computed now, while every source's shape is already known, so a long
         chain of ops (`x = x + 1` in a loop) never computes shapes recursively, and a shape error shows here."""
+        if Tensor.no_grad and u.op is not T.DETACH:
+            u = UOp(T.DETACH, u.dtype, (u,))
         u.shape  # noqa: B018 - computed and cached on the UOp
         t = object.__new__(Tensor)
         t.uop, t.device = u, device if device is not None else self.device
+        t.grad, t._requires_grad = None, None
         return t
 
     def _op(self, op: OpDef, *srcs: Tensor | Scalar, dtype: DType | None = None, arg: Any = None) -> Tensor:
@@ -257,6 +279,106 @@ class Tensor:
     def detach(self) -> Tensor:
         return self._mv(T.DETACH, None)
 
+    # ---- autograd (the derivative rules live in gradient.py) -------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool | None:
+        """True: backward() gives this tensor a .grad. None (the default) or False: it does not."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool | None) -> None:
+        if value and not self.dtype.is_float:
+            raise TypeError(f"only float tensors can require a gradient, got {_tensor_type(self)}")
+        if value and self.uop.op is C.CONST:
+            # a splat (zeros, ones, full) is one hash-consed node that equal splats share: give it its own buffer
+            arr = np.full(self.shape, C.const_value(self.uop), P.to_np(self.dtype))
+            self.uop = D.new_buffer(P.host_array(arr, self.dtype), self.dtype, self.device)
+        self._requires_grad = value
+        G.track(self, bool(value))
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    def _root_gradient(self, gradient: Tensor | None, what: str) -> UOp:
+        if not self.dtype.is_float:
+            raise TypeError(f"{what}: cannot differentiate a non-float tensor ({_tensor_type(self)})")
+        if gradient is None:
+            if self.shape != ():
+                raise ValueError(f"{what}: without a gradient argument the tensor must be a scalar (shape ()), got "
+                                 f"shape {V.fmt_dims(self.shape)}")
+            return C.const(self.dtype, 1.0, ())
+        if not isinstance(gradient, Tensor) or gradient.shape != self.shape:
+            got = V.fmt_dims(gradient.shape) if isinstance(gradient, Tensor) else type(gradient).__name__
+            raise ValueError(f"{what}: gradient must be a Tensor of shape {V.fmt_dims(self.shape)}, got {got}")
+        return gradient.cast(self.dtype).uop
+
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None,
+                 materialize_grads: bool = False) -> list[Tensor]:
+        """d(self)/d(target) for each target, as lazy Tensors (tinygrad's Tensor.gradient). A target self does not
+        depend on is an error, unless materialize_grads (then its gradient is zeros)."""
+        root = self._root_gradient(gradient, "gradient")
+        for t in targets:
+            if not isinstance(t, Tensor) or not t.dtype.is_float:
+                raise TypeError(f"gradient: targets must be float Tensors, got "
+                                f"{_tensor_type(t) if isinstance(t, Tensor) else type(t).__name__}")
+        grads = G.compute_gradient(self.uop, root, [t.uop for t in targets])
+        out = []
+        for i, t in enumerate(targets):
+            g = grads.get(t.uop)
+            if g is None:
+                if not materialize_grads:
+                    raise ValueError(f"gradient: target {i} ({_tensor_type(t)}) is not in the graph of this tensor"
+                                     f"{self._realized_hint()}; pass materialize_grads=True for a zero gradient")
+                out.append(t.zeros_like())
+            else:
+                out.append(t._new(g))
+        return out
+
+    def backward(self, gradient: Tensor | None = None) -> Tensor:
+        """Add d(self)/d(t) to t.grad for every live tensor t with requires_grad that self depends on (tinygrad's
+        backward: reset grads with `t.grad = None`). self must be a scalar unless `gradient` is given."""
+        root = self._root_gradient(gradient, "backward")
+        params = G.tracked()
+        grads = G.compute_gradient(self.uop, root, [t.uop for t in params])
+        if not grads:
+            raise ValueError(f"backward: no tensor with requires_grad=True is in the graph of this tensor"
+                             f"{self._realized_hint()}")
+        for t in params:
+            g = grads.get(t.uop)
+            if g is not None:
+                t.grad = t._new(g) if t.grad is None else t.grad + t._new(g)
+        return self
+
+    def _realized_hint(self) -> str:
+        return " (it is realized, so its graph is gone: differentiate before realizing it)" \
+            if self.uop.op is T.BUFFER else ""
+
+    class train(ContextDecorator):  # noqa: N801 - tinygrad's name
+        """`with Tensor.train():` sets Tensor.training (dropout, batchnorm statistics) and restores it after;
+        `Tensor.train(False)` for evaluation."""
+
+        def __init__(self, mode: bool = True) -> None:
+            self.mode = mode
+
+        def __enter__(self) -> None:
+            self.prev, Tensor.training = Tensor.training, self.mode
+
+        def __exit__(self, *exc: object) -> None:
+            Tensor.training = self.prev
+
+    class test(ContextDecorator):  # noqa: N801 - tinygrad's name
+        """`with Tensor.test():` sets Tensor.no_grad (results carry no gradient) and restores it after."""
+
+        def __init__(self, mode: bool = True) -> None:
+            self.mode = mode
+
+        def __enter__(self) -> None:
+            self.prev, Tensor.no_grad = Tensor.no_grad, self.mode
+
+        def __exit__(self, *exc: object) -> None:
+            Tensor.no_grad = self.prev
+
     # ---- creation ---------------------------------------------------------------------------------------------------
     @staticmethod
     def manual_seed(seed: int = 0) -> None:
@@ -264,6 +386,7 @@ class Tensor:
         Tensor._rng = np.random.default_rng(seed)
 
     @staticmethod
+    @_creation
     def full(shape: int | Sequence[int], fill_value: Scalar, dtype: DTypeLike = None,
              device: str | None = None) -> Tensor:
         """A splat value: one shaped core.const, no buffer (a symbolic shape: a const expanded to it)."""
@@ -281,16 +404,19 @@ class Tensor:
         return Tensor(C.const(d, fill_value, shp), device=device)
 
     @staticmethod
+    @_creation
     def zeros(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         return Tensor.full(shape_args(shape[0], shape[1:]) if shape else (), 0.0, P.to_dtype(dtype) or
                            P.DEFAULT_FLOAT, device)
 
     @staticmethod
+    @_creation
     def ones(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         return Tensor.full(shape_args(shape[0], shape[1:]) if shape else (), 1.0, P.to_dtype(dtype) or
                            P.DEFAULT_FLOAT, device)
 
     @staticmethod
+    @_creation
     def empty(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         """A fresh buffer (zero-filled here, so programs stay deterministic)."""
         shp = check_shape(shape_args(shape[0], shape[1:]) if shape else (), "empty shape")
@@ -298,6 +424,7 @@ class Tensor:
         return Tensor(np.zeros(shp, P.to_np(d)), dtype=d, device=device)
 
     @staticmethod
+    @_creation
     def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DTypeLike = None,
                device: str | None = None) -> Tensor:
         """start, start+step, ... < stop; int32 when all bounds are ints, else float32 (tinygrad's defaults)."""
@@ -319,6 +446,7 @@ class Tensor:
         return Tensor(vals, dtype=d, device=device)
 
     @staticmethod
+    @_creation
     def linspace(start: float, stop: float, steps: int, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         if steps < 0:
             raise ArgumentError(f"linspace steps must be >= 0, got {steps}")
@@ -328,6 +456,7 @@ class Tensor:
         return Tensor(np.linspace(start, stop, steps), dtype=d, device=device)
 
     @staticmethod
+    @_creation
     def eye(n: int, m: int | None = None, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         """Ones on the diagonal, built lazily: a column of ones padded by one and re-read row by row."""
         m = n if m is None else m
@@ -354,16 +483,19 @@ class Tensor:
         return Tensor(gen(shp), dtype=P.to_dtype(dtype) or default, device=device)
 
     @staticmethod
+    @_creation
     def rand(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         """Uniform in [0, 1)."""
         return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.random(s), P.DEFAULT_FLOAT)
 
     @staticmethod
+    @_creation
     def randn(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         """Standard normal."""
         return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.standard_normal(s), P.DEFAULT_FLOAT)
 
     @staticmethod
+    @_creation
     def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DTypeLike = None,
                 device: str | None = None) -> Tensor:
         """Uniform integers in [low, high)."""
@@ -372,6 +504,7 @@ class Tensor:
         return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.integers(low, high, s), P.DEFAULT_INT)
 
     @staticmethod
+    @_creation
     def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DTypeLike = None,
                 device: str | None = None) -> Tensor:
         if not low < high:
@@ -379,6 +512,7 @@ class Tensor:
         return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.uniform(low, high, s), P.DEFAULT_FLOAT)
 
     @staticmethod
+    @_creation
     def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, dtype: DTypeLike = None,
                device: str | None = None) -> Tensor:
         if std < 0:
@@ -386,18 +520,22 @@ class Tensor:
         return Tensor._random(shape, dtype, device, lambda s: Tensor._rng.normal(mean, std, s), P.DEFAULT_FLOAT)
 
     @staticmethod
+    @_creation
     def scaled_uniform(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         """Uniform in [-1, 1) scaled by 1/sqrt(numel) (tinygrad's default layer init)."""
         shp = shape_args(shape[0], shape[1:]) if shape else ()
-        return Tensor.uniform(shp, low=-1.0, high=1.0, dtype=dtype, device=device) * (math.prod(shp) ** -0.5)
+        scale = math.prod(shp) ** -0.5
+        return Tensor._random(shp, dtype, device, lambda s: Tensor._rng.uniform(-1.0, 1.0, s) * scale, P.DEFAULT_FLOAT)
 
     @staticmethod
+    @_creation
     def glorot_uniform(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         shp = shape_args(shape[0], shape[1:]) if shape else ()
         bound = math.sqrt(6 / (shp[0] + math.prod(shp[1:]))) if shp else 1.0
         return Tensor.uniform(shp, low=-bound, high=bound, dtype=dtype, device=device)
 
     @staticmethod
+    @_creation
     def kaiming_uniform(*shape: Any, a: float = 0.01, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         shp = shape_args(shape[0], shape[1:]) if shape else ()
         bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(math.prod(shp[1:]) or 1)
@@ -1626,4 +1764,9 @@ class Tensor:
         return keep.where(self, 0) * (1 / (1 - p))
 
 
-__all__ = ["Tensor", "broadcast_shape", "ShapeError"]
+def no_grad() -> Tensor.test:
+    """`with uopir.no_grad():` (torch's spelling of `with Tensor.test():`): what is built inside has no gradient."""
+    return Tensor.test()
+
+
+__all__ = ["Tensor", "broadcast_shape", "ShapeError", "no_grad"]

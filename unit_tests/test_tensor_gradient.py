@@ -1,0 +1,144 @@
+"""Autograd: analytic gradients (exact values), second order, and the API (requires_grad, backward, gradient,
+detach, no_grad, train); the finite-difference checks of every op are in test_gradient.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import uopir
+from uopir import Tensor, Variable, dtypes
+from uopir.ir.parser import parse_ir
+from uopir.ir.printer import print_ir
+from uopir.ir.verify import verify
+
+
+def away(shape: tuple[int, ...]) -> np.ndarray:
+    return np.random.default_rng(3).permutation(np.linspace(0.3, 2.0, int(np.prod(shape)))).reshape(shape)
+
+
+# ---- analytic cases --------------------------------------------------------------------------------------------------
+def test_sum_of_squares_is_exactly_2x():
+    x = away((5,))
+    t = Tensor(x, requires_grad=True)
+    (t * t).sum().backward()
+    assert t.grad is not None
+    np.testing.assert_array_equal(t.grad.numpy(), 2 * x)
+
+
+def test_max_ties_split_the_gradient():
+    x = Tensor([1.0, 3.0, 3.0, 2.0, 3.0])
+    (g,) = x.max().gradient(x)
+    np.testing.assert_allclose(g.numpy(), [0, 1 / 3, 1 / 3, 0, 1 / 3], rtol=1e-6)
+    a, b = Tensor([1.0, 2.0, 5.0]), Tensor([1.0, 3.0, 4.0])
+    ga, gb = a.maximum(b).sum().gradient(a, b)
+    assert ga.tolist() == [0.5, 0.0, 1.0] and gb.tolist() == [0.5, 1.0, 0.0]
+
+
+def test_comparisons_and_rounding_give_zero_gradient():
+    x = Tensor([0.4, 1.6, -2.2])
+    (g,) = ((x > 0).float() + x.floor() + x.sign()).sum().gradient(x)
+    assert g.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_cast_between_floats_passes_the_gradient_back_in_the_source_dtype():
+    x = Tensor([1.5, -0.25], dtype=dtypes.float32)
+    (g,) = (x.double() * Tensor([2.0, 3.0], dtype=dtypes.float64)).half().sum().gradient(x)
+    assert g.dtype is dtypes.float32 and g.tolist() == [2.0, 3.0]
+
+
+def test_second_order_of_cube_is_6x():
+    x = Tensor([1.5, -2.0], dtype=dtypes.float64)
+    (g,) = (x ** 3).sum().gradient(x)
+    (gg,) = g.sum().gradient(x)
+    np.testing.assert_allclose(g.numpy(), [3 * 1.5 ** 2, 12.0])
+    np.testing.assert_allclose(gg.numpy(), [9.0, -12.0])
+
+
+# ---- the API ---------------------------------------------------------------------------------------------------------
+def test_backward_fills_grad_of_every_parameter_and_accumulates():
+    w = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    b = Tensor.zeros(2, requires_grad=True)
+    x = Tensor([[1.0, -1.0]])
+    assert w.requires_grad and b.requires_grad and x.requires_grad is None and w.grad is None
+    (x @ w + b).sum().backward()
+    assert w.grad is not None and b.grad is not None and x.grad is None
+    assert w.grad.tolist() == [[1.0, 1.0], [-1.0, -1.0]] and b.grad.tolist() == [1.0, 1.0]
+    (b * 3).sum().backward()  # a second backward adds (reset with t.grad = None)
+    assert b.grad.tolist() == [4.0, 4.0] and w.grad.tolist() == [[1.0, 1.0], [-1.0, -1.0]]
+
+
+def test_equal_splats_requiring_grad_are_distinct_parameters():
+    """Tensor.ones(2) is one hash-consed const: two parameters made of it must still get their own gradients."""
+    a, b = Tensor.ones(2, requires_grad=True), Tensor.ones(2, requires_grad=True)
+    assert a.uop is not b.uop
+    (a * b * Tensor([2.0, 3.0]) + a).sum().backward()
+    assert a.grad.tolist() == [3.0, 4.0] and b.grad.tolist() == [2.0, 3.0]
+
+
+def test_detach_and_no_grad_stop_the_gradient():
+    x = Tensor([2.0, 3.0])
+    (g,) = (x * x.detach()).sum().gradient(x)
+    assert g.tolist() == [2.0, 3.0]
+    with Tensor.test():
+        y = x * x
+    assert not Tensor.no_grad
+    with uopir.no_grad():
+        z = x * 4
+    (g,) = (y + z + x).sum().gradient(x)
+    assert g.tolist() == [1.0, 1.0] and z.tolist() == [8.0, 12.0]  # detached values realize as usual
+
+
+def test_train_context_sets_training():
+    assert not Tensor.training
+    with Tensor.train():
+        assert Tensor.training
+        with Tensor.train(False):
+            assert not Tensor.training
+        assert Tensor.training
+    assert not Tensor.training
+
+
+def test_backward_graph_is_ordinary_ir():
+    """The gradient prints, parses back to the same graph and verifies."""
+    x = Tensor(away((2, 3)), dtype=dtypes.float32)
+    (g,) = (x.relu() @ Tensor.ones(3, 2)).softmax().max().gradient(x)
+    verify(g.uop)
+    assert parse_ir(print_ir(g.uop)) is g.uop
+
+
+def test_deep_chain_has_no_recursion():
+    x = Tensor([1.0])
+    y = x
+    for _ in range(3000):
+        y = y * 1.0 + 0.0
+    (g,) = y.sum().gradient(x)
+    assert g.uop.shape == (1,)  # built without recursion; realizing is the scheduler's business
+
+
+def test_bad_uses_are_clear_errors():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(ValueError, match="must be a scalar"):
+        (x * 2).backward()
+    with pytest.raises(ValueError, match="not in the graph"):
+        Tensor([1.0]).sum().gradient(x)
+    assert Tensor([1.0]).sum().gradient(x, materialize_grads=True)[0].tolist() == [0.0, 0.0]
+    with pytest.raises(TypeError, match="only float tensors"):
+        Tensor([1, 2], requires_grad=True)
+    with pytest.raises(ValueError, match="no tensor with requires_grad"):
+        Tensor([1.0]).sum().backward()
+    loss = (x * x).sum()
+    loss.realize()
+    with pytest.raises(ValueError, match="it is realized"):
+        loss.backward()
+    with pytest.raises(ValueError, match="shape"):
+        (x * 2).backward(Tensor([1.0]))
+    (x * 2).backward(Tensor([1.0, 0.5]))
+    assert x.grad.tolist() == [2.0, 1.0]
+
+
+def test_gradient_through_a_symbolic_shrink():
+    cache = Tensor(away((6, 2)))
+    n = Variable("n", 1, 6).bind(4)
+    (g,) = (cache[:n] * cache[:n]).sum().gradient(cache)
+    want = 2 * cache.numpy() * (np.arange(6) < 4)[:, None]
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-6)

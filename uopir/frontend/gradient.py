@@ -1,0 +1,216 @@
+"""Reverse-mode differentiation of tensor-dialect graphs: one derivative rule per op, as a pattern table.
+
+`compute_gradient(root, root_grad, targets)` walks the graph from `root` back to `targets` in reverse topological order
+(iteratively: graphs can be very deep) and returns, for each target, its gradient as ordinary tensor-dialect IR built
+from the forward graph's values: it prints, round-trips through the parser and goes through the same passes and
+kernels as any graph. A rule receives the incoming gradient as its context and returns one gradient per operand
+(None for an operand that gets none), or a mapping {node: gradient} for a rule that matches a multi-op idiom and
+differentiates it as a whole (`abs` is a bitcast/and/bitcast on the float's bits).
+
+Only float values carry gradients: an int or bool operand (a comparison's result, an index) gets none, so the rules
+for comparisons, bit ops, integer division, trunc and bitcast return no gradient (their derivative is zero or
+undefined). Everything the frontend builds from these ops (matmul, conv2d, pooling, softmax, losses, gather,
+cumsum...) is differentiated through its decomposition. `tensor.detach` stops the walk.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+from uopir.dialects import core as C
+from uopir.dialects import tensor as T
+from uopir.ir.dtype import dtypes
+from uopir.ir.pattern import PatternMatcher, UPat
+from uopir.ir.symbolic import sadd, ssub
+from uopir.ir.uop import UOp
+
+LN_2 = math.log(2)
+
+
+# ---- small builders (the result keeps the operand's dtype; numbers become shapeless consts) -------------------------
+def _k(ref: UOp, v: float) -> UOp:
+    return C.const(ref.dtype, v)
+
+
+def _expand(g: UOp, shape: tuple) -> UOp:
+    return g if g.shape == shape else T.movement(T.EXPAND, g, shape)
+
+
+def _sum_to(g: UOp, axes: tuple[int, ...]) -> UOp:
+    """g summed over `axes` (kept as size 1); half floats accumulate in float32."""
+    if not axes:
+        return g
+    wide = g.dtype in (dtypes.float16, dtypes.bfloat16)
+    x = g.cast(dtypes.float32) if wide else g
+    r = UOp(T.REDUCE, x.dtype, (x,), ("add", axes))
+    return r.cast(g.dtype) if wide else r
+
+
+def _on_device_of(g: UOp, x: UOp) -> UOp:
+    """g copied to the device x lives on (the device of a buffer x is built from); g itself when x has none."""
+    for u in x.toposort():
+        if u.op is T.BUFFER:
+            return UOp(T.COPY, g.dtype, (g,), u.arg[1])
+    return g
+
+
+# ---- the rules: (pattern, rule(ctx=incoming gradient, captures) -> gradients, name) ----------------------------------
+def _max_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp]:
+    """max(a, b): the larger operand takes the gradient; on a tie each takes half (as tinygrad)."""
+    a, b = ret.src
+    tie = a.eq(b).where(ctx * 0.5, 0)
+    return b.lt(a).where(ctx, tie), a.lt(b).where(ctx, tie)
+
+
+def _reduce_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
+    x = ret.src[0]
+    op, _ = ret.arg
+    g = _expand(ctx, x.shape)
+    if op == "add":
+        return (g,)
+    if op == "mul":  # d/dx_i prod(x) = prod(x) / x_i (undefined where an x_i is 0, as tinygrad)
+        return (g * _expand(ret, x.shape) / x,)
+    hit = x.eq(_expand(ret, x.shape))  # max/min: the extreme elements share the gradient equally
+    count = _expand(_sum_to(hit.where(_k(x, 1.0), _k(x, 0.0)), ret.arg[1]), x.shape)
+    return (hit.where(g / count, 0),)
+
+
+def _permute_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
+    inv = tuple(sorted(range(len(ret.arg)), key=ret.arg.__getitem__))
+    return (UOp(T.PERMUTE, ctx.dtype, (ctx,), inv),)
+
+
+def _expand_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
+    src = ret.src[0].shape
+    return (_sum_to(ctx, tuple(i for i, (a, b) in enumerate(zip(src, ret.shape, strict=True)) if a != b)),)
+
+
+def _pad_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
+    pads = T.sym_arg(ret)
+    return (T.movement(T.SHRINK, ctx, tuple((b, sadd(b, d)) for (b, _), d in zip(pads, ret.src[0].shape,
+                                                                                 strict=True))),)
+
+
+def _shrink_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
+    bounds = T.sym_arg(ret)
+    return (T.movement(T.PAD, ctx, tuple((b, ssub(d, e)) for (b, e), d in zip(bounds, ret.src[0].shape,
+                                                                             strict=True))),)
+
+
+def _abs_grad(ctx: UOp, x: UOp, mask: UOp) -> dict[UOp, UOp] | None:
+    """abs(x), built as bitcast(bitcast(x) & ~signbit): sign(x) * gradient, 0 at 0 (as tinygrad)."""
+    if C.const_value(mask) != (1 << (x.dtype.bits - 1)) - 1:
+        return None
+    zero = _k(x, 0.0)
+    return {x: x.lt(zero).where(-ctx, zero.lt(x).where(ctx, 0))}
+
+
+def _pick_grad(ctx: UOp, r: UOp, m: UOp, x: UOp, e: UOp | None = None) -> dict[UOp, UOp]:
+    """The frontend's bit-exact pick (gather, tensor indexing): bitcast(sum(where(onehot, bitcast(x), 0))) reads
+    one element per output, so the gradient goes back to where the one-hot mask is set (summed where x was
+    broadcast)."""
+    g = m.where(_expand(T.movement(T.RESHAPE, ctx, r.shape), m.shape), 0)
+    if e is not None:
+        g = _sum_to(g, tuple(i for i, (a, b) in enumerate(zip(x.shape, m.shape, strict=True)) if a != b))
+    return {x: g}
+
+
+_NONE: tuple = ()  # no gradient for any operand
+_F = UPat.var("x", dtype=lambda d: d.is_float)
+_BITS = UPat(C.BITCAST, src=(_F,))
+_PICK = UPat(T.REDUCE, arg=lambda a: a[0] == "add", name="r", src=(
+    UPat(C.WHERE, src=(UPat.var("m"), UPat.any(_BITS, UPat(T.EXPAND, src=(_BITS,), name="e")), UPat.value(0))),))
+
+GRADIENT_RULES = PatternMatcher([
+    # elementwise
+    (UPat(C.CAST, name="ret"), lambda ctx, ret: (ctx.cast(ret.src[0].dtype),) if ret.dtype.is_float else _NONE,
+     "cast"),
+    (UPat(C.BITCAST, dtype=lambda d: d.is_float, src=(UPat(C.AND, src=(UPat(C.BITCAST, src=(_F,)),
+                                                                        UPat.cvar("mask"))),)), _abs_grad, "abs"),
+    (UPat(C.BITCAST, dtype=lambda d: d.is_float, src=(UPat.any(UPat(T.RESHAPE, src=(_PICK,)), _PICK),)), _pick_grad,
+     "pick"),
+    (UPat(C.ADD, name="ret"), lambda ctx, ret: (ctx, ctx), "add"),
+    (UPat(C.SUB, name="ret"), lambda ctx, ret: (ctx, -ctx), "sub"),
+    (UPat(C.MUL, name="ret"), lambda ctx, ret: (ctx * ret.src[1], ctx * ret.src[0]), "mul"),
+    (UPat(C.FDIV, name="ret"), lambda ctx, ret: (ctx / ret.src[1], -(ctx * ret) / ret.src[1]), "fdiv"),
+    (UPat(C.MULACC, name="ret"), lambda ctx, ret: (ctx * ret.src[1], ctx * ret.src[0], ctx), "mulacc"),
+    (UPat(C.MOD, name="ret"),  # float fmod: a - trunc(a / b) * b
+     lambda ctx, ret: (ctx, -ctx * UOp(C.TRUNC, ret.dtype, (ret.src[0] / ret.src[1],))), "mod"),
+    (UPat(C.MAX, name="ret"), _max_grad, "max"),
+    (UPat(C.NEG, name="ret"), lambda ctx, ret: (-ctx,), "neg"),
+    (UPat(C.RECIP, name="ret"), lambda ctx, ret: (-ctx * ret * ret,), "recip"),
+    (UPat(C.EXP2, name="ret"), lambda ctx, ret: (ctx * ret * LN_2,), "exp2"),
+    (UPat(C.LOG2, name="ret"), lambda ctx, ret: (ctx / (ret.src[0] * LN_2),), "log2"),
+    (UPat(C.SIN, name="ret"), lambda ctx, ret: (ctx * UOp(C.SIN, ret.dtype, (math.pi / 2 - ret.src[0],)),), "sin"),
+    (UPat(C.SQRT, name="ret"), lambda ctx, ret: (ctx / (ret * 2),), "sqrt"),
+    (UPat(C.WHERE, name="ret"), lambda ctx, ret: (None, ret.src[0].where(ctx, 0), ret.src[0].where(0, ctx)),
+     "where"),
+    # zero (or undefined) derivative: comparisons, bit ops, integer ops, rounding, reinterpreting bits
+    (UPat((C.CMPLT, C.CMPNE, C.CMPEQ, C.AND, C.OR, C.XOR, C.SHL, C.SHR, C.IDIV, C.TRUNC, C.BITCAST)),
+     lambda ctx: _NONE, "no-gradient"),
+    # movement: each op's gradient is its inverse movement (expand's is a sum)
+    (UPat(T.RESHAPE, name="ret"), lambda ctx, ret: (T.movement(T.RESHAPE, ctx, ret.src[0].shape),), "reshape"),
+    (UPat(T.PERMUTE, name="ret"), _permute_grad, "permute"),
+    (UPat(T.EXPAND, name="ret"), _expand_grad, "expand"),
+    (UPat(T.PAD, name="ret"), _pad_grad, "pad"),
+    (UPat(T.SHRINK, name="ret"), _shrink_grad, "shrink"),
+    (UPat(T.FLIP, name="ret"), lambda ctx, ret: (UOp(T.FLIP, ctx.dtype, (ctx,), ret.arg),), "flip"),
+    (UPat(T.REDUCE, name="ret"), _reduce_grad, "reduce"),
+    # the value passes through unchanged
+    (UPat(T.CONTIGUOUS), lambda ctx: (ctx,), "contiguous"),
+    (UPat(T.COPY, name="ret"), lambda ctx, ret: (_on_device_of(ctx, ret.src[0]),), "copy"),
+    # stops: detach by definition; an assign's result is the written buffer, not a function of the old value
+    (UPat((T.DETACH, T.ASSIGN, T.BIND, T.AFTER)), lambda ctx: _NONE, "stop"),
+], name="gradient")
+
+
+# ---- the tensors that want a gradient (what backward() fills) -------------------------------------------------------
+_TRACKED: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def track(t: Any, on: bool) -> None:
+    """Remember (or forget) a live Tensor with requires_grad=True, for backward()."""
+    if on:
+        _TRACKED[id(t)] = t
+    else:
+        _TRACKED.pop(id(t), None)
+
+
+def tracked() -> list[Any]:
+    return list(_TRACKED.values())
+
+
+# ---- the walk --------------------------------------------------------------------------------------------------------
+def compute_gradient(root: UOp, root_grad: UOp, targets: Iterable[UOp]) -> dict[UOp, UOp]:
+    """d(root)/d(target), weighted by root_grad (root's shape), for each target that is in root's graph: a zero
+    gradient for one reached only through ops without a derivative. Targets not in the graph are left out."""
+    tset = set(targets)
+    topo = list(root.toposort(gate=lambda u: u.op is not T.DETACH))
+    on_path: set[UOp] = set()
+    for u in topo:  # sources first: a node is on the path when a target is at or below it
+        if u in tset or (u.op is not T.DETACH and any(s in on_path for s in u.src)):
+            on_path.add(u)
+    grads: dict[UOp, UOp] = {root: root_grad} if root in on_path else {}
+    for u in reversed(topo):
+        g = grads.get(u)
+        if g is None or not u.src:
+            continue
+        res = GRADIENT_RULES.rewrite(u, g)
+        if res is None:
+            raise NotImplementedError(f"no gradient rule for {u.op.name} (of type {T.tensor_type(u.shape, u.dtype)})")
+        if u not in tset:
+            del grads[u]  # consumed: keeps the table as small as the walk's frontier
+        for s, gs in (res.items() if isinstance(res, dict) else zip(u.src, res, strict=False)):
+            if gs is None or s not in on_path or not s.dtype.is_float:
+                continue
+            if gs.shape != s.shape:
+                raise AssertionError(f"gradient rule for {u.op.name} gave shape {gs.shape} for an operand of shape "
+                                     f"{s.shape}")
+            grads[s] = gs if s not in grads else grads[s] + gs
+    for t in tset & on_path:
+        if t not in grads:
+            z = C.const(t.dtype, 0.0, tuple(1 for _ in t.shape))
+            grads[t] = _expand(z, t.shape)
+    return {t: g for t, g in grads.items() if t in tset}
