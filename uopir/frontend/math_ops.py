@@ -15,8 +15,10 @@ Like nn_ops, this module works through Tensor's public methods only (tensor.py i
 """
 from __future__ import annotations
 
+import functools
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from uopir.ir.dtype import dtypes
 
@@ -33,6 +35,16 @@ def _as_float(x: Tensor) -> Tensor:
     return x if x.dtype.is_float else x.float()
 
 
+def _half_in_f32(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """Run fn on float32 for float16/bfloat16 inputs and round the result back (as numpy computes half ufuncs)."""
+    @functools.wraps(fn)
+    def run(x: Tensor, *args: Any) -> Tensor:
+        if x.dtype in (dtypes.float16, dtypes.bfloat16):
+            return fn(x.float(), *args).cast(x.dtype)
+        return fn(x, *args)
+    return run
+
+
 def _asin_poly(x: Tensor) -> Tensor:
     """asin on [-1/2, 1/2]: x + x^3 p(x^2) (Cephes asinf coefficients)."""
     z = x * x
@@ -40,6 +52,7 @@ def _asin_poly(x: Tensor) -> Tensor:
     return x + x * z * p
 
 
+@_half_in_f32
 def asin(x: Tensor) -> Tensor:
     x = _as_float(x)
     a = x.abs()
@@ -49,6 +62,7 @@ def asin(x: Tensor) -> Tensor:
     return (a > 0.5).where(x.sign() * mag, small)
 
 
+@_half_in_f32
 def acos(x: Tensor) -> Tensor:
     """pi/2 - asin(x) in the middle; near +-1 from asin(sqrt((1 -+ x) / 2)), which keeps acos(1 - e) accurate."""
     x = _as_float(x)
@@ -58,6 +72,7 @@ def acos(x: Tensor) -> Tensor:
     return (x > 0.5).where(pos, (x < -0.5).where(neg, mid))
 
 
+@_half_in_f32
 def atan(x: Tensor) -> Tensor:
     """Range reduction to |t| <= tan(pi/8) (Cephes atanf): atan(x) = pi/2 + atan(-1/x) above tan(3pi/8), pi/4 +
     atan((x - 1) / (x + 1)) above tan(pi/8); atan(+-inf) = +-pi/2."""
@@ -65,27 +80,30 @@ def atan(x: Tensor) -> Tensor:
     a = x.abs()
     hi, mid = a > 2.414213562373095, a > 0.4142135623730950
     t = hi.where(-1 / a, mid.where((a - 1) / (a + 1), a))
-    base = hi.where(_PI_2, mid.where(math.pi / 4, 0.0))
     z = t * t
     p = ((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1
-    r = base + t + t * z * p
+    r = t + t * z * p
+    r = hi.where(r + _PI_2, mid.where(r + math.pi / 4, r))
     return (x < 0).where(-r, (x == 0).where(x, r))  # atan(-0.0) = -0.0
 
 
+@_half_in_f32
 def sinh(x: Tensor) -> Tensor:
     x = _as_float(x)
     z = x * x
-    series = x + x * z * (1 / 6 + z * (1 / 120 + z * (1 / 5040 + z * (1 / 362880 + z / 39916800))))
+    series = x + x * z * (1 / 6 + z * (1 / 120 + z * (1 / 5040 + z * (1 / 362880 + z * (1 / 39916800 + z / 6227020800)))))
     half = ((x - _LN_2).exp() - (-x - _LN_2).exp())
     return (x.abs() < 1).where(series, half)
 
 
+@_half_in_f32
 def cosh(x: Tensor) -> Tensor:
     """e^x / 2 + e^-x / 2, each half computed as exp(+-x - ln 2) so cosh(89) is finite in float32."""
     x = _as_float(x)
     return (x - _LN_2).exp() + (-x - _LN_2).exp()
 
 
+@_half_in_f32
 def asinh(x: Tensor) -> Tensor:
     """sign(x) log(|x| + sqrt(x^2 + 1)); an odd series below 1/8, log|x| + ln 2 where x^2 would overflow."""
     x = _as_float(x)
@@ -96,12 +114,15 @@ def asinh(x: Tensor) -> Tensor:
     return (a < 0.125).where(series, x.sign() * mag)
 
 
+@_half_in_f32
 def acosh(x: Tensor) -> Tensor:
     """log(x + sqrt((x - 1)(x + 1))); NaN below 1, log x + ln 2 where the square would overflow."""
     x = _as_float(x)
-    return (x > 1e18).where(x.log() + _LN_2, (x + ((x - 1) * (x + 1)).sqrt()).log())
+    out = (x > 1e18).where(x.log() + _LN_2, (x + ((x - 1) * (x + 1)).sqrt()).log())
+    return (x >= 1).where(out, float("nan"))  # (x - 1)(x + 1) overflows to +inf for x far below -1
 
 
+@_half_in_f32
 def atanh(x: Tensor) -> Tensor:
     """log((1 + x) / (1 - x)) / 2; an odd series below 1/8."""
     x = _as_float(x)

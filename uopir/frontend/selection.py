@@ -131,9 +131,10 @@ def logcumsumexp(x: Tensor, axis: int) -> Tensor:
     t = x.transpose(a, -1)
     xj = t.unsqueeze(-2).expand(t.shape[:-1] + (n, n))
     upto = _arange(x, n, (1, n)) <= _arange(x, n, (n, 1))
-    m = upto.where(xj, float("-inf")).max(-1, keepdim=True)
+    masked = upto.where(xj, float("-inf"))
+    m = masked.max(-1, keepdim=True)
     m = m.isinf().where(0.0, m)
-    out = upto.where(xj - m, float("-inf")).exp().sum(-1, keepdim=True).log() + m
+    out = (masked - m).exp().sum(-1, keepdim=True).log() + m
     return out.squeeze(-1).transpose(a, -1)
 
 
