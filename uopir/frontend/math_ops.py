@@ -91,8 +91,9 @@ def atan(x: Tensor) -> Tensor:
 def sinh(x: Tensor) -> Tensor:
     x = _as_float(x)
     z = x * x
-    series = x + x * z * (1 / 6 + z * (1 / 120 + z * (1 / 5040 + z * (1 / 362880 + z * (1 / 39916800 + z / 6227020800)))))
-    half = ((x - _LN_2).exp() - (-x - _LN_2).exp())
+    odd = 1 / 362880 + z * (1 / 39916800 + z / 6227020800)
+    series = x + x * z * (1 / 6 + z * (1 / 120 + z * (1 / 5040 + z * odd)))
+    half = (x - _LN_2).exp() - (-x - _LN_2).exp()
     return (x.abs() < 1).where(series, half)
 
 
