@@ -1583,6 +1583,8 @@ class Tensor:
             src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
         elif reduce is not None:
             raise TypeError("scatter with reduce takes a scalar src; use scatter_reduce for a tensor src")
+        elif not isinstance(src, Tensor):
+            src = Tensor(src, dtype=self.dtype, device=self.device)
         if reduce is not None:
             return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")  # type: ignore[arg-type]
         return scatter.scatter(self, dim, index, src)  # type: ignore[arg-type]
@@ -1591,10 +1593,12 @@ class Tensor:
         """reduce (sum, prod, mean, amax, amin) of src into self along dim; include_self=False leaves self out
         wherever an index lands (int mean rounds down, as torch)."""
         index = index if isinstance(index, Tensor) else Tensor(index, device=self.device)
+        src = src if isinstance(src, Tensor) else Tensor(src, dtype=self.dtype, device=self.device)
         return scatter.scatter_reduce(self, dim, index, src, reduce, include_self)
 
     def masked_select(self, mask: Tensor, size: int | None = None, fill_value: Scalar = 0) -> Tensor:
         """1-d tensor of the elements where mask is set; without size the count is realized first (see selection)."""
+        mask = mask if isinstance(mask, Tensor) else Tensor(mask, device=self.device)
         return selection.masked_select(self, mask, size, fill_value)
 
     def nonzero(self, size: int | None = None, fill_value: Scalar = 0) -> Tensor:
