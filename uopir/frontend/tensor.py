@@ -1572,6 +1572,9 @@ class Tensor:
             index = Tensor(index, device=self.device)
         return nn_ops.gather(self, dim, index)
 
+    def one_hot(self, num_classes: int = -1) -> Tensor:
+        return nn_ops.one_hot(self, num_classes)
+
     # scatter and data-dependent selection (decompositions in scatter / selection)
     def scatter(self, dim: int, index: Tensor, src: Tensor | Scalar, reduce: str | None = None) -> Tensor:
         """out[..., index[p], ...] = src[p] along dim (the last write wins); reduce="add"|"multiply" with a
@@ -1604,9 +1607,6 @@ class Tensor:
     def nonzero(self, size: int | None = None, fill_value: Scalar = 0) -> Tensor:
         """(count, ndim) int32 coordinates of nonzero elements; without size the count is realized first."""
         return selection.nonzero(self, size, fill_value)
-
-    def one_hot(self, num_classes: int = -1) -> Tensor:
-        return nn_ops.one_hot(self, num_classes)
 
     def layernorm(self, axis: Any = -1, eps: float = 1e-5) -> Tensor:
         """(x - mean) / sqrt(var + eps) over axis (biased variance), no affine part (tinygrad)."""
