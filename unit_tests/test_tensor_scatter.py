@@ -62,6 +62,8 @@ def test_scatter_shapes_scalars_and_duplicates():
     b = np.array([True, False, False])
     check(Tensor(b).scatter(0, Tensor([1]), True), np.array([True, True, False]))
     check(Tensor(x2).scatter(0, Tensor(np.zeros((0, 5, 6), np.int32)), Tensor(x2)), x2)
+    check(Tensor(3.0).scatter(0, Tensor(0), Tensor(5.0)), np.float32(5.0))  # 0-d, as torch
+    check(Tensor(3.0).scatter_reduce(-1, Tensor(0), Tensor(5.0), "sum"), np.float32(8.0))
 
 
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])

@@ -47,7 +47,16 @@ def _lines(x: Tensor, dim: int, index: Tensor, src: Tensor) -> tuple[Tensor, Ten
     return hit.pad(pads), vals.pad(pads)
 
 
+def _as_1d(x: Tensor, index: Tensor, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """0-d operands as 1-element vectors (torch scatters into a 0-d tensor along dim 0 / -1)."""
+    return tuple(t.reshape(1) if t.ndim == 0 else t for t in (x, index, src))  # type: ignore[return-value]
+
+
 def scatter(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    if x.ndim == 0:
+        norm_axis(dim, 0)
+        x1, i1, s1 = _as_1d(x, index, src)
+        return scatter(x1, 0, i1, s1).reshape(())
     if index.numel() == 0:
         _lines(x, dim, index, src)
         return x
@@ -62,6 +71,10 @@ def scatter(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
     if reduce not in REDUCTIONS:
         raise RuntimeError(f"scatter_reduce: reduce={reduce!r} must be one of {', '.join(REDUCTIONS)}")
+    if x.ndim == 0:
+        norm_axis(dim, 0)
+        x1, i1, s1 = _as_1d(x, index, src)
+        return scatter_reduce(x1, 0, i1, s1, reduce, include_self).reshape(())
     hit, vals = _lines(x, dim, index, src)
     if index.numel() == 0:
         return x
