@@ -462,6 +462,39 @@ case("shape-nn-ops-float32")(_shape_nn("float32"))  # one dtype: these lower to 
 # gather cases already run in the others
 
 
+def _math_ops(dtype: str) -> Builder:
+    """The math_ops decompositions (range reductions, series branches, sign bits) over normals and edge values."""
+    def build(m: Inputs) -> dict[str, Tensor]:
+        x = m.f(4, 6, dtype=dtype, scale=2.0).cat(m.edges(6, dtype).reshape(1, 6), dim=0)
+        u = x.clip(-1, 1)
+        y = m.f(6, dtype=dtype, scale=3.0)
+        return {"asin": u.asin(), "acos": u.acos(), "atan": x.atan(), "sinh": x.sinh(), "cosh": x.cosh(),
+                "asinh": x.asinh(), "acosh": (x.abs() + 1).acosh(), "atanh": (u * 0.99).atanh(), "log10": x.log10(),
+                "logaddexp": x.logaddexp(y), "copysign": x.copysign(y), "fmod": x.fmod(y), "isclose": x.isclose(y),
+                "selu": x.selu(), "logsigmoid": x.logsigmoid(), "softsign": x.softsign(), "softmin": x.softmin()}
+    return build
+
+
+for _d in ("float32", "float16"):
+    case(f"math-ops-{_d}")(_math_ops(_d))
+
+
+@case("sort-scatter-programs")
+def _selection(m: Inputs) -> dict[str, Tensor]:
+    x = m.f(3, 7)
+    ties = m.i(3, 7, dtype="int32", lo=-2, hi=2)
+    idx = m.i(2, 7, dtype="int32", lo=0, hi=2)
+    cm, ci = x.cummax(1)
+    sv, si = ties.sort(1, descending=True)
+    return {"sort-values": x.sort(1)[0], "sort-indices": x.sort(0)[1], "sort-ties": sv, "sort-ties-indices": si,
+            "topk": x.topk(3)[0], "cummax": cm, "cummax-index": ci, "cummin-index": ties.cummin(1)[1],
+            "logcumsumexp": x.logcumsumexp(1), "scatter": x.scatter(0, idx, m.f(2, 7)),
+            "scatter-amax": x.scatter_reduce(0, idx, m.f(2, 7), "amax", include_self=False),
+            "scatter-mean-int": ties.scatter_reduce(0, idx, ties[:2], "mean"),
+            "masked-select": x.masked_select(x > 0, size=8, fill_value=-1),
+            "nonzero": (ties > 0).nonzero(size=6)}
+
+
 CASE_NAMES = [c.name for c in CASES]
 
 

@@ -203,9 +203,10 @@ def test_frontend_module_imports_alone(mod: str) -> None:
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("name", ["nn_ops.py", "indexing.py", "shape_ops.py"])
+@pytest.mark.parametrize("name", ["nn_ops.py", "indexing.py", "shape_ops.py", "math_ops.py", "selection.py",
+                                  "scatter.py"])
 def test_frontend_decompositions_use_the_public_tensor_api(name: str) -> None:
-    """nn_ops and indexing work through Tensor's public methods: no `x._private` attribute (their own helpers are
+    """The decomposition modules work through Tensor's public methods: no `x._private` attribute (their own helpers are
     plain names, and dunders are Python's)."""
     tree = ast.parse((ROOT / "frontend" / name).read_text())
     private = sorted({(n.lineno, n.attr) for n in ast.walk(tree) if isinstance(n, ast.Attribute)

@@ -26,7 +26,7 @@ from uopir.dialects import tensor as T
 from uopir.frontend import device as D
 from uopir.frontend import dtype_promotion as P
 from uopir.frontend import gradient as G
-from uopir.frontend import indexing, nn_ops, shape_ops
+from uopir.frontend import indexing, math_ops, nn_ops, scatter, selection, shape_ops
 from uopir.frontend import variable as V
 from uopir.frontend.schedule import ScheduleItem, schedule
 from uopir.frontend.shapes import broadcast_shape, check_shape, norm_axis, shape_args, tensor_args
@@ -1130,6 +1130,62 @@ class Tensor:
     def lerp(self, end: Any, weight: Any) -> Tensor:
         return self + (end - self) * weight
 
+    # inverse / hyperbolic trigonometry and friends (decompositions in math_ops)
+    def asin(self) -> Tensor:
+        return math_ops.asin(self)
+
+    def acos(self) -> Tensor:
+        return math_ops.acos(self)
+
+    def atan(self) -> Tensor:
+        return math_ops.atan(self)
+
+    def sinh(self) -> Tensor:
+        return math_ops.sinh(self)
+
+    def cosh(self) -> Tensor:
+        return math_ops.cosh(self)
+
+    def asinh(self) -> Tensor:
+        return math_ops.asinh(self)
+
+    def acosh(self) -> Tensor:
+        return math_ops.acosh(self)
+
+    def atanh(self) -> Tensor:
+        return math_ops.atanh(self)
+
+    def log10(self) -> Tensor:
+        return math_ops.log10(self)
+
+    def _broadcast_pair(self, y: Any) -> tuple[Tensor, Tensor]:
+        a, b = self._broadcasted(y)
+        t = self._first(a, b)
+        return tuple(v if isinstance(v, Tensor) else t.full_like(v) for v in (a, b))  # type: ignore[return-value]
+
+    def logaddexp(self, other: Any) -> Tensor:
+        return math_ops.logaddexp(*self._broadcast_pair(other))
+
+    def copysign(self, other: Any) -> Tensor:
+        """|self| with the sign (bit) of other, in a float dtype (torch)."""
+        return math_ops.copysign(*self._broadcast_pair(other))
+
+    def fmod(self, x: Any) -> Tensor:
+        """C remainder (sign of the dividend): core.mod, which is C's % on ints and fmod on floats."""
+        a, b = self._broadcasted(x)
+        t = self._first(a, b)
+        if t.dtype.is_bool:
+            return Tensor._int8_pair(a, b, Tensor.fmod)
+        if t.dtype in (dtypes.float16, dtypes.bfloat16):
+            return Tensor.fmod(*(v.float() if isinstance(v, Tensor) else v for v in (a, b))).cast(t.dtype)
+        return self._binary(C.MOD, x)
+
+    def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+        return math_ops.isclose(*self._broadcast_pair(other), rtol, atol, equal_nan)
+
+    def allclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+        return self.isclose(other, rtol, atol, equal_nan).all()
+
     # ---- activations ------------------------------------------------------------------------------------------------
     def relu(self) -> Tensor:
         return self.maximum(0)
@@ -1194,6 +1250,16 @@ class Tensor:
         t = 1.0 / (1.0 + 0.3275911 * x.abs())
         poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
         return x.sign() * (1.0 - poly * (-(x * x)).exp())
+
+    def softsign(self) -> Tensor:
+        return math_ops.softsign(self)
+
+    def logsigmoid(self) -> Tensor:
+        return math_ops.logsigmoid(self)
+
+    def selu(self, alpha: float = math_ops.SELU_ALPHA, gamma: float = math_ops.SELU_SCALE) -> Tensor:
+        """Scaled ELU with torch's constants (tinygrad rounds them to 1.67326 and 1.0507)."""
+        return math_ops.selu(self, alpha, gamma)
 
     # ---- movement ---------------------------------------------------------------------------------------------------
     def reshape(self, shape: Any, *args: int) -> Tensor:
@@ -1667,6 +1733,32 @@ class Tensor:
     def cumprod(self, axis: int = 0) -> Tensor:
         return self._cumulative(axis, 1, "mul")
 
+    # softmin, running extremes, sorting (decompositions in selection)
+    def softmin(self, axis: int = -1, dtype: DTypeLike = None) -> Tensor:
+        x = self.cast(dtype) if dtype is not None else self
+        return (-x._float()).softmax(axis)
+
+    def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """(running max, int32 index of the last position reaching it) along axis; NaN propagates (torch)."""
+        return selection.cumulative_extreme(self, axis, True)
+
+    def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        return selection.cumulative_extreme(self, axis, False)
+
+    def logcumsumexp(self, axis: int = 0) -> Tensor:
+        return selection.logcumsumexp(self, axis)
+
+    def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
+        """(values, int32 indices) along dim; stable (ties keep input order), NaN sorts as the largest value."""
+        return selection.sort(self, dim, descending)
+
+    def argsort(self, dim: int = -1, descending: bool = False) -> Tensor:
+        return selection.sort(self, dim, descending)[1]
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
+        """The k largest (smallest) along dim as (values, int32 indices), always in sorted order, ties by index."""
+        return selection.topk(self, k, dim, largest)
+
     # ---- linear algebra and nn (decompositions live in nn_ops) ------------------------------------------------------
     def dot(self, w: Tensor) -> Tensor:
         return self.matmul(w)
@@ -1725,6 +1817,39 @@ class Tensor:
 
     def one_hot(self, num_classes: int) -> Tensor:
         return nn_ops.one_hot(self, num_classes)
+
+    # scatter and data-dependent selection (decompositions in scatter / selection)
+    def scatter(self, dim: int, index: Tensor, src: Tensor | Scalar, reduce: str | None = None) -> Tensor:
+        """out[..., index[p], ...] = src[p] along dim (the last write wins); reduce="add"|"multiply" with a
+        scalar src (a tensor src with reduce: scatter_reduce, as tinygrad)."""
+        if reduce not in (None, "add", "multiply"):
+            raise TypeError(f"scatter: reduce={reduce!r} must be None, 'add' or 'multiply'")
+        index = index if isinstance(index, Tensor) else Tensor(index, device=self.device)
+        if P.is_scalar(src):
+            src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+        elif reduce is not None:
+            raise TypeError("scatter with reduce takes a scalar src; use scatter_reduce for a tensor src")
+        elif not isinstance(src, Tensor):
+            src = Tensor(src, dtype=self.dtype, device=self.device)
+        if reduce is not None:
+            return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")  # type: ignore[arg-type]
+        return scatter.scatter(self, dim, index, src)  # type: ignore[arg-type]
+
+    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+        """reduce (sum, prod, mean, amax, amin) of src into self along dim; include_self=False leaves self out
+        wherever an index lands (int mean rounds down, as torch)."""
+        index = index if isinstance(index, Tensor) else Tensor(index, device=self.device)
+        src = src if isinstance(src, Tensor) else Tensor(src, dtype=self.dtype, device=self.device)
+        return scatter.scatter_reduce(self, dim, index, src, reduce, include_self)
+
+    def masked_select(self, mask: Tensor, size: int | None = None, fill_value: Scalar = 0) -> Tensor:
+        """1-d tensor of the elements where mask is set; without size the count is realized first (see selection)."""
+        mask = mask if isinstance(mask, Tensor) else Tensor(mask, device=self.device)
+        return selection.masked_select(self, mask, size, fill_value)
+
+    def nonzero(self, size: int | None = None, fill_value: Scalar = 0) -> Tensor:
+        """(count, ndim) int32 coordinates of nonzero elements; without size the count is realized first."""
+        return selection.nonzero(self, size, fill_value)
 
     def layernorm(self, axis: Any = -1, eps: float = 1e-5) -> Tensor:
         """(x - mean) / sqrt(var + eps) over axis (biased variance), no affine part (tinygrad)."""

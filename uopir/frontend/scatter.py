@@ -1,0 +1,100 @@
+"""scatter and scatter_reduce of the Tensor (torch semantics), as masked reductions.
+
+Every position p of `index` sends src[p] to the position of `self` that has p's coordinates except along dim,
+where it has index[p]. With m = index.shape[dim], the sources that can land on one output position lie on a line
+of length m, so the op is: a one-hot `index == arange(n)` mask moved to self's shape with that line as a trailing
+axis, the src values beside it, and a reduction over the trailing axis (a pick of the last hit for plain scatter:
+the last write wins on duplicate indices, as torch on CPU; a sum, prod, max, min or mean for scatter_reduce).
+Positions no index names keep self (and with include_self=False only those). Index values outside [0, n) hit
+nothing (torch raises; checking needs the data).
+
+This module imports no Tensor: it works through the public methods of the tensors it is given.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from uopir.frontend import dtype_promotion as P
+from uopir.frontend.indexing import pick
+from uopir.frontend.shapes import norm_axis
+
+if TYPE_CHECKING:
+    from uopir.frontend.tensor import Tensor
+
+REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _lines(x: Tensor, dim: int, index: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
+    """(hit, vals), both of shape x.shape + (m,): hit[q, j] says that the j-th source on q's line lands on q."""
+    if not index.dtype.is_int:
+        raise RuntimeError(f"scatter index must be an integer tensor, got {index.dtype!r}")
+    if not index.ndim == x.ndim == src.ndim:
+        raise RuntimeError(f"scatter needs self, index and src of one rank, got shapes {x.shape}, {index.shape} "
+                           f"and {src.shape}")
+    d = norm_axis(dim, x.ndim, x.shape)
+    for i, (si, ii, ss) in enumerate(zip(x.shape, index.shape, src.shape, strict=True)):
+        if ii > ss or (i != d and ii > si):
+            raise RuntimeError(f"scatter index shape {index.shape} must not exceed src shape {src.shape}, nor self "
+                               f"shape {x.shape} outside dim {d}")
+    if x.dtype is not src.dtype:
+        raise RuntimeError(f"scatter needs src of self's dtype: {src.dtype!r} != {x.dtype!r}")
+    n = x.shape[d]
+    src = src.shrink(tuple((0, s) for s in index.shape))
+    targets = type(x).arange(n, dtype=P.DEFAULT_INT, device=x.device)
+    hit = (index.unsqueeze(-1) == targets).transpose(d, -1)  # [..., n at d, ..., m]
+    vals = src.unsqueeze(-1).expand(index.shape + (n,)).transpose(d, -1)
+    pads = tuple((0, 0) if i == d else (0, s - hit.shape[i]) for i, s in enumerate(x.shape)) + ((0, 0),)
+    return hit.pad(pads), vals.pad(pads)
+
+
+def _as_1d(x: Tensor, index: Tensor, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """0-d operands as 1-element vectors (torch scatters into a 0-d tensor along dim 0 / -1)."""
+    return tuple(t.reshape(1) if t.ndim == 0 else t for t in (x, index, src))  # type: ignore[return-value]
+
+
+def scatter(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    if x.ndim == 0:
+        norm_axis(dim, 0)
+        x1, i1, s1 = _as_1d(x, index, src)
+        return scatter(x1, 0, i1, s1).reshape(())
+    if index.numel() == 0:
+        _lines(x, dim, index, src)
+        return x
+    hit, vals = _lines(x, dim, index, src)
+    m = hit.shape[-1]
+    order = type(x).arange(1, m + 1, dtype=P.DEFAULT_INT, device=x.device)
+    last = hit.where(order, 0).max(-1)  # 1 + the last source landing here, 0 for none
+    val = pick(vals, hit & (order == last.unsqueeze(-1)), (vals.ndim - 1,))
+    return (last > 0).where(val, x)
+
+
+def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
+    if reduce not in REDUCTIONS:
+        raise RuntimeError(f"scatter_reduce: reduce={reduce!r} must be one of {', '.join(REDUCTIONS)}")
+    if x.ndim == 0:
+        norm_axis(dim, 0)
+        x1, i1, s1 = _as_1d(x, index, src)
+        return scatter_reduce(x1, 0, i1, s1, reduce, include_self).reshape(())
+    hit, vals = _lines(x, dim, index, src)
+    if index.numel() == 0:
+        return x
+    d = x.dtype
+    landed = hit.any(-1)
+    last = vals.ndim - 1
+    if reduce in ("sum", "mean"):
+        r = hit.where(vals, 0).sum(last).cast(d)
+        if reduce == "sum":
+            return r + x if include_self else landed.where(r, x)
+        count = hit.sum(last) + (1 if include_self else 0)
+        total = r + x if include_self else r
+        mean = total / count if d.is_float else total.div(count, rounding_mode="floor")
+        return (count > 0).where(mean.cast(d), x)
+    if reduce == "prod":
+        r = hit.where(vals, 1).prod(last).cast(d)
+        return r * x if include_self else landed.where(r, x)
+    fill = (d.min if reduce == "amax" else d.max) if not d.is_float else float("-inf" if reduce == "amax" else "inf")
+    masked = hit.where(vals, fill)
+    r = masked.max(last) if reduce == "amax" else masked.min(last)
+    if include_self:
+        return r.maximum(x) if reduce == "amax" else r.minimum(x)
+    return landed.where(r, x)

@@ -1,0 +1,178 @@
+"""Ordering and selection ops of the Tensor: sort / argsort / topk, cummax / cummin / logcumsumexp, masked_select /
+nonzero, each a decomposition into broadcasting comparisons, masked reductions and `pick`.
+
+- sort is a rank (comparison-count) sort, not a sorting network: along the sorted axis every pair is compared once
+  ((..., n, n) booleans), the rank of element i is the number of elements that go before it (smaller, or equal and
+  earlier: a stable order), and output position r picks the element whose rank is r. O(n^2) work per row but one
+  fused kernel for the ranks and one for the gather, where a bitonic network needs log^2 n dependent stages; it is
+  exact for every dtype (values move bit for bit through `pick`) and needs no padding value.
+- Order: NaN sorts after +inf ascending and first descending (torch), NaNs equal to each other; -0.0 and +0.0 are
+  equal (they keep their input order). Ties keep input order in both directions (torch's stable=True).
+- Indices are int32 (tinygrad's default int; torch gives int64).
+- cummax / cummin follow torch: the index is the last position where the running extreme is reached (torch
+  updates on >=), and a NaN, once seen, is the running value and the last NaN its index.
+- masked_select and nonzero have a data-dependent length: without `size` they realize the mask's count first
+  (`.item()`, as tinygrad does), then build the output of that length; with `size` nothing runs early.
+
+This module imports no Tensor: it works through the public methods of the tensors it is given (tensor.py imports
+it, never the reverse).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from uopir.frontend import dtype_promotion as P
+from uopir.frontend.indexing import pick
+from uopir.frontend.shapes import broadcast_shape, norm_axis
+from uopir.ir.dtype import dtypes
+
+if TYPE_CHECKING:
+    from uopir.frontend.tensor import Tensor
+
+
+def _arange(x: Tensor, n: int, shape: tuple[int, ...]) -> Tensor:
+    return type(x).arange(n, dtype=P.DEFAULT_INT, device=x.device).reshape(shape)
+
+
+def _key(x: Tensor) -> Tensor:
+    return x.cast(dtypes.uint8) if x.dtype.is_bool else x
+
+
+def _goes_before(a: Tensor, b: Tensor, descending: bool) -> Tensor:
+    """a strictly before b in the sort order (NaN is the largest value)."""
+    if descending:
+        out = a > b
+        return out | (a.isnan() & b.isnan().logical_not()) if a.dtype.is_float else out
+    out = a < b
+    return out | (b.isnan() & a.isnan().logical_not()) if a.dtype.is_float else out
+
+
+def _ranks(x: Tensor, descending: bool) -> Tensor:
+    """Rank of each element along the last axis in the stable sort order (int32, a permutation of 0..n-1)."""
+    n = x.shape[-1]
+    k = _key(x)
+    xi, xj = k.unsqueeze(-1), k.unsqueeze(-2)  # [..., i, j]: element i against element j
+    same = xi == xj
+    if k.dtype.is_float:
+        same = same | (xi.isnan() & xj.isnan())
+    earlier = _arange(x, n, (1, n)) < _arange(x, n, (n, 1))  # j < i
+    before = _goes_before(xj, xi, descending) | (same & earlier)
+    return before.sum(-1).cast(P.DEFAULT_INT)
+
+
+def _permute_last(x: Tensor, ranks: Tensor, count: int) -> tuple[Tensor, Tensor]:
+    """The first `count` elements of x along its last axis in rank order, and their positions (int32)."""
+    n = x.shape[-1]
+    onehot = ranks.unsqueeze(-2) == _arange(x, count, (count, 1))  # [..., r, i]: element i goes to position r
+    pos = _arange(x, n, (n,)).expand(onehot.shape)
+    vals = x.unsqueeze(-2).expand(onehot.shape)
+    return pick(vals, onehot, (onehot.ndim - 1,)), pick(pos, onehot, (onehot.ndim - 1,))
+
+
+def sort(x: Tensor, dim: int, descending: bool, count: int | None = None) -> tuple[Tensor, Tensor]:
+    """(values, int32 indices) along dim, stable; with `count`, only the first count positions (topk)."""
+    d = norm_axis(dim, x.ndim, x.shape)
+    if x.ndim == 0:
+        return x, x.zeros_like(dtype=P.DEFAULT_INT)
+    n = x.shape[d]
+    count = n if count is None else count
+    t = x.transpose(d, -1)
+    if n <= 1:  # nothing to order (topk may still keep 0 of 1)
+        keep = tuple((0, s) for s in t.shape[:-1]) + ((0, count),)
+        vals, idx = t.shrink(keep), t.zeros_like(dtype=P.DEFAULT_INT).shrink(keep)
+    else:
+        vals, idx = _permute_last(t, _ranks(t, descending), count)
+    return vals.transpose(d, -1), idx.transpose(d, -1)
+
+
+def topk(x: Tensor, k: int, dim: int, largest: bool) -> tuple[Tensor, Tensor]:
+    d = norm_axis(dim, x.ndim, x.shape)
+    n = x.shape[d] if x.ndim else 1
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
+        raise ValueError(f"topk: k={k!r} is out of range for dim {dim} of shape {x.shape} (0 <= k <= {n})")
+    if x.ndim == 0:
+        v, i = sort(x.reshape(1), 0, largest, k)
+        return (v.reshape(()), i.reshape(())) if k == 1 else (v, i)
+    return sort(x, d, largest, k)
+
+
+def cumulative_extreme(x: Tensor, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
+    """cummax / cummin: (running extreme, int32 index of the last position that reached it) along axis."""
+    a = norm_axis(axis, x.ndim, x.shape)
+    if x.ndim == 0:
+        return x, x.zeros_like(dtype=P.DEFAULT_INT)
+    n = x.shape[a]
+    t = x.transpose(a, -1)
+    if n == 0:
+        return x, x.zeros_like(dtype=P.DEFAULT_INT)
+    d = x.dtype
+    fill = (d.min if largest else d.max) if not d.is_float else float("-inf" if largest else "inf")
+    xj = t.unsqueeze(-2).expand(t.shape[:-1] + (n, n))  # [..., i, j] = x_j
+    cols = _arange(x, n, (1, n))
+    upto = cols <= _arange(x, n, (n, 1))  # j <= i
+    masked = upto.where(xj, fill)
+    run = (masked.max(-1) if largest else masked.min(-1)).unsqueeze(-1)
+    reached = xj == run
+    if d.is_float:
+        reached = reached | (xj.isnan() & run.isnan())
+    reached = reached & upto
+    idx = reached.where(cols, -1).max(-1)
+    vals = pick(xj, reached & (cols == idx.unsqueeze(-1)), (xj.ndim - 1,))  # x at that index: -0.0 vs 0.0 as torch
+    return vals.transpose(a, -1), idx.transpose(a, -1)
+
+
+def logcumsumexp(x: Tensor, axis: int) -> Tensor:
+    """log(cumsum(exp(x))) with each prefix shifted by its running max (taken as 0 where infinite)."""
+    x = x if x.dtype.is_float else x.float()
+    a = norm_axis(axis, x.ndim, x.shape)
+    if x.ndim == 0 or x.shape[a] == 0:
+        return x
+    n = x.shape[a]
+    t = x.transpose(a, -1)
+    xj = t.unsqueeze(-2).expand(t.shape[:-1] + (n, n))
+    upto = _arange(x, n, (1, n)) <= _arange(x, n, (n, 1))
+    masked = upto.where(xj, float("-inf"))
+    m = masked.max(-1, keepdim=True)
+    m = m.isinf().where(0.0, m)
+    out = (masked - m).exp().sum(-1, keepdim=True).log() + m
+    return out.squeeze(-1).transpose(a, -1)
+
+
+def masked_select(x: Tensor, mask: Tensor, size: int | None, fill_value: float | int | bool) -> Tensor:
+    """The elements of x where mask (broadcast together) is set, in row-major order, as a 1-d tensor.
+
+    Without `size` the length is the number of set elements, which needs the data: the mask's sum is realized here
+    (a separate run) before the output is built. With `size` the output has that length, truncated or padded with
+    fill_value, and nothing runs early."""
+    if not mask.dtype.is_bool:
+        raise RuntimeError(f"masked_select expects a bool mask, got {mask.dtype!r}")
+    shape = broadcast_shape(x.shape, mask.shape)
+    xf, mf = x.broadcast_to(shape).flatten(), mask.broadcast_to(shape).flatten()
+    n = xf.shape[0]
+    k = (int(mf.sum().item()) if n else 0) if size is None else size
+    if n == 0:
+        return type(x).full((k,), fill_value, dtype=x.dtype, device=x.device)
+    pos = mf.cumsum(0) - 1  # the output slot of each selected element
+    onehot = mf.unsqueeze(0) & (pos.unsqueeze(0) == _arange(x, k, (k, 1)))  # [r, i]
+    out = pick(xf.unsqueeze(0).expand(onehot.shape), onehot, (1,))
+    if size is None:
+        return out
+    return (_arange(x, k, (k,)) < mf.sum()).where(out, fill_value).cast(x.dtype)
+
+
+def nonzero(x: Tensor, size: int | None, fill_value: float | int | bool) -> Tensor:
+    """(count, ndim) int32 coordinates of the nonzero elements, row-major (count realized unless size is given)."""
+    nz = x if x.dtype.is_bool else x != 0
+    if x.ndim == 0:
+        k = int(nz.item()) if size is None else size
+        return type(x).zeros(k, 0, dtype=P.DEFAULT_INT, device=x.device)
+    n = nz.numel()
+    flat = masked_select(_arange(x, n, (n,)), nz.flatten(), size, -1)
+    coords, stride = [], n
+    for s in x.shape:
+        stride //= max(s, 1)
+        coords.append((flat // max(stride, 1)) % max(s, 1))
+    out = type(x).stack(*coords, dim=-1)
+    if size is None:
+        return out
+    return (flat < 0).unsqueeze(-1).where(fill_value, out).cast(P.DEFAULT_INT)
