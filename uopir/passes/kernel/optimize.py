@@ -7,7 +7,8 @@ place is taken by `r_o, r_i` (r_o outer), so a reduction still accumulates in th
 just changes kind. The `global` opt marks an output range as the one whose iterations run on several threads (cpu)
 or as thread/block ids (gpu). kernel-expand then turns upcast/unroll ranges into vector lanes.
 
-The printed kernel says what was done: the kinds of its ranges (and the index math `r_o * f + r_i`).
+The printed kernel says what was done: the kinds of its ranges (and the index math `r_o * f + r_i`), and for
+`pack` the scratch buffer, its copy loop nest and the `kernel.after` the packed loads read through.
 
 `strategy=heuristic` picks opts from the target description (uopir.passes.target; never from a backend's name):
   1. register tiling: in a kernel with a reduction, the output ranges along which some input read under the
@@ -25,7 +26,14 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      the lanes of a value (upcast times unroll factors) stay within `max_upcast` times the first unroll size;
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
      (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations; on a gpu target
-     every output range does.
+     every output range does;
+  5. pack: when that global range is a wide tile's `outer` contiguous range, each input read under the reduction
+     along it and otherwise only along lanes and reduction ranges (a matmul's B: a 32-column panel whose rows lie a
+     row of B apart, 4 KiB for 1024 columns, so they alias in the caches and defeat the prefetchers) is copied into
+     a `kernel.local` laid out [global iteration][panel, row-major, by decreasing stride] (at most PACK_MAX_BYTES)
+     by a loop nest over fresh ranges, and the tile reads its panel from there, contiguous, through `kernel.after`
+     (which orders the copy first). Each global iteration has its own panel, so the copy is exact under any order of
+     the iterations; on a cpu each thread copies the panel of the block it is about to compute.
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
