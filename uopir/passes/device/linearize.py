@@ -190,9 +190,12 @@ def linearize(kdef: UOp) -> UOp:
     readers: dict[UOp, list[UOp]] = defaultdict(list)
     for u in ops:
         if u.op is K.AFTER:  # a scratch pointer used after effects: order it after the ops under their markers
-            stack = list(u.src[1:])
+            stack, seen = list(u.src[1:]), set()
             while stack:
                 s = stack.pop()
+                if s in seen:
+                    continue
+                seen.add(s)
                 if s.op in _MARKERS:
                     stack.extend(s.src)
                 else:
