@@ -187,6 +187,9 @@ def test_pack_copies_each_global_iteration_s_panel_and_reads_it_after_the_copy()
     with pytest.raises(OptError, match="global"):
         apply_opt(apply_opt(kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0],
                             Opt("upcast", 1, 32)), Opt("pack", 1))
+    one = CPU.derive(name="test-rich-1", max_vector_bytes=64, max_upcast=256, threads=1)  # one core: global to pack
+    assert heuristic_opts(kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0], one)[-2:] == [
+        Opt("global", 1), Opt("pack", 1)]
     for t in (x @ w, _f32(3, 16, 8) @ _f32(3, 8, 64)):
         out = lowered_matches(UOp.sink(t.uop), pipeline("default{target=test-rich}"))
         assert ("kernel.local" in print_ir(out)) == (t.ndim == 2)

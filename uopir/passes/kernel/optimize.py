@@ -26,7 +26,7 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      the lanes of a value (upcast times unroll factors) stay within `max_upcast` times the first unroll size;
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
      (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations; on a gpu target
-     every output range does;
+     every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can pack (5.);
   5. pack: when that global range is a wide tile's `outer` contiguous range, each input read under the reduction
      along it and otherwise only along lanes and reduction ranges (a matmul's B: a 32-column panel whose rows lie a
      row of B apart, 4 KiB for 1024 columns, so they alias in the caches and defeat the prefetchers) is copied into
@@ -395,15 +395,23 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         r = next((r for r in loops if outer(r) >= t.threads), max(loops, key=outer))
         if outer(r) >= 2 and r.arg[1] == "loop":
             opts.append(Opt("global", r.arg[0]))
-            # 5. pack the panel a wide tile's global (outermost, contiguous) range reads
-            if len(opts) >= 2 and opts[-2].kind == "outer" and opts[-2].axis == r.arg[0]:
-                tiled = apply_opts(kdef, opts)
-                r0 = _range_of(tiled, r.arg[0])
-                n0 = const_extent(r0) or 0
-                panels = [n0 * _panel(inner) * ld.dtype.itemsize for ld, inner in _pack_loads(_Kernel(tiled), r0)]
-                if panels and sum(panels) <= PACK_MAX_BYTES:
-                    opts.append(Opt("pack", r.arg[0]))
+            if len(opts) >= 2 and opts[-2] == Opt("outer", r.arg[0]) and _packs(kdef, opts, r.arg[0]):
+                opts.append(Opt("pack", r.arg[0]))
+    elif t.kind == "cpu" and opts and opts[-1].kind == "outer" and k.work() >= PARALLEL_MIN_WORK:
+        # one thread: the outer range is still made global (one core runs all of it) when that lets it pack
+        r = loops[0]
+        if r.arg[1] == "loop" and _packs(kdef, opts + [Opt("global", r.arg[0])], r.arg[0]):
+            opts += [Opt("global", r.arg[0]), Opt("pack", r.arg[0])]
     return opts
+
+
+def _packs(kdef: UOp, opts: list[Opt], axis: int) -> bool:
+    """5. pack: whether, after `opts`, the global range on `axis` has panels to pack within PACK_MAX_BYTES."""
+    tiled = apply_opts(kdef, opts)
+    r0 = _range_of(tiled, axis)
+    n0 = const_extent(r0) or 0
+    panels = [n0 * _panel(inner) * ld.dtype.itemsize for ld, inner in _pack_loads(_Kernel(tiled), r0)]
+    return bool(panels) and sum(panels) <= PACK_MAX_BYTES
 
 
 def optimize_kernel(kdef: UOp, t: Target, strategy: str = "heuristic") -> tuple[UOp, list[Opt]]:
