@@ -10,9 +10,9 @@ Substitutions available in RUN lines:
                pretty. Use as `// RUN: %roundtrip | filecheck %s`.
   %python      the Python running lit
 Files in `Inputs/` folders are not tests. The feature `c-compiler` (for `REQUIRES:`) is set when a C compiler ($CC,
-clang or cc) is installed, `multicore` when this process may use more than one core, `llvmlite` when llvmlite
-imports (the llvm backend runs), `opencl` when pyopencl is. UOPIR_TEST_PASSES=1 is set, so the test-* passes are
-available.
+clang or cc) is installed, `multicore` when this process may use more than one core, `avx512` when the host has
+64-byte vectors, `llvmlite` when llvmlite imports (the llvm backend runs), `opencl` when pyopencl is.
+UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
 """
 import importlib.util
 import os
@@ -62,6 +62,13 @@ if (_cc and shutil.which(_cc[0])) or (not _cc and (shutil.which("clang") or shut
 # `multicore`: this process may run on more than one core (kernel-optimize splits kernels across cores only then).
 if len(os.sched_getaffinity(0)) > 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) > 1:
     config.available_features.add("multicore")
+# `avx512`: the host's vectors are 64 bytes (kernel-optimize{target=c} picks wide register tiles and packed panels).
+try:
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as _f:
+        if " avx512f" in _f.read():
+            config.available_features.add("avx512")
+except OSError:
+    pass
 if importlib.util.find_spec("llvmlite") is not None:  # the llvm backend runs (uop-run --backend=llvm)
     config.available_features.add("llvmlite")
 # `opencl` where pyopencl is installed (the test extra brings pocl's CPU device with it); the device choice follows

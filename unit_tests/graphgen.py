@@ -695,6 +695,12 @@ def _register(g: Gen) -> UOp:
     return g.mk(kernel.REGISTER, _ptr_base(g).ptr("register", g.s.integer(0, 64)), (), g.s.integer(-3, 9))
 
 
+@builder("kernel.after")
+def _after(g: Gen) -> UOp:
+    p = BUILDERS[g.s.choice(("kernel.local", "kernel.register"))](g)
+    return g.mk(kernel.AFTER, p.dtype, (p,) + tuple(g.void_value() for _ in range(g.s.integer(1, 2))))
+
+
 # ---- device ---------------------------------------------------------------------------------------------------------
 @builder("device.special")
 def _special(g: Gen) -> UOp:

@@ -324,6 +324,65 @@ def test_matmul_bias_relu_matches_numpy(backend: CBackend) -> None:
     np.testing.assert_array_equal(out, np.maximum(want + bias, np.float32(0)))
 
 
+def sequential_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b in f32 with each output's products added in k order from 0, rounding every product and sum (what the
+    reference interpreter computes, and what a kernel must match bit for bit)."""
+    want = np.zeros(a.shape[:-1] + b.shape[-1:], np.float32)
+    for k in range(a.shape[-1]):
+        want = want + a[..., k:k + 1] * b[..., k:k + 1, :]
+    return want
+
+
+def packed_matmul_program(m: int, k: int, n: int) -> UOp:
+    """The device program of an m x k @ k x n f32 matmul lowered for an AVX-512-like 2-thread target whatever the
+    host: an 8 x 32 register tile, the column blocks across threads, each block's B panel packed into a
+    kernel.local (on the heap when over 64 KiB)."""
+    from uopir.frontend.tensor import Tensor
+    from uopir.passes.manager import PassManager
+    from uopir.passes.target import CPU, register_target
+
+    register_target(CPU.derive(name="test-rich", max_vector_bytes=64, max_upcast=256, threads=2), replace=True)
+    t = Tensor(np.zeros((m, k), np.float32), device="python") @ Tensor(np.zeros((k, n), np.float32), device="python")
+    from uopir.ir.regions import map_regions
+
+    out = PassManager.parse("default{target=test-rich}").run(UOp.sink(t.uop))
+    progs: list[UOp] = []
+    map_regions(out, lambda r: r.op is D.PROGRAM, lambda r: progs.append(r) or r)
+    (prog,) = progs
+    assert any(u.op is K.LOCAL for u in prog.src)
+    return prog
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 64), (40, 160, 128)], ids=["stack-scratch", "heap-scratch"])
+def test_packed_matmul_is_bit_identical(backend: CBackend, shape: tuple[int, int, int]) -> None:
+    m, k, n = shape
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    prog = packed_matmul_program(m, k, n)
+    src = CRenderer().render(prog)
+    assert ("calloc(" in src) == (k * n * 4 > 65536) and ("free(" in src) == ("calloc(" in src)
+    run(backend, prog, [out, a, b])
+    np.testing.assert_array_equal(out, sequential_matmul(a, b))
+    three = CBackend()
+    three.runtime.threads = 3  # the column blocks split unevenly: each core packs the panels it computes
+    out[:] = np.nan
+    run(three, prog, [out, a, b])
+    np.testing.assert_array_equal(out, sequential_matmul(a, b))
+
+
+@pytest.mark.parametrize("shapes", [((1000, 1000), (1000, 1000)), ((33, 65), (65, 17)), ((3, 40, 24), (3, 24, 96)),
+                                    ((256, 256), (256, 256))], ids=["1000", "33x65x17", "batched", "256"])
+def test_realized_matmul_is_bit_identical(shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    """Through Tensor on device c (the host's opts: packed panels on an AVX-512 machine)."""
+    from uopir.frontend.tensor import Tensor
+
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    got = (Tensor(a, device="c") @ Tensor(b, device="c")).numpy()
+    np.testing.assert_array_equal(got, sequential_matmul(a, b))
+
+
 # sum of x[i] over i < n (a variable), stored only where the sum is positive; a gated load past the end reads alt
 GATED = """
 %out = kernel.param {idx = 0} : ptr<i32, global>

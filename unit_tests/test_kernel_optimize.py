@@ -34,8 +34,10 @@ from uopir.passes.target import CPU, register_target
 # A target whose small vectors and factors make every opt a real split on the small shapes of random programs.
 TINY = CPU.derive(name="test-tiny", max_vector_bytes=8, upcast_sizes=(2,), unroll_sizes=(2,), max_upcast=8, threads=2)
 WIDE = CPU.derive(name="test-wide", max_vector_bytes=64, threads=2)
+RICH = CPU.derive(name="test-rich", max_vector_bytes=64, max_upcast=256, threads=2)  # AVX-512: wide tiles, pack
 register_target(TINY, replace=True)
 register_target(WIDE, replace=True)
+register_target(RICH, replace=True)
 
 
 # ---- running a lowering against the interpreter ----------------------------------------------------------------------
@@ -81,7 +83,8 @@ def lanes_left(out: UOp) -> list[UOp]:
 
 # ---- the property: random programs, every target ---------------------------------------------------------------------
 @settings(max_examples=120, deadline=None)
-@given(st.randoms(use_true_random=False), st.integers(0, 3), st.sampled_from(["cpu", "gpu", "test-tiny", "test-wide"]))
+@given(st.randoms(use_true_random=False), st.integers(0, 3),
+       st.sampled_from(["cpu", "gpu", "test-tiny", "test-wide", "test-rich"]))
 def test_heuristic_then_expand_is_bit_identical(r: random.Random, seed: int, tgt: str) -> None:
     text = f"canonicalize,tensor-to-kernel,kernel-optimize{{strategy=heuristic target={tgt}}},kernel-expand"
     out = lowered_matches(_Gen(r).program(), pipeline(text), seed)
@@ -154,17 +157,42 @@ def test_matmul_on_wide_vectors_upcasts_the_columns_by_the_vector_width() -> Non
 
 def test_a_register_rich_target_gets_a_two_vector_tile_with_the_columns_outermost() -> None:
     """16 accumulator vectors (max_upcast 256 of 16-lane vectors): an 8 x 32 tile (two vectors of columns), the
-    column range made the outermost loop (the B panel stays in cache across row blocks) and split across the
-    threads; the result stays bit-identical."""
-    rich = CPU.derive(name="test-rich", max_vector_bytes=64, max_upcast=256, threads=2)
-    register_target(rich, replace=True)
+    column range made the outermost loop and split across the threads, and the B panel each column block reads
+    packed contiguous (`pack`); the result stays bit-identical."""
     x, w = _f32(64, 48), _f32(48, 64)
     k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
-    assert heuristic_opts(k, rich) == [Opt("upcast", 0, 8), Opt("upcast", 1, 32), Opt("unroll", 2, 4),
-                                       Opt("outer", 1), Opt("global", 1)]
-    (end,) = [u for u in apply_opts(k, heuristic_opts(k, rich)).toposort() if u.op is kernel.END]
-    assert [r.arg for r in end.src[1:3]] == [(1, "global"), (0, "loop")]
+    assert heuristic_opts(k, RICH) == [Opt("upcast", 0, 8), Opt("upcast", 1, 32), Opt("unroll", 2, 4),
+                                       Opt("outer", 1), Opt("global", 1), Opt("pack", 1)]
+    end = apply_opts(k, heuristic_opts(k, RICH)).src[0]
+    assert end.op is kernel.END and [r.arg for r in end.src[1:3]] == [(1, "global"), (0, "loop")]
     lowered_matches(UOp.sink((x @ w).uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
+
+
+def test_pack_copies_each_global_iteration_s_panel_and_reads_it_after_the_copy() -> None:
+    """pack: B's panel of one column block ([k][32 columns], row-major) is copied to a kernel.local before the
+    row blocks read it through kernel.after; the whole lowering (to the device program, run by the python backend)
+    stays bit-identical; a batched matmul (B varies along an output loop too) is not packed."""
+    x, w = _f32(64, 48), _f32(48, 64)
+    k = apply_opts(kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0],
+                   [Opt("upcast", 0, 8), Opt("upcast", 1, 32), Opt("unroll", 2, 4), Opt("outer", 1),
+                    Opt("global", 1), Opt("pack", 1)])
+    (scratch,) = [u for u in k.toposort() if u.op is kernel.LOCAL]
+    assert scratch.dtype.size == 64 * 48 and scratch.dtype.addrspace == "local"
+    (after,) = [u for u in k.toposort() if u.op is kernel.AFTER]
+    copy = after.src[1]
+    assert copy.op is kernel.END and copy.src[0].op is kernel.STORE and copy.src[1].arg == (1, "global")
+    assert [(const_extent(r), r.arg[1]) for r in copy.src[2:]] == [(12, "loop"), (4, "loop"), (32, "upcast")]
+    loads = [u for u in k.toposort() if u.op is kernel.LOAD and u.src[0].src[0] is after]
+    assert len(loads) == 1
+    with pytest.raises(OptError, match="global"):
+        apply_opt(apply_opt(kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0],
+                            Opt("upcast", 1, 32)), Opt("pack", 1))
+    one = CPU.derive(name="test-rich-1", max_vector_bytes=64, max_upcast=256, threads=1)  # one core: global to pack
+    assert heuristic_opts(kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0], one)[-2:] == [
+        Opt("global", 1), Opt("pack", 1)]
+    for t in (x @ w, _f32(3, 16, 8) @ _f32(3, 8, 64)):
+        out = lowered_matches(UOp.sink(t.uop), pipeline("default{target=test-rich}"))
+        assert ("kernel.local" in print_ir(out)) == (t.ndim == 2)
 
 
 def test_elementwise_gets_a_vector_upcast_of_the_contiguous_axis() -> None:

@@ -33,10 +33,12 @@ from test_c_backend import (
     elementwise,
     idx,
     load,
+    packed_matmul_program,
     pairs,
     param,
     program,
     run,
+    sequential_matmul,
     store,
 )
 from test_tensor_to_kernel import _Gen, _input_arrays
@@ -491,3 +493,16 @@ def test_floats_are_exact_for_every_float_dtype(backend: LLVMBackend) -> None:
         got = Tensor(x, device="llvm").cast(d).sum(axis=1).numpy()
         want = Tensor(x, device="python").cast(d).sum(axis=1).numpy()
         assert values_equal(got, want), d.name
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 64), (40, 160, 128)], ids=["stack-scratch", "heap-scratch"])
+def test_packed_matmul_is_bit_identical(backend: LLVMBackend, shape: tuple[int, int, int]) -> None:
+    """kernel-optimize's packed panels: a kernel.local (an alloca, or calloc'd and freed when over 64 KiB)."""
+    m, k, n = shape
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    prog = packed_matmul_program(m, k, n)
+    assert ("@calloc" in LLVMRenderer().render(prog)) == (k * n * 4 > 65536)
+    run(backend, prog, [out, a, b])
+    np.testing.assert_array_equal(out, sequential_matmul(a, b))

@@ -116,6 +116,18 @@ def _sized_ptr(space: str):
     return check
 
 
+def _verify_after(u: UOp) -> Iterator[str]:
+    p = u.src[0].dtype
+    if not p.is_ptr or p.addrspace == "global":
+        yield f"first operand must be a local or register pointer (a kernel's scratch buffer), got {p}"
+    elif u.dtype is not p:
+        yield f"result dtype {u.dtype} differs from pointer dtype {p}"
+    for i, s in enumerate(u.src[1:], 1):
+        if s.dtype is not dtypes.void:
+            yield f"operand {i} must be an effect (a store or an end), got {s.dtype} from {s.op.name}"
+            return
+
+
 # ---- the ops ---------------------------------------------------------------------------------------------------------
 DEF = def_op("kernel.def", (0, None), (Attr("name", STR),), Trait.TERMINATOR | Trait.COLLECTS_EFFECTS, _verify_def,
              summary="the root of a kernel body: its effects (stores, ends)")
@@ -138,6 +150,8 @@ LOCAL = def_op("kernel.local", 0, (Attr("id", INT),), verify=_sized_ptr("local")
                summary="a buffer in workgroup-local memory")
 REGISTER = def_op("kernel.register", 0, (Attr("id", INT),), verify=_sized_ptr("register"),
                   summary="a buffer in registers (private memory)")
+AFTER = def_op("kernel.after", (2, None), traits=Trait.PURE, verify=_verify_after,
+               summary="a scratch pointer, to be read after the effects (stores, ends) it names have run")
 
 
 # ---- value ranges ----------------------------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 
 from uopir.backends.c.lanes import NATIVE_VECTOR, Exprs, Lanes, literal, op_error
-from uopir.backends.c.prelude import bitcast_helper, prelude, vector_max, vector_ok
-from uopir.backends.cpu.program import NO_VALUE, UNSUPPORTED, KernelSignature, escaping, schedule
+from uopir.backends.c.prelude import Helper, bitcast_helper, prelude, vector_max, vector_ok
+from uopir.backends.cpu.program import NO_VALUE, STACK_SCRATCH, UNSUPPORTED, KernelSignature, escaping, schedule
 from uopir.backends.cpu.program import kernel_signature as _signature
 from uopir.backends.interface import Renderer
 from uopir.dialects import core as C
@@ -96,6 +96,7 @@ class _Emitter(Exprs):
         self.counter = {"v": 0, "acc": 0, "ridx": 0, "reg": 0}
         self.hoisted: list[str] = []
         self.ids: list[str] = []  # the loops of global ids opened so far (the first one is split across cores)
+        self.cleanup: list[str] = []  # statements at the function's end (freeing heap scratch buffers)
 
     # names and statements
     def fresh(self, kind: str) -> str:
@@ -140,6 +141,8 @@ class CRenderer(Renderer):
         while em.depth > 1:  # the loops of global ids span the rest of the program
             em.depth -= 1
             em.emit("}")
+        for line in em.cleanup:
+            em.emit(line)
         head = prelude(em.helpers)
         if len(em.lines) > HUGE_KERNEL:
             head += (f"/* {len(em.lines)} statements: compiled without optimization (GCC's SSA passes take minutes on "
@@ -177,9 +180,16 @@ class CRenderer(Renderer):
             em.vals[u] = _Ptr(f"data{u.arg}", "0", None, u.dtype)
         elif op is K.VAR:
             em.vals[u] = Lanes([var_name(u.arg[0])])
-        elif op is K.REGISTER:
+        elif op is K.REGISTER or (op is K.LOCAL and u.dtype.size * u.dtype.base.itemsize <= STACK_SCRATCH):
             name = em.fresh("reg")
             em.hoisted.append(f"{em.ctype(u.dtype.base)} {name}[{max(u.dtype.size, 1)}] = {{0}};")
+            em.vals[u] = _Ptr(name, "0", None, u.dtype)
+        elif op is K.LOCAL:  # a large scratch buffer (kernel-optimize's packed panels): zeroed heap memory per call
+            name, t = em.fresh("reg"), em.ctype(u.dtype.base)
+            em.use("stdlib", Helper("", includes=("stdlib.h",)))
+            em.hoisted.append(f"{t}* {name} = ({t}*)calloc({u.dtype.size}, sizeof({t}));")
+            em.hoisted.append(f"if (!{name}) abort();")
+            em.cleanup.append(f"free({name});")
             em.vals[u] = _Ptr(name, "0", None, u.dtype)
         elif op is K.INDEX:
             p = em.vals[u.src[0]]

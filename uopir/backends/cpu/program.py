@@ -22,7 +22,7 @@ from uopir.ir.ops import OpDef
 from uopir.ir.uop import UOp
 
 __all__ = ["KernelSignature", "kernel_signature", "MAX_PARAMS", "schedule", "escaping", "uses", "op_error",
-           "UNSUPPORTED", "NO_VALUE"]
+           "UNSUPPORTED", "NO_VALUE", "STACK_SCRATCH"]
 
 
 def op_error(u: UOp, msg: str) -> IRError:
@@ -30,11 +30,11 @@ def op_error(u: UOp, msg: str) -> IRError:
     return IRError(diagnostics=[diag_at(u, msg)])
 
 
+STACK_SCRATCH = 1 << 16  # bytes: a kernel.local up to this size is a stack array, a larger one zeroed heap memory
 NO_VALUE = frozenset((C.SINK, C.GROUP, D.PROGRAM))  # ops that compute nothing and emit nothing
 UNSUPPORTED: dict[OpDef, str] = {
     D.BARRIER: "barriers (device.barrier) need a gpu target; lower for target=cpu",
     D.WMMA: "tensor-core multiplies (device.wmma) need a gpu target",
-    K.LOCAL: "local memory (kernel.local) needs a gpu target",
     K.RANGE: "a kernel.range is left: run kernel-to-device and device-linearize first",
     K.REDUCE: "a kernel.reduce is left: run kernel-to-device and device-linearize first",
     K.END: "a kernel.end is left: run kernel-to-device and device-linearize first",

@@ -37,7 +37,15 @@ import struct
 
 import numpy as np
 
-from uopir.backends.cpu.program import NO_VALUE, UNSUPPORTED, KernelSignature, escaping, op_error, schedule
+from uopir.backends.cpu.program import (
+    NO_VALUE,
+    STACK_SCRATCH,
+    UNSUPPORTED,
+    KernelSignature,
+    escaping,
+    op_error,
+    schedule,
+)
 from uopir.backends.cpu.program import kernel_signature as _signature
 from uopir.backends.interface import Renderer
 from uopir.dialects import core as C
@@ -343,6 +351,8 @@ class LLVMRenderer(Renderer):
                            f"{'device.endloop' if b.op is D.LOOP else 'device.endif'} in the program)")
         while w.ids:  # the loops of global ids span the rest of the program
             w.close_loop(w.ids.pop())
+        for addr in w.frees:
+            w.f.emit(f"call void @free(ptr {addr})")
         w.f.emit("ret void")
         args = []
         for i, d in enumerate(sig.params):
@@ -376,6 +386,7 @@ class _Walk:
         self.blocks: list[tuple[UOp, tuple[str, str, str, str] | str]] = []  # (opener, loop labels / if's end)
         self.ids: list[tuple[str, str, str, str]] = []
         self.id_dims: set[int] = set()
+        self.frees: list[str] = []  # heap scratch buffers, freed before returning
 
     # ---- values
     def get(self, u: UOp, n: int | None = None) -> _Val:
@@ -455,10 +466,18 @@ class _Walk:
             ref = f"%var{self.sig.vars.index(u.arg[0])}"
             t = scalar_type(u.dtype)
             self.vals[u] = _Val(ref if t == "i64" else f.ins(f"trunc i64 {ref} to {t}"), t, 1)
-        elif op is K.REGISTER:
+        elif op is K.REGISTER or (op is K.LOCAL and u.dtype.size * u.dtype.base.itemsize <= STACK_SCRATCH):
             size = max(u.dtype.size, 1)
             t = f"[{size} x {mem_type(u.dtype.base)}]"
             self.vals[u] = _Ptr(self.alloca(t, "zeroinitializer", "reg"), "0", None, u.dtype)
+        elif op is K.LOCAL:  # a large scratch buffer (kernel-optimize's packed panels): zeroed heap memory per call
+            f = self.f
+            f.intrinsic("calloc", "ptr", ["i64", "i64"])
+            f.intrinsic("free", "void", ["ptr"])
+            addr = f.fresh("reg")
+            f.allocas.append(f"{addr} = call ptr @calloc(i64 {u.dtype.size}, i64 {u.dtype.base.itemsize})")
+            self.frees.append(addr)
+            self.vals[u] = _Ptr(addr, "0", None, u.dtype)
         elif op is K.INDEX:
             p = self.ptr(u.src[0])
             off = self.index(u.src[1])

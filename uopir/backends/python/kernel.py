@@ -164,6 +164,7 @@ HANDLERS: HandlerTable = {
     K.PARAM: _param,
     K.LOCAL: _scratch,
     K.REGISTER: _scratch,
+    K.AFTER: lambda u, s, ctx: s[0],  # the pointer; the toposort ran the effects it names first
     K.VAR: _var,
     K.RANGE: _range,
     K.INDEX: _index,

@@ -16,7 +16,9 @@ the accumulator's loops; the reduction's result read after the update escapes th
 allows, so loop-invariant work is hoisted. The nesting of the loops is read from the graph: the endloop chain of
 a kernel.end (first range outermost), an accumulator's loops (in operand order, inside the loops its accumulator
 needs), and a loop bound's own operands. Within a block, ops keep the kernel's toposort order where their
-dependencies allow. A loop with nothing inside is dropped. Loops and accumulators are numbered in program order.
+dependencies allow; a `kernel.after` runs after the loops and ops of the effects it names, and leaves the program
+(its users read the scratch pointer itself, the order now being explicit). A loop with nothing inside is dropped.
+Loops and accumulators are numbered in program order.
 """
 from __future__ import annotations
 
@@ -187,6 +189,17 @@ def linearize(kdef: UOp) -> UOp:
 
     readers: dict[UOp, list[UOp]] = defaultdict(list)
     for u in ops:
+        if u.op is K.AFTER:  # a scratch pointer used after effects: order it after the ops under their markers
+            stack, seen = list(u.src[1:]), set()
+            while stack:
+                s = stack.pop()
+                if s in seen:
+                    continue
+                seen.add(s)
+                if s.op in _MARKERS:
+                    stack.extend(s.src)
+                else:
+                    depend(u, s)
         for s in u.src:
             if s.op in _MARKERS or (u.op is D.ACC and s.op is D.LOOP):  # an accumulator comes before its loops
                 continue
@@ -227,6 +240,9 @@ def linearize(kdef: UOp) -> UOp:
     ids = {D.LOOP: 0, D.ACC: 0}  # loops and accumulators are numbered in program order
 
     def emit(u: UOp) -> None:
+        if u.op is K.AFTER:  # the program's order says what it said: the pointer itself
+            new[u] = new[u.src[0]]
+            return
         if u.op is D.ACC:  # declared before its loops: the program's accumulator names only its init
             src: tuple[UOp, ...] = (new[u.src[0]],)
         else:

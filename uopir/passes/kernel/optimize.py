@@ -7,7 +7,8 @@ place is taken by `r_o, r_i` (r_o outer), so a reduction still accumulates in th
 just changes kind. The `global` opt marks an output range as the one whose iterations run on several threads (cpu)
 or as thread/block ids (gpu). kernel-expand then turns upcast/unroll ranges into vector lanes.
 
-The printed kernel says what was done: the kinds of its ranges (and the index math `r_o * f + r_i`).
+The printed kernel says what was done: the kinds of its ranges (and the index math `r_o * f + r_i`), and for
+`pack` the scratch buffer, its copy loop nest and the `kernel.after` the packed loads read through.
 
 `strategy=heuristic` picks opts from the target description (uopir.passes.target; never from a backend's name):
   1. register tiling: in a kernel with a reduction, the output ranges along which some input read under the
@@ -25,7 +26,14 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      the lanes of a value (upcast times unroll factors) stay within `max_upcast` times the first unroll size;
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
      (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations; on a gpu target
-     every output range does.
+     every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can pack (5.);
+  5. pack: when that global range is a wide tile's `outer` contiguous range, each input read under the reduction
+     along it and otherwise only along lanes and reduction ranges (a matmul's B: a 32-column panel whose rows lie a
+     row of B apart, 4 KiB for 1024 columns, so they alias in the caches and defeat the prefetchers) is copied into
+     a `kernel.local` laid out [global iteration][panel, row-major, by decreasing stride] (at most PACK_MAX_BYTES)
+     by a loop nest over fresh ranges, and the tile reads its panel from there, contiguous, through `kernel.after`
+     (which orders the copy first). Each global iteration has its own panel, so the copy is exact under any order of
+     the iterations; on a cpu each thread copies the panel of the block it is about to compute.
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
@@ -45,11 +53,12 @@ from uopir.passes.manager import PassContext, register_pass
 from uopir.passes.target import Target, UnknownTargetError, target
 
 __all__ = ["Opt", "OptError", "apply_opt", "apply_opts", "heuristic_opts", "optimize_kernel", "PARALLEL_MIN_WORK",
-           "NOOPT_ENV"]
+           "NOOPT_ENV", "PACK_MAX_BYTES"]
 
 NOOPT_ENV = "UOPIR_NOOPT"
 PARALLEL_MIN_WORK = 1 << 15  # iterations below which a thread split costs more than it saves
 FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
+PACK_MAX_BYTES = 1 << 26  # the largest scratch copy `pack` makes (heap memory, a panel per global iteration)
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 _SPLIT_KINDS = ("upcast", "unroll")
 
@@ -60,10 +69,10 @@ class OptError(ValueError):
 
 @dataclass(frozen=True)
 class Opt:
-    """One transformation of a kernel: `upcast`/`unroll` axis `axis` by `factor`, mark it `global`, or make it the
-    `outer`most loop of every kernel.end that has it."""
+    """One transformation of a kernel: `upcast`/`unroll` axis `axis` by `factor`, mark it `global`, make it the
+    `outer`most loop of every kernel.end that has it, or `pack` the panel each of its (global) iterations reads."""
 
-    kind: Literal["upcast", "unroll", "global", "outer"]
+    kind: Literal["upcast", "unroll", "global", "outer", "pack"]
     axis: int
     factor: int = 0
 
@@ -116,6 +125,8 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
             raise OptError(f"axis {opt.axis} is a {r.arg[1]} range; only an output (loop) range can be reordered")
         return kdef.substitute({u: u.replace(src=(u.src[0], r, *(x for x in u.src[1:] if x is not r)))
                                 for u in kdef.toposort() if u.op is K.END and r in u.src[1:]})
+    if opt.kind == "pack":
+        return _pack(kdef, r)
     if opt.kind not in _SPLIT_KINDS:
         raise OptError(f"unknown opt kind {opt.kind!r}")
     n = const_extent(r)
@@ -126,6 +137,82 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
     if opt.factor < 1 or n % opt.factor:
         raise OptError(f"factor {opt.factor} does not divide the extent {n} of axis {opt.axis}")
     return _split(kdef, r, opt.factor, opt.kind)
+
+
+def _pack_loads(k: _Kernel, r0: UOp) -> list[tuple[UOp, list[UOp]]]:
+    """The loads `pack` copies for global range r0: (load, its other ranges ordered by stride, largest first) for each
+    plain load (a param, no gate, linear address) under a reduction that varies along r0, and otherwise only along
+    lane (upcast/unroll) and reduction ranges of constant extent, with some output range of its kernel.end that it
+    does not vary along (each packed panel is read again by every iteration of that range)."""
+    red = k.red_ranges()
+    out = []
+    for ld in k.loads:
+        d = k.deps[ld]
+        a = _address(ld.src[0])
+        if len(ld.src) != 1 or a is None or a[1] is not None or r0 not in d or not d & red:
+            continue
+        inner = [r for r in d if r is not r0]
+        if any(r.arg[1] not in ("upcast", "unroll", "reduce") or const_extent(r) is None for r in inner):
+            continue
+        ends = [e for e in k.kdef.toposort() if e.op is K.END and r0 in e.src[1:] and ld in e.src[0].toposort()]
+        if not ends or not any(r not in d for e in ends for r in e.src[1:]):
+            continue
+        c = linear_coeffs(a[0], frozenset(inner), k.deps)
+        if c is None or any(c.get(r, 0) == 0 for r in inner):
+            continue
+        out.append((ld, sorted(inner, key=lambda r: -abs(c[r]))))
+    return out
+
+
+def _panel(inner: list[UOp]) -> int:
+    n = 1
+    for r in inner:
+        n *= const_extent(r) or 1
+    return n
+
+
+def _pack(kdef: UOp, r0: UOp) -> UOp:
+    """Each load _pack_loads finds reads a scratch copy instead, `kernel.local` laid out [r0][inner ranges,
+    row-major, in the order of their strides]: a loop nest over fresh ranges copies the panel of one r0 iteration (its
+    lanes kept as upcast ranges, so the copy moves vectors), and the load reads `kernel.after %scratch, %copy`. The
+    scratch has a panel per r0 iteration, so the copy is exact under any order of the iterations; on a cpu the global
+    range's iterations each copy their panel just before reading it (device-linearize orders the copy first)."""
+    if r0.arg[1] != "global":
+        raise OptError(f"axis {r0.arg[0]} is a {r0.arg[1]} range; pack needs the global range (mark it global first)")
+    n0 = const_extent(r0)
+    k = _Kernel(kdef)
+    loads = _pack_loads(k, r0) if n0 else []
+    if not loads:
+        raise OptError(f"axis {r0.arg[0]}: no load under a reduction to pack along it")
+    axis = 1 + max(u.arg[0] for u in kdef.toposort() if u.op is K.RANGE)
+    lid = sum(1 for u in kdef.toposort() if u.op is K.LOCAL)
+    new: dict[UOp, UOp] = {}
+    for ld, inner in loads:
+        sizes = [const_extent(r) or 1 for r in inner]
+        strides = [1] * len(inner)
+        for i in range(len(inner) - 2, -1, -1):
+            strides[i] = strides[i + 1] * sizes[i + 1]
+        panel = strides[0] * sizes[0] if inner else 1
+
+        def packed(rs: list[UOp], panel: int = panel, strides: list[int] = strides) -> UOp:
+            off = r0 * _iconst(panel)
+            for r, st in zip(rs, strides, strict=True):
+                off = off + (r * _iconst(st) if st != 1 else r)
+            return off
+        fresh = []
+        for r, n in zip(inner, sizes, strict=True):
+            kind = "upcast" if r.arg[1] == "upcast" else "loop"
+            fresh.append(UOp(K.RANGE, dtypes.index, (_iconst(n),), (axis, kind)))
+            axis += 1
+        base, off = ld.src[0].src[0], ld.src[0].src[1]
+        scratch = UOp(K.LOCAL, base.dtype.base.ptr("local", n0 * panel), (), lid)
+        lid += 1
+        moved = off.substitute(dict(zip(inner, fresh, strict=True)))
+        src = UOp(K.LOAD, ld.dtype, (UOp(K.INDEX, base.dtype, (base, moved)),))
+        copy = UOp(K.STORE, dtypes.void, (UOp(K.INDEX, scratch.dtype, (scratch, packed(fresh))), src))
+        ready = UOp(K.AFTER, scratch.dtype, (scratch, UOp(K.END, dtypes.void, (copy, r0, *fresh))))
+        new[ld] = ld.replace(src=(UOp(K.INDEX, scratch.dtype, (ready, packed(inner))),))
+    return kdef.substitute(new)
 
 
 def apply_opts(kdef: UOp, opts: list[Opt]) -> UOp:
@@ -308,7 +395,23 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         r = next((r for r in loops if outer(r) >= t.threads), max(loops, key=outer))
         if outer(r) >= 2 and r.arg[1] == "loop":
             opts.append(Opt("global", r.arg[0]))
+            if len(opts) >= 2 and opts[-2] == Opt("outer", r.arg[0]) and _packs(kdef, opts, r.arg[0]):
+                opts.append(Opt("pack", r.arg[0]))
+    elif t.kind == "cpu" and opts and opts[-1].kind == "outer" and k.work() >= PARALLEL_MIN_WORK:
+        # one thread: the outer range is still made global (one core runs all of it) when that lets it pack
+        r = loops[0]
+        if r.arg[1] == "loop" and _packs(kdef, opts + [Opt("global", r.arg[0])], r.arg[0]):
+            opts += [Opt("global", r.arg[0]), Opt("pack", r.arg[0])]
     return opts
+
+
+def _packs(kdef: UOp, opts: list[Opt], axis: int) -> bool:
+    """5. pack: whether, after `opts`, the global range on `axis` has panels to pack within PACK_MAX_BYTES."""
+    tiled = apply_opts(kdef, opts)
+    r0 = _range_of(tiled, axis)
+    n0 = const_extent(r0) or 0
+    panels = [n0 * _panel(inner) * ld.dtype.itemsize for ld, inner in _pack_loads(_Kernel(tiled), r0)]
+    return bool(panels) and sum(panels) <= PACK_MAX_BYTES
 
 
 def optimize_kernel(kdef: UOp, t: Target, strategy: str = "heuristic") -> tuple[UOp, list[Opt]]:
