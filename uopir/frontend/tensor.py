@@ -52,11 +52,25 @@ def _tensor_type(t: Tensor) -> str:
 _SYM_MOVEMENT = (T.RESHAPE, T.EXPAND, T.PAD, T.SHRINK)  # the movement ops that take symbolic dims
 
 
+def _written(u: UOp) -> UOp:
+    """An assign's target once the assign has run: its view chain with every assign replaced by its own target."""
+    chain: list[UOp] = []
+    while u.op in T.ASSIGNABLE_VIEWS and u.src:
+        if u.op is T.ASSIGN:
+            u = u.src[0]
+            continue
+        chain.append(u)
+        u = u.src[0]
+    for v in reversed(chain):
+        u = v.replace(src=(u, *v.src[1:]))
+    return u
+
+
 # ---- the Tensor -----------------------------------------------------------------------------------------------------
 class Tensor:
     """A lazy n-d array. `.uop` is its tensor-dialect graph; `.device` the device it lives on."""
 
-    __slots__ = ("uop", "device", "__weakref__")
+    __slots__ = ("uop", "device", "grad", "requires_grad", "__weakref__")
     __hash__ = object.__hash__  # == builds a Tensor, so hashing must not go through it
     __array_ufunc__ = None  # `np_array + tensor` calls Tensor.__radd__ instead of converting the tensor
 
@@ -65,12 +79,12 @@ class Tensor:
 
     uop: UOp
     device: str
+    grad: Tensor | None  # the gradient (autograd fills it; optimizers read it)
+    requires_grad: bool | None  # None: not set (tinygrad: a parameter of an optimizer then requires it)
 
     def __init__(self, data: Any, dtype: DTypeLike = None, device: str | None = None,
                  requires_grad: bool | None = None) -> None:
-        if requires_grad:
-            raise TypeError("requires_grad=True: uopir has no autograd yet, so no Tensor can require a gradient "
-                            "(leave requires_grad out, or pass None or False)")
+        self.grad, self.requires_grad = None, requires_grad
         if isinstance(dtype, str) and dtypes.from_name(dtype) is None and dtype.lower() in D.DEVICES:
             dtype, device = None, dtype  # Tensor(x, "python"): tinygrad's positional device
         dt = P.to_dtype(dtype)
@@ -109,6 +123,7 @@ class Tensor:
         u.shape  # noqa: B018 - computed and cached on the UOp
         t = object.__new__(Tensor)
         t.uop, t.device = u, device if device is not None else self.device
+        t.grad, t.requires_grad = None, None
         return t
 
     def _op(self, op: OpDef, *srcs: Tensor | Scalar, dtype: DType | None = None, arg: Any = None) -> Tensor:
@@ -163,12 +178,73 @@ class Tensor:
         return (self[i] for i in range(len(self)))
 
     # ---- running ----------------------------------------------------------------------------------------------------
-    def realize(self) -> Tensor:
-        """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it."""
+    def realize(self, *others: Tensor) -> Tensor:
+        """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it. With
+        `others`, or when this tensor is an assign, all of them are realized as one program (see `realize_all`)."""
+        if others or self.uop.op is T.ASSIGN:
+            Tensor.realize_all(self, *others)
+            return self
         if any(V.is_sym(d) for d in self.shape):
             return self._realize_symbolic()
         if self.uop.op is not T.BUFFER:
             self.uop = D.realize(self.uop, self.device)
+        return self
+
+    @staticmethod
+    def realize_all(*tensors: Tensor) -> None:
+        """Realize several tensors as one program per device, so values they share are computed once and their
+        assigns are ordered (reads see the values on entry unless they read the assign). Each tensor ends up pointing
+        at a buffer: an assign at its target (written in place), any other value at a fresh buffer it is assigned to.
+        """
+        groups: dict[str, list[Tensor]] = {}
+        for t in tensors:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"realize: expected Tensors, got {type(t).__name__}")
+            if t.uop.op is T.BUFFER:
+                continue
+            if any(V.is_sym(d) for d in t.shape):
+                t._realize_symbolic()
+                continue
+            groups.setdefault(t.device, []).append(t)
+        for device, ts in groups.items():
+            roots: list[UOp] = []
+            seen: set[int] = set()
+            for t in ts:
+                if id(t) in seen:
+                    continue
+                seen.add(id(t))
+                if t.uop.op is not T.ASSIGN:  # into a fresh buffer, so it is a write the program keeps
+                    target = D.new_buffer(np.empty(t.shape, P.to_np(t.dtype)), t.dtype, device)
+                    t.uop = UOp(T.ASSIGN, t.dtype, (target, t.uop))
+                roots.append(t.uop)
+            D.realize(UOp.sink(C.const(dtypes.int32, 0), *roots), device)
+            for t in ts:
+                if t.uop.op is T.ASSIGN:
+                    t.uop = _written(t.uop)
+
+    def assign(self, x: Tensor | Scalar | np.ndarray) -> Tensor:
+        """Write x into this tensor (lazily; in place when realized): its value becomes x. A realized tensor (a
+        buffer, or a reshape/permute/shrink/flip view of one) keeps its buffer, which the realize writes, so every
+        other tensor of that buffer sees the new value; an unrealized one just takes x's graph (tinygrad)."""
+        if not isinstance(x, Tensor):
+            x = Tensor(x, dtype=self.dtype, device=self.device)
+        if x.shape != self.shape:
+            x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x
+            if x.shape != self.shape:
+                raise ValueError(f"assign: value of shape {V.fmt_dims(x.shape)} does not fit a tensor of shape "
+                                 f"{V.fmt_dims(self.shape)}")
+        if x.device != self.device:
+            raise ValueError(f"assign: value on device {x.device!r}, tensor on {self.device!r}")
+        if x.dtype != self.dtype:
+            raise TypeError(f"assign: value of dtype {x.dtype!r} into a tensor of dtype {self.dtype!r} (cast it first)")
+        base = self.uop
+        while base.op in T.ASSIGNABLE_VIEWS and base.src:
+            base = base.src[0]
+        if base.op is T.BUFFER:
+            if x.uop is not self.uop:
+                self.uop = UOp(T.ASSIGN, self.dtype, (self.uop, x.uop))
+        else:
+            self.uop = x.uop
         return self
 
     def schedule(self, *others: Tensor) -> list[ScheduleItem]:
