@@ -266,15 +266,12 @@ def test_positional_device_accepted():
     assert t.device == "python" and t.numpy().tolist() == [1.0]
 
 
-def test_requires_grad_true_is_refused_until_autograd_exists():
-    """Accepting requires_grad=True and ignoring it would give a silently wrong program once autograd lands."""
-    with pytest.raises(TypeError, match="no autograd yet"):
-        Tensor([1.0], requires_grad=True)
-    for off in (None, False):  # "no gradient" is true today and stays true later
-        assert Tensor([1.0], requires_grad=off).numpy().tolist() == [1.0]
-    assert not hasattr(Tensor([1.0]), "requires_grad")
-    with pytest.raises(AttributeError):
-        Tensor([1.0]).requires_grad = True  # no slot to hold it
+def test_requires_grad_and_grad_are_stored():
+    """The attributes optimizers read (autograd fills .grad); a new value starts without a gradient."""
+    for flag in (None, False, True):
+        t = Tensor([1.0], requires_grad=flag)
+        assert t.requires_grad is flag and t.grad is None and t.numpy().tolist() == [1.0]
+    assert (Tensor([1.0]) + 1).grad is None
 
 
 # ---- Python ints at creation (issue 8 item 11: they wrapped silently) -----------------------------------------------

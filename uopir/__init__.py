@@ -12,7 +12,7 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
 __all__ = ["UOp", "DType", "dtypes", "IRError", "Location", "parse_ir", "print_ir", "verify", "Tensor",
-           "PassManager", "graph_rewrite", "UPat", "PatternMatcher", "Variable"]
+           "PassManager", "graph_rewrite", "UPat", "PatternMatcher", "Variable", "TinyJit"]
 
 _LAZY = {
     "parse_ir": ("uopir.ir.parser", "parse_ir"),
@@ -24,6 +24,7 @@ _LAZY = {
     "PassManager": ("uopir.passes.manager", "PassManager"),
     "Tensor": ("uopir.frontend.tensor", "Tensor"),
     "Variable": ("uopir.frontend.variable", "Variable"),
+    "TinyJit": ("uopir.frontend.jit", "TinyJit"),
 }
 
 

@@ -52,6 +52,11 @@ def _tensor_type(t: Tensor) -> str:
 _SYM_MOVEMENT = (T.RESHAPE, T.EXPAND, T.PAD, T.SHRINK)  # the movement ops that take symbolic dims
 
 
+# While a TinyJit captures, realize_all appends the fresh target buffers it allocates to the innermost list (a replay
+# allocates new ones in their place instead of writing the captured buffers again).
+FRESH_TARGETS: list[list[Any]] = []
+
+
 def _written(u: UOp) -> UOp:
     """An assign's target once the assign has run: its view chain with every assign replaced by its own target."""
     chain: list[UOp] = []
@@ -215,6 +220,8 @@ class Tensor:
                 seen.add(id(t))
                 if t.uop.op is not T.ASSIGN:  # into a fresh buffer, so it is a write the program keeps
                     target = D.new_buffer(np.empty(t.shape, P.to_np(t.dtype)), t.dtype, device)
+                    if FRESH_TARGETS:
+                        FRESH_TARGETS[-1].append(D.buffer_of(target))
                     t.uop = UOp(T.ASSIGN, t.dtype, (target, t.uop))
                 roots.append(t.uop)
             D.realize(UOp.sink(C.const(dtypes.int32, 0), *roots), device)
