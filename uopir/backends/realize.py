@@ -96,6 +96,7 @@ class RealizeStats:
     """Counters since the process started (tests and benchmarks read their differences)."""
 
     lowerings: int = 0  # schedules built by running the pipeline
+    compiles: int = 0  # kernels compiled (Backend.compile called: not in the compiled-kernel cache)
     cache_hits: int = 0  # schedules taken from the cache
     kernels: int = 0  # kernels launched
     interpreted: int = 0  # graphs realized by interpreting them whole (none today; kept for the counters' readers)
@@ -206,6 +207,7 @@ def _compile(backend: Backend, cache: _Cache, kdef: UOp, name: str) -> Program:
         print(print_ir(kdef))
     prog = backend.compile(kdef, name)
     with _LOCK:
+        STATS.compiles += 1
         cache.programs[kdef] = prog
         if len(cache.programs) > PROGRAM_CACHE_SIZE:
             cache.programs.popitem(last=False)
@@ -340,7 +342,7 @@ def compiled(backend: Backend, root: UOp) -> list[Program]:
     return [st.program for st in plan(backend, key, len(inputs)).steps]
 
 
-# ---- capture: the launches of a stretch of code, to run again on other buffers (the frontend's JIT) -------------------
+# ---- capture: the launches of a stretch of code, to run again on other buffers (the frontend's JIT) ------------------
 @dataclass
 class Launch:
     """One realize as `capture` records it."""
