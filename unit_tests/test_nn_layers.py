@@ -129,6 +129,10 @@ def test_state_dict_names_of_a_model() -> None:
             self.bn = nn.BatchNorm(4)
             self.layers = [nn.Linear(4, 4, bias=False), nn.LayerNorm(4)]
 
-    sd = get_state_dict(Net())
+    net = Net()
+    sd = get_state_dict(net)
     assert list(sd) == ["l1.weight", "l1.bias", "bn.weight", "bn.bias", "bn.num_batches_tracked", "bn.running_mean",
                         "bn.running_var", "layers.0.weight", "layers.1.weight", "layers.1.bias"]
+    opt = nn.optim.SGD(list(sd.values()))  # the running statistics are buffers of the optimizer, not parameters
+    assert opt.buffers == [net.bn.num_batches_tracked, net.bn.running_mean, net.bn.running_var]
+    assert len(opt.params) == 7

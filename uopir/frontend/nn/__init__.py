@@ -74,8 +74,10 @@ class BatchNorm:
         self.weight: Tensor | None = _buffer(1.0, sz) if affine else None
         self.bias: Tensor | None = _buffer(0.0, sz) if affine else None
         self.num_batches_tracked = _buffer(0, 1, dtype=dtypes.int32)
+        self.num_batches_tracked.requires_grad = False  # statistics, not parameters: an optimizer keeps them as buffers
         if track_running_stats:
             self.running_mean, self.running_var = _buffer(0.0, sz), _buffer(1.0, sz)
+            self.running_mean.requires_grad = self.running_var.requires_grad = False
 
     def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """(mean, 1/sqrt(var + eps)) over the batch axes (biased variance), each of shape (sz,)."""
