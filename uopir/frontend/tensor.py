@@ -44,14 +44,6 @@ LN_2 = math.log(2)
 # ---- small helpers --------------------------------------------------------------------------------------------------
 _UINT_OF_SIZE = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}  # to work on a float's bits
 
-
-def _tensor_type(t: Tensor) -> str:
-    return T.tensor_type(t.shape, t.dtype)
-
-
-_SYM_MOVEMENT = (T.RESHAPE, T.EXPAND, T.PAD, T.SHRINK)  # the movement ops that take symbolic dims
-
-
 # While a TinyJit captures, realize_all appends the fresh target buffers it allocates to the innermost list (a replay
 # allocates new ones in their place instead of writing the captured buffers again).
 FRESH_TARGETS: list[list[Any]] = []
@@ -69,6 +61,13 @@ def _written(u: UOp) -> UOp:
     for v in reversed(chain):
         u = v.replace(src=(u, *v.src[1:]))
     return u
+
+
+def _tensor_type(t: Tensor) -> str:
+    return T.tensor_type(t.shape, t.dtype)
+
+
+_SYM_MOVEMENT = (T.RESHAPE, T.EXPAND, T.PAD, T.SHRINK)  # the movement ops that take symbolic dims
 
 
 # ---- the Tensor -----------------------------------------------------------------------------------------------------
