@@ -46,6 +46,10 @@ class Optimizer:
                 seen.add(id(p))
                 uniq.append(p)
         for p in uniq:
+            if p.requires_grad is not False and not p.dtype.is_float:
+                raise TypeError(f"optimizer parameter of shape {p.shape} has dtype {p.dtype!r}; only floating point "
+                                f"parameters can be trained (set requires_grad=False to keep it as a buffer)")
+        for p in uniq:
             if p.requires_grad is None:
                 p.requires_grad = True
         self.params = [p for p in uniq if p.requires_grad]
@@ -54,10 +58,6 @@ class Optimizer:
             raise ValueError("optimizer needs at least one parameter that requires a gradient (all "
                              f"{len(uniq)} given have requires_grad=False)" if uniq else
                              "optimizer needs at least one parameter, got none")
-        for p in self.params:
-            if not p.dtype.is_float:
-                raise TypeError(f"optimizer parameter of shape {p.shape} has dtype {p.dtype!r}; only floating point "
-                                f"parameters can be trained (set requires_grad=False to keep it as a buffer)")
         device = self.params[0].device
         self.device = device
         self.lr = Tensor(np.array(lr, np.float32), device=device).realize()
