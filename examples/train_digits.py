@@ -37,14 +37,18 @@ class MLP:
 
 
 class CNN:
+    """Three 3x3 convolutions (the last two of stride 2: 8x8 -> 4x4 -> 2x2) and a linear layer. Strided
+    convolutions rather than max pooling: with today's kernels the gradient of max_pool2d costs several times more."""
+
     def __init__(self) -> None:
-        self.c1, self.c2 = nn.Conv2d(1, 16, 3, padding=1), nn.Conv2d(16, 32, 3, padding=1)
+        self.c1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.c2 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.c3 = nn.Conv2d(32, 32, 3, stride=2, padding=1)
         self.l1 = nn.Linear(32 * 2 * 2, 10)
 
     def __call__(self, x: Tensor) -> Tensor:
         x = x.reshape(-1, 1, 8, 8)
-        x = self.c1(x).relu().max_pool2d(2)
-        x = self.c2(x).relu().max_pool2d(2)
+        x = self.c3(self.c2(self.c1(x).relu()).relu()).relu()
         return self.l1(x.flatten(1))
 
 
@@ -115,7 +119,7 @@ def train(model_name: str = "mlp", epochs: int = 10, batch: int = 64, lr: float 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=["mlp", "cnn", "both"], default="both")
-    ap.add_argument("--epochs", type=int, default=None, help="default: 15 (mlp), 20 (cnn)")
+    ap.add_argument("--epochs", type=int, default=None, help="default: 15 (mlp), 12 (cnn)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
@@ -125,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     data = load(args.seed)
     status = 0
     for name in (["mlp", "cnn"] if args.model == "both" else [args.model]):
-        epochs = args.epochs if args.epochs is not None else {"mlp": 15, "cnn": 20}[name]
+        epochs = args.epochs if args.epochs is not None else {"mlp": 15, "cnn": 12}[name]
         _, accs = train(name, epochs, args.batch, args.lr, args.seed, not args.no_jit, args.device, data=data)
         ok = accs[-1] >= TARGETS[name]
         print(f"{name}: final test accuracy {accs[-1] * 100:.2f}% (target {TARGETS[name] * 100:.0f}%: "
