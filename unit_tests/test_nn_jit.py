@@ -102,3 +102,26 @@ def test_jitted_training_step_updates_parameters_in_place() -> None:
         buf = 0.9 * buf + x.T @ err * (2 / 8)
         ref_w = ref_w - 0.05 * buf
     np.testing.assert_allclose(w.numpy(), ref_w, rtol=1e-4, atol=1e-5)
+
+
+def test_random_tensors_are_drawn_again_on_replay() -> None:
+    """Dropout masks (host-drawn random buffers) are new on every replay, and the same a plain run draws."""
+    x = Tensor(np.ones((4, 8), np.float32))
+
+    def f(x: Tensor) -> Tensor:
+        return x.dropout(0.5) + Tensor.rand(4, 8)
+
+    old = Tensor.training
+    Tensor.training = True
+    try:
+        Tensor.manual_seed(3)
+        plain = [f(x).numpy() for _ in range(5)]
+        Tensor.manual_seed(3)
+        jf = TinyJit(f)
+        jitted = [jf(x).numpy() for _ in range(5)]
+    finally:
+        Tensor.training = old
+    assert jf.captured
+    for a, b in zip(plain, jitted, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert not np.array_equal(jitted[3], jitted[4]) and not np.array_equal(jitted[2], jitted[3])

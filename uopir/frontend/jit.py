@@ -16,10 +16,11 @@ function does not run: each recorded plan runs again (`realize.run_plan`) with i
   step) update it again on every replay.
 
 The return value has the structure of the captured one with every Tensor (realized at capture) rebound the same way;
-other values come back as they were captured. A replay refuses Tensor arguments whose number, shapes, dtypes or
-devices differ from the capture's, and non-Tensor arguments that differ (they may have shaped the graph): `reset()`
-forgets the capture. What the function computes on the host (data drawn by Tensor.rand/dropout masks, `.item()`) and
-Python side effects are frozen at the capture, as in tinygrad.
+other values come back as they were captured. Random tensors the function draws (Tensor.rand/randn/uniform/...,
+dropout masks: host data) are drawn again on each replay, from the same generator in the same order. A replay
+refuses Tensor arguments whose number, shapes, dtypes or devices differ from the capture's, and non-Tensor arguments
+that differ (they may have shaped the graph): `reset()` forgets the capture. Other host-side work of the function
+(`.item()`, data made from numpy, Python side effects) is frozen at the capture, as in tinygrad.
 """
 from __future__ import annotations
 
@@ -28,9 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
 from uopir.backends import realize as R
 from uopir.backends.buffers import buffer_of, buffer_op
 from uopir.dialects import tensor as T
+from uopir.frontend import dtype_promotion as P
 from uopir.frontend import tensor as tensor_module
 from uopir.frontend.tensor import Tensor
 
@@ -54,7 +58,7 @@ class _Slot:
 class _Step:
     launch: R.Launch
     slots: list[_Slot]
-    fresh: list[tuple[int, Any]]  # (made index, captured buffer) allocated before this launch
+    fresh: list[tuple[int, Any]]  # (made index, captured buffer) of the fresh targets allocated before this launch
     made: int  # made index of this launch's result
 
 
@@ -109,6 +113,7 @@ class TinyJit(Generic[Ret]):
         self.other_args: tuple = ()
         self.ret: Any = None
         self.ret_slots: dict[int, _Slot] = {}
+        self.randoms: list[tuple[int, Any, Any, tuple[int, ...]]] = []
 
     @property
     def captured(self) -> bool:
@@ -151,7 +156,9 @@ class TinyJit(Generic[Ret]):
     def _capture(self, tensors: list[Tensor], others: tuple, args: tuple, kwargs: dict) -> Ret:
         inputs = self._input_buffers(tensors)
         fresh: list[Any] = []
+        randoms: list[tuple[Any, Any, tuple[int, ...]]] = []
         tensor_module.FRESH_TARGETS.append(fresh)
+        tensor_module.RANDOM_SOURCES.append(randoms)
         try:
             with R.capture() as launches:
                 ret = self.fxn(*args, **kwargs)
@@ -159,8 +166,10 @@ class TinyJit(Generic[Ret]):
                 Tensor.realize_all(*outs)
         finally:
             tensor_module.FRESH_TARGETS.pop()
+            tensor_module.RANDOM_SOURCES.pop()
         where: dict[int, _Slot] = {id(b): _Slot("in", i) for i, b in enumerate(inputs)}
         fresh_ids = {id(b): b for b in fresh}
+        random_ids = {id(b): (gen, shp) for b, gen, shp in randoms}
         keep: list[Any] = []  # the captured buffers, alive as long as the capture (their ids are its keys)
         n_made = 0
         steps: list[_Step] = []
@@ -168,9 +177,10 @@ class TinyJit(Generic[Ret]):
             slots, new_fresh = [], []
             for b in la.inputs:
                 s = where.get(id(b))
-                if s is None and id(b) in fresh_ids:
+                if s is None and (id(b) in fresh_ids or id(b) in random_ids):
                     s = where[id(b)] = _Slot("made", n_made)
-                    new_fresh.append((n_made, b))
+                    if id(b) in fresh_ids:
+                        new_fresh.append((n_made, b))
                     n_made += 1
                 slots.append(s if s is not None else _Slot("fixed", buf=b))
             where[id(la.result)] = _Slot("made", n_made)
@@ -184,6 +194,7 @@ class TinyJit(Generic[Ret]):
                                f"(a symbolic shape?)")
             b = buffer_of(t.uop)
             ret_slots[id(t)] = where.get(id(b), _Slot("fixed", buf=b))
+        self.randoms = [(where[id(b)].index if id(b) in where else -1, b, gen, shp) for b, gen, shp in randoms]
         self.steps, self.n_made, self.ret, self.ret_slots, self._keep = steps, n_made, ret, ret_slots, keep
         self.in_sigs, self.other_args = [_sig(t) for t in tensors], others
         self.cnt = 2
@@ -210,6 +221,10 @@ class TinyJit(Generic[Ret]):
 
     def _replay(self, inputs: list[Any]) -> Ret:
         made: list[Any] = [None] * self.n_made
+        for i, b, gen, shp in self.randoms:  # drawn again, in the order the function drew them (unused ones too)
+            arr = b.allocator.from_numpy(P.host_array(np.asarray(gen(shp)), b.dtype), b.dtype)
+            if i >= 0:
+                made[i] = arr
 
         def bind(s: _Slot) -> Any:
             return inputs[s.index] if s.kind == "in" else made[s.index] if s.kind == "made" else s.buf

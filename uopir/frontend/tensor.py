@@ -47,6 +47,8 @@ _UINT_OF_SIZE = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}  # to wor
 # While a TinyJit captures, realize_all appends the fresh target buffers it allocates to the innermost list (a replay
 # allocates new ones in their place instead of writing the captured buffers again).
 FRESH_TARGETS: list[list[Any]] = []
+# ... and the random tensors drawn on the host, with their generator and shape (a replay draws new ones).
+RANDOM_SOURCES: list[list[tuple[Any, Any, tuple[int, ...]]]] = []
 
 
 def _written(u: UOp) -> UOp:
@@ -430,7 +432,10 @@ class Tensor:
     @staticmethod
     def _random(shape: tuple, dtype: DTypeLike, device: str | None, gen: Any, default: DType) -> Tensor:
         shp = check_shape(shape_args(shape[0], shape[1:]) if shape else (), "random tensor shape")
-        return Tensor(gen(shp), dtype=P.to_dtype(dtype) or default, device=device)
+        t = Tensor(gen(shp), dtype=P.to_dtype(dtype) or default, device=device)
+        if RANDOM_SOURCES:  # a TinyJit capture: a replay draws this tensor again
+            RANDOM_SOURCES[-1].append((D.buffer_of(t.uop), gen, shp))
+        return t
 
     @staticmethod
     def rand(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
@@ -1597,7 +1602,7 @@ class Tensor:
         """Identity unless Tensor.training (then a host-drawn keep mask, scaled by 1/(1-p))."""
         if not Tensor.training or p == 0:
             return self
-        keep = Tensor(Tensor._rng.random(self.shape) >= p, device=self.device)
+        keep = Tensor.rand(*self.shape, device=self.device) >= p  # a random buffer: a TinyJit replay draws it again
         return keep.where(self, 0) * (1 / (1 - p))
 
 
