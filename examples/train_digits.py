@@ -3,13 +3,15 @@
     pip install -e '.[examples]'      # scikit-learn
     python3 examples/train_digits.py [--model mlp|cnn|both] [--epochs N] [--device c] [--no-jit]
 
-Each training step (forward, backward, AdamW update) is one TinyJit function: call 1 runs it, call 2 captures its
+Each training step (forward, backward, AdamW update; the learning rate decays along a cosine, per epoch, by
+writing the optimizer's lr tensor) is one TinyJit function: call 1 runs it, call 2 captures its
 kernels, every later step replays them on the next batch (no graph is built, scheduled or compiled again). Per epoch
 it prints the mean training loss, the test accuracy and the time; a progress bar shows the steps.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import pathlib
 import sys
@@ -95,6 +97,7 @@ def train(model_name: str = "mlp", epochs: int = 10, batch: int = 64, lr: float 
     losses, accs = [], []
     for epoch in range(1, epochs + 1):
         t0 = time.perf_counter()
+        opt.set_lr(lr * 0.5 * (1 + math.cos(math.pi * (epoch - 1) / epochs)))  # cosine decay: a buffer, no rebuild
         Tensor.training = True
         order = rng.permutation(len(x_tr))
         total = 0.0
