@@ -65,6 +65,12 @@ def test_changed_shapes_dtypes_and_arguments_are_refused() -> None:
     for _ in range(3):  # captured again at the new shape
         assert f(Tensor([1.0, 2.0, 3.0]), 4.0).numpy().tolist() == [5.0, 9.0, 13.0]
 
+    g = TinyJit(lambda a, b: a + b)
+    t = Tensor([1.0])
+    g(t, t)
+    with pytest.raises(JitError, match="share one buffer"):
+        g(t, t)
+
 
 def test_jitted_training_step_updates_parameters_in_place() -> None:
     """Least squares with the gradient written out (2/n X^T (Xw - y)) and SGD with momentum: the replayed kernels

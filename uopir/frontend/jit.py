@@ -114,6 +114,7 @@ class TinyJit(Generic[Ret]):
         self.ret: Any = None
         self.ret_slots: dict[int, _Slot] = {}
         self.randoms: list[tuple[int, Any, Any, tuple[int, ...]]] = []
+        self._keep: list[Any] = []
 
     @property
     def captured(self) -> bool:
@@ -155,6 +156,9 @@ class TinyJit(Generic[Ret]):
     # ---- capture ----------------------------------------------------------------------------------------------------
     def _capture(self, tensors: list[Tensor], others: tuple, args: tuple, kwargs: dict) -> Ret:
         inputs = self._input_buffers(tensors)
+        if len({id(b) for b in inputs}) != len(inputs):
+            raise JitError(f"TinyJit({getattr(self.fxn, '__name__', 'function')}): two Tensor arguments share one "
+                           f"buffer at the capture, so a replay could not tell them apart; pass distinct tensors")
         fresh: list[Any] = []
         randoms: list[tuple[Any, Any, tuple[int, ...]]] = []
         tensor_module.FRESH_TARGETS.append(fresh)
