@@ -20,15 +20,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from uopir.frontend.tensor import Tensor
-from uopir.ir.dtype import dtypes
+from uopir.ir.dtype import DType, dtypes
 
 __all__ = ["Linear", "Conv2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding", "Dropout"]
 
 
-def _buffer(value: float, *shape: int, dtype: object = None) -> Tensor:
+def _buffer(value: float, *shape: int, dtype: DType = dtypes.float32) -> Tensor:
     """A realized buffer filled with `value` (a const would not be assignable in place)."""
-    d = dtype if dtype is not None else dtypes.float32
-    return Tensor(np.full(shape, value, np.float32 if d is dtypes.float32 else None), dtype=d).realize()
+    return Tensor(np.full(shape, value), dtype=dtype).realize()
 
 
 def _bias(n: int, fan_in: int) -> Tensor:
