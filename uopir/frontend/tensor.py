@@ -237,10 +237,14 @@ class Tensor:
         if not isinstance(x, Tensor):
             x = Tensor(x, dtype=self.dtype, device=self.device)
         if x.shape != self.shape:
-            x = x.expand(self.shape) if len(x.shape) <= len(self.shape) else x
-            if x.shape != self.shape:
+            try:
+                fits = broadcast_shape(x.shape, self.shape) == tuple(self.shape)
+            except ValueError:
+                fits = False
+            if not fits:
                 raise ValueError(f"assign: value of shape {V.fmt_dims(x.shape)} does not fit a tensor of shape "
                                  f"{V.fmt_dims(self.shape)}")
+            x = x.expand(self.shape)
         if x.device != self.device:
             raise ValueError(f"assign: value on device {x.device!r}, tensor on {self.device!r}")
         if x.dtype != self.dtype:
