@@ -131,3 +131,17 @@ def test_random_tensors_are_drawn_again_on_replay() -> None:
     for a, b in zip(plain, jitted, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6)
     assert not np.array_equal(jitted[3], jitted[4]) and not np.array_equal(jitted[2], jitted[3])
+
+
+def test_jitted_method_binds_its_instance() -> None:
+    class Model:
+        def __init__(self) -> None:
+            self.w = Tensor(np.array([2.0, 3.0], np.float32))
+
+        @TinyJit
+        def __call__(self, x: Tensor) -> Tensor:
+            return x * self.w
+
+    m = Model()
+    outs = [m(Tensor(np.array([i, i + 1], np.float32))).numpy().tolist() for i in range(4)]
+    assert outs == [[0, 3], [2, 6], [4, 9], [6, 12]] and Model.__call__.captured
