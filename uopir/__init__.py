@@ -12,7 +12,7 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
 __all__ = ["UOp", "DType", "dtypes", "IRError", "Location", "parse_ir", "print_ir", "verify", "Tensor",
-           "PassManager", "graph_rewrite", "UPat", "PatternMatcher", "Variable", "no_grad"]
+           "PassManager", "graph_rewrite", "UPat", "PatternMatcher", "Variable", "no_grad", "TinyJit"]
 
 _LAZY = {
     "parse_ir": ("uopir.ir.parser", "parse_ir"),
@@ -25,6 +25,7 @@ _LAZY = {
     "Tensor": ("uopir.frontend.tensor", "Tensor"),
     "Variable": ("uopir.frontend.variable", "Variable"),
     "no_grad": ("uopir.frontend.tensor", "no_grad"),
+    "TinyJit": ("uopir.frontend.jit", "TinyJit"),
 }
 
 

@@ -20,6 +20,10 @@ compiled program at the launch's sizes, and those counts); a compiling backend p
 its device program at 6; at 5 and above each kernel's IR (print_ir) when it is compiled, before the backend lowers
 it (once per kernel and backend in a process). `compiled(backend, root)` gives the compiled programs themselves.
 
+Capture (the frontend's JIT): inside `with capture() as launches:` every realize of this thread appends a `Launch`
+(backend, plan, the input buffers bound to its slots, variable values, result buffer); `run_plan` runs such a plan
+again on other buffers, with no key, lowering or compile.
+
 Symbolic variables lower to `kernel.var`: the key holds each variable, `cache_key` collects the bound values and
 every launch gets them by name, so one schedule serves every value. The realizing backend runs every
 kernel of a schedule, including those of values on other devices (every device's buffers live in host memory today).
@@ -31,6 +35,8 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -51,7 +57,8 @@ if TYPE_CHECKING:
     from uopir.backends.interface import Allocator, Backend, Buffer, Program
 
 __all__ = ["realize", "compiled", "cache_key", "plan", "debug_level", "print_compiled", "schedule_cache_enabled",
-           "clear_schedule_cache", "STATS", "RealizeStats", "CACHE_SIZE", "DEBUG_ENV", "SCHEDULE_CACHE_ENV"]
+           "clear_schedule_cache", "STATS", "RealizeStats", "CACHE_SIZE", "DEBUG_ENV", "SCHEDULE_CACHE_ENV", "Launch",
+           "capture", "run_plan"]
 
 DEBUG_ENV = "UOPIR_DEBUG"
 SCHEDULE_CACHE_ENV = "UOPIR_SCHEDULE_CACHE"
@@ -89,6 +96,7 @@ class RealizeStats:
     """Counters since the process started (tests and benchmarks read their differences)."""
 
     lowerings: int = 0  # schedules built by running the pipeline
+    compiles: int = 0  # kernels compiled (Backend.compile called: not in the compiled-kernel cache)
     cache_hits: int = 0  # schedules taken from the cache
     kernels: int = 0  # kernels launched
     interpreted: int = 0  # graphs realized by interpreting them whole (none today; kept for the counters' readers)
@@ -199,6 +207,7 @@ def _compile(backend: Backend, cache: _Cache, kdef: UOp, name: str) -> Program:
         print(print_ir(kdef))
     prog = backend.compile(kdef, name)
     with _LOCK:
+        STATS.compiles += 1
         cache.programs[kdef] = prog
         if len(cache.programs) > PROGRAM_CACHE_SIZE:
             cache.programs.popitem(last=False)
@@ -333,10 +342,49 @@ def compiled(backend: Backend, root: UOp) -> list[Program]:
     return [st.program for st in plan(backend, key, len(inputs)).steps]
 
 
+# ---- capture: the launches of a stretch of code, to run again on other buffers (the frontend's JIT) ------------------
+@dataclass
+class Launch:
+    """One realize as `capture` records it."""
+
+    backend: Backend
+    plan: Plan
+    inputs: list[Buffer]  # the buffers bound to the plan's input slots, in slot order
+    var_vals: dict[str, int]
+    result: Buffer
+
+
+_CAPTURING = threading.local()
+
+
+@contextmanager
+def capture() -> Iterator[list[Launch]]:
+    """Record every realize of this thread inside the block, in order (nested captures record into the innermost)."""
+    stack: list[list[Launch]] = _CAPTURING.__dict__.setdefault("stack", [])
+    launches: list[Launch] = []
+    stack.append(launches)
+    try:
+        yield launches
+    finally:
+        stack.pop()
+
+
+def run_plan(backend: Backend, plan: Plan, inputs: list[Buffer], var_vals: dict[str, int]) -> Buffer:
+    """Run a plan (from a `Launch`) on `inputs` bound to its input slots: no cache key, lowering or compile."""
+    if len(inputs) != plan.n_inputs:
+        raise ValueError(f"run_plan: the plan has {plan.n_inputs} input slots, got {len(inputs)} buffers")
+    return _run(backend, plan, inputs, var_vals)
+
+
 def realize(backend: Backend, root: UOp) -> Buffer:
     """The value of a tensor-level graph, computed on `backend` kernel by kernel, in a fresh buffer of its device."""
     key, inputs, var_vals, symbolic = cache_key(root)
     if symbolic and not var_vals and any(u.op is tensor.VAR for u in root.toposort()):
         raise _err(root, "realizing needs every variable bound (Variable(...).bind(value))")
     bufs = _input_buffers(inputs)
-    return _run(backend, plan(backend, key, len(inputs)), bufs, var_vals)
+    p = plan(backend, key, len(inputs))
+    out = _run(backend, p, bufs, var_vals)
+    stack = getattr(_CAPTURING, "stack", None)
+    if stack:
+        stack[-1].append(Launch(backend, p, bufs, dict(var_vals), out))
+    return out

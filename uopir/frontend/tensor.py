@@ -46,6 +46,26 @@ LN_2 = math.log(2)
 # ---- small helpers --------------------------------------------------------------------------------------------------
 _UINT_OF_SIZE = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}  # to work on a float's bits
 
+# While a TinyJit captures, realize_all appends the fresh target buffers it allocates to the innermost list (a replay
+# allocates new ones in their place instead of writing the captured buffers again).
+FRESH_TARGETS: list[list[Any]] = []
+# ... and the random tensors drawn on the host, with their generator and shape (a replay draws new ones).
+RANDOM_SOURCES: list[list[tuple[Any, Any, tuple[int, ...]]]] = []
+
+
+def _written(u: UOp) -> UOp:
+    """An assign's target once the assign has run: its view chain with every assign replaced by its own target."""
+    chain: list[UOp] = []
+    while u.op in T.ASSIGNABLE_VIEWS and u.src:
+        if u.op is T.ASSIGN:
+            u = u.src[0]
+            continue
+        chain.append(u)
+        u = u.src[0]
+    for v in reversed(chain):
+        u = v.replace(src=(u, *v.src[1:]))
+    return u
+
 
 def _tensor_type(t: Tensor) -> str:
     return T.tensor_type(t.shape, t.dtype)
@@ -185,12 +205,79 @@ class Tensor:
         return (self[i] for i in range(len(self)))
 
     # ---- running ----------------------------------------------------------------------------------------------------
-    def realize(self) -> Tensor:
-        """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it."""
+    def realize(self, *others: Tensor) -> Tensor:
+        """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it. With
+        `others`, or when this tensor is an assign, all of them are realized as one program (see `realize_all`)."""
+        if others or self.uop.op is T.ASSIGN:
+            Tensor.realize_all(self, *others)
+            return self
         if any(V.is_sym(d) for d in self.shape):
             return self._realize_symbolic()
         if self.uop.op is not T.BUFFER:
             self.uop = D.realize(self.uop, self.device)
+        return self
+
+    @staticmethod
+    def realize_all(*tensors: Tensor) -> None:
+        """Realize several tensors as one program per device, so values they share are computed once and their
+        assigns are ordered (reads see the values on entry unless they read the assign). Each tensor ends up pointing
+        at a buffer: an assign at its target (written in place), any other value at a fresh buffer it is assigned to.
+        """
+        groups: dict[str, list[Tensor]] = {}
+        for t in tensors:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"realize: expected Tensors, got {type(t).__name__}")
+            if t.uop.op is T.BUFFER:
+                continue
+            if any(V.is_sym(d) for d in t.shape):
+                t._realize_symbolic()
+                continue
+            groups.setdefault(t.device, []).append(t)
+        for device, ts in groups.items():
+            roots: list[UOp] = []
+            seen: set[int] = set()
+            for t in ts:
+                if id(t) in seen:
+                    continue
+                seen.add(id(t))
+                if t.uop.op is not T.ASSIGN:  # into a fresh buffer, so it is a write the program keeps
+                    target = D.new_buffer(np.empty(t.shape, P.to_np(t.dtype)), t.dtype, device)
+                    if FRESH_TARGETS:
+                        FRESH_TARGETS[-1].append(D.buffer_of(target))
+                    t.uop = UOp(T.ASSIGN, t.dtype, (target, t.uop))
+                roots.append(t.uop)
+            D.realize(UOp.sink(C.const(dtypes.int32, 0), *roots), device)
+            for t in ts:
+                if t.uop.op is T.ASSIGN:
+                    t.uop = _written(t.uop)
+
+    def assign(self, x: Tensor | Scalar | np.ndarray) -> Tensor:
+        """Write x into this tensor (lazily; in place when realized): its value becomes x. A realized tensor (a
+        buffer, or a reshape/permute/shrink/flip view of one) keeps its buffer, which the realize writes, so every
+        other tensor of that buffer sees the new value; an unrealized one just takes x's graph (tinygrad)."""
+        if not isinstance(x, Tensor):
+            x = Tensor(x, dtype=self.dtype, device=self.device)
+        if x.shape != self.shape:
+            try:
+                fits = broadcast_shape(x.shape, self.shape) == tuple(self.shape)
+            except ValueError:
+                fits = False
+            if not fits:
+                raise ValueError(f"assign: value of shape {V.fmt_dims(x.shape)} does not fit a tensor of shape "
+                                 f"{V.fmt_dims(self.shape)}")
+            x = x.expand(self.shape)
+        if x.device != self.device:
+            raise ValueError(f"assign: value on device {x.device!r}, tensor on {self.device!r}")
+        if x.dtype != self.dtype:
+            raise TypeError(f"assign: value of dtype {x.dtype!r} into a tensor of dtype {self.dtype!r} (cast it first)")
+        base = self.uop
+        while base.op in T.ASSIGNABLE_VIEWS and base.src:
+            base = base.src[0]
+        if base.op is T.BUFFER:
+            if x.uop is not self.uop:
+                self.uop = UOp(T.ASSIGN, self.dtype, (self.uop, x.uop))
+        else:
+            self.uop = x.uop
         return self
 
     def schedule(self, *others: Tensor) -> list[ScheduleItem]:
@@ -480,7 +567,10 @@ class Tensor:
     @staticmethod
     def _random(shape: tuple, dtype: DTypeLike, device: str | None, gen: Any, default: DType) -> Tensor:
         shp = check_shape(shape_args(shape[0], shape[1:]) if shape else (), "random tensor shape")
-        return Tensor(gen(shp), dtype=P.to_dtype(dtype) or default, device=device)
+        t = Tensor(gen(shp), dtype=P.to_dtype(dtype) or default, device=device)
+        if RANDOM_SOURCES:  # a TinyJit capture: a replay draws this tensor again
+            RANDOM_SOURCES[-1].append((D.buffer_of(t.uop), gen, shp))
+        return t
 
     @staticmethod
     @_creation
@@ -1885,7 +1975,7 @@ class Tensor:
         """Identity unless Tensor.training (then a host-drawn keep mask, scaled by 1/(1-p))."""
         if not Tensor.training or p == 0:
             return self
-        keep = Tensor(Tensor._rng.random(self.shape) >= p, device=self.device)
+        keep = Tensor.rand(*self.shape, device=self.device) >= p  # a random buffer: a TinyJit replay draws it again
         return keep.where(self, 0) * (1 / (1 - p))
 
 
