@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from uopir.passes.registry import PASSES, register_pipeline
+from uopir.passes.registry import register_pipeline, resolve
 
 __all__ = ["DefaultOptions", "default_pipeline"]
 
@@ -27,7 +27,7 @@ class DefaultOptions:
 def default_pipeline(options: DefaultOptions) -> list[str]:
     """The pass list of `default{target=…}`."""
     t = f"{{target={options.target}}}"
-    simplify = ["kernel-simplify"] if "kernel-simplify" in PASSES else []
+    simplify = ["kernel-simplify"] if resolve("kernel-simplify") else []
     return ["canonicalize", "tensor-to-kernel", *simplify, f"kernel-optimize{t}", "kernel-expand",
             f"kernel-to-device{t}", f"device-decompose{t}", f"device-devectorize{t}", "device-linearize"]
 
