@@ -414,3 +414,26 @@ def test_deep_chain_100k_is_iterative():
         y = alu(core.ADD, y, c(0)) if i % 2 else alu(core.MUL, y, c(1))
     assert graph_rewrite(y, IDENT) is a
     assert graph_rewrite(y, IDENT, bottom_up=True) is a
+
+
+def test_callback_parameters_read_from_code_agree_with_inspect():
+    # rules read a plain function's parameters from its code object (cheaper at import than inspect.signature)
+    import functools
+    import inspect
+
+    from uopir.ir.pattern_compiler import _parameters
+
+    def many(x, y=1, *args, z, w=2, **kw): ...
+    def posonly(ctx, /, x, *, y): ...
+    def kwonly(*, x=None): ...
+    def plain(x, y=3): ...
+    @functools.wraps(plain)
+    def wrapper(*a, **k): ...
+    for f in (many, posonly, kwonly, plain, wrapper, lambda ctx, x, k=None: x, functools.partial(plain, 1), max):
+        try:
+            want = [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+        except ValueError:
+            with pytest.raises(ValueError):
+                _parameters(f)
+            continue
+        assert [(p.name, p.kind, p.default) for p in _parameters(f)] == want, f

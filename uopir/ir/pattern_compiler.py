@@ -8,10 +8,12 @@ can be inspected by op (`pm.by_op`, `pm.patterns_for(op)`) as one debugs a rewri
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
 import sys
+import types
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -267,8 +269,10 @@ class Rule:
         return f"Rule({self.name!r} at {self.source}: {self.pat!r})"
 
 
+@functools.cache
 def _repo_relative(path: str) -> str:
-    """A source path as shown to users: relative to the checkout that holds the uopir package, when inside it."""
+    """A source path as shown to users: relative to the checkout that holds the uopir package, when inside it
+    (once per file: every rule of a module asks for the same path)."""
     p = os.path.abspath(path)
     return os.path.relpath(p, _ROOT) if p.startswith(_ROOT + os.sep) else p
 
@@ -313,6 +317,36 @@ def _make_rule(pat: UPat, fn: Callable, name: str | None, where: str = "?") -> R
     return r
 
 
+_EMPTY = inspect.Parameter.empty
+
+
+def _parameters(fn: Callable) -> list[inspect.Parameter]:
+    """fn's parameters: read from its code object for a plain function (inspect.signature costs ~10x more, and every
+    rule of every matcher built at import asks), else from inspect.signature (partials, builtins, wrappers)."""
+    if type(fn) is not types.FunctionType or hasattr(fn, "__wrapped__"):
+        return list(inspect.signature(fn).parameters.values())
+    P = inspect.Parameter
+    code = fn.__code__
+    names = code.co_varnames
+    npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    defaults = fn.__defaults__ or ()
+    kwdefaults = fn.__kwdefaults__ or {}
+    out = []
+    for i in range(npos):
+        kind = P.POSITIONAL_ONLY if i < code.co_posonlyargcount else P.POSITIONAL_OR_KEYWORD
+        d = defaults[i - (npos - len(defaults))] if i >= npos - len(defaults) else _EMPTY
+        out.append(P(names[i], kind, default=d))
+    at = npos + nkw
+    if code.co_flags & inspect.CO_VARARGS:
+        out.append(P(names[at], P.VAR_POSITIONAL))
+        at += 1
+    for i in range(npos, npos + nkw):
+        out.append(P(names[i], P.KEYWORD_ONLY, default=kwdefaults.get(names[i], _EMPTY)))
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        out.append(P(names[at], P.VAR_KEYWORD))
+    return out
+
+
 def _make_rule_shape(pat: UPat, fn: Callable, name: str | None) -> Rule:
     if not isinstance(pat, UPat):
         raise TypeError(f"a PatternMatcher entry must start with a UPat, got {type(pat).__name__}")
@@ -323,7 +357,7 @@ def _make_rule_shape(pat: UPat, fn: Callable, name: str | None) -> Rule:
     rname = name if name is not None else _rule_name(fn)
     caps = pat.names()
     try:
-        sig = list(inspect.signature(fn).parameters.values())
+        sig = _parameters(fn)
     except (TypeError, ValueError):  # a builtin without a signature: pass every capture by keyword
         return Rule(pat, fn, rname, False, [], True)
     P = inspect.Parameter
