@@ -21,9 +21,11 @@ from uopir.backends.realize import print_compiled, realize
 from uopir.ir.uop import UOp
 from uopir.passes.target import Target, target
 
-__all__ = ["CBackend", "PIPELINE", "c_target", "threads", "QUICK_WORK", "quick"]
+__all__ = ["CBackend", "PIPELINE", "LOWERING", "c_target", "threads", "QUICK_WORK", "quick"]
 
 PIPELINE = "default{target=c}"
+# what realize runs: the same passes kernel by kernel, so each kernel's compile starts while the next one lowers
+LOWERING = "default{target=c per-kernel=true}"
 # A kernel whose launch does fewer operations and moves fewer bytes than this (uopir.backends.estimates) compiles
 # with QUICK_FLAGS (-O1): it runs in well under a millisecond either way, and the compile, which a first realize
 # waits for, is what costs. A matmul of 256x256 and more, or an elementwise op over 4M floats, gets -O2.
@@ -56,6 +58,7 @@ class CBackend(Backend):
 
     device = "c"
     pipeline = PIPELINE
+    lowering = LOWERING
 
     def __init__(self, compiler: CCompiler | None = None):
         self.target = target("c")
