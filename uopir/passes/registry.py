@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import io
 import os
-import pkgutil
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -197,6 +196,8 @@ def load_passes(test_passes: bool | None = None) -> None:
         _loading = True
         try:
             if not _loaded:
+                import pkgutil
+
                 import uopir.dialects  # noqa: F401 - passes build ops of every dialect
                 import uopir.passes as pkg
 
