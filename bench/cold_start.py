@@ -12,7 +12,13 @@ loaded machine inflates less than the wall time):
 process that compiled the same kernels (they load from the disk cache). Python's bytecode files exist (written by an
 untimed first run), as they do after an install: a process that may not write them (PYTHONDONTWRITEBYTECODE=1)
 recompiles every module, which costs more than the whole cold run. tinygrad gets a fresh cache folder each run (its
-cold figure compiles too). Then a profile of one cold uopir run: where the time goes (import, passes, compile).
+cold figure compiles too). Then a breakdown of cold uopir runs by stage, with an empty and with a warm compile cache
+(the best of `--repeat`; each stage in wall/CPU seconds):
+    cold_start breakdown program=<...> cache=<empty|warm> (wall/cpu seconds) import=<w>/<c> lower=<w>/<c>
+        cc_wait=<w>/<c> run=<w>/<c> cc_cpu=<c> total=<w>/<c, with cc_cpu>
+(import: numpy and uopir; lower: the pass pipeline, during which the C backend starts each kernel's compile;
+cc_wait: launches waiting for a compile still running; run: the rest; cc_cpu: the compiler processes), and a profile
+of one cold uopir run: where the time goes (import, passes, compile; relative: the profiler slows Python down).
 
     python3 bench/cold_start.py [--repeat N] [--no-profile]
 """
@@ -95,6 +101,44 @@ out = h.flatten(1).linear(p["w3"], p["b3"]).numpy()
 """
 PROGRAMS = {"matmul512": (MATMUL_UOPIR, MATMUL_NUMPY, MATMUL_TINYGRAD), "cnn": (CNN_UOPIR, CNN_NUMPY, CNN_TINYGRAD)}
 QUOTED_TINYGRAD = {"matmul512": 0.5, "cnn": 2.4}  # issue 10: tinygrad 0.14 (CPU, clang) on a 2-core AVX-512 machine
+# one cold run timed stage by stage (no profiler: its overhead would be most of the figure). Stages, in wall and CPU
+# seconds: import (numpy and uopir), lower (the pipeline; with the C backend's per-kernel lowering each kernel's
+# compile starts inside it, on the compiler's own processes), cc_wait (the first launches waiting for compiles still
+# running), run (the rest: loading the .so files, the kernels, the copy out); cc_cpu is the compiler processes' CPU
+BREAKDOWN = """
+import resource, time
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+def cc_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+w0, c0 = time.perf_counter(), cpu()
+import numpy as np
+from uopir import Tensor
+w1, c1 = time.perf_counter(), cpu()
+from uopir.backends.interface import Backend
+from uopir.backends.c.runtime import CKernel
+spent = {{"lower": [0.0, 0.0], "cc_wait": [0.0, 0.0]}}
+def timed(name, fn):
+    def wrapper(*a, **k):
+        w, c = time.perf_counter(), cpu()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[name][0] += time.perf_counter() - w
+            spent[name][1] += cpu() - c
+    return wrapper
+Backend.lower = timed("lower", Backend.lower)
+CKernel._load = timed("cc_wait", CKernel._load)
+{body}
+w2, c2 = time.perf_counter(), cpu()
+lw, lc = spent["lower"]
+ww, wc = spent["cc_wait"]
+run_w, run_c = (w2 - w1) - lw - ww, (c2 - c1) - lc - wc
+print(f"import={{w1 - w0:.3f}}/{{c1 - c0:.3f}} lower={{lw:.3f}}/{{lc:.3f}} cc_wait={{ww:.3f}}/{{wc:.3f}} "
+      f"run={{run_w:.3f}}/{{run_c:.3f}} cc_cpu={{cc_cpu():.3f}} total={{w2 - w0:.3f}}/{{c2 - c0 + cc_cpu():.3f}}")
+"""
 PROFILE = """
 import cProfile, pstats, sys, time
 import numpy as np
@@ -109,7 +153,7 @@ def cum(pred):
     return max((v[3] for k, v in st.stats.items() if pred(k)), default=0.0)
 import_s = cum(lambda k: k[2] == "<module>" and k[0].endswith("uopir/__init__.py"))
 lower_s = cum(lambda k: k[2] == "lower" and k[0].endswith("backends/interface.py"))
-load_passes_s = cum(lambda k: k[2] == "load_passes")
+load_passes_s = sum(v[3] for k, v in st.stats.items() if k[2] == "_import" and k[0].endswith("passes/registry.py"))
 render_s = cum(lambda k: k[2] == "render" and k[0].endswith("c/renderer.py"))
 gen_s = sum(v[3] for k, v in st.stats.items() if k[2] == "_compile_op")
 wait_s = cum(lambda k: k[2] == "_load" and k[0].endswith("c/runtime.py"))
@@ -195,6 +239,24 @@ def main() -> int:
         else:  # tinygrad's CPU device needs clang: compare with the figure the issue quotes
             print(f"cold_start program={name} ratio_uopir_empty_over_quoted_tinygrad="
                   f"{e[0] / QUOTED_TINYGRAD[name]:.2f} (quoted {QUOTED_TINYGRAD[name]} s; target <= 0.5)")
+    for name, (ours, _, _) in PROGRAMS.items():
+        for cache_state in ("empty", "warm"):
+            with tempfile.TemporaryDirectory() as cache:
+                env = {**os.environ, "UOPIR_CACHE_DIR": cache}
+                if cache_state == "warm":
+                    run(UOPIR.format(body=ours), env)
+                lines = []
+                for _ in range(args.repeat):
+                    if cache_state == "empty":
+                        for f in os.listdir(cache):
+                            subprocess.run(["rm", "-rf", os.path.join(cache, f)], check=False)
+                    out = subprocess.run([sys.executable, "-c", BREAKDOWN.format(body=ours)], capture_output=True,
+                                         text=True, env=env, timeout=900, cwd=ROOT)
+                    lines.append(out.stdout.strip().splitlines()[-1] if out.returncode == 0
+                                 else f"failed {out.stderr[-200:]}")
+                ok = [ln for ln in lines if not ln.startswith("failed")]
+                line = min(ok, key=lambda ln: float(ln.rsplit("total=", 1)[1].split("/")[0])) if ok else lines[0]
+                print(f"cold_start breakdown program={name} cache={cache_state} (wall/cpu seconds) {line}")
     if not args.no_profile:
         for name, (ours, _, _) in PROGRAMS.items():
             with tempfile.TemporaryDirectory() as cache:

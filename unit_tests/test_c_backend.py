@@ -44,7 +44,9 @@ TRANSCENDENTAL = ("core.exp2", "core.log2", "core.sin")  # libm vs numpy's own: 
 
 @pytest.fixture(scope="module")
 def backend() -> CBackend:
-    return CBackend()
+    # an explicit compiler: every kernel at the default flags (-O2), small ones too (a CBackend() compiles kernels
+    # that do little work at -O1; unit_tests/test_c_quick_compile.py checks those flags on the same edge values)
+    return CBackend(CCompiler())
 
 
 # ---- building device programs ----------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import uopir  # noqa: F401 - registers the dialects
 from uopir.dialects import core
 from uopir.ir.dtype import dtypes
 from uopir.ir.pattern import PatternMatcher, RewriteError, RewriteStats, UPat, graph_rewrite, is_float, is_int
+from uopir.ir.pattern_compiler import HOT_CALLS
 from uopir.ir.uop import UOp
 
 i32, f32 = dtypes.int32, dtypes.float32
@@ -30,7 +31,9 @@ def alu(op, *src, d=None) -> UOp:
 
 def matches(p: UPat, u: UOp) -> bool:
     """Match through the compiled matcher and through the interpreter; both must agree."""
-    hit = PatternMatcher([(p, lambda **kw: MARK)]).rewrite(u) is MARK
+    pm = PatternMatcher([(p, lambda **kw: MARK)])
+    pm.dispatch(True)  # generate every op's function now (rewrite interprets an op's first HOT_CALLS calls)
+    hit = pm.rewrite(u) is MARK
     assert hit == bool(p.match(u)), f"compiled and interpreted matchers disagree on {p!r}"
     return hit
 
@@ -248,6 +251,7 @@ def test_compiled_agrees_with_interpreter_on_random_graphs():
     for _ in range(150):
         p = rand_pat(3)
         pm = PatternMatcher([(p, lambda **kw: UOp.sink(*(kw[k] for k in sorted(kw) if kw[k] is not None)))])
+        pm.dispatch(True)  # the generated functions, not the interpreter a cold table starts with
         for _ in range(30):
             u = rand_node(3)
             expect = p.match(u)
@@ -257,6 +261,24 @@ def test_compiled_agrees_with_interpreter_on_random_graphs():
                 assert got is UOp.sink(*(first[k] for k in sorted(first))), (p, u)
             else:
                 assert got is None, (p, u)
+
+
+def test_an_op_is_interpreted_until_hot_then_compiled():
+    # a table starts each op on the interpreter (cheap for the few matches of a cold start) and generates the op's
+    # function on its HOT_CALLS-th call; both give the same results, and an op without rules stays None
+    x = UPat.var("x")
+    pm = PatternMatcher([(UPat(core.ADD, src=(x, UPat.const(i32, 0))), lambda x: x, "add_zero"),
+                         (UPat(core.ADD, src=(x, x)), lambda x: alu(core.MUL, x, c(2)), "double")])
+    table = pm.dispatch(True, prefill=False)
+    hits, misses = alu(core.ADD, c(0), a), alu(core.ADD, a, b)
+    assert pm.rewrite(hits) is a and getattr(table[core.ADD], "interpreted", False)
+    assert pm.rewrite_named(alu(core.ADD, b, b)) == (alu(core.MUL, b, c(2)), "double")
+    for _ in range(HOT_CALLS):
+        assert pm.rewrite(hits) is a and pm.rewrite(misses) is None
+    assert not getattr(table[core.ADD], "interpreted", False)  # the generated function took its place
+    assert pm.rewrite(hits) is a and pm.rewrite(misses) is None
+    assert pm.rewrite_named(alu(core.ADD, b, b)) == (alu(core.MUL, b, c(2)), "double")
+    assert table[core.MUL] is None and pm.rewrite(alu(core.MUL, a, b)) is None
 
 
 # ---- graph_rewrite -----------------------------------------------------------------------------------------------
@@ -392,3 +414,26 @@ def test_deep_chain_100k_is_iterative():
         y = alu(core.ADD, y, c(0)) if i % 2 else alu(core.MUL, y, c(1))
     assert graph_rewrite(y, IDENT) is a
     assert graph_rewrite(y, IDENT, bottom_up=True) is a
+
+
+def test_callback_parameters_read_from_code_agree_with_inspect():
+    # rules read a plain function's parameters from its code object (cheaper at import than inspect.signature)
+    import functools
+    import inspect
+
+    from uopir.ir.pattern_compiler import _parameters
+
+    def many(x, y=1, *args, z, w=2, **kw): ...
+    def posonly(ctx, /, x, *, y): ...
+    def kwonly(*, x=None): ...
+    def plain(x, y=3): ...
+    @functools.wraps(plain)
+    def wrapper(*a, **k): ...
+    for f in (many, posonly, kwonly, plain, wrapper, lambda ctx, x, k=None: x, functools.partial(plain, 1), max):
+        try:
+            want = [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+        except ValueError:
+            with pytest.raises(ValueError):
+                _parameters(f)
+            continue
+        assert [(p.name, p.kind, p.default) for p in _parameters(f)] == want, f

@@ -13,11 +13,10 @@
     cuda/          the CUDA backend (NVRTC or nvcc to PTX; pycuda launches where a GPU is present)
 
 Importing this package registers every backend, each device's target description (uopir.passes.target) and the
-backends' emit passes (`emit-c`, `emit-llvm`, `emit-opencl`, `emit-cuda`: `uop-opt --emit=LANG`).
+backends' emit passes (`emit-c`, `emit-llvm`, `emit-opencl`, `emit-cuda`: `uop-opt --emit=LANG`), each by name only:
+a backend's modules load when it is first used, an emit pass's when a pipeline names it (a realize on `c` imports
+neither llvmlite's backend nor the gpu renderers).
 """
-from uopir.backends.c import emit as _emit_c  # noqa: F401 - registers the emit-c pass
-from uopir.backends.gpu import emit as _emit_gpu  # noqa: F401 - registers emit-opencl and emit-cuda
-from uopir.backends.llvm import emit as _emit_llvm  # noqa: F401 - registers the emit-llvm pass
 from uopir.backends.registry import (
     BACKENDS,
     DEVICES,
@@ -28,6 +27,11 @@ from uopir.backends.registry import (
     get_backend,
     register_backend,
 )
+from uopir.passes.registry import register_lazy
+
+register_lazy("uopir.backends.c.emit", "emit-c")
+register_lazy("uopir.backends.gpu.emit", "emit-opencl", "emit-cuda")
+register_lazy("uopir.backends.llvm.emit", "emit-llvm")
 
 __all__ = ["BACKENDS", "DEVICES", "PREFERENCE", "available", "canonical", "default_device", "get_backend",
            "register_backend"]

@@ -18,7 +18,7 @@ import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from uopir.dialects.semantics import np_dtype
 from uopir.ir.dtype import DType
 from uopir.ir.uop import UOp
 from uopir.passes.target import Target
+
+if TYPE_CHECKING:
+    from uopir.passes.instruments import PassInstrumentation
 
 __all__ = ["Buffer", "Allocator", "HostAllocator", "Renderer", "Compiler", "Program", "Runtime", "Backend",
            "LaunchBuffers"]
@@ -201,6 +204,7 @@ class Backend:
     device: str = ""
     target: Target
     pipeline: str = ""  # pass pipeline text: tensor-level graph -> what this backend executes
+    lowering: str = ""  # what `lower` runs when it differs from `pipeline` in form only (the same result)
     renderer: Renderer | None = None
     compiler: Compiler | None = None
     allocator: Allocator
@@ -211,15 +215,19 @@ class Backend:
         """Whether this backend can run programs on this machine now."""
         return True
 
-    def lower(self, root: UOp, pipeline: str | None = None) -> UOp:
-        """`root` through this backend's pipeline, or the given one (verification after each pass when
-        UOPIR_VERIFY=1: the frontend builds valid IR and each pass is checked by its own tests)."""
+    def lower(self, root: UOp, pipeline: str | None = None,
+              instruments: Sequence[PassInstrumentation] = ()) -> UOp:
+        """`root` through this backend's lowering (`lowering`, else `pipeline`), or the given pipeline (verification
+        after each pass when UOPIR_VERIFY=1: the frontend builds valid IR and each pass is checked by its own tests);
+        `instruments` observe the run besides the standard ones (realize starts compiles from one)."""
+        from uopir.passes.instruments import standard_instruments
         from uopir.passes.manager import PassManager  # the pass registry loads on first realize, not on import
 
-        text = self.pipeline if pipeline is None else pipeline
+        text = (self.lowering or self.pipeline) if pipeline is None else pipeline
         if not text:
             return root
-        return PassManager.parse(text).run(root, verify=os.environ.get("UOPIR_VERIFY") == "1")
+        insts = standard_instruments(verify=os.environ.get("UOPIR_VERIFY") == "1") + list(instruments)
+        return PassManager.parse(text).run(root, instruments=insts)
 
     def compile(self, program: UOp, name: str = "program") -> Program:
         """Render, compile (cached) and load one device-level program."""

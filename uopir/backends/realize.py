@@ -44,13 +44,14 @@ import numpy as np
 
 from uopir.backends.buffers import BUFFERS
 from uopir.backends.estimates import Estimates, estimate
-from uopir.dialects import core, tensor
+from uopir.dialects import core, device, tensor
 from uopir.dialects.core import const_value
 from uopir.dialects.semantics import bf16_round, const_array
 from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
+from uopir.passes.instruments import PassEvent, PassInstrumentation
 from uopir.passes.kernel.optimize import NOOPT_ENV
 
 if TYPE_CHECKING:
@@ -214,9 +215,25 @@ def _compile(backend: Backend, cache: _Cache, kdef: UOp, name: str) -> Program:
     return prog
 
 
+class _CompileAhead(PassInstrumentation):
+    """Compiles each kernel as soon as a pass has made it a device.program (with a lowering that runs kernel by
+    kernel, `default{per-kernel=true}`, while the next kernel lowers: the C compiler runs in the background). A
+    program it cannot compile is left to the plan, which compiles it again and reports the error there."""
+
+    def __init__(self, backend: Backend, cache: _Cache):
+        self.backend, self.cache = backend, cache
+
+    def run_after_pass(self, event: PassEvent, before: UOp, after: UOp) -> None:
+        if after.op is device.PROGRAM and before is not after and self.backend.compiler is not None:
+            try:
+                _compile(self.backend, self.cache, after, after.arg if isinstance(after.arg, str) else "program")
+            except Exception:  # noqa: BLE001 - reported by the plan's own compile of this kernel
+                pass
+
+
 def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> Plan:
     """Lower the key with the backend's pipeline and make its schedule executable."""
-    lowered = backend.lower(key)
+    lowered = backend.lower(key, instruments=[_CompileAhead(backend, cache)])
     res = lowered.src[0] if lowered.op is core.SINK else lowered
     slots: dict[UOp, int] = {}
     temps: list[tuple[DType, tuple[int, ...]]] = []

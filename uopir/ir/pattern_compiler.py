@@ -8,10 +8,12 @@ can be inspected by op (`pm.by_op`, `pm.patterns_for(op)`) as one debugs a rewri
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
 import sys
+import types
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -267,8 +269,10 @@ class Rule:
         return f"Rule({self.name!r} at {self.source}: {self.pat!r})"
 
 
+@functools.cache
 def _repo_relative(path: str) -> str:
-    """A source path as shown to users: relative to the checkout that holds the uopir package, when inside it."""
+    """A source path as shown to users: relative to the checkout that holds the uopir package, when inside it
+    (once per file: every rule of a module asks for the same path)."""
     p = os.path.abspath(path)
     return os.path.relpath(p, _ROOT) if p.startswith(_ROOT + os.sep) else p
 
@@ -313,6 +317,36 @@ def _make_rule(pat: UPat, fn: Callable, name: str | None, where: str = "?") -> R
     return r
 
 
+_EMPTY = inspect.Parameter.empty
+
+
+def _parameters(fn: Callable) -> list[inspect.Parameter]:
+    """fn's parameters: read from its code object for a plain function (inspect.signature costs ~10x more, and every
+    rule of every matcher built at import asks), else from inspect.signature (partials, builtins, wrappers)."""
+    if type(fn) is not types.FunctionType or hasattr(fn, "__wrapped__"):
+        return list(inspect.signature(fn).parameters.values())
+    P = inspect.Parameter
+    code = fn.__code__
+    names = code.co_varnames
+    npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    defaults = fn.__defaults__ or ()
+    kwdefaults = fn.__kwdefaults__ or {}
+    out = []
+    for i in range(npos):
+        kind = P.POSITIONAL_ONLY if i < code.co_posonlyargcount else P.POSITIONAL_OR_KEYWORD
+        d = defaults[i - (npos - len(defaults))] if i >= npos - len(defaults) else _EMPTY
+        out.append(P(names[i], kind, default=d))
+    at = npos + nkw
+    if code.co_flags & inspect.CO_VARARGS:
+        out.append(P(names[at], P.VAR_POSITIONAL))
+        at += 1
+    for i in range(npos, npos + nkw):
+        out.append(P(names[i], P.KEYWORD_ONLY, default=kwdefaults.get(names[i], _EMPTY)))
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        out.append(P(names[at], P.VAR_KEYWORD))
+    return out
+
+
 def _make_rule_shape(pat: UPat, fn: Callable, name: str | None) -> Rule:
     if not isinstance(pat, UPat):
         raise TypeError(f"a PatternMatcher entry must start with a UPat, got {type(pat).__name__}")
@@ -323,7 +357,7 @@ def _make_rule_shape(pat: UPat, fn: Callable, name: str | None) -> Rule:
     rname = name if name is not None else _rule_name(fn)
     caps = pat.names()
     try:
-        sig = list(inspect.signature(fn).parameters.values())
+        sig = _parameters(fn)
     except (TypeError, ValueError):  # a builtin without a signature: pass every capture by keyword
         return Rule(pat, fn, rname, False, [], True)
     P = inspect.Parameter
@@ -386,16 +420,24 @@ def _interp_caller(r: Rule) -> Callable[[UOp, Any], UOp | None]:
 RewriteFn = Callable[[UOp, Any], Any]
 
 
+# Generating and compiling an op's function costs about as much as a few hundred interpreted matches, and most
+# ops of a matcher are met a handful of times in a process's first realize. So an op's function starts as the
+# interpreter (UPat.match, the reference) and is replaced by the generated one on its HOT_CALLS-th call: what a
+# cold start pays is proportional to the matching it does, and a long rewrite still runs compiled code.
+HOT_CALLS = 48
+
+
 class _Dispatch(dict):
-    """OpDef -> generated rewrite function (or None when no pattern can match that op), compiled on demand."""
+    """OpDef -> rewrite function (or None when no pattern can match that op): interpreted for its first
+    HOT_CALLS calls, then generated and compiled (at once for a table filled by `PatternMatcher.dispatch()`)."""
 
     def __init__(self, pm: PatternMatcher, with_names: bool):
         super().__init__()
         self.pm, self.with_names = pm, with_names
-        self.filled = False  # every op some rule names has its function
+        self.filled = False  # every op some rule names has its compiled function
 
     def __missing__(self, op: OpDef) -> RewriteFn | None:
-        f = self[op] = self.pm._compile_op(op, self.with_names)
+        f = self[op] = self.pm._tiered_op(self, op) if HOT_CALLS > 0 else self.pm._compile_op(op, self.with_names)
         return f
 
 
@@ -435,6 +477,7 @@ class PatternMatcher:
         self._disp: _Dispatch | None = None
         self._ndisp: _Dispatch | None = None
         self._sources: dict[str, str] | None = None
+        self._tops_memo: list[frozenset[OpDef] | None] | None = None
 
     def rule(self, pat: UPat, name: str | None = None) -> Callable[[Callable], Callable]:
         """Decorator: append the rule (pat, the function, name or the function's name); returns the function."""
@@ -498,12 +541,16 @@ class PatternMatcher:
 
     # --- compilation --------------------------------------------------------------------------------------------
     def _tops(self) -> list[frozenset[OpDef] | None]:
-        return [r.pat.top_ops() for r in self.rules]
+        if self._tops_memo is None:
+            self._tops_memo = [r.pat.top_ops() for r in self.rules]
+        return self._tops_memo
 
     def dispatch(self, with_names: bool = False, prefill: bool = True) -> _Dispatch:
         """The op -> function table. With names, each function returns (result, pattern name) instead of result.
         Without prefill an op's function is generated when the table is first asked for it (graph_rewrite: a pass
-        run on a small graph pays only for the ops it meets, which keeps a process's first realize cheap)."""
+        run on a small graph pays only for the ops it meets, which keeps a process's first realize cheap).
+        graph_rewrite and rewrite use the table with names whether or not they count (a fired rewrite unpacks one
+        tuple), so a matcher's functions are generated once per process, not once per table."""
         if with_names:
             if self._ndisp is None:
                 self._ndisp = _Dispatch(self, True)
@@ -518,11 +565,39 @@ class PatternMatcher:
         if d.filled:
             return d
         d.filled = True
+        for op in list(d):  # an op met before (still interpreted, or without a rule) compiles too
+            if d[op] is not None and getattr(d[op], "interpreted", False):
+                d[op] = self._compile_op(op, d.with_names)
         for ops in self._tops():
             for op in ops or ():
                 if op not in d:
                     d[op] = self._compile_op(op, d.with_names)
         return d
+
+    def _tiered_op(self, d: _Dispatch, op: OpDef) -> RewriteFn | None:
+        """The interpreted function of `op` (None when no rule can fire on it); on its HOT_CALLS-th call it puts the
+        generated function in its place in `d` and runs that."""
+        tops = self._tops()
+        rules = [r for r, ops in zip(self.rules, tops, strict=True) if ops is None or op in ops]
+        if not rules:
+            return None
+        callers = [(_interp_caller(r), r.name) for r in rules]
+        with_names = d.with_names
+        calls = 0
+
+        def interpreted(u: UOp, ctx: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls >= HOT_CALLS:
+                f = d[op] = self._compile_op(op, with_names)
+                return f(u, ctx) if f is not None else None
+            for call, name in callers:
+                r = call(u, ctx)
+                if r is not None:
+                    return (r, name) if with_names else r
+            return None
+        interpreted.interpreted = True  # type: ignore[attr-defined]
+        return interpreted
 
     def _compile_op(self, op: OpDef, with_names: bool) -> RewriteFn | None:
         rules = [r for r, ops in zip(self.rules, self._tops(), strict=True) if ops is None or op in ops]
@@ -557,12 +632,13 @@ class PatternMatcher:
     # --- use ------------------------------------------------------------------------------------------------------
     def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
         """The result of the first pattern that fires on `u` (not on its sources), or None."""
-        disp = self._disp if self._disp is not None else self.dispatch()
-        f = disp[u.op]
-        return None if f is None else f(u, ctx)
+        f = self.dispatch(True, prefill=False)[u.op]
+        if f is None or (r := f(u, ctx)) is None:
+            return None
+        return r[0]
 
     def rewrite_named(self, u: UOp, ctx: Any = None) -> tuple[UOp, str] | None:
         """Like rewrite, but also says which pattern fired: (result, pattern name) or None."""
-        f = self.dispatch(True)[u.op]
+        f = self.dispatch(True, prefill=False)[u.op]
         return None if f is None else f(u, ctx)
 

@@ -78,7 +78,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
 
 def _rewrite(root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, stats: RewriteStats | None,
              max_iters: int) -> UOp:
-    disp = pm.dispatch(stats is not None, prefill=False)
+    disp = pm.dispatch(True, prefill=False)  # one table per matcher (generating it is most of a cold pass's cost)
     fired = stats.fired if stats is not None else None
     memo: dict[UOp, UOp] = {}
     active: set[UOp] = set()  # entered and not finished: meeting one again means a rewrite loop
@@ -100,8 +100,8 @@ def _rewrite(root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, stats: Re
             x = n
             if bottom_up:
                 while (f := disp[x.op]) is not None and (r := f(x, ctx)) is not None:
+                    r, nm = r
                     if fired is not None:
-                        r, nm = r
                         fired[nm] += 1
                     if r not in x.src:  # returning a source strictly shrinks the graph: not a loop step
                         chain += 1
@@ -140,8 +140,8 @@ def _rewrite(root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, stats: Re
                 chain += 1
             else:
                 while (f := disp[m.op]) is not None and (r := f(m, ctx)) is not None:
+                    r, nm = r
                     if fired is not None:
-                        r, nm = r
                         fired[nm] += 1
                     if r not in m.src:
                         chain += 1

@@ -7,6 +7,8 @@
 kernel-optimize picks each kernel's register tile, unrolls, vector width and threaded axis from the target
 description (`UOPIR_NOOPT=1` turns it off); kernel-expand turns those into vector ops, which the device passes lower
 and split to the target's widths.
+`per-kernel=true` nests the passes after tensor-to-kernel in the `kernel(...)` anchor: the same result, but each
+kernel is finished before the next one starts, so the C backend's realize compiles it while the others lower.
 kernel-simplify runs when a module registers it. `uop-opt` can stop after any of these passes (`-p` with a prefix of
 the list) and reads the printed IR back.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from uopir.passes.registry import PASSES, register_pipeline
+from uopir.passes.registry import register_pipeline, resolve
 
 __all__ = ["DefaultOptions", "default_pipeline"]
 
@@ -22,14 +24,20 @@ __all__ = ["DefaultOptions", "default_pipeline"]
 @dataclass
 class DefaultOptions:
     target: str = field(default="c", metadata={"help": "the device (or target) to compile for: c, python, cpu, gpu..."})
+    per_kernel: bool = field(default=False, metadata={
+        "help": "run the passes after tensor-to-kernel kernel by kernel (kernel(...)): the same result, each kernel "
+                "finished before the next starts (a backend compiles it meanwhile)"})
 
 
 def default_pipeline(options: DefaultOptions) -> list[str]:
-    """The pass list of `default{target=…}`."""
+    """The pass list of `default{target=…}` (with per-kernel, the kernel and device passes inside `kernel(...)`)."""
     t = f"{{target={options.target}}}"
-    simplify = ["kernel-simplify"] if "kernel-simplify" in PASSES else []
-    return ["canonicalize", "tensor-to-kernel", *simplify, f"kernel-optimize{t}", "kernel-expand",
-            f"kernel-to-device{t}", f"device-decompose{t}", f"device-devectorize{t}", "device-linearize"]
+    simplify = ["kernel-simplify"] if resolve("kernel-simplify") else []
+    per_kernel = [*simplify, f"kernel-optimize{t}", "kernel-expand", f"kernel-to-device{t}", f"device-decompose{t}",
+                  f"device-devectorize{t}", "device-linearize"]
+    if options.per_kernel:
+        return ["canonicalize", "tensor-to-kernel", f"kernel({','.join(per_kernel)})"]
+    return ["canonicalize", "tensor-to-kernel", *per_kernel]
 
 
 register_pipeline("default", DefaultOptions, default_pipeline,

@@ -5,7 +5,6 @@ importing one another.
 """
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 from uopir.ir.diagnostics import Diagnostic, IRError
@@ -40,6 +39,8 @@ class PassCrash(Exception):
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`; did you mean 'x'?` for the closest spellings of `word` among `choices`, or ''."""
+    import difflib  # only for a message: not imported by a run that has no error
+
     close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.5)
     if not close:
         return ""

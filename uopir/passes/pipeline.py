@@ -19,7 +19,16 @@ from typing import Any
 from uopir.ir.diagnostics import Location
 from uopir.passes.errors import PipelineError, did_you_mean
 from uopir.passes.options import OptionInfo, convert_option, format_value
-from uopir.passes.registry import ANCHORS, PASSES, PIPELINES, AnchorInfo, PassInfo, PipelineInfo, load_passes
+from uopir.passes.registry import (
+    ANCHORS,
+    PASSES,
+    PIPELINES,
+    AnchorInfo,
+    PassInfo,
+    PipelineInfo,
+    load_passes,
+    resolve,
+)
 
 __all__ = ["PassStep", "AnchorStep", "Step", "parse_pipeline", "expand_pipeline", "build_options"]
 
@@ -133,8 +142,10 @@ class PipelineParser:
             obrace = self.i
             self.i += 1
             given = self.options(obrace)
+        resolve(name)  # imports the module that registers it (every pass module when it is unknown)
         if self.peek() == "(":
             if name not in ANCHORS:
+                load_passes()  # every anchor, for the message
                 raise _perr(f"'{name}' is not an anchor (anchors: {', '.join(sorted(ANCHORS))})"
                             f"{did_you_mean(name, ANCHORS)}", self.s, col)
             if given:
@@ -207,8 +218,8 @@ class PipelineParser:
 
 
 def parse_pipeline(text: str) -> list[Step]:
-    """The steps of pipeline text (named pipelines expanded); raises PipelineError located in the text."""
-    load_passes()
+    """The steps of pipeline text (named pipelines expanded); raises PipelineError located in the text. Imports the
+    modules of the names it meets (uopir.passes.registry.resolve), not every pass module."""
     p = PipelineParser(text)
     steps = p.pipeline()
     if p.peek():

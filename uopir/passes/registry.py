@@ -1,16 +1,19 @@
 """The pass registry: named passes, named pipelines and anchors, and loading every module that registers them.
 
-A pass registers itself where it is written (`@register_pass("dce", ...)`); `load_passes()` imports every module
-under `uopir.passes` once, so a new pass file is seen by the pipeline parser and `--list-passes` without editing a
-list. The `test-*` passes of `uopir.passes.testing` exist to test the pass manager and load only on request
-(`load_passes(test_passes=True)`, `UOPIR_TEST_PASSES=1`, or `uop-opt --load-test-passes`).
+A pass registers itself where it is written (`@register_pass("dce", ...)`). The pipeline parser imports only the
+modules of the names it meets: `LAZY` maps each built-in name to the module that registers it (`register_lazy`; the
+backends add their emit passes when uopir.backends loads), so a realize imports the passes of its pipeline and no
+others. `load_passes()` imports every module under `uopir.passes` and every module of `LAZY` once (for
+`--list-passes` and the did-you-mean of an unknown name), so a new pass file is seen there without editing a list;
+a name missing from `LAZY` is found by that full load. The `test-*` passes of `uopir.passes.testing` exist to test
+the pass manager and load only on request (`load_passes(test_passes=True)`, `UOPIR_TEST_PASSES=1`, or
+`uop-opt --load-test-passes`).
 """
 from __future__ import annotations
 
 import importlib
 import io
 import os
-import pkgutil
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["PassInfo", "PipelineInfo", "AnchorInfo", "PASSES", "PIPELINES", "ANCHORS", "register_pass",
            "register_pipeline", "register_anchor", "load_passes", "get_pass", "check_pass_names", "as_names",
            "list_passes_text", "PASS_MODULES", "TEST_PASS_MODULES", "TEST_PASSES_ENV", "LOAD_ERRORS",
-           "test_passes_requested"]
+           "test_passes_requested", "LAZY", "register_lazy", "resolve"]
 
 # Modules that register passes. Every other module under uopir.passes is imported too (so a new pass file is seen
 # by --list-passes without editing this list); a module listed here that fails to import is an error.
@@ -36,6 +39,8 @@ PASS_MODULES: list[str] = ["uopir.passes.core", "uopir.passes.tensor.canonicaliz
 TEST_PASS_MODULES: list[str] = ["uopir.passes.testing"]
 TEST_PASSES_ENV = "UOPIR_TEST_PASSES"
 LOAD_ERRORS: dict[str, str] = {}  # module -> why it could not be imported (shown by --list-passes)
+# pass, pipeline or anchor name -> the module that registers it (imported when the name is first looked up)
+LAZY: dict[str, str] = {}
 
 _KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
@@ -114,9 +119,32 @@ def register_anchor(name: str, select: Callable[[UOp], bool], summary: str = "")
 register_anchor("any", lambda r: True, "run the nested pipeline on every nested region (outermost first)")
 
 
+def register_lazy(module: str, *names: str) -> None:
+    """Say that importing `module` registers the passes, pipelines or anchors `names`: looking one of them up
+    imports that module only (unit_tests/test_lazy_registry.py checks the table against what the modules register)."""
+    for name in names:
+        LAZY[name] = module
+
+
+# the built-in passes, pipelines and anchors, by the module that registers each
+register_lazy("uopir.passes.core", "canonicalize", "dce", "cleanup")
+register_lazy("uopir.passes.default", "default")
+register_lazy("uopir.passes.tensor.canonicalize", "tensor-canonicalize")
+register_lazy("uopir.passes.tensor_to_kernel", "tensor-to-kernel")
+register_lazy("uopir.passes.kernel.anchors", "kernel")
+register_lazy("uopir.passes.kernel.simplify", "kernel-simplify")
+register_lazy("uopir.passes.kernel.optimize", "kernel-optimize")
+register_lazy("uopir.passes.kernel.expand", "kernel-expand")
+register_lazy("uopir.passes.kernel_to_device", "kernel-to-device")
+register_lazy("uopir.passes.device.decompose", "device-decompose")
+register_lazy("uopir.passes.device.devectorize", "device-devectorize")
+register_lazy("uopir.passes.device.linearize", "device-linearize")
+
+
 # ---- loading -------------------------------------------------------------------------------------------------------
 _loaded = False
 _test_loaded = False
+_lazy_loaded: set[str] = set()  # the modules of LAZY that load_passes imported
 _loading = False  # a load_passes call is importing the modules (its thread holds the lock)
 _LOAD_LOCK = threading.RLock()
 
@@ -137,15 +165,30 @@ def _import(mod: str) -> None:
         LOAD_ERRORS[mod] = f"{type(e).__name__}: {e}"
 
 
+def resolve(name: str) -> bool:
+    """Make sure `name` is registered if any module registers it: the module `LAZY` names for it first, else every
+    pass module (load_passes). Whether it is a registered pass, pipeline or anchor now."""
+    if name in PASSES or name in PIPELINES or name in ANCHORS:
+        return True
+    mod = LAZY.get(name)
+    if mod is not None:
+        with _LOAD_LOCK:
+            _import(mod)
+        if name in PASSES or name in PIPELINES or name in ANCHORS:
+            return True
+    load_passes()
+    return name in PASSES or name in PIPELINES or name in ANCHORS
+
+
 def load_passes(test_passes: bool | None = None) -> None:
-    """Import every pass module once, so the registry is complete (lazy: importing the manager stays cheap).
+    """Import every pass module once (those under uopir.passes and those of `LAZY`), so the registry is complete.
 
     test_passes: also import the test-* passes (None: only when $UOPIR_TEST_PASSES asks for them). Safe from several
     threads: one loads, the others wait until the registry is complete."""
     global _loaded, _test_loaded, _loading
     if test_passes is None:
         test_passes = test_passes_requested()
-    if _loaded and (_test_loaded or not test_passes):
+    if _loaded and (_test_loaded or not test_passes) and _lazy_loaded.issuperset(LAZY.values()):
         return
     with _LOAD_LOCK:
         if _loading:  # called again by a module being imported: the outer call completes the registry
@@ -153,6 +196,8 @@ def load_passes(test_passes: bool | None = None) -> None:
         _loading = True
         try:
             if not _loaded:
+                import pkgutil
+
                 import uopir.dialects  # noqa: F401 - passes build ops of every dialect
                 import uopir.passes as pkg
 
@@ -164,6 +209,10 @@ def load_passes(test_passes: bool | None = None) -> None:
                 for mod in names:
                     _import(mod)
                 _loaded = True
+            for mod in dict.fromkeys(LAZY.values()):  # also those registered by a layer above (the backends' emits)
+                if mod not in _lazy_loaded:
+                    _import(mod)
+                    _lazy_loaded.add(mod)
             if test_passes and not _test_loaded:
                 for mod in TEST_PASS_MODULES:
                     _import(mod)
@@ -173,7 +222,7 @@ def load_passes(test_passes: bool | None = None) -> None:
 
 
 def get_pass(name: str) -> PassInfo:
-    load_passes()
+    resolve(name)
     if name not in PASSES:
         raise PipelineError(f"unknown pass '{name}'{did_you_mean(name, PASSES)}")
     return PASSES[name]
@@ -190,9 +239,9 @@ def as_names(v: str | Iterable[str] | None) -> frozenset[str]:
 
 def check_pass_names(names: Iterable[str]) -> None:
     """Raise PipelineError for a name (in a list or comma-separated) that is not a registered pass."""
-    load_passes()
     for nm in sorted(as_names(list(names))):
-        if nm not in PASSES:
+        if not resolve(nm) or nm not in PASSES:
+            load_passes()  # every name, for the closest spellings
             raise PipelineError(f"unknown pass '{nm}' in --print-ir-before/--print-ir-after{did_you_mean(nm, PASSES)}")
 
 

@@ -30,7 +30,7 @@ from uopir.passes.instruments import (
     timing_report,
 )
 from uopir.passes.pipeline import AnchorStep, PassStep, Step, expand_pipeline, parse_pipeline
-from uopir.passes.registry import PIPELINES, get_pass, load_passes
+from uopir.passes.registry import PIPELINES, get_pass, resolve
 
 __all__ = ["PassManager", "PassContext"]
 
@@ -92,7 +92,7 @@ class PassManager:
 
     def add(self, name: str, **options: Any) -> PassManager:
         """Append a pass (or named pipeline) with Python option values."""
-        load_passes()
+        resolve(name)
         if name in PIPELINES:
             pi = PIPELINES[name]
             opts = pi.options(**options) if pi.options is not None else None

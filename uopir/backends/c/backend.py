@@ -10,19 +10,36 @@ from __future__ import annotations
 
 import threading
 
-from uopir.backends.c.compiler import CCompiler
+from uopir.backends.c.compiler import QUICK_FLAGS, CCompiler
 from uopir.backends.c.renderer import CRenderer
 from uopir.backends.c.runtime import CRuntime, PooledHostAllocator
 from uopir.backends.cpu.runtime import host_target
 from uopir.backends.cpu.runtime import threads as cpu_threads
+from uopir.backends.estimates import estimate
 from uopir.backends.interface import Backend, Buffer, Program
 from uopir.backends.realize import print_compiled, realize
 from uopir.ir.uop import UOp
 from uopir.passes.target import Target, target
 
-__all__ = ["CBackend", "PIPELINE", "c_target", "threads"]
+__all__ = ["CBackend", "PIPELINE", "LOWERING", "c_target", "threads", "QUICK_WORK", "quick"]
 
 PIPELINE = "default{target=c}"
+# what realize runs: the same passes kernel by kernel, so each kernel's compile starts while the next one lowers
+LOWERING = "default{target=c per-kernel=true}"
+# A kernel whose launch does fewer operations and moves fewer bytes than this (uopir.backends.estimates) compiles
+# with QUICK_FLAGS (-O1): it runs in well under a millisecond either way, and the compile, which a first realize
+# waits for, is what costs. A matmul of 256x256 and more, or an elementwise op over 4M floats, gets -O2.
+QUICK_WORK = 1 << 24
+
+
+def quick(program: UOp) -> bool:
+    """Whether `program` (a device.program) is compiled with QUICK_FLAGS: its work at one launch is below
+    QUICK_WORK (a program whose sizes depend on variables is not: its work is unknown)."""
+    try:
+        est = estimate(program)
+    except Exception:  # noqa: BLE001 - a size that needs a variable's value
+        return False
+    return max(est.flops, est.bytes) < QUICK_WORK
 
 
 def threads() -> int:
@@ -41,11 +58,13 @@ class CBackend(Backend):
 
     device = "c"
     pipeline = PIPELINE
+    lowering = LOWERING
 
     def __init__(self, compiler: CCompiler | None = None):
         self.target = target("c")
         self.renderer = CRenderer()
         self.compiler = compiler if compiler is not None else CCompiler()
+        self.quick_compiler = CCompiler(self.compiler.cmd, QUICK_FLAGS) if compiler is None else self.compiler
         self.allocator = PooledHostAllocator(self.device)
         self.runtime = CRuntime(self._compile_no_restrict, threads=threads())
         if self.compiler.available:  # the compiler's identity (`cc --version`, a subprocess) names the cache folder:
@@ -64,13 +83,15 @@ class CBackend(Backend):
         return self.compiler.compile_cached(CRenderer(restrict=False).render(program))
 
     def compile(self, program: UOp, name: str | None = None) -> Program:
-        """Render, compile (through the disk cache) and load one device.program. `UOPIR_DEBUG=4` prints the C
-        source of each kernel compiled, `=6` its device program too."""
+        """Render, compile (through the disk cache; -O1 for a kernel that does little work, see `quick`) and load
+        one device.program. `UOPIR_DEBUG=4` prints the C source of each kernel compiled, `=6` its device program
+        too."""
         if not self.available:
             raise RuntimeError(f"device 'c' cannot compile programs: {self.reason}")
         src = self.renderer.render(program)
         print_compiled(program, name or program.arg, src, "C source")
-        return self.runtime.load(name or program.arg, program, src, self.compiler.compile_async(src))
+        cc = self.quick_compiler if quick(program) else self.compiler
+        return self.runtime.load(name or program.arg, program, src, cc.compile_async(src))
 
     def realize(self, root: UOp) -> Buffer:
         """The value of a tensor-level graph: lowered by `default{target=c}`, its kernels compiled and run one by one

@@ -11,6 +11,11 @@ as soon as every reader is split too:
 - `device.acc` and its `device.accstore`s: one accumulator per part (fresh ids after the kernel's largest);
 - a `core.gep` that picks more lanes than allowed.
 
+The rewrite runs bottom-up: a reader is seen before the value it reads, so a gep of lanes within one part of a
+wide value becomes that part computed alone (`split-part-of-gep`: the op on the same part of its operands, the load
+at the part's offset, the part's accumulator), and a wide value read only through geps is never split whole and
+joined back lane by lane (what the rules above do for a value read whole; the result is the same program).
+
 Folds: `gep(vectorize(x…), i…)` picks the x's, `gep(gep(x, a), b)` is one gep, a gep of a constant is a constant,
 a gep of every lane in order is its operand, and a vectorize of lanes of one x is a gep of x (x itself for all
 of its lanes in order; only a gep no wider than allowed).
@@ -35,6 +40,19 @@ __all__ = ["DevectorizeOptions", "device_devectorize", "DEVECTORIZE", "GEP_FOLDS
 class _Ctx:
     def __init__(self, t: Target, width: int, next_acc: int):
         self.t, self.width, self.next_acc = t, width, next_acc
+        self.acc_parts: dict[UOp, list[UOp]] = {}  # a split accumulator -> its part accumulators
+
+    def accs(self, u: UOp, parts: list[tuple[int, ...]]) -> list[UOp]:
+        """The part accumulators of the wide accumulator u (made once, with fresh ids in part order)."""
+        got = self.acc_parts.get(u)
+        if got is None:
+            got = []
+            for p in parts:
+                got.append(UOp(D.ACC, u.dtype.scalar.vec(len(p)), (_piece(u.src[0], p, u.dtype.count), *u.src[1:]),
+                               self.next_acc))
+                self.next_acc += 1
+            self.acc_parts[u] = got
+        return got
 
     def limit(self, d: DType) -> int:
         return max(1, self.width if self.width > 0 else self.t.vector_width(d.scalar))
@@ -115,12 +133,7 @@ def _acc(ctx: _Ctx, u: UOp) -> UOp | None:
     parts = ctx.parts(u.dtype)
     if parts is None:
         return None
-    accs = []
-    for p in parts:
-        accs.append(UOp(D.ACC, u.dtype.scalar.vec(len(p)), (_piece(u.src[0], p, u.dtype.count), *u.src[1:]),
-                        ctx.next_acc))
-        ctx.next_acc += 1
-    return join(accs)
+    return join(ctx.accs(u, parts))
 
 
 def _joined_accs(v: UOp) -> list[UOp] | None:
@@ -137,8 +150,10 @@ def _joined_accs(v: UOp) -> list[UOp] | None:
     return accs
 
 
-def _accstore(u: UOp) -> UOp | None:
-    accs = _joined_accs(u.src[0])
+def _accstore(ctx: _Ctx, u: UOp) -> UOp | None:
+    a = u.src[0]
+    parts = ctx.parts(a.dtype) if a.op is D.ACC else None
+    accs = ctx.accs(a, parts) if parts is not None else _joined_accs(a)
     if accs is None:
         return None
     val, stores, start = u.src[1], [], 0
@@ -193,6 +208,33 @@ def _vectorize_of_geps(ctx: _Ctx, v: UOp) -> UOp | None:
     return gep(x, tuple(idx)) if len(idx) <= ctx.limit(v.dtype) else None
 
 
+def _part_of(ctx: _Ctx, g: UOp, x: UOp) -> UOp | None:
+    """A gep of lanes within one part of a value too wide for the target, which is split anyway: that part
+    computed alone (an op on the same part of its operands, a load at the part's offset, the part's accumulator),
+    and the gep of it. Reached first (devectorize runs bottom-up), so a wide value read only through geps is never
+    split whole and joined back lane by lane."""
+    parts = ctx.parts(x.dtype)
+    if parts is None:
+        return None
+    w = len(parts[0])
+    k = g.arg[0] // w
+    p = parts[k]
+    if any(i // w != k for i in g.arg):
+        return None
+    n = x.dtype.count
+    if x.op is D.ACC:
+        part = ctx.accs(x, parts)[k]
+    elif x.op is K.LOAD:
+        part = UOp(K.LOAD, x.dtype.scalar.vec(len(p)),
+                   (at_offset(x.src[0], p[0]), *(_piece(s, p, n) for s in x.src[1:])))
+    elif x.op in _SPLIT_ALU and not (x.op is C.BITCAST and x.src[0].dtype.count != n):
+        part = UOp(x.op, x.dtype.scalar.vec(len(p)), tuple(_piece(s, p, n) for s in x.src), x.arg)
+    else:
+        return None
+    idx = tuple(i - p[0] for i in g.arg)
+    return part if idx == tuple(range(part.dtype.count)) else gep(part, idx)
+
+
 GEP_FOLDS = [
     (UPat(C.GEP, src=(UPat(C.VECTORIZE, name="v"),), name="g"), _gep_of_vectorize, "gep-of-vectorize"),
     (UPat(C.GEP, src=(UPat(C.GEP, name="h"),), name="g"), _gep_of_gep, "gep-of-gep"),
@@ -201,8 +243,12 @@ GEP_FOLDS = [
     (UPat(C.VECTORIZE, name="v"), _vectorize_of_geps, "vectorize-of-geps"),
 ]
 
+_SPLIT_ALU = frozenset(C.ELEMENTWISE_OPS)
+
 DEVECTORIZE = PatternMatcher([
     *GEP_FOLDS,
+    (UPat(C.GEP, src=(UPat((D.ACC, K.LOAD, *C.ELEMENTWISE_OPS), dtype=is_vector, name="x"),), name="g"), _part_of,
+     "split-part-of-gep"),
     (UPat(C.GEP, dtype=is_vector, name="u"), _wide_gep, "split-wide-gep"),
     (UPat(C.ELEMENTWISE_OPS, dtype=is_vector, name="u"), _elementwise, "split-elementwise"),
     (UPat(K.LOAD, dtype=is_vector, name="u"), _load, "split-load"),
@@ -231,5 +277,5 @@ def device_devectorize(root: UOp, options: DevectorizeOptions, ctx: PassContext)
     def run(k: UOp) -> UOp:
         ids = [u.arg for u in k.toposort() if u.op is D.ACC]
         dctx = _Ctx(t, options.width, max(ids, default=-1) + 1)
-        return graph_rewrite(k, DEVECTORIZE, ctx=dctx, stats=ctx.stats)
+        return graph_rewrite(k, DEVECTORIZE, ctx=dctx, stats=ctx.stats, bottom_up=True)
     return in_kernels(root, run)

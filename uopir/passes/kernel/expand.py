@@ -122,6 +122,7 @@ class _Expander:
         self.vecs: dict[UOp, UOp] = {}  # nodes with lane axes as one vector (lanes in layout order)
         self.lanes: dict[UOp, list[UOp]] = {}  # nodes with lane axes as one scalar per lane
         self._layouts: dict[frozenset[UOp], _Lanes] = {}
+        self._own: dict[UOp, _Lanes] = {}  # each node's own lanes (project)
         self.stats: dict[str, int] = {}
         self.current = kdef  # the node being expanded (where an error is reported)
 
@@ -142,7 +143,9 @@ class _Expander:
 
     def project(self, s: UOp, points: list[dict[UOp, int]]) -> list[int]:
         """For each point (of a layout containing s's lane axes), the index of s's lane at that point."""
-        own = self.lanes_of(self.layout(s))
+        own = self._own.get(s)
+        if own is None:  # once per node: scalar() projects every lane of every reader
+            own = self._own[s] = self.lanes_of(self.layout(s))
         return [own.index(p) for p in points]
 
     # a source in the form a user needs
