@@ -760,3 +760,31 @@ def test_vector_bitcasts_lane_by_lane(src: str, dst: str) -> None:
     x = np.resize(x, 64)
     got = Tensor(x, dtype=s, device="c").bitcast(d).numpy()
     assert values_equal(got, bitcast_array(x, s, d))
+
+
+def test_gcc_slp_workaround(tmp_path) -> None:
+    """A kernel GCC 12's SLP vectorizer got wrong with -march=native on AVX-512 (bool lanes built into vectors):
+    with the backend's default flags it must give what -O0 gives."""
+    import ctypes
+    from pathlib import Path
+
+    cc = CCompiler()
+    if not cc.available:
+        pytest.skip("no C compiler")
+    source = (Path(__file__).parent / "data" / "gcc_slp_bool_lanes.c").read_text()
+    ranks = np.arange(5, dtype=np.int32)
+    x = np.array([(-1.0 if i % 5 % 2 else 1.0) * i for i in range(20)], dtype=np.float32)
+
+    def run(compiler: CCompiler, name: str) -> np.ndarray:
+        so = tmp_path / f"{name}.so"
+        so.write_bytes(compiler.compile(source))
+        fn = ctypes.CDLL(str(so)).r_4_5
+        out = np.zeros(20, dtype=np.float32)
+        ptr = ctypes.c_void_p
+        fn.argtypes = [ptr, ptr, ptr, ptr]
+        fn(out.ctypes.data, ranks.ctypes.data, ranks.ctypes.data, x.ctypes.data)
+        return out
+
+    reference = run(CCompiler(cc.cmd, ("-O0", "-fPIC", "-shared", "-std=gnu11", "-w")), "o0")
+    assert np.count_nonzero(reference[5:]) > 10  # the rows the miscompile zeroed are not zero
+    np.testing.assert_array_equal(run(cc, "default"), reference)

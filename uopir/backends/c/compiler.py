@@ -5,6 +5,10 @@ Which compiler: `$CC` when set, else `clang` when installed, else `cc`. Flags: `
 the ones that keep results exact: `-ffp-contract=off` (no fused multiply-add: `core.mulacc` rounds twice, as the
 semantics say), `-fwrapv` (signed integer overflow wraps), no `-ffast-math`. `-fno-math-errno` only lets sqrt
 compile to one instruction (errno is never read). `$UOPIR_CFLAGS` adds flags (after ours, so they can override).
+With GCC, `-fno-tree-slp-vectorize` too (GCC_WORKAROUND_FLAGS): GCC 12's SLP vectorizer miscompiles kernels that
+build vectors out of bool lanes on AVX-512 hosts (rows of a masked running max came out 0; the test in
+test_c_backend.py holds the kernel). Our kernels carry their own vector types from kernel-expand, so the
+matmul and elementwise figures in bench/c_backend.py are the same without it.
 
 The cache key is the compiler's identity (its path and `--version` line, and the host's cpu flags, since
 `-march=native` binaries are not portable), the flags and the source (uopir.backends.cache).
@@ -24,7 +28,7 @@ from pathlib import Path
 from uopir.backends.cache import cache_get, cache_key
 from uopir.backends.interface import Compiler
 
-__all__ = ["CCompiler", "CompileError", "find_cc", "BASE_FLAGS", "QUICK_FLAGS"]
+__all__ = ["CCompiler", "CompileError", "find_cc", "is_gcc", "BASE_FLAGS", "QUICK_FLAGS", "GCC_WORKAROUND_FLAGS"]
 
 BASE_FLAGS: tuple[str, ...] = ("-O2", "-march=native", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
                                "-fPIC", "-shared", "-std=gnu11", "-w")
@@ -32,6 +36,7 @@ BASE_FLAGS: tuple[str, ...] = ("-O2", "-march=native", "-ffp-contract=off", "-fw
 # kernels of a small CNN in about 60% of -O2's time, and their code, vectorized by kernel-expand already, runs
 # as fast (GCC's -O2 adds its own vectorizer, scheduling and PRE, which matter only for long loops)
 QUICK_FLAGS: tuple[str, ...] = ("-O1", *BASE_FLAGS[1:])
+GCC_WORKAROUND_FLAGS: tuple[str, ...] = ("-fno-tree-slp-vectorize",)
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -62,13 +67,19 @@ def find_cc() -> list[str] | None:
 
 
 @cache
+def _version_text(cmd: tuple[str, ...]) -> str:
+    """What `cmd --version` prints ("" when it does not run)."""
+    try:
+        return subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+@cache
 def _identity(cmd: tuple[str, ...]) -> str:
     """The compiler's path and version line, plus a digest of the host's cpu flags (for -march=native)."""
-    try:
-        out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=30).stdout
-        version = out.splitlines()[0].strip() if out else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        version = "unknown"
+    out = _version_text(cmd)
+    version = out.splitlines()[0].strip() if out else "unknown"
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             cpu = next((ln for ln in f if ln.startswith(("flags", "Features"))), "")
@@ -78,13 +89,20 @@ def _identity(cmd: tuple[str, ...]) -> str:
     return f"{' '.join(cmd)} | {version} | host {host}"
 
 
+def is_gcc(cmd: list[str] | tuple[str, ...]) -> bool:
+    """Whether the compiler is GCC (its version line names gcc and not clang; `cc` is usually GCC on Linux)."""
+    text = _version_text(tuple(cmd)).lower()
+    return "clang" not in text and ("gcc" in text or "free software foundation" in text)
+
+
 class CCompiler(Compiler):
     """Compiles one C translation unit to a shared object with the system compiler."""
 
     def __init__(self, cmd: list[str] | None = None, flags: tuple[str, ...] | None = None):
         self.cmd = list(cmd) if cmd is not None else find_cc()
         extra = tuple(shlex.split(os.environ.get("UOPIR_CFLAGS", "")))
-        self.flags = (BASE_FLAGS if flags is None else tuple(flags)) + extra
+        workaround = GCC_WORKAROUND_FLAGS if self.cmd is not None and is_gcc(self.cmd) else ()
+        self.flags = (BASE_FLAGS if flags is None else tuple(flags)) + workaround + extra
 
     @property
     def available(self) -> bool:
