@@ -611,3 +611,22 @@ def test_vectors_inside_a_kernel_run_and_a_lane_changing_bitcast_is_a_named_erro
 def test_run_kernel_needs_a_kernel_def():
     with pytest.raises(IRError, match="run_kernel needs a kernel.def, got core.const"):
         run_kernel(c(f32, 1.0), [])
+
+
+def test_kernel_of_many_reductions_shares_axes() -> None:
+    """A kernel with more ranges than numpy has axes (14 fused matmul sums: 42 ranges) runs: ranges of separate
+    reductions are never open together, so they share numpy axes."""
+    from uopir import Tensor
+    from uopir.backends.python.kernel import MAX_AXES, _range_axes
+
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(14)]
+    ws = [rng.standard_normal((4, 2)).astype(np.float32) for _ in range(14)]
+    t = Tensor.cat(*[(Tensor(x, device="python") @ Tensor(w, device="python")).sum().reshape(1)
+                     for x, w in zip(xs, ws, strict=True)])
+    kdef = t.schedule()[-1].ast
+    order = kdef.toposort()
+    ranges = [u for u in order if u.op is kernel.RANGE]
+    assert len(ranges) > MAX_AXES
+    assert max(_range_axes(kdef, order).values()) < 4
+    np.testing.assert_allclose(t.numpy(), [(x @ w).sum() for x, w in zip(xs, ws, strict=True)], rtol=1e-5, atol=1e-5)

@@ -43,7 +43,8 @@ class KernelCtx:
     __slots__ = ("buffers", "var_vals", "axis", "nd", "dead")
 
     def __init__(self, buffers: list[np.ndarray], var_vals: dict[str, int], axis: dict[UOp, int]):
-        self.buffers, self.var_vals, self.axis, self.nd = buffers, var_vals, axis, len(axis)
+        self.buffers, self.var_vals, self.axis = buffers, var_vals, axis
+        self.nd = 1 + max(axis.values(), default=-1)  # ranges never open together may share an axis
         self.dead: frozenset[UOp] = frozenset()  # loads and stores that no iteration runs (see _never_run)
 
     def space(self, x: Any) -> np.ndarray:
@@ -211,10 +212,44 @@ def run_kernel(kdef: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] | 
     if kdef.op is not K.DEF:
         raise op_error(kdef, f"run_kernel needs a kernel.def, got {kdef.op.name}")
     order = kdef.toposort()
-    axis = {u: i for i, u in enumerate(x for x in order if x.op is K.RANGE)}
-    ctx = KernelCtx(buffers, var_vals or {}, axis)
+    ctx = KernelCtx(buffers, var_vals or {}, _range_axes(kdef, order))
     ctx.dead = _never_run(kdef, order, ctx)
     run_ops(order, TABLE, ctx, _missing)
+
+
+# numpy's limit on the axes of one array (some of its routines stop at 32), less one for vector lanes
+MAX_AXES = 31
+
+
+def _range_axes(kdef: UOp, order: list[UOp]) -> dict[UOp, int]:
+    """The numpy axis of each kernel.range: one each while they fit in MAX_AXES. Beyond that, ranges that are never
+    open together (the ranges of separate reductions) share axes: an axis is one more than that of every earlier
+    range open at the same time as it, so ranges open together keep their order (the row-major order in which
+    repeated stores to one address resolve) and a kernel of many independent reductions needs few axes."""
+    ranges = [u for u in order if u.op is K.RANGE]
+    if len(ranges) <= MAX_AXES:
+        return {u: i for i, u in enumerate(ranges)}
+    open_at: dict[UOp, frozenset[UOp]] = {}
+    together: dict[UOp, set[UOp]] = {r: set() for r in ranges}
+    for u in order:
+        live: set[UOp] = set()
+        for x in u.src:
+            live |= open_at[x]
+        if u.op is K.RANGE:
+            live.add(u)
+        elif u.op is K.REDUCE or u.op is K.END:
+            live.difference_update(u.src[1:])
+        open_at[u] = frozenset(live)
+        if len(live) > 1:
+            for r in live:
+                together[r] |= live
+    axis: dict[UOp, int] = {}
+    for r in ranges:  # toposort order: every range open with r and placed before it has its axis already
+        axis[r] = 1 + max((axis[o] for o in together[r] if o in axis), default=-1)
+    if max(axis.values()) >= MAX_AXES:
+        raise op_error(kdef, f"the python backend runs at most {MAX_AXES} nested kernel.range ops at once; this "
+                             f"kernel nests {max(axis.values()) + 1}")
+    return axis
 
 
 def _never_run(kdef: UOp, order: list[UOp], ctx: KernelCtx) -> frozenset[UOp]:
