@@ -126,6 +126,8 @@ class GpuRenderer(CRenderer):
             em.vals[u] = _Ptr(name, "0", None, u.dtype)
         elif u.op is D.BARRIER:
             em.emit(self.lang.barrier)
+        elif u.op is D.AFTER:
+            em.vals[u] = em.vals[u.src[0]]  # the same pointer; its place in the program orders the reads
         elif u.op is D.WMMA:
             raise op_error(u, f"the {self.title} backend cannot render device.wmma: tensor cores are not supported yet")
         else:

@@ -153,13 +153,14 @@ HANDLERS: HandlerTable = {
     D.ACC: _acc,
     D.ACCSTORE: _accstore,
     D.BARRIER: core.void,
+    D.AFTER: lambda u, s, ctx: s[0],
 }
 _CONTROL = frozenset((D.LOOP, D.ENDLOOP, D.IF, D.ENDIF))
 
 
 # ---- running a program -----------------------------------------------------------------------------------------------
 def _base(p: UOp) -> UOp:
-    while p.op is K.INDEX:
+    while p.op is K.INDEX or p.op is D.AFTER:
         p = p.src[0]
     return p
 

@@ -40,6 +40,7 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
 from uopir.passes.kernel.anchors import is_kernel_body
+from uopir.passes.kernel.gpu_threads import gpu_thread_opts
 from uopir.passes.kernel.indexmath import Deps, const_extent, linear_coeffs, range_deps
 from uopir.passes.manager import PassContext, register_pass
 from uopir.passes.target import Target, UnknownTargetError, target
@@ -52,6 +53,7 @@ PARALLEL_MIN_WORK = 1 << 15  # iterations below which a thread split costs more 
 FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 _SPLIT_KINDS = ("upcast", "unroll")
+_THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
 
 
 class OptError(ValueError):
@@ -63,12 +65,12 @@ class Opt:
     """One transformation of a kernel: `upcast`/`unroll` axis `axis` by `factor`, mark it `global`, or make it the
     `outer`most loop of every kernel.end that has it."""
 
-    kind: Literal["upcast", "unroll", "global", "outer"]
+    kind: Literal["upcast", "unroll", "global", "outer", "local", "group"]
     axis: int
     factor: int = 0
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.axis}" + (f" by {self.factor}" if self.kind in _SPLIT_KINDS else "")
+        return f"{self.kind} {self.axis}" + (f" by {self.factor}" if self.kind in _SPLIT_KINDS + _THREAD_KINDS else "")
 
 
 # ---- applying opts ---------------------------------------------------------------------------------------------------
@@ -116,6 +118,8 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
             raise OptError(f"axis {opt.axis} is a {r.arg[1]} range; only an output (loop) range can be reordered")
         return kdef.substitute({u: u.replace(src=(u.src[0], r, *(x for x in u.src[1:] if x is not r)))
                                 for u in kdef.toposort() if u.op is K.END and r in u.src[1:]})
+    if opt.kind in _THREAD_KINDS:
+        return _split_threads(kdef, r, opt)
     if opt.kind not in _SPLIT_KINDS:
         raise OptError(f"unknown opt kind {opt.kind!r}")
     n = const_extent(r)
@@ -124,6 +128,18 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
     if r.arg[1] in _SPLIT_KINDS:
         raise OptError(f"axis {opt.axis} is already an {r.arg[1]} range")
     if opt.factor < 1 or n % opt.factor:
+        raise OptError(f"factor {opt.factor} does not divide the extent {n} of axis {opt.axis}")
+    return _split(kdef, r, opt.factor, opt.kind)
+
+
+def _split_threads(kdef: UOp, r: UOp, opt: Opt) -> UOp:
+    """`local`: an output range split into (outer, local threads); `group`: a reduction range split into (outer,
+    threads of a work-group that each reduce a part)."""
+    want = ("loop", "global") if opt.kind == "local" else ("reduce",)
+    if r.arg[1] not in want:
+        raise OptError(f"axis {opt.axis} is a {r.arg[1]} range; a {opt.kind} opt needs a {' or '.join(want)} range")
+    n = const_extent(r)
+    if n is None or opt.factor < 1 or n % opt.factor:
         raise OptError(f"factor {opt.factor} does not divide the extent {n} of axis {opt.axis}")
     return _split(kdef, r, opt.factor, opt.kind)
 
@@ -223,7 +239,7 @@ def _leave_alone(kdef: UOp) -> bool:
     order = kdef.toposort()
     axes = [u.arg[0] for u in order if u.op is K.RANGE]
     return len(axes) != len(set(axes)) or any(
-        (u.op is K.RANGE and u.arg[1] in _SPLIT_KINDS) or u.dtype.count > 1 for u in order)
+        (u.op is K.RANGE and u.arg[1] in _SPLIT_KINDS + _THREAD_KINDS) or u.dtype.count > 1 for u in order)
 
 
 def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
@@ -301,7 +317,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             loops = [first, *(r for r in loops if r is not first)]
     # 4. threads
     if t.kind == "gpu":
-        opts += [Opt("global", r.arg[0]) for r in loops if r.arg[1] == "loop"]
+        opts += [Opt(kind, axis, f) for kind, axis, f in gpu_thread_opts(apply_opts(kdef, opts), t)]  # type: ignore[arg-type]
     elif t.threads > 1 and loops and k.work() >= PARALLEL_MIN_WORK:
         def outer(r: UOp) -> int:
             return (const_extent(r) or t.threads) // upcast.get(r, 1)
