@@ -148,3 +148,25 @@ def test_matmul_and_elementwise_in_work_groups_on_opencl_match_numpy() -> None:
     assert np.allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
     m = RNG.standard_normal((48, 1000)).astype(np.float32)
     assert values_equal((Tensor(m, device="opencl") * 2.0 + 1.0).numpy(), m * np.float32(2.0) + np.float32(1.0))
+
+
+def test_group_reductions_and_work_groups_compile_to_ptx() -> None:
+    """The CUDA C of a long sum, softmax rows and a matmul lowered for the cuda target (shared memory, __syncthreads,
+    block and thread ids) compiles to PTX with whichever CUDA compiler is present."""
+    from uopir.backends.cuda.compiler import CUDACompiler, find_nvcc, find_nvrtc
+    from uopir.backends.cuda.language import CUDA
+    from uopir.backends.gpu.renderer import GpuRenderer, kernel_name
+
+    tool = "nvrtc" if find_nvrtc() is not None else "nvcc" if find_nvcc() is not None else None
+    if tool is None:
+        pytest.skip("neither NVRTC nor nvcc is installed")
+    comp, render = CUDACompiler("sm_90", tool), GpuRenderer(CUDA)
+    cases = (Tensor.empty(1 << 16).sum(), Tensor.empty(4, 4096).softmax(-1),
+             Tensor.empty(64, 96) @ Tensor.empty(96, 128))
+    for t in cases:
+        prog = _lower(_kernel(t), "cuda")
+        src = render.render(prog)
+        ptx = comp.compile(src).decode()
+        assert f".entry {kernel_name(prog, CUDA)}(" in ptx
+        if "__syncthreads" in src:
+            assert "bar.sync" in ptx and ".shared" in ptx
