@@ -4,8 +4,10 @@ An *opt* splits a range r of constant extent n by a factor f that divides n: r b
 (extent n/f) keeping r's axis and kind and r_i (extent f) a new axis of kind `upcast` (an output axis, kept in
 registers as f lanes) or `unroll` (a reduction axis, f steps per iteration). In a kernel.end or kernel.reduce, r's
 place is taken by `r_o, r_i` (r_o outer), so a reduction still accumulates in the same order. When f == n the range
-just changes kind. The `global` opt marks an output range as the one whose iterations run on several threads (cpu)
-or as thread/block ids (gpu). kernel-expand then turns upcast/unroll ranges into vector lanes.
+just changes kind; `local` and `group` split the same way with an inner range of kind local (an output range's
+threads in a work-group) or group (a reduction range shared by them). The `global` opt marks an output range as
+the one whose iterations run on several threads (cpu) or as thread/block ids (gpu). kernel-expand then turns
+upcast/unroll ranges into vector lanes.
 
 The printed kernel says what was done: the kinds of its ranges (and the index math `r_o * f + r_i`).
 
@@ -25,7 +27,8 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      the lanes of a value (upcast times unroll factors) stay within `max_upcast` times the first unroll size;
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
      (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations; on a gpu target
-     every output range does.
+     kernel/gpu_threads.py picks `local` opts (an output range split onto a work-group's threads, the rest `global`:
+     work-group ids) or `group` opts (a long reduction into few results shared by a work-group's threads).
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
