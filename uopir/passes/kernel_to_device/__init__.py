@@ -14,6 +14,9 @@
   limits allow: global ranges `global_id` (`group_id` when the kernel has local ranges), local ranges `local_id`,
   the innermost range on dim 0. On a cpu kernel-optimize marks at most one range global, the one its backend
   splits across the cores; on a gpu every output range.
+- A reduction over a `group` range that became a local id (a gpu with local memory) is shared by the work-group's
+  threads: each reduces its part, stores it to `kernel.local` at its id, and a tree of barrier-separated steps
+  combines the parts (`_lower_group_reduce`); a store that varies over no local id is gated to local id 0.
 - `kernel.end %v, %r0, %r1` becomes `device.endloop %l0, (device.endloop %l1, %v)` (the first range outermost);
   hardware ids need no end. Its value may be a store or a `core.group` of stores.
 
@@ -115,20 +118,38 @@ def _fold_lanes(op: str, acc: UOp, x: UOp, lanes: int) -> UOp:
 
 def _lower_group_reduce(ctx: _Lowering, r: UOp, g: UOp) -> UOp:
     """A reduction shared by a work-group's threads (its `group` range g is their local id): each thread reduces its
-    part, stores it to local memory at its id, and after a barrier every thread folds the partial results in thread
-    order (all of them read the same result, so every thread may use it)."""
+    part and stores it to local memory at its id; then, for a power-of-two group, a tree: at step s (n/2, n/4, ...,
+    1) after a barrier thread i < s combines slots i and i + s into slot i; every thread reads slot 0 after the last
+    barrier. (Another size: after one barrier every thread folds the n parts in thread order.)"""
     partial = _lower_reduce(ctx, r.replace(src=(r.src[0], *(x for x in r.src[1:] if x is not g))))
     n, lanes = const_extent(g), r.dtype.count
+    assert n is not None  # _hardware_ids maps only constant group ranges
     buf = UOp(K.LOCAL, r.dtype.scalar.ptr("local", n * lanes), (), ctx.locals)
     ctx.locals += 1
-    lanes_c = UOp.const(dtypes.index, lanes)
-    st = UOp(K.STORE, dtypes.void, (UOp(K.INDEX, buf.dtype, (buf, g * lanes_c if lanes > 1 else g)), partial))
-    after = UOp(D.AFTER, buf.dtype, (buf, UOp(D.BARRIER, dtypes.void, (st,))))
+
+    def slot(ptr: UOp, i: UOp, gate: UOp | None = None) -> UOp:
+        off = i * UOp.const(dtypes.index, lanes) if lanes > 1 else i
+        return UOp(K.INDEX, buf.dtype, (ptr, off) if gate is None else (ptr, off, gate))
+
+    def after(st: UOp) -> UOp:
+        return UOp(D.AFTER, buf.dtype, (buf, UOp(D.BARRIER, dtypes.void, (st,))))
+
+    ptr = after(UOp(K.STORE, dtypes.void, (slot(buf, g), partial)))
+    if n & (n - 1) == 0:
+        ident = reduce_identity(r.arg, r.dtype)
+        step = n // 2
+        while step >= 1:
+            s = UOp.const(dtypes.index, step)
+            active = UOp(C.CMPLT, dtypes.bool, (g, s))
+            mine = UOp(K.LOAD, r.dtype, (slot(ptr, g),))
+            other = UOp(K.LOAD, r.dtype, (slot(ptr, g + s), ident, active))
+            ptr = after(UOp(K.STORE, dtypes.void, (slot(ptr, g, active), reduce_update(r.arg, mine, other))))
+            step //= 2
+        return UOp(K.LOAD, r.dtype, (slot(ptr, UOp.const(dtypes.index, 0)),))
     j = ctx.fresh_loop(g.src[0])
-    part = UOp(K.LOAD, r.dtype, (UOp(K.INDEX, buf.dtype, (after, j * lanes_c if lanes > 1 else j)),))
     ctx.accs += 1
     acc = UOp(D.ACC, r.dtype, (reduce_identity(r.arg, r.dtype), j), ctx.accs - 1)
-    return UOp(D.ACCSTORE, r.dtype, (acc, reduce_update(r.arg, acc, part)))
+    return UOp(D.ACCSTORE, r.dtype, (acc, reduce_update(r.arg, acc, UOp(K.LOAD, r.dtype, (slot(ptr, j),)))))
 
 
 def _lower_reduce(ctx: _Lowering, r: UOp) -> UOp:
