@@ -53,6 +53,12 @@ def report(name: str, dev: str, work: float, unit: str, t: float, tn: float, t0:
 def main() -> None:
     dev = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else "opencl"
     quick = "--quick" in sys.argv
+    from uopir.backends.registry import get_backend
+
+    be = get_backend(dev)
+    if not be.available:
+        print(f"gpu_figures skipped: device {dev} is not available: {be.reason}")
+        return
     rng = np.random.default_rng(0)
     n = 256 if quick else 1024
     a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
