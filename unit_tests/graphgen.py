@@ -712,6 +712,12 @@ def _barrier(g: Gen) -> UOp:
     return g.mk(device.BARRIER, VOID, tuple(g.any_value() for _ in range(g.s.integer(0, 3))))
 
 
+@builder("device.after")
+def _after(g: Gen) -> UOp:
+    p = g.pointer()
+    return g.mk(device.AFTER, p.dtype, (p, *(_barrier(g) for _ in range(g.s.integer(1, 2)))))
+
+
 @builder("device.if")
 def _if(g: Gen) -> UOp:
     return g.mk(device.IF, VOID, (g.boolean(),) + tuple(g.any_value() for _ in range(g.s.integer(0, 2))))

@@ -233,8 +233,11 @@ def test_outer_axis_goes_to_threads_when_the_target_has_them() -> None:
     assert kinds(k)[0] == (256, "loop")
     small = _one_kernel(_f32(4, 8) + 1.0, "tensor-to-kernel,kernel-optimize{target=test-wide}")
     assert "global" not in {kind for _, kind in kinds(small).values()}  # too little work to share
+    # a gpu: output ranges run on a work-group's threads (local, at most LOCAL_MAX of them), the rest on work-groups
     g = _one_kernel(_f32(4, 8) + 1.0, "tensor-to-kernel,kernel-optimize{target=gpu}")
-    assert kinds(g)[0] == (4, "global") and kinds(g)[1] == (2, "global")
+    assert kinds(g) == {0: (4, "local"), 1: (2, "local"), 2: (4, "upcast")}  # one work-group of 4 x 2 threads
+    g = _one_kernel(_f32(64, 1024) + 1.0, "tensor-to-kernel,kernel-optimize{target=gpu}")
+    assert kinds(g) == {0: (64, "global"), 1: (256, "local"), 2: (4, "upcast")}
 
 
 def test_noopt_environment_turns_the_heuristic_off(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -154,9 +154,12 @@ def test_variable_gated_load_and_if(backend, n: int, want: int | None) -> None:
     assert out[0] == (12345 if want is None or want <= 0 else want)
 
 
-def test_vector_program_renders_lane_by_lane(backend) -> None:
+def test_vector_program_renders_as_opencl_vector_types(backend) -> None:
+    """f32 vectors are OpenCL's float4 (vload4/vstore4 at any alignment), never GCC vector types; lanes picked by
+    subscripts."""
     src = backend.renderer.render(_program(VECTOR))
-    assert "vector_size" not in src and "float4" not in src
+    assert "vector_size" not in src and "memcpy" not in src
+    assert "typedef float4 f32x4;" in src and "load_f32x4(&data1[" in src and "store_f32x4(&data0[" in src
     x = np.arange(8, dtype=np.float32)
     out = np.zeros(8, np.float32)
     run(backend, _program(VECTOR), [out, x])

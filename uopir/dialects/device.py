@@ -52,6 +52,17 @@ def _verify_accstore(u: UOp) -> Iterator[str]:
         yield f"result must be void or the accumulator dtype {acc.dtype}, got {u.dtype}"
 
 
+def _verify_after(u: UOp) -> Iterator[str]:
+    if not u.src[0].dtype.is_ptr:
+        yield f"first operand must be a pointer, got {u.src[0].dtype}"
+    elif u.dtype is not u.src[0].dtype:
+        yield f"result dtype {u.dtype} differs from pointer dtype {u.src[0].dtype}"
+    for i, s in enumerate(u.src[1:], 1):
+        if s.dtype is not dtypes.void:
+            yield f"operand {i} must be an effect (void), got {s.dtype} from {s.op.name}"
+            return
+
+
 def _verify_wmma(u: UOp) -> Iterator[str]:
     a, b, c = (s.dtype for s in u.src)
     if u.dtype is not c:
@@ -66,6 +77,8 @@ SPECIAL = def_op("device.special", 1, (Attr("kind", EnumAttr(*SPECIAL_KINDS)), A
                  Trait.PURE, index_result_and_operand, summary="a hardware thread/block id in [0, size) on one dim")
 BARRIER = def_op("device.barrier", (0, None), traits=Trait.SIDE_EFFECT, verify=void_result,
                  summary="workgroup barrier after its operands (local memory writes)")
+AFTER = def_op("device.after", (2, None), traits=Trait.PURE, verify=_verify_after,
+               summary="its pointer operand, read only after the effects that follow it (a barrier)")
 IF = def_op("device.if", (1, None), verify=_verify_if, summary="open a block run only where cond holds")
 ENDIF = def_op("device.endif", (1, None), verify=_first_is("device.if"),
                summary="close the block of a device.if after its operands")

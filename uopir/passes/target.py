@@ -60,6 +60,10 @@ class Target:
     unroll_sizes: tuple[int, ...] = (4, 2)  # preferred unroll factors for small reduction loops, best first
     max_upcast: int = 32  # register budget: the product of all upcast factors of one kernel
     tensor_cores: tuple[str, ...] = ()  # names of the device.wmma shapes the target has
+    # a float add/mul reduction may be split across threads and its partial results combined in another order than
+    # the semantics' sequential one (the differential tolerances' `accumulate` class covers it); integer, bool and
+    # max/min reductions are exact in any order and may always be split
+    reassociate_float_reductions: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("cpu", "gpu"):
@@ -94,7 +98,7 @@ class Target:
 CPU = Target(name="cpu", kind="cpu", max_vector_bytes=16, threads=1)
 GPU = Target(name="gpu", kind="gpu", max_vector_bytes=16, has_local=True, local_bytes=48 * 1024,
              max_threads_per_block=1024, max_local_dims=(1024, 1024, 64), warp_size=32, upcast_sizes=(4, 2),
-             unroll_sizes=(4,), max_upcast=16)
+             unroll_sizes=(4,), max_upcast=16, reassociate_float_reductions=True)
 
 _TARGETS: dict[str, Target] = {}
 _FACTORIES: dict[str, Callable[[], Target]] = {}

@@ -34,6 +34,7 @@ STACK_SCRATCH = 1 << 16  # bytes: a kernel.local up to this size is a stack arra
 NO_VALUE = frozenset((C.SINK, C.GROUP, D.PROGRAM))  # ops that compute nothing and emit nothing
 UNSUPPORTED: dict[OpDef, str] = {
     D.BARRIER: "barriers (device.barrier) need a gpu target; lower for target=cpu",
+    D.AFTER: "reads ordered after a barrier (device.after) need a gpu target",
     D.WMMA: "tensor-core multiplies (device.wmma) need a gpu target",
     K.RANGE: "a kernel.range is left: run kernel-to-device and device-linearize first",
     K.REDUCE: "a kernel.reduce is left: run kernel-to-device and device-linearize first",
@@ -80,8 +81,8 @@ def kernel_signature(program: UOp, name: Callable[[str], str] = str, backend: st
 
 def uses(u: UOp) -> tuple[UOp, ...]:
     """The operands whose values u reads (the extra operands of structure ops only order them)."""
-    if u.op in (D.ENDLOOP, D.ENDIF, D.IF, D.ACC, D.LOOP, D.BARRIER):
-        return u.src[:1] if u.op in (D.IF, D.ACC, D.LOOP) else ()
+    if u.op in (D.ENDLOOP, D.ENDIF, D.IF, D.ACC, D.LOOP, D.BARRIER, D.AFTER):
+        return u.src[:1] if u.op in (D.IF, D.ACC, D.LOOP, D.AFTER) else ()
     if u.op in (D.PROGRAM, C.SINK, C.GROUP):
         return ()
     return u.src

@@ -14,8 +14,10 @@ The walk, every ALU/cast/load/store expression and the prelude helpers are the C
 - the header that stands in for the C headers (fixed-width integer names, limits, NAN/INFINITY, float function
   names), the helper functions' qualifier (`static inline` / `static __device__ inline`), and helper texts the
   dialect writes better (`as_uint` in OpenCL, cuda_fp16.h / cuda_bf16.h conversions in CUDA);
-- vectors: values of vector dtypes are rendered lane by lane (a gpu thread's registers are scalar; the
-  device's own vector widths are in its Target), never as GCC vector types.
+- vectors: where the language has vector types (`Language.vectors`: OpenCL's float4, ...), f32/f64 vectors of
+  2..16 lanes live in them, loaded and stored whole (`vload4`/`vstore4`: a float4 load of 4 contiguous elements);
+  other vectors, and every vector in a language without them (CUDA here: its float4 loads need 16-byte alignment),
+  are rendered lane by lane, never as GCC vector types.
 
 f16 values ride as their bits (`half` is `#define`d to a 16-bit carrier: `half` is a keyword in OpenCL and a type
 of cuda_fp16.h) and bf16 in a float, as in C, so buffers keep numpy's layouts and every op rounds as the semantics
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 
 from uopir.backends.c.lanes import Lanes, op_error
 from uopir.backends.c.prelude import Helper, prelude
+from uopir.backends.c.prelude import vector_ok as c_vector_ok
 from uopir.backends.c.renderer import CRenderer, _Emitter, _Ptr, kernel_signature, var_name
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
@@ -55,6 +58,9 @@ class Language:
     helper_qualifier: str = "static inline"  # what `static inline` of a prelude helper becomes
     helpers: Mapping[str, Helper] = field(default_factory=dict)  # prelude helpers written for this dialect
     bool_buffer: str = "bool"  # element type of a bool buffer parameter
+    # f32/f64 vectors of 2..16 lanes in the language's own vector types (its helpers define the C renderer's vector
+    # typedefs, loads, stores and max); False: every vector is rendered lane by lane
+    vectors: bool = False
     keywords: frozenset[str] = frozenset()  # names a kernel may not take (prefixed `k_`)
 
     def special(self, kind: str, dim: int) -> str:
@@ -69,6 +75,13 @@ class _GpuEmitter(_Emitter):
         self.lang = lang
         self.locals: list[str] = []  # local-memory declarations, placed at the kernel's top
 
+    def pack(self, v: Lanes, d: DType) -> str:
+        """A vector expression of v's lanes, as the language's vector literal `(float4)(a, b, c, d)` (parentheses,
+        not braces: the loads and stores are macros, whose arguments split at commas outside parentheses)."""
+        if v.vec is not None or not self.lang.vectors:
+            return super().pack(v, d)
+        return f"({self.vtype(d)})({', '.join(v.lane(i) for i in range(d.count))})"
+
     def use(self, name: str, helper: Helper | None = None) -> None:
         if name in self.helpers:
             return
@@ -81,19 +94,19 @@ class _GpuEmitter(_Emitter):
 _INCLUDE = re.compile(r"#include <[^>]*>\n")
 
 
-def _no_vectors(d: DType) -> bool:
-    return False
 
 
 class GpuRenderer(CRenderer):
     """device.program -> one kernel in a C dialect described by `lang`."""
 
-    vector_ok = staticmethod(_no_vectors)  # vectors are rendered lane by lane
-
     def __init__(self, lang: Language):
         super().__init__(restrict=False)
         self.lang = lang
         self.language, self.title = lang.name, lang.title
+
+    def vector_ok(self, d: DType) -> bool:  # type: ignore[override]
+        """Whether a vector value lives in one of the language's vector types (else lane by lane)."""
+        return self.lang.vectors and d.count in (2, 4, 8, 16) and c_vector_ok(d)
 
     def emitter(self) -> _Emitter:
         return _GpuEmitter(self.lang)
@@ -126,6 +139,8 @@ class GpuRenderer(CRenderer):
             em.vals[u] = _Ptr(name, "0", None, u.dtype)
         elif u.op is D.BARRIER:
             em.emit(self.lang.barrier)
+        elif u.op is D.AFTER:
+            em.vals[u] = em.vals[u.src[0]]  # the same pointer; its place in the program orders the reads
         elif u.op is D.WMMA:
             raise op_error(u, f"the {self.title} backend cannot render device.wmma: tensor cores are not supported yet")
         else:

@@ -37,6 +37,26 @@ typedef ulong uint64_t;
 _FLOAT_FNS = ("exp2", "log2", "sin", "sqrt", "trunc", "fmod")
 
 
+def _vector_helpers() -> dict[str, Helper]:
+    """OpenCL's own vector types for the C renderer's f32/f64 vectors: `f32x4` is `float4`, loaded and stored with
+    vload/vstore (any alignment, any address space); the lane-wise max of the C prelude (NaN wins, +0.0 above -0.0)
+    with as_int/as_float instead of vector casts (OpenCL C has no casts between vector types)."""
+    out: dict[str, Helper] = {}
+    for scalar, bits, itype in (("float", 32, "int"), ("double", 64, "long")):
+        for n in (2, 4, 8, 16):
+            if n * bits > 512:
+                continue
+            vt, cl, it = f"f{bits}x{n}", f"{scalar}{n}", f"{itype}{n}"
+            out[vt] = Helper(f"typedef {cl} {vt};\n#define load_{vt}(p) vload{n}(0, (p))\n"
+                             f"#define store_{vt}(p, v) vstore{n}((v), 0, (p))")
+            out[f"max_{vt}"] = Helper(
+                f"static inline {vt} max_{vt}({vt} a, {vt} b) {{\n"
+                f"  {it} ia = as_{it}(a), ib = as_{it}(b);\n"
+                f"  {it} pick_a = (a > b) | (a != a) | (~((b > a) | (b != b)) & ~(ia < 0));\n"
+                f"  return as_{cl}((ia & pick_a) | (ib & ~pick_a));\n}}", deps=(vt,))
+    return out
+
+
 def _header(text: str) -> str:
     lines = ["#pragma OPENCL FP_CONTRACT OFF"]
     if "double" in text:
@@ -66,7 +86,9 @@ OPENCL = Language(
         "f32_bits": Helper("static inline uint32_t f32_bits(float x) { return as_uint(x); }\n"
                            "static inline float f32_from_bits(uint32_t b) { return as_float(b); }"),
         "math": Helper(""),
+        **_vector_helpers(),
     },
+    vectors=True,
     bool_buffer="uchar",
     keywords=frozenset(("kernel", "global", "local", "constant", "private", "image2d_t", "image3d_t", "sampler_t",
                         "event_t", "read_only", "write_only", "read_write", "half", "uchar", "ushort", "uint",

@@ -9,7 +9,7 @@ iteration). Other loops run one iteration at a time, with the vectorized loops a
 ids (`device.special`) are axes too; a barrier is then a no-op, since every op finishes for all threads before the
 next starts. `device.if` masks the effects (stores, accumulator updates) of its block, and so does a loop whose
 bound differs between the lanes of an enclosing axis. Scalars span the axes (right-aligned numpy broadcasting);
-vectors add a trailing lane axis. Local memory is one buffer for the whole launch (right for one workgroup).
+vectors add a trailing lane axis. Local memory is one buffer per work-group (group ids of constant size number them).
 `run_region` runs a kernel region at any stage (a kernel between kernel-to-device and device-linearize is linearized
 first).
 """
@@ -35,11 +35,20 @@ class DeviceCtx:
     """One run of a program: buffers by param index, variables, the axis of each vectorized loop or hardware id,
     and the mask of lanes whose effects count (None: all)."""
 
-    __slots__ = ("buffers", "var_vals", "axis", "nd", "mask")
+    __slots__ = ("buffers", "var_vals", "axis", "nd", "mask", "groups", "group")
 
     def __init__(self, buffers: list[np.ndarray], var_vals: dict[str, int], axis: dict[UOp, int]):
         self.buffers, self.var_vals, self.axis, self.nd = buffers, var_vals, axis, len(axis)
         self.mask: np.ndarray | None = None
+        self.groups, self.group = 1, np.zeros((), np.int64)  # work-groups of the launch; each thread's group number
+
+    def number_groups(self, ops: tuple[UOp, ...]) -> None:
+        """Number the work-groups (from the group ids of constant size), so local memory is one copy per group."""
+        for u in ops:
+            if u.op is D.SPECIAL and u.arg[0] == "group_id" and u.src[0].op is C.CONST:
+                n = max(1, int(u.src[0].arg))
+                self.group = self.group * n + self.along(u, n)
+                self.groups *= n
 
     def along(self, u: UOp, n: int) -> np.ndarray:
         """0..n-1 along u's axis."""
@@ -87,6 +96,11 @@ def _param(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
 
 def _scratch(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
     return Ptr(np.zeros(u.dtype.size, np_dtype(u.dtype.base)), np.zeros((), np.int64), None)
+
+
+def _local(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    """Local memory: one copy per work-group, each thread addressing its group's."""
+    return Ptr(np.zeros(u.dtype.size * ctx.groups, np_dtype(u.dtype.base)), ctx.group * u.dtype.size, None)
 
 
 def _var(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
@@ -143,7 +157,7 @@ HANDLERS: HandlerTable = {
     C.VECTORIZE: core.HANDLERS[C.VECTORIZE],
     C.GEP: core.HANDLERS[C.GEP],
     K.PARAM: _param,
-    K.LOCAL: _scratch,
+    K.LOCAL: _local,
     K.REGISTER: _scratch,
     K.VAR: _var,
     K.INDEX: _index,
@@ -153,13 +167,14 @@ HANDLERS: HandlerTable = {
     D.ACC: _acc,
     D.ACCSTORE: _accstore,
     D.BARRIER: core.void,
+    D.AFTER: lambda u, s, ctx: s[0],
 }
 _CONTROL = frozenset((D.LOOP, D.ENDLOOP, D.IF, D.ENDIF))
 
 
 # ---- running a program -----------------------------------------------------------------------------------------------
 def _base(p: UOp) -> UOp:
-    while p.op is K.INDEX:
+    while p.op is K.INDEX or p.op is D.AFTER:
         p = p.src[0]
     return p
 
@@ -232,6 +247,7 @@ def run_program(prog: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] |
     seq = _sequential(prog, match, _aliases(prog, buffers))
     axis = {u: i for i, u in enumerate(x for x in ops if (x.op is D.LOOP and x not in seq) or x.op is D.SPECIAL)}
     ctx = DeviceCtx(buffers, var_vals or {}, axis)
+    ctx.number_groups(ops)
     vals: dict[UOp, Value] = {}
     masks: list[np.ndarray | None] = []
     counters: dict[int, list[int]] = {}  # pc of a sequential loop -> [next iteration, trip count]

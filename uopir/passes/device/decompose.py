@@ -16,6 +16,9 @@ result:
   f16/bf16 is the correctly rounded result: 24 >= 2p+2 bits; bf16 is specified this way); exp2/log2/sin get the
   f32 function rounded once, as numpy computes them; mulacc splits into mul and add first (it rounds twice).
 
+A float dtype the target lacks with no exact emulation (float64 on a gpu without fp64) is an error at the first
+ALU op or cast computing in it, read from `target.dtypes`.
+
 Ops with no exact decomposition (exp2, log2, sin, sqrt, trunc, fdiv, max, where, shifts, logic) that the target
 lacks are an error at the op: approximations would change results, so a target must have them (or a later,
 explicitly approximate pass must say so). `lacks=core.exp2,...` removes ops from the target's native set (to test,
@@ -154,6 +157,18 @@ class DecomposeOptions:
         "help": "ops to treat as missing from the target (e.g. core.mulacc,core.exp2)"})
 
 
+def _uncomputable(u: UOp, computes: frozenset[DType]) -> DType | None:
+    """The float dtype an ALU op or cast computes in that the target lacks and nothing emulates (f64 on a target
+    without fp64; f16/bf16 run in f32), else None. Loads and stores only move bits, so they need no check."""
+    if u.op not in C.ALU_OPS and u.op is not C.CAST:
+        return None
+    for d in (u.dtype, *(s.dtype for s in u.src)):
+        x = d.scalar
+        if x.is_float and x not in computes and x not in (dtypes.float16, dtypes.bfloat16):
+            return x
+    return None
+
+
 @register_pass("device-decompose", summary="rewrite ops the target lacks into ops it has (exactly)",
                consumes=("core", "kernel", "device"), produces=("core", "kernel", "device"), options=DecomposeOptions)
 def device_decompose(root: UOp, options: DecomposeOptions, ctx: PassContext) -> UOp:
@@ -176,6 +191,11 @@ def device_decompose(root: UOp, options: DecomposeOptions, ctx: PassContext) -> 
             k = graph_rewrite(k, PROMOTE, ctx=dctx, stats=ctx.stats)
         out = graph_rewrite(k, DECOMPOSE, ctx=dctx, stats=ctx.stats)
         for u in out.toposort():
+            lost = _uncomputable(u, t.dtypes)
+            if lost is not None:
+                ctx.error(u, f"target '{t.name}' does not compute in {lost} (its description lacks the dtype) and "
+                             f"{lost} has no exact emulation: compute in float32, or use a device that has {lost}")
+                break
             if u.op in C.ALU_OPS and dctx.lacks(u.op):
                 ctx.error(u, f"target '{t.name}' has no {u.op.name} and device-decompose knows no exact "
                              f"decomposition of it for {u.dtype}")

@@ -4,8 +4,10 @@ An *opt* splits a range r of constant extent n by a factor f that divides n: r b
 (extent n/f) keeping r's axis and kind and r_i (extent f) a new axis of kind `upcast` (an output axis, kept in
 registers as f lanes) or `unroll` (a reduction axis, f steps per iteration). In a kernel.end or kernel.reduce, r's
 place is taken by `r_o, r_i` (r_o outer), so a reduction still accumulates in the same order. When f == n the range
-just changes kind. The `global` opt marks an output range as the one whose iterations run on several threads (cpu)
-or as thread/block ids (gpu). kernel-expand then turns upcast/unroll ranges into vector lanes.
+just changes kind; `local` and `group` split the same way with an inner range of kind local (an output range's
+threads in a work-group) or group (a reduction range shared by them). The `global` opt marks an output range as
+the one whose iterations run on several threads (cpu) or as thread/block ids (gpu). kernel-expand then turns
+upcast/unroll ranges into vector lanes.
 
 The printed kernel says what was done: the kinds of its ranges (and the index math `r_o * f + r_i`), and for
 `pack` the scratch buffer, its copy loop nest and the `kernel.after` the packed loads read through.
@@ -33,7 +35,10 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      a `kernel.local` laid out [global iteration][panel, row-major, by decreasing stride] (at most PACK_MAX_BYTES)
      by a loop nest over fresh ranges, and the tile reads its panel from there, contiguous, through `kernel.after`
      (which orders the copy first). Each global iteration has its own panel, so the copy is exact under any order of
-     the iterations; on a cpu each thread copies the panel of the block it is about to compute.
+     the iterations; on a cpu each thread copies the panel of the block it is about to compute;
+  6. gpu threads: on a gpu target kernel/gpu_threads.py picks `local` opts (an output range split onto a
+     work-group's threads, the rest `global`: work-group ids) or `group` opts (a long reduction into few results
+     shared by a work-group's threads).
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
@@ -48,6 +53,7 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
 from uopir.passes.kernel.anchors import is_kernel_body
+from uopir.passes.kernel.gpu_threads import gpu_thread_opts
 from uopir.passes.kernel.indexmath import Deps, const_extent, linear_coeffs, range_deps
 from uopir.passes.manager import PassContext, register_pass
 from uopir.passes.target import Target, UnknownTargetError, target
@@ -61,6 +67,7 @@ FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
 PACK_MAX_BYTES = 1 << 26  # the largest scratch copy `pack` makes (heap memory, a panel per global iteration)
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 _SPLIT_KINDS = ("upcast", "unroll")
+_THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
 
 
 class OptError(ValueError):
@@ -72,12 +79,12 @@ class Opt:
     """One transformation of a kernel: `upcast`/`unroll` axis `axis` by `factor`, mark it `global`, make it the
     `outer`most loop of every kernel.end that has it, or `pack` the panel each of its (global) iterations reads."""
 
-    kind: Literal["upcast", "unroll", "global", "outer", "pack"]
+    kind: Literal["upcast", "unroll", "global", "outer", "pack", "local", "group"]
     axis: int
     factor: int = 0
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.axis}" + (f" by {self.factor}" if self.kind in _SPLIT_KINDS else "")
+        return f"{self.kind} {self.axis}" + (f" by {self.factor}" if self.kind in _SPLIT_KINDS + _THREAD_KINDS else "")
 
 
 # ---- applying opts ---------------------------------------------------------------------------------------------------
@@ -127,6 +134,8 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
                                 for u in kdef.toposort() if u.op is K.END and r in u.src[1:]})
     if opt.kind == "pack":
         return _pack(kdef, r)
+    if opt.kind in _THREAD_KINDS:
+        return _split_threads(kdef, r, opt)
     if opt.kind not in _SPLIT_KINDS:
         raise OptError(f"unknown opt kind {opt.kind!r}")
     n = const_extent(r)
@@ -213,6 +222,18 @@ def _pack(kdef: UOp, r0: UOp) -> UOp:
         ready = UOp(K.AFTER, scratch.dtype, (scratch, UOp(K.END, dtypes.void, (copy, r0, *fresh))))
         new[ld] = ld.replace(src=(UOp(K.INDEX, scratch.dtype, (ready, packed(inner))),))
     return kdef.substitute(new)
+
+
+def _split_threads(kdef: UOp, r: UOp, opt: Opt) -> UOp:
+    """`local`: an output range split into (outer, local threads); `group`: a reduction range split into (outer,
+    threads of a work-group that each reduce a part)."""
+    want = ("loop", "global") if opt.kind == "local" else ("reduce",)
+    if r.arg[1] not in want:
+        raise OptError(f"axis {opt.axis} is a {r.arg[1]} range; a {opt.kind} opt needs a {' or '.join(want)} range")
+    n = const_extent(r)
+    if n is None or opt.factor < 1 or n % opt.factor:
+        raise OptError(f"factor {opt.factor} does not divide the extent {n} of axis {opt.axis}")
+    return _split(kdef, r, opt.factor, opt.kind)
 
 
 def apply_opts(kdef: UOp, opts: list[Opt]) -> UOp:
@@ -310,7 +331,7 @@ def _leave_alone(kdef: UOp) -> bool:
     order = kdef.toposort()
     axes = [u.arg[0] for u in order if u.op is K.RANGE]
     return len(axes) != len(set(axes)) or any(
-        (u.op is K.RANGE and u.arg[1] in _SPLIT_KINDS) or u.dtype.count > 1 for u in order)
+        (u.op is K.RANGE and u.arg[1] in _SPLIT_KINDS + _THREAD_KINDS) or u.dtype.count > 1 for u in order)
 
 
 def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
@@ -388,7 +409,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             loops = [first, *(r for r in loops if r is not first)]
     # 4. threads
     if t.kind == "gpu":
-        opts += [Opt("global", r.arg[0]) for r in loops if r.arg[1] == "loop"]
+        opts += [Opt(kind, axis, f) for kind, axis, f in gpu_thread_opts(apply_opts(kdef, opts), t)]  # type: ignore[arg-type]
     elif t.threads > 1 and loops and k.work() >= PARALLEL_MIN_WORK:
         def outer(r: UOp) -> int:
             return (const_extent(r) or t.threads) // upcast.get(r, 1)

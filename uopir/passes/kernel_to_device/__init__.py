@@ -14,6 +14,9 @@
   limits allow: global ranges `global_id` (`group_id` when the kernel has local ranges), local ranges `local_id`,
   the innermost range on dim 0. On a cpu kernel-optimize marks at most one range global, the one its backend
   splits across the cores; on a gpu every output range.
+- A reduction over a `group` range that became a local id (a gpu with local memory) is shared by the work-group's
+  threads: each reduces its part, stores it to `kernel.local` at its id, and a tree of barrier-separated steps
+  combines the parts (`_lower_group_reduce`); a store that varies over no local id is gated to local id 0.
 - `kernel.end %v, %r0, %r1` becomes `device.endloop %l0, (device.endloop %l1, %v)` (the first range outermost);
   hardware ids need no end. Its value may be a store or a `core.group` of stores.
 
@@ -36,6 +39,7 @@ from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from uopir.ir.uop import UOp
 from uopir.ir.valuerange import vmax
 from uopir.passes.device.common import in_kernels, resolve_target
+from uopir.passes.kernel.indexmath import const_extent, range_deps
 from uopir.passes.kernel_to_device.lanes import pick_lanes
 from uopir.passes.manager import PassContext, register_pass
 from uopir.passes.target import Target
@@ -78,6 +82,7 @@ class _Lowering:
     used: set[int] = field(default_factory=set)
     loops: int = 0
     accs: int = 0
+    locals: int = 0  # local buffers made for group reductions
 
     def loop(self, r: UOp) -> UOp:
         """A new loop for range r: the range's id, or a fresh one when that is taken (a range in two reductions)."""
@@ -89,6 +94,15 @@ class _Lowering:
         self.used.add(i)
         self.loops += 1
         return UOp(D.LOOP, dtypes.index, (r.src[0],), i)
+
+    def fresh_loop(self, end: UOp) -> UOp:
+        """A loop of a fresh id over [0, end) (no range of the kernel had it)."""
+        i = len(self.range_ids) + len(self.used)
+        while i in self.used:
+            i += 1
+        self.used.add(i)
+        self.loops += 1
+        return UOp(D.LOOP, dtypes.index, (end,), i)
 
 
 def _fold_lanes(op: str, acc: UOp, x: UOp, lanes: int) -> UOp:
@@ -102,8 +116,47 @@ def _fold_lanes(op: str, acc: UOp, x: UOp, lanes: int) -> UOp:
     return acc
 
 
+def _lower_group_reduce(ctx: _Lowering, r: UOp, g: UOp) -> UOp:
+    """A reduction shared by a work-group's threads (its `group` range g is their local id): each thread reduces its
+    part and stores it to local memory at its id; then, for a power-of-two group, a tree: at step s (n/2, n/4, ...,
+    1) after a barrier thread i < s combines slots i and i + s into slot i; every thread reads slot 0 after the last
+    barrier. (Another size: after one barrier every thread folds the n parts in thread order.)"""
+    partial = _lower_reduce(ctx, r.replace(src=(r.src[0], *(x for x in r.src[1:] if x is not g))))
+    n, lanes = const_extent(g), r.dtype.count
+    assert n is not None  # _hardware_ids maps only constant group ranges
+    buf = UOp(K.LOCAL, r.dtype.scalar.ptr("local", n * lanes), (), ctx.locals)
+    ctx.locals += 1
+
+    def slot(ptr: UOp, i: UOp, gate: UOp | None = None) -> UOp:
+        off = i * UOp.const(dtypes.index, lanes) if lanes > 1 else i
+        return UOp(K.INDEX, buf.dtype, (ptr, off) if gate is None else (ptr, off, gate))
+
+    def after(st: UOp) -> UOp:
+        return UOp(D.AFTER, buf.dtype, (buf, UOp(D.BARRIER, dtypes.void, (st,))))
+
+    ptr = after(UOp(K.STORE, dtypes.void, (slot(buf, g), partial)))
+    if n & (n - 1) == 0:
+        ident = reduce_identity(r.arg, r.dtype)
+        step = n // 2
+        while step >= 1:
+            s = UOp.const(dtypes.index, step)
+            active = UOp(C.CMPLT, dtypes.bool, (g, s))
+            mine = UOp(K.LOAD, r.dtype, (slot(ptr, g),))
+            other = UOp(K.LOAD, r.dtype, (slot(ptr, g + s), ident, active))
+            ptr = after(UOp(K.STORE, dtypes.void, (slot(ptr, g, active), reduce_update(r.arg, mine, other))))
+            step //= 2
+        return UOp(K.LOAD, r.dtype, (slot(ptr, UOp.const(dtypes.index, 0)),))
+    j = ctx.fresh_loop(g.src[0])
+    ctx.accs += 1
+    acc = UOp(D.ACC, r.dtype, (reduce_identity(r.arg, r.dtype), j), ctx.accs - 1)
+    return UOp(D.ACCSTORE, r.dtype, (acc, reduce_update(r.arg, acc, UOp(K.LOAD, r.dtype, (slot(ptr, j),)))))
+
+
 def _lower_reduce(ctx: _Lowering, r: UOp) -> UOp:
     value, ranges = r.src[0], r.src[1:]
+    g = next((x for x in ranges if x.arg[1] == "group" and x in ctx.specials), None)
+    if g is not None:
+        return _lower_group_reduce(ctx, r, g)
     if not ranges:
         if value.dtype.count == r.dtype.count:
             return value  # a reduction over nothing is its value (not `identity op value`: -0.0 + 0.0 is +0.0)
@@ -149,18 +202,39 @@ def _size(r: UOp) -> int | None:
 
 def _hardware_ids(kdef: UOp, t: Target) -> dict[UOp, UOp]:
     """Global and local ranges that fit the launch limits, as hardware ids; the innermost range gets dim 0. On a cpu
-    (one thread per block) only global ranges qualify: kernel-optimize marks the one to split across the cores."""
-    ranges = [u for u in kdef.toposort() if u.op is K.RANGE]
+    (one thread per block) only global ranges qualify: kernel-optimize marks the one to split across the cores.
+
+    A `group` range (a reduction shared by a work-group's threads) takes the local id of a local range of the same
+    size that its reduced value does not vary over (the threads first share the reduction, then the elementwise
+    work), else a local dim of its own; on a target without local memory it stays a loop."""
+    order = kdef.toposort()
+    ranges = [u for u in order if u.op is K.RANGE]
     glob = [r for r in ranges if r.arg[1] == "global"]
     loc = [r for r in ranges if r.arg[1] == "local"]
     out: dict[UOp, UOp] = {}
-    threads = 1
+    threads, dims = 1, 0
     for dim, r in enumerate(reversed(loc[-3:])):
         n = _size(r)
         if n is None or n > t.max_local_dims[dim] or threads * n > t.max_threads_per_block:
             break
         threads *= n
+        dims += 1
         out[r] = UOp(D.SPECIAL, dtypes.index, (r.src[0],), ("local_id", dim))
+    reduces = [u for u in order if u.op is K.REDUCE and any(x.arg[1] == "group" for x in u.src[1:])]
+    if reduces and t.has_local:
+        deps = range_deps(order, reduce_consumes=True)
+        for red in reduces:
+            g = next(x for x in red.src[1:] if x.arg[1] == "group")
+            n = const_extent(g)
+            if g in out or n is None:
+                continue
+            same = next((s for x, s in out.items() if s.src[0] is g.src[0] and x not in deps[red.src[0]]), None)
+            if same is not None:
+                out[g] = same
+            elif dims < 3 and n <= t.max_local_dims[dims] and threads * n <= t.max_threads_per_block:
+                out[g] = UOp(D.SPECIAL, dtypes.index, (g.src[0],), ("local_id", dims))
+                threads *= n
+                dims += 1
     kind = "group_id" if out else "global_id"
     for dim, r in enumerate(reversed(glob[-3:])):
         n = _size(r)
@@ -168,6 +242,30 @@ def _hardware_ids(kdef: UOp, t: Target) -> dict[UOp, UOp]:
             break
         out[r] = UOp(D.SPECIAL, dtypes.index, (r.src[0],), (kind, dim))
     return out
+
+
+def _gate_shared_stores(kdef: UOp, specials: dict[UOp, UOp]) -> UOp:
+    """Every store that does not vary over a local id (the threads of a group reduction all computed its value) is
+    gated to the thread whose id is 0 there, so one thread writes it."""
+    local = {s for s in specials.values() if s.arg[0] == "local_id"}
+    if not local:
+        return kdef
+    order = kdef.toposort()
+    deps = range_deps(order, reduce_consumes=True)
+    zero = UOp.const(dtypes.index, 0)
+    new: dict[UOp, UOp] = {}
+    for st in order:
+        if st.op is not K.STORE or st.src[0].dtype.addrspace != "global":
+            continue
+        missing = sorted(local - {specials[r] for r in deps[st] if r in specials}, key=lambda s: s.arg[1])
+        if not missing:
+            continue
+        gate = st.src[2] if len(st.src) > 2 else None
+        for s in missing:
+            first = UOp(C.CMPEQ, dtypes.bool, (s, zero))
+            gate = first if gate is None else UOp(C.AND, dtypes.bool, (gate, first))
+        new[st] = st.replace(src=(st.src[0], st.src[1], gate))
+    return kdef.substitute(new) if new else kdef
 
 
 @dataclass
@@ -187,10 +285,12 @@ def kernel_to_device(root: UOp, options: KernelToDeviceOptions, ctx: PassContext
             return kdef  # already linearized
         ranges = [u for u in kdef.toposort() if u.op is K.RANGE]
         lw = _Lowering(t, {r: i for i, r in enumerate(ranges)}, _hardware_ids(kdef, t))
+        kdef = _gate_shared_stores(kdef, lw.specials)
         out = graph_rewrite(kdef, REDUCES, ctx=lw, stats=ctx.stats)
         out = graph_rewrite(out, RANGES, ctx=lw, stats=ctx.stats)
         ctx.count("accumulators", lw.accs)
         ctx.count("loops", lw.loops)
         ctx.count("hardware-ids", len(lw.specials))
+        ctx.count("group-reductions", lw.locals)
         return out
     return in_kernels(root, lower)
