@@ -268,8 +268,9 @@ def alu(name: str, dtype: DType, srcs: list[np.ndarray], src_dtypes: list[DType]
             return np.asarray(r, dtype=np.bool_) if dtype.scalar.is_bool else _round(r, dtype)
         if name in _UNARY:
             x = srcs[0]
-            if name in _LAYOUT_DEPENDENT:  # numpy's SIMD loop (contiguous input) and its strided loop differ by
-                x = np.require(x, requirements="C")  # an ulp: always take the contiguous one, so views agree
+            if name in _LAYOUT_DEPENDENT:  # numpy's SIMD loop (unit-stride input) and its strided loop differ by
+                x = np.array(x, order="C", copy=True)  # an ulp: always a fresh copy (a reversed 1-element view is
+                # flagged C-contiguous, yet its stride is negative and numpy takes the strided loop)
             return _round(_UNARY[name](x), dtype)
         if name == "core.neg":
             x = srcs[0]
