@@ -40,6 +40,26 @@ def test_comparisons_and_rounding_give_zero_gradient():
     assert g.tolist() == [0.0, 0.0, 0.0]
 
 
+def test_pow_has_its_own_gradient_with_torchs_special_points():
+    inf = float("inf")
+
+    def grad(xs: list[float], e: float, reverse: bool = False) -> list[float]:
+        x = Tensor(xs, requires_grad=True)
+        return ((e ** x) if reverse else (x ** e)).sum().gradient(x)[0].tolist()
+
+    assert grad([0.0, 1.0, 2.0], 0) == [0.0, 0.0, 0.0]  # x**0 keeps x in the graph, with zero gradient
+    assert grad([1.0], -1.0) == [-1.0] and grad([1.0], 0.5) == [0.5]
+    assert grad([0.0], 0.5) == [inf] and grad([-1.0, 0.0, 1.0], -1.0) == [-1.0, -inf, -1.0]
+    assert np.isnan(grad([-30.0], 0.2)).all() and np.isnan(grad([1.0], -2.0, True)).all()  # ln of a negative base
+    assert grad([-1.0, 0.0, 2.0], 0.0, True) == [-inf, 0.0, 0.0]  # d/dy 0**y
+    np.testing.assert_allclose(grad([0.0], 0.7, True), [np.log(0.7)], rtol=1e-6)
+    assert grad([-inf], 0.5) == [0.0] and grad([-inf], 3.5) == [inf]
+    a, b = Tensor([2.0, 0.0, 3.0]), Tensor([3.0, 0.0, 2.5])
+    ga, gb = (a ** b).sum().gradient(a, b)
+    np.testing.assert_allclose(ga.numpy(), [12.0, 0.0, 2.5 * 3 ** 1.5], rtol=1e-6)
+    np.testing.assert_allclose(gb.numpy(), [8 * np.log(2), 0.0, 3 ** 2.5 * np.log(3)], rtol=1e-6)
+
+
 def test_cast_between_floats_passes_the_gradient_back_in_the_source_dtype():
     x = Tensor([1.5, -0.25], dtype=dtypes.float32)
     (g,) = (x.double() * Tensor([2.0, 3.0], dtype=dtypes.float64)).half().sum().gradient(x)

@@ -117,13 +117,28 @@ def _pick_grad(ctx: UOp, r: UOp, m: UOp, x: UOp, e: UOp | None = None) -> dict[U
     return {x: g}
 
 
+def _pow_grad(ctx: UOp, a: UOp, b: UOp, ret: UOp) -> dict[UOp, UOp]:
+    """The frontend's float pow (Tensor._fpow: selects around exp2(b * log2|a|)) differentiated as one op, as torch:
+    d/da = b * a**(b-1) (0 where b == 0), d/db = a**b * ln a (at a == 0: -inf for b < 0, else 0)."""
+    from uopir.frontend.tensor import Tensor  # the same layer; imported late (tensor.py imports this module)
+    zero = _k(a, 0.0)
+    da = b.eq(zero).where(zero, b * Tensor._fpow(Tensor(a), Tensor(b - 1.0)).uop)
+    db = a.eq(zero).where(b.lt(zero).where(_k(a, -math.inf), zero), ret * UOp(C.LOG2, a.dtype, (a,)) * LN_2)
+    return {a: ctx * da, b: ctx * db}
+
+
 _NONE: tuple = ()  # no gradient for any operand
 _F = UPat.var("x", dtype=lambda d: d.is_float)
 _BITS = UPat(C.BITCAST, src=(_F,))
 _PICK = UPat(T.REDUCE, arg=lambda a: a[0] == "add", name="r", src=(
     UPat(C.WHERE, src=(UPat.var("m"), UPat.any(_BITS, UPat(T.EXPAND, src=(_BITS,), name="e")), UPat.value(0))),))
 
+_ABS = UPat(C.BITCAST, src=(UPat(C.AND, src=(UPat(C.BITCAST, src=(UPat.var("a"),)), UPat.cvar())),))
+_POW = UPat(C.WHERE, name="ret", src=(UPat(), UPat(), UPat(C.WHERE, src=(UPat(), UPat(), UPat(C.EXP2, src=(
+    UPat(C.MUL, src=(UPat.var("b"), UPat(C.LOG2, src=(_ABS,)))),))))))
+
 GRADIENT_RULES = PatternMatcher([
+    (_POW, _pow_grad, "pow"),
     # elementwise
     (UPat(C.CAST, name="ret"), lambda ctx, ret: (ctx.cast(ret.src[0].dtype),) if ret.dtype.is_float else _NONE,
      "cast"),

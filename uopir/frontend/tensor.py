@@ -862,7 +862,8 @@ class Tensor:
         if not reverse and type(y) is int and y < 0 and not self.dtype.is_float:
             raise DTypeError(f"{_tensor_type(self)} ** {y}: integers to negative integer powers are not allowed "
                              f"(tinygrad, torch); cast to a float first")
-        if not reverse and P.is_scalar(y) and not isinstance(y, bool) and float(y).is_integer() and 0 <= y <= 64:
+        if not reverse and P.is_scalar(y) and not isinstance(y, bool) and float(y).is_integer() and 0 <= y <= 64 \
+                and (y > 0 or not self.dtype.is_float):  # float x**0 goes the general way: x stays in the graph
             n = int(y)
             d = P.promote_scalar(self.dtype, y)
             base, acc = self.cast(d), None
