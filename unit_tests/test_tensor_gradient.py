@@ -60,6 +60,16 @@ def test_pow_has_its_own_gradient_with_torchs_special_points():
     np.testing.assert_allclose(gb.numpy(), [8 * np.log(2), 0.0, 3 ** 2.5 * np.log(3)], rtol=1e-6)
 
 
+def test_sigmoid_family_gradient_is_finite_at_extremes():
+    x = Tensor([-300.0, 0.0, 300.0, 2.0])
+    s2 = 1 / (1 + np.exp(-2.0))
+    np.testing.assert_allclose(x.sigmoid().sum().gradient(x)[0].numpy(), [0, 0.25, 0, s2 * (1 - s2)], rtol=1e-6)
+    np.testing.assert_allclose(x.tanh().sum().gradient(x)[0].numpy(), [0, 1, 0, 1 - np.tanh(2.0) ** 2], rtol=1e-5,
+                               atol=1e-7)
+    for f in ("gelu", "quick_gelu", "silu"):
+        assert getattr(x, f)().sum().gradient(x)[0].tolist()[:3] == [0.0, 0.5, 1.0], f
+
+
 def test_cast_between_floats_passes_the_gradient_back_in_the_source_dtype():
     x = Tensor([1.5, -0.25], dtype=dtypes.float32)
     (g,) = (x.double() * Tensor([2.0, 3.0], dtype=dtypes.float64)).half().sum().gradient(x)

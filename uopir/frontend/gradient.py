@@ -127,6 +127,15 @@ def _pow_grad(ctx: UOp, a: UOp, b: UOp, ret: UOp) -> dict[UOp, UOp]:
     return {a: ctx * da, b: ctx * db}
 
 
+def _sigmoid_grad(ctx: UOp, ret: UOp, x: UOp, one: UOp, log2e: UOp) -> dict[UOp, UOp] | None:
+    """sigmoid(x) = 1 / (1 + exp2(-x * log2(e))): s * (1 - s) * gradient, finite for any x (the op-by-op chain
+    gives inf * 0 = nan once exp overflows)."""
+    k = C.const_value(log2e)
+    if C.const_value(one) != 1 or not isinstance(k, float) or abs(k - 1 / LN_2) > 1e-6:
+        return None
+    return {x: ctx * ret * (1.0 - ret)}
+
+
 _NONE: tuple = ()  # no gradient for any operand
 _F = UPat.var("x", dtype=lambda d: d.is_float)
 _BITS = UPat(C.BITCAST, src=(_F,))
@@ -137,7 +146,11 @@ _ABS = UPat(C.BITCAST, src=(UPat(C.AND, src=(UPat(C.BITCAST, src=(UPat.var("a"),
 _POW = UPat(C.WHERE, name="ret", src=(UPat(), UPat(), UPat(C.WHERE, src=(UPat(), UPat(), UPat(C.EXP2, src=(
     UPat(C.MUL, src=(UPat.var("b"), UPat(C.LOG2, src=(_ABS,)))),))))))
 
+_SIGMOID = UPat(C.RECIP, name="ret", src=(UPat(C.ADD, src=(UPat.cvar("one"), UPat(C.EXP2, src=(
+    UPat(C.MUL, src=(UPat(C.NEG, src=(UPat.var("x"),)), UPat.cvar("log2e"))),)))),))
+
 GRADIENT_RULES = PatternMatcher([
+    (_SIGMOID, _sigmoid_grad, "sigmoid"),
     (_POW, _pow_grad, "pow"),
     # elementwise
     (UPat(C.CAST, name="ret"), lambda ctx, ret: (ctx.cast(ret.src[0].dtype),) if ret.dtype.is_float else _NONE,
