@@ -390,3 +390,17 @@ def test_random_like_randperm_multinomial():
     assert len(set(rows[0])) == 2
     with pytest.raises(ValueError, match="cannot draw"):
         Tensor([1.0, 2.0]).multinomial(3)
+
+
+def test_shape_mismatches_raise_shape_error_a_runtime_error_as_tinygrad():
+    x = Tensor(np.ones((1, 1, 2, 2), np.float32))
+    with pytest.raises(RuntimeError, match="does not fit the"):
+        x.conv2d(Tensor(np.ones((1, 1, 3, 3), np.float32)))
+    with pytest.raises(RuntimeError, match="rank of the input"):
+        Tensor([[1.0, 2.0]]).gather(1, Tensor([0]))
+    with pytest.raises(RuntimeError, match="exceeds input shape"):
+        Tensor([[1.0, 2.0]]).gather(1, Tensor([[0, 1, 0]] * 2))
+    with pytest.raises(RuntimeError, match="target shape"):
+        Tensor(np.zeros((4, 3), np.float32)).cross_entropy(Tensor(np.zeros((4, 1), np.int32)))
+    with pytest.raises(ValueError):  # ShapeError is still a ValueError
+        x.conv2d(Tensor(np.ones((1, 1, 3, 3), np.float32)))

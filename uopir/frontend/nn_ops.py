@@ -339,11 +339,11 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     if not index.dtype.is_int:
         raise TypeError(f"gather index must be an integer tensor, got {index.dtype!r}")
     if index.ndim != x.ndim:
-        raise ValueError(f"gather index shape {index.shape} must have the rank of the input shape {x.shape}")
+        raise ShapeError(f"gather index shape {index.shape} must have the rank of the input shape {x.shape}")
     d = norm_axis(dim, x.ndim, x.shape)
     for i, (a, b) in enumerate(zip(index.shape, x.shape, strict=True)):
         if i != d and a > b:
-            raise ValueError(f"gather index shape {index.shape} exceeds input shape {x.shape} at dim {i}")
+            raise ShapeError(f"gather index shape {index.shape} exceeds input shape {x.shape} at dim {i}")
     n = x.shape[d]
     xs = x.shrink(tuple(None if i == d else (0, s) for i, s in enumerate(index.shape)))
     xe = xs.unsqueeze(-1).transpose(d, -1).expand(index.shape + (n,))
@@ -409,7 +409,7 @@ def cross_entropy(x: Tensor, y: Tensor, reduction: str, label_smoothing: float) 
         y = y.one_hot(c)
         y = y.permute(tuple(range(ax)) + (y.ndim - 1,) + tuple(range(ax, y.ndim - 1)))
     if y.shape != x.shape:
-        raise ValueError(f"cross_entropy target shape {y_shape} does not fit logits shape {x.shape}")
+        raise ShapeError(f"cross_entropy target shape {y_shape} does not fit logits shape {x.shape}")
     y = y.cast(P.float_of(y.dtype)) * (1 - label_smoothing) + label_smoothing / c
     return reduce_loss(-(x.log_softmax(ax) * y).sum(ax), reduction)
 

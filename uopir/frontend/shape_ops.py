@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopir.frontend import dtype_promotion as P
 from uopir.frontend.shapes import norm_axis
+from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import dtypes
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def patches(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilatio
     if any(s < 1 for s in stride) or any(d < 1 for d in dilation):
         raise ValueError(f"stride {stride} and dilation {dilation} must be positive")
     if any(o < 1 for o in out):
-        raise ValueError(f"kernel {kernel} with dilation {dilation} does not fit the (padded) input of shape "
+        raise ShapeError(f"kernel {kernel} with dilation {dilation} does not fit the (padded) input of shape "
                          f"{x.shape}")
     npre = x.ndim - nd
     for m in range(nd):  # shape: pre, out[:m], spatial[m:], kernel[:m]
