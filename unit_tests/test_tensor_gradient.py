@@ -91,10 +91,19 @@ def test_backward_fills_grad_of_every_parameter_and_accumulates():
     x = Tensor([[1.0, -1.0]])
     assert w.requires_grad and b.requires_grad and x.requires_grad is None and w.grad is None
     (x @ w + b).sum().backward()
-    assert w.grad is not None and b.grad is not None and x.grad is None
+    assert w.grad is not None and b.grad is not None and x.grad.tolist() == [[3.0, 7.0]]  # None: as tinygrad
     assert w.grad.tolist() == [[1.0, 1.0], [-1.0, -1.0]] and b.grad.tolist() == [1.0, 1.0]
     (b * 3).sum().backward()  # a second backward adds (reset with t.grad = None)
     assert b.grad.tolist() == [4.0, 4.0] and w.grad.tolist() == [[1.0, 1.0], [-1.0, -1.0]]
+
+
+def test_backward_fills_grad_of_tensors_with_requires_grad_none_but_not_false():
+    tt, off = Tensor([-1.0, 2.0, -3.0]), Tensor([1.0, 1.0, 1.0], requires_grad=False)
+    assert tt.requires_grad is None
+    loss = (tt * (tt < 0) * off).sum()
+    loss.backward()
+    assert tt.grad is not None and tt.grad.tolist() == [1.0, 0.0, 1.0]
+    assert off.grad is None and loss.grad is None
 
 
 def test_equal_splats_requiring_grad_are_distinct_parameters():

@@ -210,6 +210,22 @@ def tracked() -> list[Any]:
     return list(_TRACKED.values())
 
 
+_LIVE: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def live(t: Any, on: bool) -> None:
+    """Remember (or forget) a live float Tensor whose requires_grad is None: backward() fills its .grad too when it
+    is in the graph (as tinygrad); requires_grad=False opts out."""
+    if on:
+        _LIVE[id(t)] = t
+    else:
+        _LIVE.pop(id(t), None)
+
+
+def live_tensors() -> list[Any]:
+    return list(_LIVE.values())
+
+
 # ---- the walk --------------------------------------------------------------------------------------------------------
 def compute_gradient(root: UOp, root_grad: UOp, targets: Iterable[UOp]) -> dict[UOp, UOp]:
     """d(root)/d(target), weighted by root_grad (root's shape), for each target that is in root's graph: a zero

@@ -106,6 +106,8 @@ class Tensor:
                  requires_grad: bool | None = None) -> None:
         self.grad, self._requires_grad = None, None
         self._init(data, dtype, device)
+        if self.uop.dtype.is_float:
+            G.live(self, True)
         if requires_grad is not None:
             self.requires_grad = requires_grad
 
@@ -151,6 +153,8 @@ class Tensor:
         t = object.__new__(Tensor)
         t.uop, t.device = u, device if device is not None else self.device
         t.grad, t._requires_grad = None, None
+        if u.dtype.is_float:
+            G.live(t, True)
         return t
 
     def _op(self, op: OpDef, *srcs: Tensor | Scalar, dtype: DType | None = None, arg: Any = None) -> Tensor:
@@ -369,7 +373,8 @@ class Tensor:
     # ---- autograd (the derivative rules live in gradient.py) -------------------------------------------------------
     @property
     def requires_grad(self) -> bool | None:
-        """True: backward() gives this tensor a .grad. None (the default) or False: it does not."""
+        """True or None (the default): backward() gives this tensor a .grad when it is in the graph (as tinygrad).
+        False: it does not."""
         return self._requires_grad
 
     @requires_grad.setter
@@ -382,6 +387,7 @@ class Tensor:
             self.uop = D.new_buffer(P.host_array(arr, self.dtype), self.dtype, self.device)
         self._requires_grad = value
         G.track(self, bool(value))
+        G.live(self, value is None and self.dtype.is_float)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         self.requires_grad = requires_grad
@@ -423,13 +429,14 @@ class Tensor:
         return out
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
-        """Add d(self)/d(t) to t.grad for every live tensor t with requires_grad that self depends on (tinygrad's
-        backward: reset grads with `t.grad = None`). self must be a scalar unless `gradient` is given."""
+        """Add d(self)/d(t) to t.grad for every live float tensor t other than self that self depends on and whose
+        requires_grad is True or None (tinygrad's backward: reset grads with `t.grad = None`; requires_grad=False
+        opts out). self must be a scalar unless `gradient` is given."""
         root = self._root_gradient(gradient, "backward")
-        params = G.tracked()
+        params = G.tracked() + [t for t in G.live_tensors() if t is not self and t._requires_grad is None]
         grads = G.compute_gradient(self.uop, root, [t.uop for t in params])
         if not grads:
-            raise ValueError(f"backward: no tensor with requires_grad=True is in the graph of this tensor"
+            raise ValueError(f"backward: no tensor with requires_grad True or None is in the graph of this tensor"
                              f"{self._realized_hint()}")
         for t in params:
             g = grads.get(t.uop)
