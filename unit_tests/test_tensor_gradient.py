@@ -70,6 +70,13 @@ def test_sigmoid_family_gradient_is_finite_at_extremes():
         assert getattr(x, f)().sum().gradient(x)[0].tolist()[:3] == [0.0, 0.5, 1.0], f
 
 
+def test_relu_and_clip_gradient_is_zero_at_the_boundary_as_torch():
+    x = Tensor([-3.0, -2.5, 0.0, 1.5, 2.0])
+    assert x.clip(-2.5, 1.5).sum().gradient(x)[0].tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]
+    assert x.relu().sum().gradient(x)[0].tolist() == [0.0, 0.0, 0.0, 1.0, 1.0]
+    assert np.isnan(Tensor([float("nan")]).relu().numpy()).all() and x.clip(3, 0).tolist() == [0.0] * 5
+
+
 def test_cast_between_floats_passes_the_gradient_back_in_the_source_dtype():
     x = Tensor([1.5, -0.25], dtype=dtypes.float32)
     (g,) = (x.double() * Tensor([2.0, 3.0], dtype=dtypes.float64)).half().sum().gradient(x)

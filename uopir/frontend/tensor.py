@@ -1122,9 +1122,13 @@ class Tensor:
         return (a < b).where(a, b) if isinstance(a, Tensor) else (b > a).where(a, b)  # type: ignore[operator]
 
     def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
-        """numpy clip: minimum(maximum(x, min_), max_)."""
+        """numpy clip: minimum(maximum(x, min_), max_). On floats it selects the bound where x is at or past it, so the
+        gradient is 0 there (torch's) and NaN stays NaN."""
         if min_ is None and max_ is None:
             raise ArgumentError("clip needs min_ or max_")
+        if self.dtype.is_float and not isinstance(min_, Tensor) and not isinstance(max_, Tensor):
+            x = self if min_ is None else (self <= min_).where(min_, self)
+            return x if max_ is None else (x >= max_).where(max_, x)
         x = self if min_ is None else self.maximum(min_)
         return x if max_ is None else x.minimum(max_)
 
@@ -1286,7 +1290,8 @@ class Tensor:
 
     # ---- activations ------------------------------------------------------------------------------------------------
     def relu(self) -> Tensor:
-        return self.maximum(0)
+        """max(x, 0); on floats a select, so the gradient at 0 is 0 (torch, tinygrad) and NaN stays NaN."""
+        return (self <= 0).where(0, self) if self.dtype.is_float else self.maximum(0)
 
     def relu6(self) -> Tensor:
         return self.relu().minimum(6)
