@@ -1786,10 +1786,10 @@ class Tensor:
 
     def _shift_max(self, axis: Any, finite: bool = True) -> Tensor:
         """The max over axis (keepdim) that stabilizes an exp sum: 0 for an empty axis (and, if finite, where the
-        max is infinite)."""
+        max is infinite). Detached: the result does not depend on it, and its gradient would only add rounding noise."""
         if any(self.shape[a] == 0 for a in self._axes(axis)):
             return self._reduce("add", axis, keepdim=True).zeros_like()
-        m = self.max(axis, keepdim=True)
+        m = self.max(axis, keepdim=True).detach()
         return m.isinf().where(0.0, m) if finite else m
 
     def logsumexp(self, axis: Any = None, keepdim: bool = False) -> Tensor:
