@@ -339,3 +339,14 @@ def test_bfloat16_from_python_floats_rounds_once(make):
     # 1 + 2**-8 is a bf16 tie; the 2**-30 bit above it decides: rounding first to f32 drops it and ties to 1.0
     v = 1 + 2**-8 + 2**-30
     assert float(np.asarray(make(v).numpy()).reshape(-1)[0]) == 1.0078125
+
+
+def test_random_init_shape_errors_are_value_errors():
+    with pytest.raises(ValueError, match="non-negative"):
+        Tensor.scaled_uniform((2, -3, 0))  # validated before 1/sqrt(numel)
+    assert Tensor.scaled_uniform(2, 0).shape == (2, 0)
+    for f in (Tensor.kaiming_uniform, Tensor.kaiming_normal):
+        with pytest.raises(ValueError, match="one sequence or as separate ints"):
+            f((-3, 3), 3)
+        with pytest.raises(TypeError):  # still a TypeError too
+            f((3, 3), 3)

@@ -15,11 +15,16 @@ from uopir.ir.diagnostics import AxisError, BroadcastError
 from uopir.ir.uop import UOp
 
 
+class ShapeArgsError(TypeError, ValueError):
+    """A shape given both as a sequence and as separate ints: a TypeError, and a ValueError as tinygrad raises."""
+
+
 def shape_args(shape: Any, rest: tuple) -> tuple:
     """Accept f(2, 3), f((2, 3)) and f([2, 3])."""
     if isinstance(shape, Sequence) and not isinstance(shape, str):
         if rest:
-            raise TypeError(f"give the shape either as one sequence or as separate ints, not {shape!r} and {rest!r}")
+            raise ShapeArgsError(f"give the shape either as one sequence or as separate ints, not {shape!r} and "
+                                 f"{rest!r}")
         return tuple(shape)
     return (shape, *rest)
 

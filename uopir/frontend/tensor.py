@@ -620,8 +620,8 @@ class Tensor:
     @_creation
     def scaled_uniform(*shape: Any, dtype: DTypeLike = None, device: str | None = None) -> Tensor:
         """Uniform in [-1, 1) scaled by 1/sqrt(numel) (tinygrad's default layer init)."""
-        shp = shape_args(shape[0], shape[1:]) if shape else ()
-        scale = math.prod(shp) ** -0.5
+        shp = check_shape(shape_args(shape[0], shape[1:]) if shape else (), "random tensor shape")
+        scale = math.prod(shp) ** -0.5 if math.prod(shp) else 1.0
         return Tensor._random(shp, dtype, device, lambda s: Tensor._rng.uniform(-1.0, 1.0, s) * scale, P.DEFAULT_FLOAT)
 
     @staticmethod
