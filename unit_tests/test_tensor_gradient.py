@@ -84,6 +84,15 @@ def test_softmax_gradient_does_not_go_through_the_shifting_max():
         assert np.abs(getattr(x, f)(1).sum().gradient(x)[0].numpy()).max() < 1e-7, f
 
 
+def test_prod_gradient_with_zeros_counts_them():
+    for v, want in (([0.0, 2.0, 3.0], [6.0, 0.0, 0.0]), ([0.0, 0.0, 3.0], [0.0, 0.0, 0.0]), ([1.0, 2.0, 3.0],
+                                                                                            [6.0, 3.0, 2.0])):
+        x = Tensor(v)
+        assert x.prod().gradient(x)[0].tolist() == want
+    x = Tensor([[0.0, 2.0], [3.0, 4.0]])
+    assert x.prod(0).sum().gradient(x)[0].tolist() == [[3.0, 4.0], [0.0, 2.0]]
+
+
 def test_cast_between_floats_passes_the_gradient_back_in_the_source_dtype():
     x = Tensor([1.5, -0.25], dtype=dtypes.float32)
     (g,) = (x.double() * Tensor([2.0, 3.0], dtype=dtypes.float64)).half().sum().gradient(x)

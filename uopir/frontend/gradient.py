@@ -70,8 +70,12 @@ def _reduce_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
     g = _expand(ctx, x.shape)
     if op == "add":
         return (g,)
-    if op == "mul":  # d/dx_i prod(x) = prod(x) / x_i (undefined where an x_i is 0, as tinygrad)
-        return (g * _expand(ret, x.shape) / x,)
+    if op == "mul":  # d/dx_i prod(x) = prod(x) / x_i; at a zero x_i the product of the others (0 if another is 0)
+        zero, one = x.eq(_k(x, 0.0)), _k(x, 1.0)
+        axes = ret.arg[1]
+        zeros = _expand(_sum_to(zero.where(one, _k(x, 0.0)), axes), x.shape)
+        others = _expand(UOp(T.REDUCE, x.dtype, (zero.where(one, x),), ("mul", axes)), x.shape)
+        return (g * zero.where(zeros.eq(one).where(others, 0), _expand(ret, x.shape) / x),)
     hit = x.eq(_expand(ret, x.shape))  # max/min: the extreme elements share the gradient equally
     count = _expand(_sum_to(hit.where(_k(x, 1.0), _k(x, 0.0)), ret.arg[1]), x.shape)
     return (hit.where(g / count, 0),)
