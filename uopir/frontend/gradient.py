@@ -121,12 +121,14 @@ def _pick_grad(ctx: UOp, r: UOp, m: UOp, x: UOp, e: UOp | None = None) -> dict[U
     return {x: g}
 
 
+FLOAT_POW: list[Any] = []  # (a, b) -> a ** b on float UOps: tensor.py registers Tensor._fpow (no import cycle)
+
+
 def _pow_grad(ctx: UOp, a: UOp, b: UOp, ret: UOp) -> dict[UOp, UOp]:
     """The frontend's float pow (Tensor._fpow: selects around exp2(b * log2|a|)) differentiated as one op, as torch:
     d/da = b * a**(b-1) (0 where b == 0), d/db = a**b * ln a (at a == 0: -inf for b < 0, else 0)."""
-    from uopir.frontend.tensor import Tensor  # the same layer; imported late (tensor.py imports this module)
     zero = _k(a, 0.0)
-    da = b.eq(zero).where(zero, b * Tensor._fpow(Tensor(a), Tensor(b - 1.0)).uop)
+    da = b.eq(zero).where(zero, b * FLOAT_POW[0](a, b - 1.0))
     db = a.eq(zero).where(b.lt(zero).where(_k(a, -math.inf), zero), ret * UOp(C.LOG2, a.dtype, (a,)) * LN_2)
     return {a: ctx * da, b: ctx * db}
 
