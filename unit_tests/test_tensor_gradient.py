@@ -93,6 +93,13 @@ def test_prod_gradient_with_zeros_counts_them():
     assert x.prod(0).sum().gradient(x)[0].tolist() == [[3.0, 4.0], [0.0, 2.0]]
 
 
+def test_acosh_gradient_below_one_is_torchs_formula():
+    x = Tensor([-1.716, -0.5, 2.0])
+    g = x.acosh().sum().gradient(x)[0].numpy()
+    assert np.isnan(x.acosh().numpy()[:2]).all() and np.isnan(g[1])
+    np.testing.assert_allclose(g[[0, 2]], 1 / np.sqrt(np.array([-1.716, 2.0]) ** 2 - 1), rtol=1e-5)
+
+
 def test_cast_between_floats_passes_the_gradient_back_in_the_source_dtype():
     x = Tensor([1.5, -0.25], dtype=dtypes.float32)
     (g,) = (x.double() * Tensor([2.0, 3.0], dtype=dtypes.float64)).half().sum().gradient(x)

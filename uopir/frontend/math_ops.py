@@ -120,7 +120,9 @@ def acosh(x: Tensor) -> Tensor:
     """log(x + sqrt((x - 1)(x + 1))); NaN below 1, log x + ln 2 where the square would overflow."""
     x = _as_float(x)
     out = (x > 1e18).where(x.log() + _LN_2, (x + ((x - 1) * (x + 1)).sqrt()).log())
-    return (x >= 1).where(out, float("nan"))  # (x - 1)(x + 1) overflows to +inf for x far below -1
+    # NaN below 1 ((x - 1)(x + 1) overflows to +inf for x far below -1); out + nan, not a constant, so the gradient
+    # there is torch's 1 / sqrt(x^2 - 1) (NaN in (-1, 1))
+    return (x >= 1).where(out, out + float("nan"))
 
 
 @_half_in_f32
