@@ -404,3 +404,11 @@ def test_shape_mismatches_raise_shape_error_a_runtime_error_as_tinygrad():
         Tensor(np.zeros((4, 3), np.float32)).cross_entropy(Tensor(np.zeros((4, 1), np.int32)))
     with pytest.raises(ValueError):  # ShapeError is still a ValueError
         x.conv2d(Tensor(np.ones((1, 1, 3, 3), np.float32)))
+
+
+def test_uint8_bilinear_interpolate_resizes_the_last_axis_first_as_torch():
+    # uint8 rounds after each axis, so the order shows: torch goes W then H
+    u = Tensor(np.random.default_rng(0).integers(0, 256, size=(1, 2, 16, 16)).astype(np.uint8))
+    full = u.interpolate(size=(5, 7), mode="linear").numpy()
+    np.testing.assert_array_equal(full, u.interpolate(size=(16, 7), mode="linear").interpolate(size=(5, 7),
+                                                                                              mode="linear").numpy())

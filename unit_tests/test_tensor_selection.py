@@ -175,3 +175,8 @@ def test_nonzero():
     check(Tensor(np.zeros(0, np.int32)).nonzero(size=3, fill_value=-1), np.array([[-1], [-1], [-1]], np.int32))
     check(Tensor([1, 0]).nonzero(size=3, fill_value=-1.5), np.array([[0], [-1], [-1]], np.int32), dtype="int32")
     check(Tensor(np.zeros((2, 3), np.float32)).nonzero(), np.zeros((0, 2), np.int32))
+
+
+def test_two_ellipses_say_single_ellipsis():
+    with pytest.raises(IndexError, match="single ellipsis"):  # tinygrad's test matches these words
+        Tensor(np.zeros((2, 3), np.float32))[..., ...]

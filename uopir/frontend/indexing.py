@@ -109,7 +109,7 @@ def getitem(x: Tensor, index: Any) -> Tensor:
         elif not (it is None or it is Ellipsis or isinstance(it, int | slice | UOp)):
             raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}")
     if sum(it is Ellipsis for it in items) > 1:
-        raise IndexError("an index can only have one ellipsis (...)")
+        raise IndexError("an index can only have a single ellipsis (...)")
     consumed = sum(1 for it in items if it is not None and it is not Ellipsis)
     if consumed > x.ndim:
         raise IndexError(f"too many indices for a tensor of shape {x.shape}: {consumed} given")

@@ -273,7 +273,7 @@ def interpolate(x: Tensor, size: Any, mode: str, align_corners: bool) -> Tensor:
         raise ValueError(f"align_corners only applies to the linear modes, not {mode!r}")
     acc = np.float64 if x.dtype == dtypes.float64 else np.float32
     out = x
-    for ax in range(x.ndim - len(size), x.ndim):
+    for ax in reversed(range(x.ndim - len(size), x.ndim)):  # last axis first, as torch (matters for uint8 rounding)
         i, o = int(x.shape[ax]), int(size[ax - x.ndim + len(size)])
         if i == 0 and o > 0:
             raise ValueError(f"interpolate cannot resize an empty dim {ax} of shape {x.shape} to {o}")
