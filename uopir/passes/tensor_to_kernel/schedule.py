@@ -356,6 +356,8 @@ class _Plan:
         limit = math.prod(storage_shape(shape))
         since = 0
         for u, _idx, _gate in b.memo:
+            if u.op is tensor.DETACH:  # renders nothing (autograd's marker): not part of the kernel's size
+                continue
             since += 1
             if since < self.max_ops // 2 or u is own or u in self.materialized or u.op not in _ELEMENTWISE or \
                     u.shape is None or math.prod(storage_shape(u.shape)) > limit:
@@ -382,7 +384,7 @@ class _Plan:
             dbuf, doff = b.address(target, idx)
         dptr = UOp(kernel.INDEX, dbuf.dtype.ptr(), (b.ptr(dbuf), doff))
         v = b.render(node if value is None else value, idx, None)
-        if len(b.memo) > self.max_ops:
+        if len(b.memo) > self.max_ops and sum(u.op is not tensor.DETACH for u, _i, _g in b.memo) > self.max_ops:
             self._cut(b, own if own is not None else node, shape)
         if v.dtype is not dbuf.dtype:
             raise _err(node, f"tensor-to-kernel: value of type {v.dtype} stored into a {dbuf.dtype} buffer")
