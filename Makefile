@@ -30,7 +30,7 @@ $(BENCH_STAMP): $(STAMP)
 	@touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
-	@status=0; for f in bench/*.py; do [ -e "$$f" ] || continue; echo "== $$f"; \
+	@status=0; for f in bench/*.py; do [ -e "$$f" ] || continue; case "$${f##*/}" in _*) continue;; esac; echo "== $$f"; \
 		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python "$$f" || status=1; done; exit $$status
 
 clean:

@@ -18,11 +18,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from _timing import best  # noqa: E402  (bench/ is the script's folder)
 
 from uopir.backends import available  # noqa: E402
 from uopir.frontend.tensor import Tensor  # noqa: E402
@@ -38,15 +39,6 @@ b = Tensor(np.ones((512, 512), np.float32), device=sys.argv[1])
 print(time.perf_counter() - t0)
 """
 
-
-def best(fn, repeat: int = REPEAT) -> float:
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return min(ts)
 
 
 def matmul(devices: list[str], n: int) -> None:

@@ -22,6 +22,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from _timing import best  # noqa: E402  (bench/ is the script's folder)
+
 from uopir.backends import get_backend  # noqa: E402
 from uopir.backends.c.compiler import find_cc  # noqa: E402
 from uopir.dialects import core as C  # noqa: E402
@@ -48,15 +50,6 @@ void axpb(float* restrict o, const float* restrict a, const float* restrict b, c
 }
 """
 
-
-def best(fn, repeat: int = REPEAT) -> float:
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return min(ts)
 
 
 def cold() -> None:

@@ -10,24 +10,15 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from _timing import best  # noqa: E402  (bench/ is the script's folder)
+
 from uopir.frontend.tensor import Tensor  # noqa: E402
-
-
-def best(fn: Callable[[], object], repeat: int = 3) -> float:
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return min(ts)
 
 
 def timed(dev: str, build: Callable[[list[Tensor]], Tensor], arrays: list[np.ndarray], noopt: bool) -> float:
@@ -36,7 +27,7 @@ def timed(dev: str, build: Callable[[list[Tensor]], Tensor], arrays: list[np.nda
     os.environ["UOPIR_NOOPT"] = "1" if noopt else "0"
     try:
         ts = [Tensor(a, device=dev).realize() for a in arrays]
-        return best(lambda: build(ts).realize())
+        return best(lambda: build(ts).realize(), 3)
     finally:
         if old is None:
             os.environ.pop("UOPIR_NOOPT", None)
@@ -79,7 +70,7 @@ def main() -> None:
     cases.append((f"softmax rows={r.shape[0]}x{r.shape[1]}", lambda t: t[0].softmax(-1), [r], np_softmax,
                   8.0 * r.size, "GB/s"))
     for name, build, arrays, np_fn, work, unit in cases:
-        tn = best(np_fn)
+        tn = best(np_fn, 3)
         t = timed(dev, build, arrays, False)
         t0 = timed(dev, build, arrays, True)
         report(name, dev, work, unit, t, tn, t0)
