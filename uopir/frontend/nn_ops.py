@@ -78,15 +78,21 @@ def resolve_pads(padding: int | Sequence[int], nd: int) -> list[tuple[int, int]]
     raise ValueError(f"padding {p} needs 1, {nd} or {2 * nd} entries")
 
 
+def _spatial_dims(name: str, layout: str, x: Tensor, weight: Tensor) -> int:
+    """The number of spatial dims of a convolution, after checking that weight has them and x matches it."""
+    nd = weight.ndim - 2
+    if nd < 1:
+        raise ValueError(f"{name} weight must be {layout}, got shape {weight.shape}")
+    if x.ndim != nd + 2:
+        raise ValueError(f"{name} input of shape {x.shape} needs {nd + 2} dims to match weight of shape "
+                         f"{weight.shape}")
+    return nd
+
+
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any,
            padding: Any) -> Tensor:
     """Grouped, strided, dilated, padded convolution over the last weight.ndim-2 dims (cross-correlation)."""
-    nd = weight.ndim - 2
-    if nd < 1:
-        raise ValueError(f"conv weight must be (out, in/groups, *kernel), got shape {weight.shape}")
-    if x.ndim != nd + 2:
-        raise ValueError(f"conv input of shape {x.shape} needs {nd + 2} dims to match weight of shape "
-                         f"{weight.shape}")
+    nd = _spatial_dims("conv", "(out, in/groups, *kernel)", x, weight)
     n, cin = x.shape[:2]
     cout, cg = weight.shape[:2]
     if groups < 1 or cin != groups * cg:
@@ -219,12 +225,7 @@ def conv_transpose(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, 
     """The gradient of conv2d with respect to its input, as a conv2d: the input dilated by `stride` (zeros in
     between), the weight (in, out/groups, *k) turned into (out, in/groups, *k) and flipped, and the padding
     dilation * (k - 1) - padding on each side (+ output_padding at the end)."""
-    nd = weight.ndim - 2
-    if nd < 1:
-        raise ValueError(f"conv_transpose2d weight must be (in, out/groups, *kernel), got shape {weight.shape}")
-    if x.ndim != nd + 2:
-        raise ValueError(f"conv_transpose2d input of shape {x.shape} needs {nd + 2} dims to match weight of shape "
-                         f"{weight.shape}")
+    nd = _spatial_dims("conv_transpose2d", "(in, out/groups, *kernel)", x, weight)
     cin, og = weight.shape[:2]
     if groups < 1 or x.shape[1] != cin or cin % groups:
         raise ValueError(f"conv_transpose2d: input shape {x.shape} has {x.shape[1]} channels, weight shape "
