@@ -28,10 +28,11 @@ ALLOWED: dict[str, set[str]] = {
     "dialects": {"ir", "dialects"},
     "passes": {"ir", "dialects", "passes"},
     "backends": {"ir", "dialects", "passes", "backends"},
-    "frontend": {"ir", "dialects", "passes", "backends", "frontend"},
-    "api": {"ir", "dialects", "passes", "backends", "frontend", "api"},
-    "nn": {"ir", "dialects", "passes", "backends", "frontend", "api", "nn"},  # uopir.nn: re-exports frontend.nn
-    "tools": {"ir", "dialects", "passes", "backends", "frontend", "api", "nn", "tools"},
+    "viz": {"ir", "viz"},  # the visualizer's page: reads a trace (uopir.ir.trace), imports no compiler layer
+    "frontend": {"ir", "dialects", "passes", "backends", "frontend", "viz"},
+    "api": {"ir", "dialects", "passes", "backends", "frontend", "api", "viz"},
+    "nn": {"ir", "dialects", "passes", "backends", "frontend", "api", "nn", "viz"},  # uopir.nn: re-exports frontend.nn
+    "tools": {"ir", "dialects", "passes", "backends", "frontend", "api", "nn", "tools", "viz"},
 }
 
 # Known violations in files other owners were fixing while this test was written (issue 7); each entry is
