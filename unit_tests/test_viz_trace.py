@@ -269,12 +269,12 @@ def _uop_opt(*args: str) -> subprocess.CompletedProcess:
 
 def test_uop_opt_viz_writes_the_trace(tmp_path: Path) -> None:
     out = tmp_path / "t.json"
-    r = _uop_opt(str(EXAMPLES / "mlp-forward.uop"), "-p", "default{target=c}", "--emit=c", f"--viz={out}")
+    r = _uop_opt(str(EXAMPLES / "relu.uop"), "-p", "default{target=c}", "--emit=c", f"--viz={out}")
     assert r.returncode == 0, r.stderr
     assert f"trace written to {out}" in r.stderr
     d = json.loads(out.read_text())
     assert [p["name"] for p in d["passes"]][-1] == "emit-c"
-    assert d["title"] == "mlp-forward.uop" and d["sources"] and d["sources"][0]["lang"] == "c"
+    assert d["title"] == "relu.uop" and d["sources"] and d["sources"][0]["lang"] == "c"
     g = _Graph(d["nodes"])
     for p in d["passes"]:
         _replay_pass(g, p)
