@@ -30,31 +30,33 @@ from uopir.ir.parser import parse_ir, split_input
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
-# passes made only of graph_rewrite calls on the whole graph: their steps replay from the pass input to its output
+# passes made only of graph_rewrite calls (on the graph or on its regions): their steps replay from the pass input to
+# its output
 PATTERN_PASSES = {"canonicalize", "kernel-simplify", "device-decompose", "device-devectorize"}
 
 
 # ---- replay on the JSON ----------------------------------------------------------------------------------------------
 class _Graph:
-    """The trace's node table with hash-consing by (op, dtype, arg, tag, regions, sources), growing as a replay
+    """The trace's node table with hash-consing by (op, dtype, arg, tag, sources, regions), growing as a replay
     builds nodes the trace does not hold (negative ids)."""
 
     def __init__(self, nodes: dict[str, dict[str, Any]]):
         self.rows = {int(k): v for k, v in nodes.items()}
         self.src = {i: tuple(r["src"]) for i, r in self.rows.items()}
-        self.key = {i: (r["op"], r["dtype"], r["arg"], r.get("tag"), tuple(r.get("regions", ()))) for i, r in
-                    self.rows.items()}
-        self.by_key = {(self.key[i], self.src[i]): i for i in self.rows}
+        self.regions = {i: tuple(r.get("regions", ())) for i, r in self.rows.items()}
+        self.key = {i: (r["op"], r["dtype"], r["arg"], r.get("tag")) for i, r in self.rows.items()}
+        self.by_key = {(self.key[i], self.src[i], self.regions[i]): i for i in self.rows}
         self.fresh = -1
 
-    def rebuild(self, i: int, src: tuple[int, ...]) -> int:
-        if src == self.src[i]:
+    def rebuild(self, i: int, src: tuple[int, ...], regions: tuple[int, ...] | None = None) -> int:
+        regions = self.regions[i] if regions is None else regions
+        if src == self.src[i] and regions == self.regions[i]:
             return i
-        k = (self.key[i], src)
+        k = (self.key[i], src, regions)
         got = self.by_key.get(k)
         if got is None:
             got = self.by_key[k] = self.fresh
-            self.key[got], self.src[got] = self.key[i], src
+            self.key[got], self.src[got], self.regions[got] = self.key[i], src, regions
             self.fresh -= 1
         return got
 
@@ -93,7 +95,8 @@ class _Graph:
         return memo[root]
 
     def substitute(self, root: int, old: int, new: int) -> int:
-        """root with the node `old` replaced by `new` (once, not to a fixed point)."""
+        """root with the node `old` replaced by `new` (once, not to a fixed point), inside regions too (as
+        map_regions rebuilds the ops holding a changed region)."""
         memo: dict[int, int] = {old: new}
         stack = [(root, False)]
         while stack:
@@ -102,18 +105,19 @@ class _Graph:
                 continue
             if not ready:
                 stack.append((n, True))
-                stack.extend((s, False) for s in self.src[n] if s not in memo)
+                stack.extend((s, False) for s in (*self.src[n], *self.regions[n]) if s not in memo)
                 continue
-            memo[n] = self.rebuild(n, tuple(memo[s] for s in self.src[n]))
+            memo[n] = self.rebuild(n, tuple(memo[s] for s in self.src[n]), tuple(memo[r] for r in self.regions[n]))
         return memo[root]
 
     def reachable(self, root: int) -> set[int]:
+        """The nodes of root's graph, regions included."""
         seen, stack = set(), [root]
         while stack:
             n = stack.pop()
             if n not in seen:
                 seen.add(n)
-                stack.extend(self.src[n])
+                stack.extend((*self.src[n], *self.regions[n]))
         return seen
 
 
@@ -132,7 +136,8 @@ def _replay_pass(g: _Graph, p: dict[str, Any]) -> tuple[int, int]:
 
 
 def _replay_whole_pass(g: _Graph, p: dict[str, Any]) -> None:
-    """A pattern-only pass: its rewrite calls, applied in order from the pass input, give the pass output."""
+    """A pattern-only pass: its rewrite calls, each replacing its input by its output (in the graph or in one of its
+    regions) in order from the pass input, give the pass output."""
     for i, (start, end) in enumerate(zip(p["input"], p["output"], strict=True)):
         cur = start
         for k, rw in enumerate(p["rewrites"]):
