@@ -331,3 +331,27 @@ def test_uopir_viz_env_writes_the_trace_at_exit(tmp_path: Path) -> None:
     assert f"wrote {written}" in r.stderr
     d = json.loads(written.read_text())
     assert [p["name"] for p in d["passes"]][:2] == ["canonicalize", "tensor-to-kernel"] and d["runs"]
+
+
+def test_pipelines_in_two_threads_record_their_own_steps() -> None:
+    """The recorder keeps one stack of running passes per thread: steps of a pipeline never land in another's pass."""
+    import threading
+
+    from uopir.passes.manager import PassManager
+
+    texts = [(EXAMPLES / "mlp-forward.uop").read_text(), (EXAMPLES / "relu.uop").read_text()]
+    roots = [parse_ir(t) for t in texts]
+    with trace.tracing("threads") as tr:
+        threads = [threading.Thread(target=lambda r=r: [PassManager.parse("canonicalize").run(r) for _ in range(5)])
+                   for r in roots]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    d = tr.to_dict()
+    g = _Graph(d["nodes"])
+    assert len(d["passes"]) == 10
+    assert sorted(len(p["steps"]) for p in d["passes"]) == [3] * 5 + [4] * 5  # each run: its own graph's folds
+    for p in d["passes"]:
+        _replay_pass(g, p)
+        _replay_whole_pass(g, p)

@@ -12,6 +12,7 @@ its input and output roots, their .uop texts, and its steps.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -85,8 +86,14 @@ class Tracer:
         self.passes: list[_Pass] = []
         self.sources: list[dict[str, str]] = []
         self._open: dict[Any, _Pass] = {}  # key (one pipeline element of one run) -> its pass
-        self._stack: list[tuple[_Pass, float]] = []  # the passes running now, innermost last (a pass may run one)
-        self._current: _Pass | None = None  # the innermost running pass (steps go there); None outside passes
+        self._threads = threading.local()  # per thread: the passes running now, innermost last (steps go there)
+
+    def _stack(self) -> list[tuple[_Pass, float]]:
+        """This thread's running passes (a pipeline in another thread records into its own passes)."""
+        st = getattr(self._threads, "stack", None)
+        if st is None:
+            st = self._threads.stack = []
+        return st
 
     # --- what the pass manager calls ----------------------------------------------------------------------------------
     def begin_run(self, pipeline: str) -> int:
@@ -103,23 +110,23 @@ class Tracer:
             self.passes.append(p)
         p.inputs.append(root)
         p.outputs.append(root)
-        self._stack.append((p, time.perf_counter()))
-        self._current = p
+        self._stack().append((p, time.perf_counter()))
 
     def end_pass(self, root: UOp, failed: bool = False) -> None:
         """The innermost running pass ended with root (its input when it failed)."""
-        if not self._stack:
+        stack = self._stack()
+        if not stack:
             return
-        p, t0 = self._stack.pop()
+        p, t0 = stack.pop()
         p.seconds += time.perf_counter() - t0
         p.outputs[-1] = root
         p.failed = p.failed or failed
-        self._current = self._stack[-1][0] if self._stack else None
 
     def end_run(self, run: int) -> None:
         """A pipeline run ended: close its passes still open (one that crashed before its instruments saw it)."""
-        while self._stack and self._stack[-1][0].run == run:
-            self.end_pass(self._stack[-1][0].inputs[-1], failed=True)
+        stack = self._stack()
+        while stack and stack[-1][0].run == run:
+            self.end_pass(stack[-1][0].inputs[-1], failed=True)
 
     def add_source(self, kernel: str, lang: str, text: str) -> None:
         """A kernel's emitted source (what a backend rendered and compiled)."""
@@ -129,9 +136,10 @@ class Tracer:
     def dispatch(self, pm: Any, root: UOp, bottom_up: bool) -> tuple[Any, _Rewrite | None]:
         """The dispatch table graph_rewrite uses: recording when a pass is open, else the matcher's own."""
         inner = pm.dispatch(True, prefill=False)
-        p = self._current
-        if p is None:
+        stack = self._stack()
+        if not stack:  # no pass of this thread is running: a rewrite outside the pipeline
             return inner, None
+        p = stack[-1][0]
         rw = _Rewrite(root, bottom_up, pm.name or "")
         p.rewrites.append(rw)
         return _TracedDispatch(inner, p.steps, pm.sources(), len(p.rewrites) - 1), rw
