@@ -8,6 +8,8 @@ sources first; bottom-up: the node first), so a step that is missing or wrong sh
 """
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import re
@@ -26,6 +28,7 @@ from uopir.backends.realize import clear_schedule_cache
 from uopir.ir import trace
 from uopir.ir.dot import to_dot
 from uopir.ir.parser import parse_ir, split_input
+from uopir.tools import uop_opt
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -268,8 +271,17 @@ def test_tracing_gives_the_same_kernels() -> None:
 
 # ---- uop-opt ---------------------------------------------------------------------------------------------------------
 def _uop_opt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "uopir.tools.uop_opt", *args], capture_output=True, text=True,
-                          timeout=120)
+    """uop-opt in this process (main(argv, out, err)): exit code, stdout and stderr as a CompletedProcess."""
+    out, err = io.StringIO(), io.StringIO()
+    rc = uop_opt.main(list(args), out, err)
+    return subprocess.CompletedProcess(["uop-opt", *args], rc, out.getvalue(), err.getvalue())
+
+
+@functools.cache
+def _kernel_graph_dot() -> str:
+    r = _uop_opt(str(EXAMPLES / "mlp-forward.uop"), "-p", "canonicalize,tensor-to-kernel", "--view-op-graph")
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 
 
 def test_uop_opt_viz_writes_the_trace(tmp_path: Path) -> None:
@@ -301,19 +313,18 @@ def test_view_op_graph_counts_nodes_edges_and_regions() -> None:
     nodes, edges, clusters = _counts(dot)
     topo = root.toposort()
     assert (nodes, edges, clusters) == (len(topo), sum(len(u.src) for u in topo), 0)
-    r = _uop_opt(str(EXAMPLES / "mlp-forward.uop"), "-p", "canonicalize,tensor-to-kernel", "--view-op-graph")
-    assert r.returncode == 0, r.stderr
-    n2, e2, c2 = _counts(r.stdout)
+    dot2 = _kernel_graph_dot()
+    n2, e2, c2 = _counts(dot2)
     assert c2 >= 2 and n2 > nodes // 2  # each kernel body is a cluster
-    assert r.stdout.count("label=region") == c2
+    assert dot2.count("label=region") == c2
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz (dot) is not installed")
 def test_view_op_graph_renders_with_graphviz() -> None:
-    r = _uop_opt(str(EXAMPLES / "mlp-forward.uop"), "-p", "canonicalize,tensor-to-kernel", "--view-op-graph")
-    svg = subprocess.run(["dot", "-Tsvg"], input=r.stdout, capture_output=True, text=True, timeout=120)
+    dot = _kernel_graph_dot()
+    svg = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, timeout=120)
     assert svg.returncode == 0, svg.stderr
-    nodes, edges, clusters = _counts(r.stdout)
+    nodes, edges, clusters = _counts(dot)
     assert svg.stdout.count('class="node"') == nodes
     assert svg.stdout.count('class="edge"') == edges + clusters
     assert svg.stdout.count('class="cluster"') == clusters
