@@ -366,3 +366,35 @@ def test_pipelines_in_two_threads_record_their_own_steps() -> None:
     for p in d["passes"]:
         _replay_pass(g, p)
         _replay_whole_pass(g, p)
+
+
+def test_tracing_compiles_each_op_matcher_once() -> None:
+    """Regression: the traced table once kept an op's interpreted (first-tier) function, which after HOT_CALLS
+    calls regenerated the matcher code on every further call of that graph_rewrite. A spy counts the generations."""
+    from uopir.dialects import core  # noqa: F401 - registers core.add
+    from uopir.ir.dtype import dtypes
+    from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
+    from uopir.ir.pattern_compiler import HOT_CALLS
+    from uopir.ir.uop import UOp
+
+    pm = PatternMatcher([(UPat("core.add", src=(UPat(name="x"), UPat.cvar("c"))),
+                          lambda x, c: x if c.arg == 0 else None)], name="add-zero")
+    generated = []
+    compile_op = pm._compile_op
+
+    def spy(op, with_names):
+        generated.append(op.name)
+        return compile_op(op, with_names)
+
+    pm._compile_op = spy
+    zero, one = UOp.const(dtypes.int32, 0), UOp.const(dtypes.int32, 1)
+    x = UOp.const(dtypes.int32, 7)
+    for i in range(4 * HOT_CALLS):
+        x = x + (zero if i % 2 else one)
+    with trace.tracing("hot") as tr:  # steps are recorded inside a pass: open one as the pass manager does
+        tr.begin_run("test")
+        tr.begin_pass("k", "test", "", x, 0)
+        out = graph_rewrite(x, pm)
+        tr.end_pass(out)
+    assert generated == ["core.add"]
+    assert len(tr.passes[0].steps) == 2 * HOT_CALLS  # every add of zero fired once

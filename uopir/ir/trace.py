@@ -59,15 +59,16 @@ class _TracedDispatch(dict):
         self.inner, self.steps, self.sources, self.k = inner, steps, sources, k
 
     def __missing__(self, op: Any) -> Any:
-        f = self.inner[op]
-        if f is None:
+        inner = self.inner
+        if inner[op] is None:
             self[op] = None
             return None
         steps, sources, k, clock = self.steps, self.sources, self.k, time.perf_counter
 
         def traced(u: UOp, ctx: Any) -> Any:
             t = clock()
-            r = f(u, ctx)
+            # looked up per call: the matcher's table swaps an op's interpreted function for its generated one
+            r = inner[op](u, ctx)
             if r is not None:
                 nm = r[1]
                 steps.append((nm, sources.get(nm, "?"), u, r[0], (clock() - t) * 1e6, k))
