@@ -47,6 +47,7 @@ from uopir.backends.estimates import Estimates, estimate
 from uopir.dialects import core, device, tensor
 from uopir.dialects.core import const_value
 from uopir.dialects.semantics import bf16_round, const_array
+from uopir.ir import trace
 from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.printer import print_ir
@@ -207,6 +208,8 @@ def _compile(backend: Backend, cache: _Cache, kdef: UOp, name: str) -> Program:
     if debug_level() >= 5:
         print(print_ir(kdef))
     prog = backend.compile(kdef, name)
+    if trace.ACTIVE is not None and prog.source is not None:  # the visualizer shows each kernel's source
+        trace.ACTIVE.add_source(name, backend.device, prog.source)
     with _LOCK:
         STATS.compiles += 1
         cache.programs[kdef] = prog

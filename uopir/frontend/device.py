@@ -13,8 +13,11 @@ from uopir.backends.buffers import buffer_of, buffer_op
 from uopir.backends.interface import Program
 from uopir.backends.realize import compiled as compiled_programs
 from uopir.backends.registry import DEVICES, available, canonical, default_device
+from uopir.frontend import viz
 from uopir.ir.dtype import DType
 from uopir.ir.uop import UOp
+
+viz.from_env()  # UOPIR_VIZ: record the pipeline of every realize for the visualizer (uopir.frontend.viz)
 
 __all__ = ["DEVICES", "available", "canonical", "default_device", "new_buffer", "buffer_data", "realize", "compiled"]
 

@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from uopir.ir import trace
 from uopir.ir.pattern_compiler import PatternMatcher
 from uopir.ir.uop import UOp, gc_paused
 
@@ -72,13 +73,19 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     """
     if stats is not None:
         stats.add_sources(pm.sources())
+    tracer = trace.ACTIVE
     with gc_paused():  # rewriting allocates many short-lived UOps and tuples and makes no cycles
-        return _rewrite(root, pm, ctx, bottom_up, stats, max_iters)
+        if tracer is None:  # one table per matcher (generating it is most of a cold pass's cost)
+            return _rewrite(root, pm, pm.dispatch(True, prefill=False), ctx, bottom_up, stats, max_iters)
+        disp, rec = tracer.dispatch(pm, root, bottom_up)  # the same walk with functions that record each step
+        out = _rewrite(root, pm, disp, ctx, bottom_up, stats, max_iters)
+        if rec is not None:
+            rec.output = out
+        return out
 
 
-def _rewrite(root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, stats: RewriteStats | None,
+def _rewrite(root: UOp, pm: PatternMatcher, disp: Any, ctx: Any, bottom_up: bool, stats: RewriteStats | None,
              max_iters: int) -> UOp:
-    disp = pm.dispatch(True, prefill=False)  # one table per matcher (generating it is most of a cold pass's cost)
     fired = stats.fired if stats is not None else None
     memo: dict[UOp, UOp] = {}
     active: set[UOp] = set()  # entered and not finished: meeting one again means a rewrite loop

@@ -26,8 +26,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+from uopir.ir import trace
 from uopir.ir.diagnostics import Diagnostic
 from uopir.ir.pattern import RewriteStats
 from uopir.ir.regions import ops_by_dialect
@@ -37,7 +38,7 @@ from uopir.passes.registry import PassInfo, as_names, check_pass_names
 
 __all__ = ["PassInstrumentation", "PassEvent", "CrashEvent", "StepRecord", "RunReport", "IRPrinter", "Verifier",
            "Timing", "Statistics", "Reproducer", "standard_instruments", "timing_report", "statistics_report",
-           "reproducer_text", "read_reproducer", "DUMP_HEADER"]
+           "reproducer_text", "read_reproducer", "DUMP_HEADER", "Tracing"]
 
 DUMP_HEADER = "// -----// IR Dump {when} {what} //----- //"
 
@@ -75,6 +76,7 @@ class PassEvent:
     label: str  # the pass name plus the region it runs on, e.g. "dce ('kernel' region @k0)"
     record: StepRecord
     report: RunReport
+    step: Any = None  # the pipeline element (a PassStep: its options)
 
 
 @dataclass(frozen=True)
@@ -298,6 +300,33 @@ class Reproducer(PassInstrumentation):
             return str(p)
         except OSError:
             return None
+
+
+# ---- the visualizer's trace -----------------------------------------------------------------------------------------
+class Tracing(PassInstrumentation):
+    """Record the run's passes into a `uopir.ir.trace.Tracer` (each pass: options, time, input and output roots; the
+    rewrite driver adds the steps). PassManager.run adds it by itself while `uopir.ir.trace.ACTIVE` is set."""
+
+    def __init__(self, tracer: trace.Tracer, pipeline: str):
+        self.tracer, self.pipeline, self.run = tracer, pipeline, -1
+
+    def run_before_pipeline(self, root: UOp, report: RunReport) -> None:
+        self.run = self.tracer.begin_run(self.pipeline)
+
+    def run_before_pass(self, event: PassEvent, ir: UOp) -> None:
+        step = event.step
+        text = step.text() if step is not None else event.pass_name
+        opts = text[len(event.pass_name):] if text.startswith(event.pass_name) else ""
+        self.tracer.begin_pass((self.run, id(event.record)), event.pass_name, opts, ir, self.run)
+
+    def run_after_pass(self, event: PassEvent, before: UOp, after: UOp) -> None:
+        self.tracer.end_pass(after)
+
+    def run_after_pass_failed(self, event: PassEvent, ir: UOp) -> None:
+        self.tracer.end_pass(ir, failed=True)
+
+    def run_after_pipeline(self, report: RunReport) -> None:
+        self.tracer.end_run(self.run)
 
 
 # ---- the keyword interface -------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from uopir.ir import trace
 from uopir.ir.diagnostics import Diagnostic, IRError, Severity, diag_at, located
 from uopir.ir.pattern import RewriteStats
 from uopir.ir.regions import map_regions, region_name
@@ -25,6 +26,7 @@ from uopir.passes.instruments import (
     PassInstrumentation,
     RunReport,
     StepRecord,
+    Tracing,
     standard_instruments,
     statistics_report,
     timing_report,
@@ -148,6 +150,9 @@ class PassManager:
                             f"(got {', '.join(sorted(keywords))})")
         else:
             insts = list(instruments)
+        tracer = trace.ACTIVE
+        if tracer is not None:  # the visualizer records this run (uopir.ir.trace)
+            insts.append(Tracing(tracer, self.text()))
         self.report = RunReport()
         self._records: dict[int, StepRecord] = {}
         for inst in insts:
@@ -204,7 +209,7 @@ class PassManager:
     def _run_pass(self, step: PassStep, root: UOp, insts: list[PassInstrumentation], depth: int, where: str) -> UOp:
         name = step.info.name
         rec = self._record(step, name, depth)
-        event = PassEvent(name, step.info, name + where, rec, self.report)
+        event = PassEvent(name, step.info, name + where, rec, self.report, step)
         for inst in insts:
             inst.run_before_pass(event, root)
         ctx = PassContext(name, step.options, rec.stats, rec.counters, where.strip() or None)
