@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 TRACE_VERSION = 1
+DAGRE_VERSION = "3.1.3"  # static/dagre.min.js: the npm package @dagrejs/dagre, dist/dagre.min.js
 _PASS_KEYS = {"name": str, "input": list, "output": list, "steps": list}
 _STEP_KEYS = {"pattern": str, "before": None, "after": None}
 
@@ -94,6 +95,7 @@ def render_page(trace: dict) -> str:
     data = json.dumps(trace, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
     dagre = _static("dagre.min.js")
     dagre = re.sub(r"^//# sourceMappingURL=.*$", "", dagre, flags=re.MULTILINE)  # the map is not shipped
+    dagre = f"/*! @dagrejs/dagre {DAGRE_VERSION}, MIT license:\n{_static('dagre.LICENSE').strip()}\n*/\n{dagre}"
     title = str(trace.get("title") or "trace")
     html_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     parts = {"TITLE": html_title, "CSS": _static("page.css"), "TRACE": data, "DAGRE": _script_safe(dagre),

@@ -333,6 +333,7 @@
     $("step-pos").textContent = steps.length ? "step " + state.step + " / " + steps.length : "no rewrite steps";
     $("step-pattern").textContent = step ? step.pattern : "";
     $("step-location").textContent = step ? step.location + (step.time_us != null ? "  (" + (+step.time_us).toFixed(1) + " \u00b5s)" : "") : "";
+    $("step-view").hidden = !steps.length;  // a pass without rewrite steps gives the graphs the whole height
     $("prev").disabled = state.step <= 0;
     $("next").disabled = state.step >= steps.length;
 
