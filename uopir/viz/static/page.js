@@ -74,15 +74,18 @@
     return "hsl(" + h + ",60%,86%)";
   }
   function shortArg(a) { return a == null ? "" : (a.length > 28 ? a.slice(0, 27) + "\u2026" : a); }
+  // the %name a node has in the text of the graph being drawn (the trace's per-pass names), else its first one
+  let NAMES = {};
+  const nameOf = (id) => NAMES[id] || node(id).name || "";
   function label(id, extra) {
     const n = node(id);
-    const l2 = [n.name || "", n.dtype || "", shortArg(n.arg)].filter((s) => s).join(" ");
+    const l2 = [nameOf(id), n.dtype || "", shortArg(n.arg)].filter((s) => s).join(" ");
     return [n.op + (extra || ""), l2];
   }
   function matches(id, q) {
     if (!q) return false;
     const n = node(id);
-    if (q[0] === "%") return n.name === q;
+    if (q[0] === "%") return nameOf(id) === q;
     return (n.op || "").toLowerCase().includes(q.toLowerCase());
   }
   function regionHead(id) { return REGION_OPS.has(node(id).op); }
@@ -156,7 +159,7 @@
       const p = g.node(id), n = node(id);
       const grp = el("g", {class: "node " + cls(id), "data-id": id, "data-op": n.op,
                            transform: "translate(" + (p.x - p.width / 2).toFixed(1) + "," + (p.y - p.height / 2).toFixed(1) + ")"}, svg);
-      el("title", {}, grp).textContent = [n.name || "", n.op, n.dtype || "", n.arg == null ? "" : n.arg].join(" ").trim() +
+      el("title", {}, grp).textContent = [nameOf(id), n.op, n.dtype || "", n.arg == null ? "" : n.arg].join(" ").trim() +
         "\n(id " + id + ", " + (n.src || []).length + " sources; click to collapse/expand)";
       el("rect", {width: p.width, height: p.height, rx: 4, fill: fillOf(n)}, grp);
       const t = el("text", {x: 7, y: 13}, grp);
@@ -340,8 +343,11 @@
     const inSet = new Set(reach(p.input)), outSet = new Set(reach(p.output));
     const big = Math.max(inSet.size, outSet.size) > CAP;
     const stepId = step ? String(step.before) : null;
+    NAMES = p.before_names || {};
     drawPassGraph("before", p.input, outSet, "changed", big, stepId);
+    NAMES = p.after_names || {};
     drawPassGraph("after", p.output, inSet, "added", big, step ? String(step.after) : null);
+    NAMES = {};
     drawStep(step);
 
     const a = splitLines(p.before_text), b = splitLines(p.after_text);
@@ -372,7 +378,9 @@
       tr.children[0].textContent = stats[k]; tr.children[1].textContent = k;
       st.appendChild(tr);
     }
-    const nq = state.q ? Array.from(new Set([...inSet, ...outSet])).filter((id) => matches(id, state.q)).length : 0;
+    const inMatch = (names, set) => { NAMES = names || {}; return Array.from(set).filter((id) => matches(id, state.q)); };
+    const nq = state.q ? new Set([...inMatch(p.before_names, inSet), ...inMatch(p.after_names, outSet)]).size : 0;
+    NAMES = {};
     $("search-count").textContent = state.q ? nq + " matching nodes in this pass" : "";
     $("search-count").dataset.matches = nq;
   }
