@@ -94,8 +94,9 @@
   // nodes nearest the roots
   function visibleGraph(roots, bigDefault) {
     const all = reach(roots);
+    const rootSet = new Set(roots.map(String));
     const collapsed = (id) => {
-      const dflt = bigDefault && regionHead(id);
+      const dflt = bigDefault && regionHead(id) && !rootSet.has(id);  // a pass run on kernels shows them open
       return state.toggled.has(id) ? !dflt : dflt;
     };
     const shown = reach(roots, (id) => collapsed(id) && kids(id).length > 0);
@@ -193,7 +194,12 @@
       if (stepId !== null && id === stepId) c.push("step-node");
       return c.join(" ");
     };
-    draw($("graph-" + which), v.ids, cls, (id) => v.hiddenUnder[id] !== undefined ? " [+" + v.hiddenUnder[id] + " ops]" : "");
+    const box = $("graph-" + which);
+    draw(box, v.ids, cls, (id) => v.hiddenUnder[id] !== undefined ? " [+" + v.hiddenUnder[id] + " ops]" : "");
+    if (v.ids.length < v.all.length && !box.querySelector(".step-node, .match")) {
+      box.scrollTop = box.scrollHeight;  // a capped graph: show its roots (at the bottom), not the cut-off sources
+      box.scrollLeft = (box.scrollWidth - box.clientWidth) / 2;
+    }
     const changed = v.all.filter((id) => !other.has(id)).length;
     $(which + "-count").textContent = v.all.length + " nodes, " + changed + (mark === "changed" ? " removed" : " added") +
       (v.ids.length < v.all.length ? " (" + v.ids.length + " drawn)" : "");
@@ -368,7 +374,10 @@
     });
     $("steps-count").textContent = steps.length + (steps.length > 2000 ? " (first 2000 listed)" : "");
     const cur = sl.querySelector("li.current");
-    if (cur) cur.scrollIntoView({block: "nearest"});
+    if (cur) {  // scroll the list, not the page
+      const top = cur.getBoundingClientRect().top - sl.getBoundingClientRect().top + sl.scrollTop;
+      sl.scrollTop = Math.max(0, top - sl.clientHeight / 2);
+    }
     const st = $("stats");
     st.textContent = "";
     const stats = p.stats || {};
