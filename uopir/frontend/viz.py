@@ -10,6 +10,8 @@ The page comes from `uopir.viz.write_page` (when that package is installed; else
 from __future__ import annotations
 
 import atexit
+import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -33,17 +35,17 @@ def viz_paths(value: str) -> tuple[Path, Path]:
 
 
 def save(data: dict[str, Any], json_path: Path | None, html_path: Path | None) -> list[Path]:
-    """Write the trace as JSON and/or the page; returns the files written (no page when uopir.viz is absent)."""
+    """Write the trace as JSON and/or the page; returns the files written (no page when uopir.viz, the page writer,
+    is not installed)."""
     written: list[Path] = []
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(data), encoding="utf-8")
         written.append(json_path)
     if html_path is not None:
-        try:
-            from uopir.viz import write_page  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
+        if importlib.util.find_spec("uopir.viz") is None:  # the page's package is optional: the JSON alone is a trace
             return written
+        write_page = importlib.import_module("uopir.viz").write_page
         written.append(Path(write_page(data, html_path)))
     return written
 

@@ -8,7 +8,7 @@ every rule that fires (`Tracer.dispatch`), and the pass manager adds an instrume
 
 The recorder keeps UOps while it runs; `Tracer.to_dict()` turns them into the JSON-serializable trace (format version
 1, specified in docs/visualizer.md): every distinct UOp gets one int id (hash-consing: same UOp, same id), each pass
-its input and output roots, their .uop texts, and its steps; `replay` applies a rewrite call's recorded steps again.
+its input and output roots, their .uop texts, and its steps.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 from uopir.ir.regions import regions_of
 from uopir.ir.uop import UOp
 
-__all__ = ["ACTIVE", "Tracer", "tracing", "TRACE_VERSION", "format_arg", "replay", "text_names"]
+__all__ = ["ACTIVE", "Tracer", "tracing", "start", "TRACE_VERSION", "format_arg", "text_names"]
 
 TRACE_VERSION = 1
 ACTIVE: Tracer | None = None  # the recorder graph_rewrite and the pass manager report to; None: tracing is off
@@ -85,7 +85,7 @@ class Tracer:
         self.passes: list[_Pass] = []
         self.sources: list[dict[str, str]] = []
         self._open: dict[Any, _Pass] = {}  # key (one pipeline element of one run) -> its pass
-        self._stack: list[tuple[_Pass, float]] = []  # the passes running now, innermost last (a pass may run a pipeline)
+        self._stack: list[tuple[_Pass, float]] = []  # the passes running now, innermost last (a pass may run one)
         self._current: _Pass | None = None  # the innermost running pass (steps go there); None outside passes
 
     # --- what the pass manager calls ----------------------------------------------------------------------------------
@@ -137,11 +137,13 @@ class Tracer:
         return _TracedDispatch(inner, p.steps, pm.sources(), len(p.rewrites) - 1), rw
 
     # --- the trace ----------------------------------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-serializable trace (format version 1, docs/visualizer.md)."""
+    def to_dict(self, ids: dict[UOp, int] | None = None) -> dict[str, Any]:
+        """The JSON-serializable trace (format version 1, docs/visualizer.md). `ids`: a dict to fill with the id each
+        UOp got (to map the trace back to the graphs)."""
         from uopir.ir.printer import print_ir
 
-        ids: dict[UOp, int] = {}
+        if ids is None:
+            ids = {}
         rows: dict[str, dict[str, Any]] = {}
 
         def nid(u: UOp) -> int:
@@ -268,22 +270,3 @@ def start(title: str = "") -> Tracer:
     if ACTIVE is None:
         ACTIVE = Tracer(title)
     return ACTIVE
-
-
-def replay(root: UOp, steps: list[tuple[UOp, UOp]], bottom_up: bool = False) -> UOp:
-    """Apply recorded (before, after) substitutions to root the way graph_rewrite applies patterns (same walk and
-    direction, each step standing for the rule that fired on `before`): the output of the recorded call."""
-    from uopir.ir.pattern_compiler import PatternMatcher
-    from uopir.ir.rewrite import graph_rewrite
-    from uopir.ir.upat import UPat
-
-    table: dict[UOp, UOp] = {}
-    for b, a in steps:
-        table.setdefault(b, a)
-    pm = PatternMatcher([(UPat(name="x"), lambda x: table.get(x))], name="replay")
-    global ACTIVE
-    prev, ACTIVE = ACTIVE, None
-    try:
-        return graph_rewrite(root, pm, bottom_up=bottom_up)
-    finally:
-        ACTIVE = prev

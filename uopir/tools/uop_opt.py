@@ -93,6 +93,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", metavar="LANG", default=None,
                    help="append the emit-LANG pass to the pipeline and print the source text it emits "
                         "(the text of every device.source op) instead of the IR")
+    p.add_argument("--view-op-graph", action="store_true",
+                   help="print the result as a Graphviz dot graph (regions as clusters) instead of .uop text")
+    p.add_argument("--viz", metavar="FILE", default=None,
+                   help="record the visualizer's trace of the run: FILE.json is the trace, FILE.html the page")
     p.add_argument("--dump-pass-pipeline", action="store_true",
                    help="print the expanded pipeline with every option's value")
     p.add_argument("--run-reproducer", action="store_true",
@@ -233,14 +237,27 @@ def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Name
             lines.append("note: no reproducer could be written")
         return ChunkResult(None, diags + pm.report.diagnostics, True, "\n".join(lines))
     diags = diags + pm.report.diagnostics
+    if args.view_op_graph:
+        from uopir.ir.dot import to_dot
+
+        return ChunkResult(to_dot(out, os.path.basename(filename)), diags, False)
     if args.emit is None:
         return ChunkResult(print_ir(out, generic=args.print_generic), diags, False)
     sources = [u for u in out.toposort() if u.op is device.SOURCE]
+    _trace_sources(sources)
     if not sources:
         return ChunkResult(None, diags + [Diagnostic("error", f"--emit={args.emit}: the pipeline produced no "
                                                                "device.source op to print",
                                                       Location(filename, first_line, 1))], True)
     return ChunkResult("".join(_source_text(u) for u in sources), diags, False)
+
+
+def _trace_sources(sources: list) -> None:
+    from uopir.ir import trace
+
+    if trace.ACTIVE is not None:  # --viz: the page shows the emitted code
+        for u in sources:
+            trace.ACTIVE.add_source(u.arg[1], u.arg[0], u.arg[2])
 
 
 def _source_text(u) -> str:
@@ -370,6 +387,39 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         chunks = split_input(text)
     else:
         chunks = [(1, text)]
+    if args.viz is not None:
+        return _with_viz(args, filename, lambda: _run_chunks(chunks, filename, pm, args, out, err), err)
+    return _run_chunks(chunks, filename, pm, args, out, err)
+
+
+def _with_viz(args: argparse.Namespace, filename: str, run, err: TextIO) -> int:
+    """Run with the visualizer's trace on; write it (FILE.json: the trace, FILE.html: the page), even after errors."""
+    import importlib.util
+    from pathlib import Path
+
+    from uopir.frontend.viz import save
+    from uopir.ir import trace
+
+    path = Path(args.viz)
+    if path.suffix not in (".json", ".html"):
+        raise UsageError(f"--viz={args.viz!r}: the file name ends in .json (the trace) or .html (the page)")
+    html = path.suffix == ".html"
+    if html and importlib.util.find_spec("uopir.viz") is None:
+        raise UsageError(f"--viz={args.viz!r}: the page writer (uopir.viz) is not installed; --viz=FILE.json writes "
+                         f"the trace")
+    with trace.tracing(os.path.basename(filename)) as tr:
+        rc = run()
+    try:
+        files = save(tr.to_dict(), None if html else path, path if html else None)
+    except OSError as e:
+        err.write(f"{PROG}: error: --viz: cannot write {escape_controls(str(path))}: {e.strerror}\n")
+        return 1
+    err.write(f"{PROG}: visualizer {'page' if html else 'trace'} written to {escape_controls(str(files[0]))}\n")
+    return rc
+
+
+def _run_chunks(chunks: list[tuple[int, str]], filename: str, pm, args: argparse.Namespace, out: TextIO,
+                err: TextIO) -> int:
     outputs: list[str] = []
     ok = True
     for first_line, chunk in chunks:
