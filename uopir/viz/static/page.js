@@ -11,7 +11,7 @@
   const STEP_CAP = 60;        // nodes drawn per step subgraph
   const WALK_CAP = 20000;     // nodes visited when measuring a step's subgraph
   const REGION_OPS = new Set(["kernel.def", "device.program"]);
-  const DIALECT_FILL = {tensor: "#cfe1fb", core: "#e6e8ec", kernel: "#d3f0d6", device: "#ffe2bf", symbolic: "#efdcf7"};
+  const DIALECT_FILL = {core: "#cfe1fb", tensor: "#ffe2bf", kernel: "#d3f0d6", device: "#e8dcf7"};  // as uop-opt's dot
   const $ = (id) => document.getElementById(id);
   const SVGNS = "http://www.w3.org/2000/svg";
 
@@ -196,7 +196,7 @@
     };
     const box = $("graph-" + which);
     draw(box, v.ids, cls, (id) => v.hiddenUnder[id] !== undefined ? " [+" + v.hiddenUnder[id] + " ops]" : "");
-    if (v.ids.length < v.all.length && !box.querySelector(".step-node, .match")) {
+    if (v.capped && !box.querySelector(".step-node, .match")) {
       box.scrollTop = box.scrollHeight;  // a capped graph: show its roots (at the bottom), not the cut-off sources
       box.scrollLeft = (box.scrollWidth - box.clientWidth) / 2;
     }
