@@ -55,6 +55,15 @@ def relu_trace() -> dict:
     return json.loads(json.dumps(tr.to_dict()))  # as the page gets it: through JSON
 
 
+@pytest.fixture(scope="module")
+def mlp_trace() -> dict:
+    """The real trace of the C pipeline on examples/mlp-forward.uop: tensor -> kernels -> device programs."""
+    root = parse_ir((ROOT / "examples" / "mlp-forward.uop").read_text())
+    with tracing("mlp-forward.uop") as tr:
+        PassManager.parse("default{target=c}").run(root)
+    return json.loads(json.dumps(tr.to_dict()))
+
+
 def _big_trace() -> dict:
     """A hand-made one-pass trace over the page's node cap (200): a chain of 260 adds and a call of a 30-op kernel."""
     nodes: dict[str, dict] = {"0": {"op": "tensor.buffer", "dialect": "tensor", "dtype": "f32", "arg": "0", "src": [],
@@ -141,9 +150,9 @@ def test_uop_viz_serves_the_page_on_localhost(relu_trace: dict, tmp_path: Path) 
 
 # ---- the page in a browser -----------------------------------------------------------------------------------------
 def _chromium(url: str, profile: Path, *extra: str) -> str:
-    """The DOM of the page at that URL once its script ran (or, with `--screenshot=...` in extra, a picture)."""
+    """The DOM of the page at that URL once its script ran (`--screenshot=...` in extra: a picture too)."""
     args = [CHROMIUM, "--headless", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
-            f"--user-data-dir={profile}", "--virtual-time-budget=5000", *(extra or ["--dump-dom"])]
+            f"--user-data-dir={profile}", "--virtual-time-budget=5000", *extra]
     if os.geteuid() == 0:
         args.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
     r = subprocess.run(args + [url], capture_output=True, text=True, timeout=60)
@@ -152,26 +161,26 @@ def _chromium(url: str, profile: Path, *extra: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def doms(relu_trace: dict, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def doms(relu_trace: dict, mlp_trace: dict, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The DOM at each view the tests read, keyed 'page#hash'; Chromium runs them side by side (its start dominates),
-    and takes the screenshot (the canonicalize pass at its last step) into test-artifacts/viz-page.png."""
+    and takes the screenshot (the MLP's kernel-to-device pass at its second step) into test-artifacts/viz-page.png."""
     if CHROMIUM is None:
         pytest.skip("no Chromium")
     tmp = tmp_path_factory.mktemp("viz")
     with_sources = dict(relu_trace, sources=[{"kernel": "r_4_16", "lang": "c",
                                              "text": "void r_4_16(float* restrict data0) { }\n"}])
     pages = {"relu": write_page(relu_trace, tmp / "relu.html"), "big": write_page(_big_trace(), tmp / "big.html"),
-             "src": write_page(with_sources, tmp / "src.html")}
-    views = ["relu#pass=1&step=3", "relu#pass=1&step=1&q=core.mul", "relu#pass=2", "big#pass=1&q=%25259",
-             "big#pass=1&all=1&t=400", "src#view=sources"]
+             "src": write_page(with_sources, tmp / "src.html"), "mlp": write_page(mlp_trace, tmp / "mlp.html")}
+    views = ["relu#pass=1&step=3", "relu#pass=1&step=1&q=core.mul", "big#pass=1&q=%25259", "big#pass=1&all=1&t=400",
+             "src#view=sources", f"mlp#pass={_lowering(mlp_trace)}&step=2"]
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "viz-page.png"
     shot.unlink(missing_ok=True)
-    jobs = [(pages[v.split("#")[0]].as_uri() + "#" + v.split("#")[1], ()) for v in views]
-    jobs.append((pages["relu"].as_uri() + "#pass=1&step=3", ("--window-size=1400,900", f"--screenshot={shot}")))
+    jobs = [(pages[v.split("#")[0]].as_uri() + "#" + v.split("#")[1], ["--dump-dom"]) for v in views]
+    jobs[-1][1].extend(["--window-size=1400,900", f"--screenshot={shot}"])  # the kernel lowering, step 2
     with ThreadPoolExecutor(4) as ex:
         out = list(ex.map(lambda ij: _chromium(ij[1][0], tmp / f"profile{ij[0]}", *ij[1][1]), enumerate(jobs)))
-    return dict(zip(views, out[:-1], strict=True))
+    return dict(zip(views, out, strict=True))
 
 
 def _by_id(dom: str, el_id: str) -> str:
@@ -225,8 +234,33 @@ def test_page_steps_through_the_passes_of_a_real_trace(relu_trace: dict, doms: d
     # 2 * 3 -> 6: the mul and its two constants replaced by one new constant
     assert _attr(dom, "step-before-count", "nodes") == 3 and _drawn(dom, "step-after") == ["core.const"]
 
-    dom = doms["relu#pass=2"]
-    assert "no rewrite steps" in _by_id(dom, "step-pos") and _attr(dom, "after-count", "nodes") == 4
+
+
+def _lowering(trace: dict) -> int:
+    """The number (from 1) of the kernel-to-device pass, the lowering with rewrite steps."""
+    return next(i for i, p in enumerate(trace["passes"], 1) if p["name"] == "kernel-to-device")
+
+
+@needs_chromium
+def test_page_shows_a_kernel_pipeline_as_recorded(mlp_trace: dict, doms: dict[str, str]) -> None:
+    k = _lowering(mlp_trace)
+    p, nodes = mlp_trace["passes"][k - 1], mlp_trace["nodes"]
+    dom = doms[f"mlp#pass={k}&step=2"]
+    assert re.findall(r'data-pass="\d+"[^>]*><span class="name">([a-z-]+)<', dom) == [
+        q["name"] for q in mlp_trace["passes"]]
+    assert [q["name"] for q in mlp_trace["passes"]][:3] == ["canonicalize", "tensor-to-kernel", "kernel-simplify"]
+    assert len(p["steps"]) > 10  # the kernels are lowered by rewrite steps
+    assert _by_id(dom, "step-pattern").endswith(">" + p["steps"][1]["pattern"])
+    assert f"step 2 / {len(p['steps'])}" in _by_id(dom, "step-pos")
+    n_in, n_out = _reach(nodes, p["input"]), _reach(nodes, p["output"])
+    for side, mine, other in (("before", n_in, n_out), ("after", n_out, n_in)):
+        assert (_attr(dom, f"{side}-count", "nodes"), _attr(dom, f"{side}-count", "changed")) == (
+            len(mine), len(mine - other))
+    # over the 200-node cap: each kernel.def drawn collapsed into one node
+    defs = sum(nodes[i]["op"] == "kernel.def" for i in n_in)
+    assert defs >= 2 and _drawn(dom, "before").count("kernel.def") == defs
+    assert len(re.findall(r"kernel\.def \[\+\d+ ops\]", dom[dom.index('id="graph-before"'):])) >= defs
+    assert dom.count('<li class="step') == len(p["steps"])
 
 
 @needs_chromium
@@ -244,5 +278,5 @@ def test_page_shows_the_emitted_sources_and_a_screenshot(doms: dict[str, str]) -
     dom = doms["src#view=sources"]
     assert '<section id="sources-view">' in dom and '<h3 class="kernel">r_4_16 (c)</h3>' in dom
     assert "void r_4_16(float* restrict data0)" in dom and "emitted sources (1)" in dom
-    shot = ARTIFACTS / "viz-page.png"
+    shot = ARTIFACTS / "viz-page.png"  # taken with the mlp view
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
