@@ -231,6 +231,8 @@ def test_page_steps_through_the_passes_of_a_real_trace(relu_trace: dict, doms: d
     assert _by_id(dom, "step-pattern").endswith(">fold-constant")
     assert _attr(dom, "search-count", "matches") == 2  # relu(x) * c and 2 * 3
     assert len(re.findall(r'<g class="node[^"]* match', dom)) >= 2
+    before = dom[dom.index('id="graph-before"'):dom.index('id="graph-after"')]
+    assert re.findall(r'<g class="node[^"]*step-node[^"]*" data-id="\d+" data-op="([^"]+)"', before) == ["core.mul"]
     # 2 * 3 -> 6: the mul and its two constants replaced by one new constant
     assert _attr(dom, "step-before-count", "nodes") == 3 and _drawn(dom, "step-after") == ["core.const"]
 

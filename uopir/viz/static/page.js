@@ -48,7 +48,18 @@
 
   // ---- graph helpers ------------------------------------------------------------------------------------------
   const node = (id) => NODES[String(id)];
-  const kids = (id) => { const n = node(id); return n ? (n.src || []).map(String).concat((n.regions || []).map(String)) : []; };
+  const kids = (id) => {
+    const n = node(id);
+    return n ? (n.src || []).map(String).concat((n.regions || []).map(String)) : [];
+  };
+  // a child element with a class and a text
+  function add(parent, tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    parent.appendChild(e);
+    return e;
+  }
 
   // nodes reachable from roots, in breadth-first order (closest to the roots first); stop(id) ends the walk there
   function reach(roots, stop, cap) {
@@ -143,7 +154,9 @@
     for (const id of ids) {
       const n = node(id);
       for (const s of (n.src || []).map(String)) if (idset.has(s) && s !== id) g.setEdge(s, id);
-      for (const s of (n.regions || []).map(String)) if (idset.has(s) && s !== id) { g.setEdge(s, id); regionEdges.add(s + ">" + id); }
+      for (const s of (n.regions || []).map(String)) {
+        if (idset.has(s) && s !== id) { g.setEdge(s, id); regionEdges.add(s + ">" + id); }
+      }
     }
     dagre.layout(g);
     const gg = g.graph();
@@ -158,9 +171,11 @@
     }
     for (const id of ids) {
       const p = g.node(id), n = node(id);
+      const at = (p.x - p.width / 2).toFixed(1) + "," + (p.y - p.height / 2).toFixed(1);
       const grp = el("g", {class: "node " + cls(id), "data-id": id, "data-op": n.op,
-                           transform: "translate(" + (p.x - p.width / 2).toFixed(1) + "," + (p.y - p.height / 2).toFixed(1) + ")"}, svg);
-      el("title", {}, grp).textContent = [nameOf(id), n.op, n.dtype || "", n.arg == null ? "" : n.arg].join(" ").trim() +
+                           transform: "translate(" + at + ")"}, svg);
+      const info = [nameOf(id), n.op, n.dtype || "", n.arg == null ? "" : n.arg].join(" ").trim();
+      el("title", {}, grp).textContent = info +
         "\n(id " + id + ", " + (n.src || []).length + " sources; click to collapse/expand)";
       el("rect", {width: p.width, height: p.height, rx: 4, fill: fillOf(n)}, grp);
       const t = el("text", {x: 7, y: 13}, grp);
@@ -201,7 +216,8 @@
       box.scrollLeft = (box.scrollWidth - box.clientWidth) / 2;
     }
     const changed = v.all.filter((id) => !other.has(id)).length;
-    $(which + "-count").textContent = v.all.length + " nodes, " + changed + (mark === "changed" ? " removed" : " added") +
+    $(which + "-count").textContent = v.all.length + " nodes, " + changed +
+      (mark === "changed" ? " removed" : " added") +
       (v.ids.length < v.all.length ? " (" + v.ids.length + " drawn)" : "");
     $(which + "-count").dataset.nodes = v.all.length;
     $(which + "-count").dataset.changed = changed;
@@ -221,7 +237,8 @@
       const w = m + 1, L = new Int32Array((n + 1) * w);
       for (let i = n - 1; i >= 0; i--)
         for (let j = m - 1; j >= 0; j--)
-          L[i * w + j] = a[s + i] === b[s + j] ? L[(i + 1) * w + j + 1] + 1 : Math.max(L[(i + 1) * w + j], L[i * w + j + 1]);
+          L[i * w + j] = a[s + i] === b[s + j] ? L[(i + 1) * w + j + 1] + 1
+                                               : Math.max(L[(i + 1) * w + j], L[i * w + j + 1]);
       let i = 0, j = 0;
       while (i < n && j < m) {
         if (a[s + i] === b[s + j]) { i++; j++; }
@@ -267,7 +284,10 @@
   function drawStep(step) {
     const sb = $("graph-step-before"), sa = $("graph-step-after");
     if (!step) {
-      for (const c of [sb, sa]) { c.textContent = ""; const d = document.createElement("div"); d.className = "empty"; d.textContent = "no step chosen (next \u25b6 or \u2192)"; c.appendChild(d); }
+      for (const c of [sb, sa]) {
+        c.textContent = "";
+        add(c, "div", "empty", "no step chosen (next \u25b6 or \u2192)");
+      }
       $("step-before-count").textContent = ""; $("step-after-count").textContent = "";
       return;
     }
@@ -278,7 +298,8 @@
       draw(box, ids, (id) => (other.has(id) ? "boundary" : mark) + (id === root ? " step-node" : "") +
            (matches(id, state.q) ? " match" : ""), () => "");
       const own = ids.filter((id) => !other.has(id)).length;
-      count.textContent = own + " nodes" + (mark === "changed" ? " replaced" : " new") + ", " + (ids.length - own) + " shared";
+      count.textContent = own + " nodes" + (mark === "changed" ? " replaced" : " new") + ", " +
+        (ids.length - own) + " shared";
       count.dataset.nodes = own;
     };
     one(before, ra, sb, $("step-before-count"), "changed");
@@ -291,12 +312,13 @@
     ol.textContent = "";
     PASSES.forEach((p, i) => {
       const li = document.createElement("li");
-      li.className = "pass" + (state.view === "pass" && state.pass === i + 1 ? " current" : "");
+      li.className = "pass" + (state.view === "pass" && state.pass === i + 1 ? " current" : "") +
+        (p.failed ? " failed" : "");
       li.dataset.pass = i + 1;
-      const nm = document.createElement("span"); nm.className = "name"; nm.textContent = p.name; li.appendChild(nm);
-      const tm = document.createElement("span"); tm.className = "time"; tm.textContent = (+p.time_ms || 0).toFixed(2) + " ms"; li.appendChild(tm);
-      const ns = document.createElement("span"); ns.className = "nsteps"; ns.textContent = (p.steps || []).length + " steps"; li.appendChild(ns);
-      li.title = p.name + (p.options ? " " + p.options : "");
+      add(li, "span", "name", p.name);
+      add(li, "span", "time", (+p.time_ms || 0).toFixed(2) + " ms");
+      add(li, "span", "nsteps", (p.steps || []).length + " steps");
+      li.title = p.name + (p.options ? " " + p.options : "") + (p.failed ? " (failed: its output is its input)" : "");
       li.addEventListener("click", () => go({pass: i + 1, step: 0, view: "pass"}));
       ol.appendChild(li);
     });
@@ -314,9 +336,8 @@
     box.textContent = "";
     if (!SOURCES.length) box.textContent = "(this trace has no emitted sources)";
     for (const s of SOURCES) {
-      const h = document.createElement("h3"); h.className = "kernel"; h.textContent = s.kernel + " (" + s.lang + ")";
-      const pre = document.createElement("pre"); pre.textContent = s.text;
-      box.appendChild(h); box.appendChild(pre);
+      add(box, "h3", "kernel", s.kernel + " (" + s.lang + ")");
+      add(box, "pre", "", s.text);
     }
   }
 
@@ -341,7 +362,8 @@
     const step = state.step ? steps[state.step - 1] : null;
     $("step-pos").textContent = steps.length ? "step " + state.step + " / " + steps.length : "no rewrite steps";
     $("step-pattern").textContent = step ? step.pattern : "";
-    $("step-location").textContent = step ? step.location + (step.time_us != null ? "  (" + (+step.time_us).toFixed(1) + " \u00b5s)" : "") : "";
+    const us = step && step.time_us != null ? "  (" + (+step.time_us).toFixed(1) + " \u00b5s)" : "";
+    $("step-location").textContent = step ? (step.location || "") + us : "";
     $("step-view").hidden = !steps.length;  // a pass without rewrite steps gives the graphs the whole height
     $("prev").disabled = state.step <= 0;
     $("next").disabled = state.step >= steps.length;
@@ -387,7 +409,10 @@
       tr.children[0].textContent = stats[k]; tr.children[1].textContent = k;
       st.appendChild(tr);
     }
-    const inMatch = (names, set) => { NAMES = names || {}; return Array.from(set).filter((id) => matches(id, state.q)); };
+    const inMatch = (names, set) => {
+      NAMES = names || {};
+      return Array.from(set).filter((id) => matches(id, state.q));
+    };
     const nq = state.q ? new Set([...inMatch(p.before_names, inSet), ...inMatch(p.after_names, outSet)]).size : 0;
     NAMES = {};
     $("search-count").textContent = state.q ? nq + " matching nodes in this pass" : "";
