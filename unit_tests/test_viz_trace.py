@@ -9,6 +9,7 @@ sources first; bottom-up: the node first), so a step that is missing or wrong sh
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -268,12 +269,12 @@ def _uop_opt(*args: str) -> subprocess.CompletedProcess:
 
 def test_uop_opt_viz_writes_the_trace(tmp_path: Path) -> None:
     out = tmp_path / "t.json"
-    r = _uop_opt(str(EXAMPLES / "mlp-forward.uop"), "-p", "default{target=c}", "--emit=c", f"--viz={out}")
+    r = _uop_opt(str(EXAMPLES / "relu.uop"), "-p", "default{target=c}", "--emit=c", f"--viz={out}")
     assert r.returncode == 0, r.stderr
     assert f"trace written to {out}" in r.stderr
     d = json.loads(out.read_text())
     assert [p["name"] for p in d["passes"]][-1] == "emit-c"
-    assert d["title"] == "mlp-forward.uop" and d["sources"] and d["sources"][0]["lang"] == "c"
+    assert d["title"] == "relu.uop" and d["sources"] and d["sources"][0]["lang"] == "c"
     g = _Graph(d["nodes"])
     for p in d["passes"]:
         _replay_pass(g, p)
@@ -311,3 +312,17 @@ def test_view_op_graph_renders_with_graphviz() -> None:
     assert svg.stdout.count('class="node"') == nodes
     assert svg.stdout.count('class="edge"') == edges + clusters
     assert svg.stdout.count('class="cluster"') == clusters
+
+
+def test_uopir_viz_env_writes_the_trace_at_exit(tmp_path: Path) -> None:
+    """UOPIR_VIZ=PATH.html: the program's realizes are recorded and written at exit (the JSON beside the page)."""
+    code = ("import numpy as np; from uopir import Tensor; "
+            "print((Tensor(np.arange(6, dtype=np.float32), device='python') * 3).sum().item())")
+    env = {**os.environ, "UOPIR_VIZ": str(tmp_path / "out.html")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "45.0"
+    written = tmp_path / "out.json"
+    assert f"wrote {written}" in r.stderr
+    d = json.loads(written.read_text())
+    assert [p["name"] for p in d["passes"]][:2] == ["canonicalize", "tensor-to-kernel"] and d["runs"]
