@@ -80,7 +80,7 @@ def _big_trace() -> dict:
                     "regions": [400], "name": "%261"}
     nodes["402"] = {"op": "core.sink", "dialect": "core", "dtype": "void", "arg": None, "src": [260, 401], "name": None}
     p = {"name": "identity", "options": "", "time_ms": 0.5, "input": [402], "output": [402], "before_text": "",
-         "after_text": "", "steps": []}
+         "after_text": "", "steps": [{"pattern": "deep", "location": "x.py:1", "before": 5, "after": 5}]}
     return {"version": 1, "title": "big", "nodes": nodes, "passes": [p], "sources": []}
 
 
@@ -171,8 +171,8 @@ def doms(relu_trace: dict, mlp_trace: dict, tmp_path_factory: pytest.TempPathFac
                                              "text": "void r_4_16(float* restrict data0) { }\n"}])
     pages = {"relu": write_page(relu_trace, tmp / "relu.html"), "big": write_page(_big_trace(), tmp / "big.html"),
              "src": write_page(with_sources, tmp / "src.html"), "mlp": write_page(mlp_trace, tmp / "mlp.html")}
-    views = ["relu#pass=1&step=3", "relu#pass=1&step=1&q=core.mul", "big#pass=1&q=%25259", "big#pass=1&all=1&t=400",
-             "src#view=sources", f"mlp#pass={_lowering(mlp_trace)}&step=2"]
+    views = ["relu#pass=1&step=3", "relu#pass=1&step=1&q=core.mul", "big#pass=1&step=1&q=%25259",
+             "big#pass=1&all=1&t=400", "src#view=sources", f"mlp#pass={_lowering(mlp_trace)}&step=2"]
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "viz-page.png"
     shot.unlink(missing_ok=True)
@@ -267,8 +267,11 @@ def test_page_shows_a_kernel_pipeline_as_recorded(mlp_trace: dict, doms: dict[st
 
 @needs_chromium
 def test_page_caps_collapses_and_shows_all(doms: dict[str, str]) -> None:
-    dom = doms["big#pass=1&q=%25259"]  # over the cap: the kernel collapsed, the 200 nodes nearest the root drawn
+    dom = doms["big#pass=1&step=1&q=%25259"]  # over the cap: the kernel collapsed, the 200 nodes nearest the root
     assert (_attr(dom, "before-count", "nodes"), _attr(dom, "before-count", "drawn")) == (294, 200)
+    # ... and the step's node, 255 adds deep, drawn with what it reads in place of the last ones
+    assert re.search(r'<g class="node[^"]*step-node[^"]*" data-id="5" data-op="core.add"', dom)
+    assert re.search(r'<g class="node[^"]*" data-id="4" data-op="core.add"', dom)
     assert "kernel.def [+30 ops]" in dom and "kernel.param" not in _drawn(dom, "before")
     assert _attr(dom, "search-count", "matches") == 1  # by %name
     dom = doms["big#pass=1&all=1&t=400"]  # show all, and the kernel clicked open

@@ -103,7 +103,7 @@
 
   // which nodes of the graph rooted at roots to draw: collapsed nodes hide what only they reach; a cap keeps the
   // nodes nearest the roots
-  function visibleGraph(roots, bigDefault) {
+  function visibleGraph(roots, bigDefault, focus) {
     const all = reach(roots);
     const rootSet = new Set(roots.map(String));
     const collapsed = (id) => {
@@ -119,7 +119,14 @@
       }
     }
     let ids = shown;
-    if (!state.all && ids.length > CAP) ids = ids.slice(0, CAP);
+    if (!state.all && ids.length > CAP) {
+      ids = ids.slice(0, CAP);
+      if (focus !== null && shownSet.has(focus) && !ids.includes(focus)) {
+        // the step's node lies beyond the cap: draw it and what it reads (a few levels) in place of the last ones
+        const near = reach([focus], (k) => !shownSet.has(k) || collapsed(k), 40).filter((k) => !ids.includes(k));
+        ids = ids.slice(0, CAP - near.length).concat(near);
+      }
+    }
     return {all: all, ids: ids, hiddenUnder: hiddenUnder, capped: ids.length < shown.length};
   }
 
@@ -198,7 +205,7 @@
 
   // one of the two big graphs of a pass: other = the node set of the other side (what is not in it changed)
   function drawPassGraph(which, roots, other, mark, big, stepId) {
-    const v = visibleGraph(roots, big);
+    const v = visibleGraph(roots, big, stepId);
     const idset = new Set(v.ids);
     const cls = (id) => {
       const c = [];
