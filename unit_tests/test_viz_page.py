@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -127,6 +128,14 @@ def test_uop_viz_writes_the_page_and_refuses_bad_input(relu_trace: dict, tmp_pat
         err = capsys.readouterr().err
         assert err.startswith(f"uop-viz: error: {bad}") and words in err, err
     assert not (tmp_path / "x.html").exists()
+    with socket.socket() as taken:  # a port in use, and one that is no port: said, not a traceback
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert uop_viz.main([str(trace_path), "--port", str(port)]) == 1
+        assert f"uop-viz: error: cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+    assert uop_viz.main([str(trace_path), "--port", "99999"]) == 1
+    assert "--port 99999 is not a port number" in capsys.readouterr().err
 
 
 def test_uop_viz_serves_the_page_on_localhost(relu_trace: dict, tmp_path: Path) -> None:
