@@ -7,11 +7,14 @@
 3. for the MLP and for the small CNN of examples/cnn.py (2 convolutions + a linear layer): the stages each kernel
    went through (tensor ops -> kernel.def -> device.program -> C function), one kernel shown at each level;
 4. both run on the best backend here (c when a C compiler exists, else the reference interpreter), one line per
-   kernel run (UOPIR_DEBUG=2: time, GFLOP/s, GB/s), and compared with numpy.
+   kernel run (UOPIR_DEBUG=2: time, GFLOP/s, GB/s), and compared with numpy;
+5. the visualizer page of the MLP's compilation (every pass, every rewrite step, the C it emitted), recorded while
+   step 3 compiled it: build/demo/mlp-viz.html (and the trace, build/demo/mlp-viz.json, for `uop-viz`).
 """
 from __future__ import annotations
 
 import io
+import json
 import os
 import pathlib
 import sys
@@ -29,6 +32,10 @@ import cnn  # noqa: E402 - examples/cnn.py
 
 from uopir import PassManager, Tensor, parse_ir, print_ir, verify  # noqa: E402
 from uopir.backends import available, get_backend  # noqa: E402
+from uopir.ir.trace import tracing  # noqa: E402
+from uopir.viz import write_page  # noqa: E402
+
+VIZ_DIR = pathlib.Path(__file__).resolve().parents[1] / "build" / "demo"
 
 
 def banner(text: str) -> None:
@@ -112,7 +119,8 @@ def main() -> int:
 
     net, net_ref = small_cnn(device)
     banner(f"3. the stages of every kernel: tensor -> kernel.def -> device.program -> C (device {device!r})")
-    stages("MLP", probs, show=True)
+    with tracing("make demo: the MLP relu(x @ w1 + b1) @ w2 + b2 -> softmax") as recorder:
+        stages("MLP", probs, show=True)  # compiles the MLP's kernels: what the visualizer page shows
     print()
     stages("CNN (2 conv + linear)", net, show=False)
 
@@ -121,6 +129,16 @@ def main() -> int:
     ok = run("MLP softmax", probs, probs_ref, 1e-5)
     ok = run("CNN logits", net, net_ref, 1e-4) and ok
     ok = ok and same
+
+    banner("5. the visualizer page of the MLP's compilation (docs/visualizer.md)")
+    trace = recorder.to_dict()
+    VIZ_DIR.mkdir(parents=True, exist_ok=True)
+    (VIZ_DIR / "mlp-viz.json").write_text(json.dumps(trace), encoding="utf-8")
+    page = write_page(trace, VIZ_DIR / "mlp-viz.html")
+    steps = sum(len(p["steps"]) for p in trace["passes"])
+    print(f"{len(trace['passes'])} passes, {steps} rewrite steps, {len(trace['sources'])} kernel sources recorded")
+    print(f"page:  {page}  (open it in a browser; no server needed)")
+    print(f"trace: {VIZ_DIR / 'mlp-viz.json'}  (uop-viz serves it: uop-viz {VIZ_DIR / 'mlp-viz.json'})")
     print("\ndemo " + ("OK" if ok else "FAILED"))
     return 0 if ok else 1
 
