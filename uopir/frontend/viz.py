@@ -4,14 +4,12 @@
     UOPIR_VIZ=1          ./uopir-viz.html and ./uopir-viz.json
     UOPIR_VIZ=out.html   out.html and out.json (a path ending in .json: that trace, and the page beside it)
 
-The page comes from `uopir.viz.write_page` (when that package is installed; else only the JSON is written).
+The page comes from `uopir.viz.write_page`.
 `save(trace, path)` is what `uop-opt --viz=FILE` uses too.
 """
 from __future__ import annotations
 
 import atexit
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -19,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from uopir.ir import trace
+from uopir.viz import write_page
 
 __all__ = ["VIZ_ENV", "from_env", "save", "viz_paths"]
 
@@ -35,17 +34,13 @@ def viz_paths(value: str) -> tuple[Path, Path]:
 
 
 def save(data: dict[str, Any], json_path: Path | None, html_path: Path | None) -> list[Path]:
-    """Write the trace as JSON and/or the page; returns the files written (no page when uopir.viz, the page writer,
-    is not installed)."""
+    """Write the trace as JSON and/or the page; returns the files written."""
     written: list[Path] = []
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(data), encoding="utf-8")
         written.append(json_path)
     if html_path is not None:
-        if importlib.util.find_spec("uopir.viz") is None:  # the page's package is optional: the JSON alone is a trace
-            return written
-        write_page = importlib.import_module("uopir.viz").write_page
         written.append(Path(write_page(data, html_path)))
     return written
 

@@ -394,7 +394,6 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
 
 def _with_viz(args: argparse.Namespace, filename: str, run, err: TextIO) -> int:
     """Run with the visualizer's trace on; write it (FILE.json: the trace, FILE.html: the page), even after errors."""
-    import importlib.util
     from pathlib import Path
 
     from uopir.frontend.viz import save
@@ -404,9 +403,6 @@ def _with_viz(args: argparse.Namespace, filename: str, run, err: TextIO) -> int:
     if path.suffix not in (".json", ".html"):
         raise UsageError(f"--viz={args.viz!r}: the file name ends in .json (the trace) or .html (the page)")
     html = path.suffix == ".html"
-    if html and importlib.util.find_spec("uopir.viz") is None:
-        raise UsageError(f"--viz={args.viz!r}: the page writer (uopir.viz) is not installed; --viz=FILE.json writes "
-                         f"the trace")
     with trace.tracing(os.path.basename(filename)) as tr:
         rc = run()
     try:
