@@ -119,25 +119,38 @@ from uopir import Tensor
 w1, c1 = time.perf_counter(), cpu()
 from uopir.backends.interface import Backend
 from uopir.backends.c.runtime import CKernel
-spent = {{"lower": [0.0, 0.0], "cc_wait": [0.0, 0.0]}}
+from uopir.backends.c import backend as c_backend, compiler as c_compiler
+spent = {{"lower": [0.0, 0.0], "cc_wait": [0.0, 0.0], "tier0": [0.0, 0.0]}}
+tier0_runs = []
 def timed(name, fn):
     def wrapper(*a, **k):
         w, c = time.perf_counter(), cpu()
         try:
-            return fn(*a, **k)
+            r = fn(*a, **k)
+            if name == "tier0":
+                tier0_runs.append(r is not None)
+            return r
         finally:
             spent[name][0] += time.perf_counter() - w
             spent[name][1] += cpu() - c
     return wrapper
 Backend.lower = timed("lower", Backend.lower)
 CKernel._load = timed("cc_wait", CKernel._load)
+if hasattr(c_backend, "tier0_address"):
+    c_backend.tier0_address = timed("tier0", c_backend.tier0_address)
 {body}
 w2, c2 = time.perf_counter(), cpu()
+cc_at_result = cc_cpu()
+for p in list(getattr(c_compiler, "_RUNNING", ())):  # background compiles still running: their CPU, after the timing
+    p.wait()
 lw, lc = spent["lower"]
 ww, wc = spent["cc_wait"]
-run_w, run_c = (w2 - w1) - lw - ww, (c2 - c1) - lc - wc
-print(f"import={{w1 - w0:.3f}}/{{c1 - c0:.3f}} lower={{lw:.3f}}/{{lc:.3f}} cc_wait={{ww:.3f}}/{{wc:.3f}} "
-      f"run={{run_w:.3f}}/{{run_c:.3f}} cc_cpu={{cc_cpu():.3f}} total={{w2 - w0:.3f}}/{{c2 - c0 + cc_cpu():.3f}}")
+tw, tc = spent["tier0"]
+run_w, run_c = (w2 - w1) - lw - ww - tw, (c2 - c1) - lc - wc - tc
+print(f"import={{w1 - w0:.3f}}/{{c1 - c0:.3f}} lower={{lw:.3f}}/{{lc:.3f}} tier0={{tw:.3f}}/{{tc:.3f}} "
+      f"cc_wait={{ww:.3f}}/{{wc:.3f}} run={{run_w:.3f}}/{{run_c:.3f}} cc_cpu={{cc_at_result:.3f}} "
+      f"bg_cc_cpu={{cc_cpu() - cc_at_result:.3f}} tier0_kernels={{sum(tier0_runs)}} "
+      f"total={{w2 - w0:.3f}}/{{c2 - c0 + cc_at_result:.3f}}")
 """
 PROFILE = """
 import cProfile, pstats, sys, time
