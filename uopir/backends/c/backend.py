@@ -16,7 +16,7 @@ import threading
 from uopir.backends.c.compiler import QUICK_FLAGS, CCompiler
 from uopir.backends.c.renderer import CRenderer
 from uopir.backends.c.runtime import CRuntime, PooledHostAllocator
-from uopir.backends.c.tiered import prefetch, tier0_address, tiered_enabled
+from uopir.backends.c.tiered import cache_is_cold, prefetch, tier0_address, tiered_enabled
 from uopir.backends.cpu.runtime import host_target
 from uopir.backends.cpu.runtime import threads as cpu_threads
 from uopir.backends.estimates import estimate
@@ -75,6 +75,8 @@ class CBackend(Backend):
         self.quick_compiler = CCompiler(self.compiler.cmd, QUICK_FLAGS) if compiler is None else self.compiler
         self.allocator = PooledHostAllocator(self.device)
         self.runtime = CRuntime(self._compile_no_restrict, threads=threads())
+        if self.tiered is not False and tiered_enabled() and cache_is_cold():
+            prefetch()  # no C binary cached yet: the first kernels will run on tier 0, which needs llvmlite
         if self.compiler.available:  # the compiler's identity (`cc --version`, a subprocess) names the cache folder:
             # find it while the first program is still being lowered, not when its first kernel is compiled
             threading.Thread(target=lambda: self.compiler.name, name="uopir-cc-identity", daemon=True).start()

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -58,37 +61,94 @@ def _compile_pool() -> ThreadPoolExecutor:
 # entry (one folder: an atomic rename) and removes its temporary files, whatever happens to the process that started it
 _DETACHED_SCRIPT = 'out=$1; dst=$2; src=$3; shift 3; "$@" && mv -f "$out" "$dst"; rc=$?; rm -f "$src" "$out"; exit $rc'
 _RUNNING: set[subprocess.Popen[bytes]] = set()  # detached compiles not yet reaped (kept referenced until then)
+_QUEUE: queue.SimpleQueue[DetachedCompile] = queue.SimpleQueue()
+_LAUNCHER: threading.Thread | None = None
+_LAUNCHER_LOCK = threading.Lock()
+
+
+def _launcher() -> None:
+    """Starts queued detached compiles, at most one per core at a time (a daemon thread: never waited for at exit,
+    when a compile still queued is dropped: it has written nothing)."""
+    limit = max(1, os.cpu_count() or 1)
+    while True:
+        job = _QUEUE.get()
+        while True:
+            for p in list(_RUNNING):
+                if p.poll() is not None:
+                    _RUNNING.discard(p)
+            if len(_RUNNING) < limit:
+                break
+            time.sleep(0.002)
+        job.start()
+
+
+def _enqueue(job: DetachedCompile) -> None:
+    global _LAUNCHER
+    with _LAUNCHER_LOCK:
+        if _LAUNCHER is None:
+            _LAUNCHER = threading.Thread(target=_launcher, name="uopir-cc-launcher", daemon=True)
+            _LAUNCHER.start()
+    _QUEUE.put(job)
 
 
 class DetachedCompile:
-    """A compile running in its own process (session), writing its binary into the disk cache. `done()` polls it;
-    `result()` waits for it and reads the binary (on a failure, or when the entry cannot be read, the compile runs
-    again in this process, so a compiler error is raised with its diagnostics). The process is never waited for at
-    exit: it finishes on its own and the next process finds its binary in the cache."""
+    """A compile in its own process (session), writing its binary into the disk cache: queued, and started by a
+    launcher thread when fewer compiles than cores run. `done()` polls it; `result()` starts it at once if it is
+    still queued, waits for it and reads the binary (on a failure, or when the entry cannot be read, the compile
+    runs again in this process, so a compiler error is raised with its diagnostics). The process is never waited
+    for at exit: it finishes on its own and the next process finds its binary in the cache (a compile still queued
+    then has written nothing and is dropped)."""
 
-    def __init__(self, compiler: CCompiler, source: str, proc: subprocess.Popen[bytes], path: Path):
-        self.compiler, self.source, self.proc, self.path = compiler, source, proc, path
+    def __init__(self, compiler: CCompiler, source: str, path: Path):
+        self.compiler, self.source, self.path = compiler, source, path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._failed = False  # the process could not be started: result() compiles in process
         self._binary: bytes | None = None
-        _RUNNING.add(proc)
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Write the source next to the entry and start the compiler's process (once)."""
+        with self._lock:
+            if self.proc is not None or self._failed:
+                return
+            assert self.compiler.cmd is not None
+            src_path = None
+            try:
+                fd, src_path = tempfile.mkstemp(prefix=".tmp-", suffix=".c", dir=self.path.parent)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(self.source)
+                out = src_path[:-2] + ".so"
+                args = ["/bin/sh", "-c", _DETACHED_SCRIPT, "sh", out, str(self.path), src_path, *self.compiler.cmd,
+                        "-x", "c", src_path, *self.compiler.flags, "-o", out, "-lm"]
+                self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL, start_new_session=True)
+                _RUNNING.add(self.proc)
+            except OSError:
+                self._failed = True
+                if src_path is not None:
+                    try:
+                        os.unlink(src_path)
+                    except OSError:
+                        pass
 
     def done(self) -> bool:
-        if self._binary is not None or self.proc.returncode is not None:
+        if self._binary is not None or self._failed:
             return True
-        if self.proc.poll() is None:
-            return False
-        _RUNNING.discard(self.proc)
-        return True
+        proc = self.proc
+        return proc is not None and proc.poll() is not None
 
     def result(self) -> bytes:
         if self._binary is None:
-            rc = self.proc.wait()
-            _RUNNING.discard(self.proc)
+            self.start()
             binary = None
-            if rc == 0:
-                try:
-                    binary = self.path.read_bytes()
-                except OSError:
-                    binary = None
+            if self.proc is not None:
+                rc = self.proc.wait()
+                _RUNNING.discard(self.proc)
+                if rc == 0:
+                    try:
+                        binary = self.path.read_bytes()
+                    except OSError:
+                        binary = None
             self._binary = binary if binary is not None else self.compiler.compile_cached(self.source)
         return self._binary
 
@@ -176,25 +236,13 @@ class CCompiler(Compiler):
         with the cache off, or when its folder cannot be written, a Future of a compile on a worker thread."""
         if self.cmd is not None and cache_enabled():
             dst = cache_path(self.name, cache_key(self.name, self.flags, source))
-            src_path = None
             try:
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                fd, src_path = tempfile.mkstemp(prefix=".tmp-", suffix=".c", dir=dst.parent)
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(source)
-                out = src_path[:-2] + ".so"
-                proc = subprocess.Popen(
-                    ["/bin/sh", "-c", _DETACHED_SCRIPT, "sh", out, str(dst), src_path, *self.cmd, "-x", "c", src_path,
-                     *self.flags, "-o", out, "-lm"],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    start_new_session=True)
-                return DetachedCompile(self, source, proc, dst)
             except OSError:
-                if src_path is not None:
-                    try:
-                        os.unlink(src_path)
-                    except OSError:
-                        pass
+                return _compile_pool().submit(self.compile_cached, source)
+            job = DetachedCompile(self, source, dst)
+            _enqueue(job)
+            return job
         return _compile_pool().submit(self.compile_cached, source)
 
     def compile(self, source: str) -> bytes:

@@ -10,7 +10,9 @@ by LLVM, while the system C compiler builds its binary in the background.
 Why: the C compiler's process (driver, cc1, as, ld) is most of a cold realize (the 512x512 matmul kernel: about 0.17
 CPU seconds of gcc at -O2), while LLVM in process compiles it in about 0.03 s, and the kernel, vectorized by
 kernel-expand already, runs about as fast (4 ms against 3.5 ms). Importing llvmlite costs about 0.05-0.08 s: it
-starts on a thread as soon as a first kernel misses the cache (`prefetch`), so it overlaps the rest of the lowering.
+starts on a thread as soon as a first kernel misses the cache (`prefetch`), so it overlaps the rest of the lowering;
+when the cache holds no C binary at all (`cache_is_cold`), as soon as the C backend is made, so it overlaps all of
+it (mostly loading LLVM's shared library, which does not hold the GIL).
 
 Both tiers compute the same bits: the two renderers follow the same semantics (core ops in program order, no fp
 contraction: C is compiled with -ffp-contract=off and the LLVM IR carries no fast-math flags; the same integer
@@ -32,7 +34,7 @@ from typing import Any
 
 from uopir.ir.uop import UOp
 
-__all__ = ["TIERED_ENV", "tiered_enabled", "llvm_available", "prefetch", "tier0_address"]
+__all__ = ["TIERED_ENV", "tiered_enabled", "llvm_available", "prefetch", "tier0_address", "cache_is_cold"]
 
 TIERED_ENV = "UOPIR_C_TIERED"
 TIER0_OPT = 0  # LLVM's IR pass level for tier 0 (the code generator runs at its default level)
@@ -71,6 +73,17 @@ def prefetch() -> None:
         if _PREFETCH is None:
             _PREFETCH = threading.Thread(target=_load_llvm, name="uopir-llvm-import", daemon=True)
             _PREFETCH.start()
+
+
+def cache_is_cold() -> bool:
+    """Whether the disk cache holds no C binary at all (no `c-*` folder in it): then every kernel will start on
+    tier 0, and the C backend starts `prefetch` when it is made, before any lowering."""
+    from uopir.backends.cache import cache_dir, cache_enabled
+
+    try:
+        return not cache_enabled() or not any(n.startswith("c-") for n in os.listdir(cache_dir()))
+    except OSError:
+        return True
 
 
 def tier0_address(program: UOp) -> int | None:
