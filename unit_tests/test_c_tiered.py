@@ -8,6 +8,7 @@ the compiler is. Skipped without a C compiler or without llvmlite.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -242,3 +243,27 @@ def test_exit_abandons_the_compile_and_the_entry_appears_whole(tmp_path) -> None
     files = [f for f in tmp_path.rglob("*") if f.is_file()]
     assert len(files) == 1 and not files[0].name.startswith(".tmp-")
     assert files[0].read_bytes()[:4] == b"\x7fELF"
+
+
+def test_detached_compiles_run_at_most_one_per_core(tmp_path, monkeypatch) -> None:
+    """Many cold kernels at once: their compiles queue and start at most one per core; each binary arrives whole and
+    runs."""
+    from uopir.backends.c import compiler as cc_mod
+    from uopir.backends.c.runtime import load_library
+
+    monkeypatch.setenv("UOPIR_CACHE_DIR", str(tmp_path))
+    cc = CCompiler()
+    be = CBackend(cc)
+    progs = [_adder(10 + i) for i in range(6)]
+    jobs = [cc.compile_detached(be.renderer.render(p)) for p in progs]
+    assert all(isinstance(j, DetachedCompile) for j in jobs)
+    limit = max(1, os.cpu_count() or 1)
+    while not all(j.done() for j in jobs):
+        assert len(cc_mod._RUNNING) <= limit
+        time.sleep(0.005)
+    x = np.arange(64, dtype=np.int32)
+    for i, (p, j) in enumerate(zip(progs, jobs, strict=True)):
+        fn = getattr(load_library(j.result()), tcb.kernel_signature(p).name)
+        out = np.zeros(64, np.int32)
+        fn(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(x.ctypes.data))
+        np.testing.assert_array_equal(out, x * 3 + 10 + i)
