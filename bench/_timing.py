@@ -1,8 +1,14 @@
 """Timing shared by the bench scripts (a module, not a benchmark: `make bench` skips files starting with `_`)."""
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+
+# steady-state figures measure the C binaries: with the c device's tiered compile on, the first launches of a kernel
+# not yet in the compile cache run its in-process LLVM build (uopir.backends.c.tiered) until cc is done, and a timed
+# repeat could land on either (bench/cold_start.py measures the tiered first realize)
+os.environ.setdefault("UOPIR_C_TIERED", "0")
 
 
 def best(fn: Callable[[], object], repeat: int = 5) -> float:

@@ -5,22 +5,33 @@ Each figure is one fresh subprocess (the best of `--repeat` of them; the machine
 the first import to the result in a numpy array (cpu: the process's and its compilers' CPU seconds, a figure that a
 loaded machine inflates less than the wall time):
     cold_start program=<matmul512|cnn> impl=uopir-c cache=<empty|warm> seconds=<s> import=<s> first_run=<s> cpu=<s>
+    cold_start program=<...> impl=uopir-c-untiered cache=empty ...   (UOPIR_C_TIERED=0: every kernel waits for cc)
     cold_start program=<...> impl=numpy seconds=<s>
     cold_start program=<...> impl=tinygrad seconds=<s>            (CPU device; skipped when not installed)
     cold_start program=<...> ratio_uopir_empty_over_tinygrad=<r>   (the issue's target: at most 0.5)
 `cache=empty` gives the process a fresh compile cache folder (every kernel is compiled); `cache=warm` runs after a
-process that compiled the same kernels (they load from the disk cache). Python's bytecode files exist (written by an
-untimed first run), as they do after an install: a process that may not write them (PYTHONDONTWRITEBYTECODE=1)
-recompiles every module, which costs more than the whole cold run. tinygrad gets a fresh cache folder each run (its
-cold figure compiles too). Then a breakdown of cold uopir runs by stage, with an empty and with a warm compile cache
-(the best of `--repeat`; each stage in wall/CPU seconds):
-    cold_start breakdown program=<...> cache=<empty|warm> (wall/cpu seconds) import=<w>/<c> lower=<w>/<c>
-        cc_wait=<w>/<c> run=<w>/<c> cc_cpu=<c> total=<w>/<c, with cc_cpu>
-(import: numpy and uopir; lower: the pass pipeline, during which the C backend starts each kernel's compile;
-cc_wait: launches waiting for a compile still running; run: the rest; cc_cpu: the compiler processes), and a profile
-of one cold uopir run: where the time goes (import, passes, compile; relative: the profiler slows Python down).
+process that compiled the same kernels (they load from the disk cache). On the c device a kernel not in the cache
+runs compiled in process by LLVM (tier 0) while cc builds its binary in a detached process (uopir.backends.c.tiered):
+`cpu` then counts the process and the compiles it waited for, not a compile still running when the result is there
+(the breakdown's bg_cc_cpu shows those); `impl=uopir-c-untiered` is the same run with UOPIR_C_TIERED=0.
+Python's bytecode files exist (written by an untimed first run), as they do after an install: a process that may not
+write them (PYTHONDONTWRITEBYTECODE=1) recompiles every module, which costs more than the whole cold run. tinygrad
+gets a fresh cache folder each run (its cold figure compiles too). Then a breakdown of cold uopir runs by stage, with
+an empty and with a warm compile cache (the best of `--repeat`; each stage in wall/CPU seconds):
+    cold_start breakdown program=<...> cache=<empty|warm|empty-untiered> (wall/cpu seconds) import=<w>/<c>
+        lower=<w>/<c> tier0=<w>/<c> cc_wait=<w>/<c> run=<w>/<c> cc_cpu=<c> bg_cc_cpu=<c> tier0_kernels=<n>
+        total=<w>/<c, with cc_cpu>
+(import: numpy and uopir; lower: the pass pipeline, during which the C backend starts each kernel's compile (and,
+tiered, the import of llvmlite on a thread); tier0: compiling kernels in process with LLVM at their first launch
+(with any wait for that import); cc_wait: launches waiting for a compile still running; run: the rest; cc_cpu: the
+compiler processes reaped before the result; bg_cc_cpu: those still running then, waited for after the timing;
+tier0_kernels: kernels that ran on tier 0), and a profile of one cold uopir run: where the time goes (import,
+passes, compile; relative: the profiler slows Python down).
 
-    python3 bench/cold_start.py [--repeat N] [--no-profile]
+    python3 bench/cold_start.py [--repeat N] [--no-profile] [--root CHECKOUT] [--only-uopir]
+
+`--root` runs the uopir of another checkout (its folder as the children's working directory: `import uopir` finds
+it first), to compare two versions with the same script; `--only-uopir` skips numpy, tinygrad and the profile.
 """
 from __future__ import annotations
 
@@ -31,6 +42,7 @@ import sys
 import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+UNTIERED = {"UOPIR_C_TIERED": "0"}
 
 # every child prints "seconds import_seconds" on its last line
 UOPIR = """
@@ -119,25 +131,38 @@ from uopir import Tensor
 w1, c1 = time.perf_counter(), cpu()
 from uopir.backends.interface import Backend
 from uopir.backends.c.runtime import CKernel
-spent = {{"lower": [0.0, 0.0], "cc_wait": [0.0, 0.0]}}
+from uopir.backends.c import backend as c_backend, compiler as c_compiler
+spent = {{"lower": [0.0, 0.0], "cc_wait": [0.0, 0.0], "tier0": [0.0, 0.0]}}
+tier0_runs = []
 def timed(name, fn):
     def wrapper(*a, **k):
         w, c = time.perf_counter(), cpu()
         try:
-            return fn(*a, **k)
+            r = fn(*a, **k)
+            if name == "tier0":
+                tier0_runs.append(r is not None)
+            return r
         finally:
             spent[name][0] += time.perf_counter() - w
             spent[name][1] += cpu() - c
     return wrapper
 Backend.lower = timed("lower", Backend.lower)
 CKernel._load = timed("cc_wait", CKernel._load)
+if hasattr(c_backend, "tier0_address"):
+    c_backend.tier0_address = timed("tier0", c_backend.tier0_address)
 {body}
 w2, c2 = time.perf_counter(), cpu()
+cc_at_result = cc_cpu()
+for p in list(getattr(c_compiler, "_RUNNING", ())):  # background compiles still running: their CPU, after the timing
+    p.wait()
 lw, lc = spent["lower"]
 ww, wc = spent["cc_wait"]
-run_w, run_c = (w2 - w1) - lw - ww, (c2 - c1) - lc - wc
-print(f"import={{w1 - w0:.3f}}/{{c1 - c0:.3f}} lower={{lw:.3f}}/{{lc:.3f}} cc_wait={{ww:.3f}}/{{wc:.3f}} "
-      f"run={{run_w:.3f}}/{{run_c:.3f}} cc_cpu={{cc_cpu():.3f}} total={{w2 - w0:.3f}}/{{c2 - c0 + cc_cpu():.3f}}")
+tw, tc = spent["tier0"]
+run_w, run_c = (w2 - w1) - lw - ww - tw, (c2 - c1) - lc - wc - tc
+print(f"import={{w1 - w0:.3f}}/{{c1 - c0:.3f}} lower={{lw:.3f}}/{{lc:.3f}} tier0={{tw:.3f}}/{{tc:.3f}} "
+      f"cc_wait={{ww:.3f}}/{{wc:.3f}} run={{run_w:.3f}}/{{run_c:.3f}} cc_cpu={{cc_at_result:.3f}} "
+      f"bg_cc_cpu={{cc_cpu() - cc_at_result:.3f}} tier0_kernels={{sum(tier0_runs)}} "
+      f"total={{w2 - w0:.3f}}/{{c2 - c0 + cc_at_result:.3f}}")
 """
 PROFILE = """
 import cProfile, pstats, sys, time
@@ -160,6 +185,18 @@ wait_s = cum(lambda k: k[2] == "_load" and k[0].endswith("c/runtime.py"))
 print(f"total={{total:.3f}} import_uopir={{import_s:.3f}} lower(passes)={{lower_s:.3f}} "
       f"of_which_loading_passes={{load_passes_s:.3f}} pattern_codegen={{gen_s:.3f}} render_c={{render_s:.3f}} "
       f"waiting_for_cc={{wait_s:.3f}}")
+"""
+
+
+# appended to a timed child after its figures: wait for the detached C compiles still running (their binaries then
+# are in the cache, so the next process is a warm one)
+WAIT_BACKGROUND = """
+try:
+    from uopir.backends.c import compiler as _cc
+    for _p in list(getattr(_cc, "_RUNNING", ())):
+        _p.wait()
+except ImportError:
+    pass
 """
 
 
@@ -187,16 +224,20 @@ def has_tinygrad() -> bool:
 
 
 def main() -> int:
+    global ROOT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes per figure (the best is printed)")
     ap.add_argument("--no-profile", action="store_true", help="skip the profile of a cold uopir run")
+    ap.add_argument("--root", default=ROOT, help="the checkout whose uopir runs (default: this one)")
+    ap.add_argument("--only-uopir", action="store_true", help="uopir's figures and breakdown only")
     args = ap.parse_args()
+    ROOT = os.path.abspath(args.root)
     c_ok = subprocess.run([sys.executable, "-c", "from uopir.backends import available; "
                            "raise SystemExit(0 if 'c' in available() else 1)"], cwd=ROOT).returncode == 0
     if not c_ok:
         print("cold_start skipped: no C compiler (device c unavailable)")
         return 0
-    tiny = has_tinygrad()
+    tiny = has_tinygrad() and not args.only_uopir
     # as after `pip install` or any earlier run, the modules' bytecode (.pyc) exists: allow writing it and write it
     # once (an environment with PYTHONDONTWRITEBYTECODE=1 recompiles every module of every process: not a cold start
     # a user sees)
@@ -207,16 +248,21 @@ def main() -> int:
             if tiny:
                 run(TINYGRAD.format(body=tg), {**os.environ, "XDG_CACHE_HOME": cache, "DEV": "CPU"})
     for name, (ours, npy, tg) in PROGRAMS.items():
-        empty = []
-        warm = []
+        empty, untiered, warm = [], [], []
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as cache:
                 env = {**os.environ, "UOPIR_CACHE_DIR": cache}
-                empty.append(run(UOPIR.format(body=ours), env))
+                # the figure is printed before the wait: the next process finds every binary built (warm)
+                empty.append(run(UOPIR.format(body=ours) + WAIT_BACKGROUND, env))
                 warm.append(run(UOPIR.format(body=ours), env))
-        e, w = best(empty), best(warm)
+            with tempfile.TemporaryDirectory() as cache:
+                untiered.append(run(UOPIR.format(body=ours), {**os.environ, "UOPIR_CACHE_DIR": cache, **UNTIERED}))
+        e, w, u = best(empty), best(warm), best(untiered)
         print(f"cold_start program={name} impl=uopir-c cache=empty {fmt(e, True)}")
+        print(f"cold_start program={name} impl=uopir-c-untiered cache=empty {fmt(u, True)}")
         print(f"cold_start program={name} impl=uopir-c cache=warm {fmt(w, True)}")
+        if args.only_uopir:
+            continue
         n = best([run(NUMPY.format(body=npy), dict(os.environ)) for _ in range(args.repeat)])
         print(f"cold_start program={name} impl=numpy {fmt(n)}")
         if not tiny:
@@ -240,14 +286,14 @@ def main() -> int:
             print(f"cold_start program={name} ratio_uopir_empty_over_quoted_tinygrad="
                   f"{e[0] / QUOTED_TINYGRAD[name]:.2f} (quoted {QUOTED_TINYGRAD[name]} s; target <= 0.5)")
     for name, (ours, _, _) in PROGRAMS.items():
-        for cache_state in ("empty", "warm"):
+        for cache_state in ("empty", "empty-untiered", "warm"):
             with tempfile.TemporaryDirectory() as cache:
-                env = {**os.environ, "UOPIR_CACHE_DIR": cache}
+                env = {**os.environ, "UOPIR_CACHE_DIR": cache, **(UNTIERED if cache_state == "empty-untiered" else {})}
                 if cache_state == "warm":
-                    run(UOPIR.format(body=ours), env)
+                    run(UOPIR.format(body=ours) + WAIT_BACKGROUND, env)
                 lines = []
                 for _ in range(args.repeat):
-                    if cache_state == "empty":
+                    if cache_state != "warm":
                         for f in os.listdir(cache):
                             subprocess.run(["rm", "-rf", os.path.join(cache, f)], check=False)
                     out = subprocess.run([sys.executable, "-c", BREAKDOWN.format(body=ours)], capture_output=True,
@@ -255,9 +301,9 @@ def main() -> int:
                     lines.append(out.stdout.strip().splitlines()[-1] if out.returncode == 0
                                  else f"failed {out.stderr[-200:]}")
                 ok = [ln for ln in lines if not ln.startswith("failed")]
-                line = min(ok, key=lambda ln: float(ln.rsplit("total=", 1)[1].split("/")[0])) if ok else lines[0]
+                line = min(ok, key=lambda ln: float(ln.rsplit("total=", 1)[1].split("/")[1])) if ok else lines[0]
                 print(f"cold_start breakdown program={name} cache={cache_state} (wall/cpu seconds) {line}")
-    if not args.no_profile:
+    if not args.no_profile and not args.only_uopir:
         for name, (ours, _, _) in PROGRAMS.items():
             with tempfile.TemporaryDirectory() as cache:
                 env = {**os.environ, "UOPIR_CACHE_DIR": cache}

@@ -8,6 +8,10 @@ import os
 # the frontend suite runs on the reference device unless UOPIR_DEVICE asks otherwise; `make test` (tools/run_tests.py)
 # runs it a second time with UOPIR_DEVICE=c
 os.environ.setdefault("UOPIR_DEVICE", "python")
+# the c device's tiered compile (a kernel runs compiled in process by LLVM until its C binary is built) is off in the
+# tests: the c leg and every test of the C backend check the C compiler's binaries; unit_tests/test_c_tiered.py turns
+# it on and checks that both tiers give the same bits
+os.environ.setdefault("UOPIR_C_TIERED", "0")
 
 import shutil
 import subprocess

@@ -12,7 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["CACHE_DIR_ENV", "DISABLE_ENV", "cache_dir", "cache_enabled", "cache_key", "cache_get", "cache_put"]
+__all__ = ["CACHE_DIR_ENV", "DISABLE_ENV", "cache_dir", "cache_enabled", "cache_key", "cache_get", "cache_put",
+           "cache_path"]
 
 CACHE_DIR_ENV = "UOPIR_CACHE_DIR"
 DISABLE_ENV = "UOPIR_DISABLE_CACHE"
@@ -42,7 +43,8 @@ def cache_key(compiler: str, flags: tuple[str, ...], source: str) -> str:
     return h.hexdigest()
 
 
-def _path(namespace: str, key: str) -> Path:
+def cache_path(namespace: str, key: str) -> Path:
+    """Where the entry of `key` lives (a writer puts a temporary file in its folder, then renames it there)."""
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in namespace) or "default"
     return cache_dir() / safe / key[:2] / key
 
@@ -52,7 +54,7 @@ def cache_get(namespace: str, key: str) -> bytes | None:
     if not cache_enabled():
         return None
     try:
-        return _path(namespace, key).read_bytes()
+        return cache_path(namespace, key).read_bytes()
     except OSError:
         return None
 
@@ -61,7 +63,7 @@ def cache_put(namespace: str, key: str, data: bytes) -> Path | None:
     """Store `data` atomically; the path written, or None when the cache is off or the folder is not writable."""
     if not cache_enabled():
         return None
-    path = _path(namespace, key)
+    path = cache_path(namespace, key)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

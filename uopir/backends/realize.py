@@ -110,6 +110,8 @@ STATS = RealizeStats()
 # ---- the plan: a schedule made executable, free of the data it was built from ---------------------------------------
 @dataclass
 class Step:
+    """One kernel launch of a plan: its kernel, buffer slots and compiled program."""
+
     name: str
     kernel: UOp  # the kernel.def
     args: tuple[int, ...]  # buffer slots in parameter order

@@ -19,6 +19,8 @@ Severity = Literal["error", "warning", "note", "remark"]
 
 @dataclass(frozen=True, slots=True)
 class Location:
+    """Where in a source text: file, 1-based line and column."""
+
     file: str
     line: int  # 1-based
     col: int  # 1-based
@@ -29,6 +31,8 @@ class Location:
 
 @dataclass(slots=True)
 class Diagnostic:
+    """One message about the IR: severity, text, where."""
+
     severity: Severity
     message: str
     loc: Location | None = None

@@ -341,6 +341,8 @@ REQUIRED: Any = _Required()
 
 @dataclass(frozen=True, slots=True)
 class Attr:
+    """One attribute of an op's arg: its name, type and default."""
+
     name: str
     type: AttrType
     default: Any = REQUIRED  # an attribute equal to its default is not printed

@@ -57,6 +57,8 @@ def build_options(kind: str, name: str, cls: type | None, infos: tuple[OptionInf
 # ---- pipeline elements ---------------------------------------------------------------------------------------------
 @dataclass
 class PassStep:
+    """One pass of a parsed pipeline, with its options."""
+
     info: PassInfo
     options: Any
 
@@ -73,6 +75,8 @@ class PassStep:
 
 @dataclass
 class AnchorStep:
+    """An anchor of a parsed pipeline and the steps nested in it."""
+
     anchor: AnchorInfo
     steps: list[Step]
 

@@ -47,6 +47,8 @@ _KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
 @dataclass(frozen=True)
 class PassInfo:
+    """A registered pass: name, function, summary, options."""
+
     name: str
     fn: Callable[[UOp, Any, PassContext], UOp]
     summary: str
@@ -58,6 +60,8 @@ class PassInfo:
 
 @dataclass(frozen=True)
 class PipelineInfo:
+    """A registered pipeline: name, what it expands to, summary."""
+
     name: str
     expand: Callable[[Any], str | Sequence[str]]
     summary: str
@@ -67,6 +71,8 @@ class PipelineInfo:
 
 @dataclass(frozen=True)
 class AnchorInfo:
+    """A registered anchor: name, which region roots its nested pipeline runs on, summary."""
+
     name: str
     select: Callable[[UOp], bool]  # does the nested pipeline run on this region root?
     summary: str

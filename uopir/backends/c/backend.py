@@ -3,6 +3,9 @@
     graph --default{target=c}--> schedule of tensor.calls whose regions are device.programs
           --CRenderer--> C --CCompiler (disk cache)--> .so --CRuntime (ctypes)--> kernels run on numpy buffers
 
+A kernel not in the disk cache runs compiled in process by LLVM until the C compiler, running in the background, has
+built its binary (tiered compile: uopir.backends.c.tiered; `UOPIR_C_TIERED=0` turns it off).
+
 Its target description is the host cpu's (`host_cpu("c")`: vector width from the cpu flags, cores), registered as
 `c` when uopir.backends loads.
 """
@@ -13,6 +16,7 @@ import threading
 from uopir.backends.c.compiler import QUICK_FLAGS, CCompiler
 from uopir.backends.c.renderer import CRenderer
 from uopir.backends.c.runtime import CRuntime, PooledHostAllocator
+from uopir.backends.c.tiered import cache_is_cold, prefetch, tier0_address, tiered_enabled
 from uopir.backends.cpu.runtime import host_target
 from uopir.backends.cpu.runtime import threads as cpu_threads
 from uopir.backends.estimates import estimate
@@ -60,13 +64,19 @@ class CBackend(Backend):
     pipeline = PIPELINE
     lowering = LOWERING
 
-    def __init__(self, compiler: CCompiler | None = None):
+    def __init__(self, compiler: CCompiler | None = None, tiered: bool | None = None):
+        # tiered: whether a kernel not in the disk cache first runs compiled by LLVM in process (None: unless
+        # $UOPIR_C_TIERED is off or llvmlite is missing, and only with the default compilers: a backend given its
+        # own compiler runs that compiler's binaries from the first launch)
+        self.tiered = tiered if tiered is not None else (None if compiler is None else False)
         self.target = target("c")
         self.renderer = CRenderer()
         self.compiler = compiler if compiler is not None else CCompiler()
         self.quick_compiler = CCompiler(self.compiler.cmd, QUICK_FLAGS) if compiler is None else self.compiler
         self.allocator = PooledHostAllocator(self.device)
         self.runtime = CRuntime(self._compile_no_restrict, threads=threads())
+        if self.tiered is not False and tiered_enabled() and cache_is_cold():
+            prefetch()  # no C binary cached yet: the first kernels will run on tier 0, which needs llvmlite
         if self.compiler.available:  # the compiler's identity (`cc --version`, a subprocess) names the cache folder:
             # find it while the first program is still being lowered, not when its first kernel is compiled
             threading.Thread(target=lambda: self.compiler.name, name="uopir-cc-identity", daemon=True).start()
@@ -84,13 +94,21 @@ class CBackend(Backend):
 
     def compile(self, program: UOp, name: str | None = None) -> Program:
         """Render, compile (through the disk cache; -O1 for a kernel that does little work, see `quick`) and load
-        one device.program. `UOPIR_DEBUG=4` prints the C source of each kernel compiled, `=6` its device program
-        too."""
+        one device.program. Tiered (see __init__), a kernel not in the cache runs compiled in process by LLVM
+        until its C binary is built (uopir.backends.c.tiered). `UOPIR_DEBUG=4` prints the C source of each kernel
+        compiled, `=6` its device program too."""
         if not self.available:
             raise RuntimeError(f"device 'c' cannot compile programs: {self.reason}")
         src = self.renderer.render(program)
         print_compiled(program, name or program.arg, src, "C source")
         cc = self.quick_compiler if quick(program) else self.compiler
+        if self.tiered is True or (self.tiered is None and tiered_enabled()):
+            binary = cc.cached(src)
+            if binary is None:
+                prefetch()
+                return self.runtime.load_tiered(name or program.arg, program, src, cc.compile_detached(src),
+                                                lambda: tier0_address(program))
+            return self.runtime.load(name or program.arg, program, src, binary)
         return self.runtime.load(name or program.arg, program, src, cc.compile_async(src))
 
     def realize(self, root: UOp) -> Buffer:

@@ -10,6 +10,10 @@ build vectors out of bool lanes on AVX-512 hosts (rows of a masked running max c
 test_c_backend.py holds the kernel). Our kernels carry their own vector types from kernel-expand, so the
 matmul and elementwise figures in bench/c_backend.py are the same without it.
 
+A tiered first launch (uopir.backends.c.tiered) compiles in a detached process instead (`compile_detached`): the
+compiler writes a temporary file in the cache folder, renamed onto the entry when it succeeds, so a process that exits
+before the compile ends neither waits for it nor leaves a torn entry, and the next process finds the binary.
+
 The cache key is the compiler's identity (its path and `--version` line, and the host's cpu flags, since
 `-march=native` binaries are not portable), the flags and the source (uopir.backends.cache).
 """
@@ -17,18 +21,22 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
-from uopir.backends.cache import cache_get, cache_key
+from uopir.backends.cache import cache_enabled, cache_get, cache_key, cache_path
 from uopir.backends.interface import Compiler
 
-__all__ = ["CCompiler", "CompileError", "find_cc", "is_gcc", "BASE_FLAGS", "QUICK_FLAGS", "GCC_WORKAROUND_FLAGS"]
+__all__ = ["CCompiler", "CompileError", "DetachedCompile", "find_cc", "is_gcc", "BASE_FLAGS", "QUICK_FLAGS",
+           "GCC_WORKAROUND_FLAGS"]
 
 BASE_FLAGS: tuple[str, ...] = ("-O2", "-march=native", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
                                "-fPIC", "-shared", "-std=gnu11", "-w")
@@ -47,6 +55,102 @@ def _compile_pool() -> ThreadPoolExecutor:
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="uopir-cc")
     return _POOL
+
+
+# the detached compile: `sh -c SCRIPT sh OUT DST SRC CC ARGS...` runs the compiler, renames its output onto the cache
+# entry (one folder: an atomic rename) and removes its temporary files, whatever happens to the process that started it
+_DETACHED_SCRIPT = 'out=$1; dst=$2; src=$3; shift 3; "$@" && mv -f "$out" "$dst"; rc=$?; rm -f "$src" "$out"; exit $rc'
+_RUNNING: set[subprocess.Popen[bytes]] = set()  # detached compiles not yet reaped (kept referenced until then)
+_QUEUE: queue.SimpleQueue[DetachedCompile] = queue.SimpleQueue()
+_LAUNCHER: threading.Thread | None = None
+_LAUNCHER_LOCK = threading.Lock()
+
+
+def _launcher() -> None:
+    """Starts queued detached compiles, at most one per core at a time (a daemon thread: never waited for at exit,
+    when a compile still queued is dropped: it has written nothing)."""
+    limit = max(1, os.cpu_count() or 1)
+    while True:
+        job = _QUEUE.get()
+        while True:
+            for p in list(_RUNNING):
+                if p.poll() is not None:
+                    _RUNNING.discard(p)
+            if len(_RUNNING) < limit:
+                break
+            time.sleep(0.002)
+        job.start()
+
+
+def _enqueue(job: DetachedCompile) -> None:
+    global _LAUNCHER
+    with _LAUNCHER_LOCK:
+        if _LAUNCHER is None:
+            _LAUNCHER = threading.Thread(target=_launcher, name="uopir-cc-launcher", daemon=True)
+            _LAUNCHER.start()
+    _QUEUE.put(job)
+
+
+class DetachedCompile:
+    """A compile in its own process (session), writing its binary into the disk cache: queued, and started by a
+    launcher thread when fewer compiles than cores run. `done()` polls it; `result()` starts it at once if it is
+    still queued, waits for it and reads the binary (on a failure, or when the entry cannot be read, the compile
+    runs again in this process, so a compiler error is raised with its diagnostics). The process is never waited
+    for at exit: it finishes on its own and the next process finds its binary in the cache (a compile still queued
+    then has written nothing and is dropped)."""
+
+    def __init__(self, compiler: CCompiler, source: str, path: Path):
+        self.compiler, self.source, self.path = compiler, source, path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._failed = False  # the process could not be started: result() compiles in process
+        self._binary: bytes | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Write the source next to the entry and start the compiler's process (once)."""
+        with self._lock:
+            if self.proc is not None or self._failed:
+                return
+            assert self.compiler.cmd is not None
+            src_path = None
+            try:
+                fd, src_path = tempfile.mkstemp(prefix=".tmp-", suffix=".c", dir=self.path.parent)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(self.source)
+                out = src_path[:-2] + ".so"
+                args = ["/bin/sh", "-c", _DETACHED_SCRIPT, "sh", out, str(self.path), src_path, *self.compiler.cmd,
+                        "-x", "c", src_path, *self.compiler.flags, "-o", out, "-lm"]
+                self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL, start_new_session=True)
+                _RUNNING.add(self.proc)
+            except OSError:
+                self._failed = True
+                if src_path is not None:
+                    try:
+                        os.unlink(src_path)
+                    except OSError:
+                        pass
+
+    def done(self) -> bool:
+        if self._binary is not None or self._failed:
+            return True
+        proc = self.proc
+        return proc is not None and proc.poll() is not None
+
+    def result(self) -> bytes:
+        if self._binary is None:
+            self.start()
+            binary = None
+            if self.proc is not None:
+                rc = self.proc.wait()
+                _RUNNING.discard(self.proc)
+                if rc == 0:
+                    try:
+                        binary = self.path.read_bytes()
+                    except OSError:
+                        binary = None
+            self._binary = binary if binary is not None else self.compiler.compile_cached(self.source)
+        return self._binary
 
 
 class CompileError(RuntimeError):
@@ -121,6 +225,24 @@ class CCompiler(Compiler):
         hit = cache_get(self.name, cache_key(self.name, self.flags, source))
         if hit is not None:
             return hit
+        return _compile_pool().submit(self.compile_cached, source)
+
+    def cached(self, source: str) -> bytes | None:
+        """The binary of `source` from the disk cache, or None."""
+        return cache_get(self.name, cache_key(self.name, self.flags, source))
+
+    def compile_detached(self, source: str) -> DetachedCompile | Future[bytes]:
+        """Start compiling `source` in a detached process that puts the binary in the disk cache (DetachedCompile);
+        with the cache off, or when its folder cannot be written, a Future of a compile on a worker thread."""
+        if self.cmd is not None and cache_enabled():
+            dst = cache_path(self.name, cache_key(self.name, self.flags, source))
+            try:
+                dst.parent.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                return _compile_pool().submit(self.compile_cached, source)
+            job = DetachedCompile(self, source, dst)
+            _enqueue(job)
+            return job
         return _compile_pool().submit(self.compile_cached, source)
 
     def compile(self, source: str) -> bytes:

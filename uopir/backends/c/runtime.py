@@ -14,15 +14,23 @@ from __future__ import annotations
 import ctypes
 import os
 import tempfile
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 
+import numpy as np
+
+from uopir.backends.c.compiler import DetachedCompile
 from uopir.backends.c.renderer import KernelSignature, kernel_signature
 from uopir.backends.cpu.runtime import HostKernel, HostRuntime, PooledHostAllocator, bind
 from uopir.backends.interface import Program
+from uopir.backends.realize import debug_level
 from uopir.ir.uop import UOp
 
-__all__ = ["CRuntime", "CKernel", "PooledHostAllocator", "load_library"]
+__all__ = ["CRuntime", "CKernel", "TieredKernel", "Pending", "PooledHostAllocator", "load_library"]
+
+Pending = Future[bytes] | DetachedCompile  # a C binary still compiling: done() and result()
 
 
 def load_library(binary: bytes) -> ctypes.CDLL:
@@ -52,11 +60,64 @@ class CKernel(HostKernel):
 
     def _load(self) -> ctypes._CFuncPtr:
         b = self._binary
-        binary = b.result() if isinstance(b, Future) else b
+        binary = b if isinstance(b, bytes) else b.result()
         self._fn = bind(self.sig, getattr(load_library(binary), self.sig.name))
         if self._on_binary is not None:
             self._on_binary(binary)
         return self._fn
+
+
+class TieredKernel(CKernel):
+    """A kernel whose C binary is still compiling (uopir.backends.c.tiered): a launch before the binary is built runs
+    the kernel compiled in process by LLVM (`tier0()`: its address, or None when LLVM cannot compile it: then the
+    launch waits for the binary); the first launch that finds the binary built switches to it for good. `tier` is
+    "" (nothing loaded yet), "llvm" or "c"; `ready()` loads whichever is available now, `finish()` waits for the C
+    binary."""
+
+    def __init__(self, sig: KernelSignature, binary: Pending, alias_fn: Callable[[], ctypes._CFuncPtr],
+                 threads: int, on_binary: Callable[[bytes], None] | None, tier0: Callable[[], int | None]):
+        HostKernel.__init__(self, sig, alias_fn, threads)
+        self._binary, self._on_binary, self._tier0 = binary, on_binary, tier0
+        self.tier = ""
+        self.tier0_launches = 0
+        self._lock = threading.Lock()
+
+    def _load(self) -> ctypes._CFuncPtr:
+        with self._lock:
+            if self._fn is not None:
+                return self._fn
+            if not self._binary.done():
+                t0 = time.perf_counter()
+                addr = self._tier0()
+                if addr is not None:
+                    self._fn, self.tier = bind(self.sig, addr), "llvm"
+                    if debug_level() >= 2:
+                        print(f"*** c        tier 0: kernel {self.sig.name} compiled in process by LLVM in "
+                              f"{(time.perf_counter() - t0) * 1e3:.1f} ms; it runs so until its C binary is built",
+                              flush=True)
+                    return self._fn
+            fn = CKernel._load(self)
+            self.tier = "c"
+            return fn
+
+    def finish(self) -> None:
+        """Wait for the C binary and run it from now on."""
+        if self.tier != "c":
+            with self._lock:
+                was = self.tier
+                CKernel._load(self)
+                self.tier = "c"
+            if was == "llvm" and debug_level() >= 2:
+                print(f"*** c        tier 1: kernel {self.sig.name} switched to its C binary after "
+                      f"{self.tier0_launches} launch(es) in process", flush=True)
+
+    def __call__(self, arrays: Sequence[np.ndarray], var_vals: Mapping[str, int]) -> None:
+        if self.tier == "llvm":
+            if self._binary.done():
+                self.finish()
+            else:
+                self.tier0_launches += 1
+        HostKernel.__call__(self, arrays, var_vals)
 
 
 class CRuntime(HostRuntime):
@@ -73,6 +134,12 @@ class CRuntime(HostRuntime):
         first launch; Program.binary is filled then)."""
         if binary is None:
             raise ValueError("the C runtime loads compiled shared objects (binary is None)")
+        prog, sig, alias_fn, got = self._program(name, program, source)
+        prog.entry = CKernel(sig, binary, alias_fn, self.threads, got)
+        return prog
+
+    def _program(self, name: str, program: UOp, source: str | None) -> tuple[
+            Program, KernelSignature, Callable[[], ctypes._CFuncPtr], Callable[[bytes], None]]:
         sig = kernel_signature(program)
         variant = self.compile_variant
 
@@ -86,5 +153,19 @@ class CRuntime(HostRuntime):
         def got(b: bytes) -> None:
             prog.binary = b
 
-        prog.entry = CKernel(sig, binary, alias_fn, self.threads, got)
+        return prog, sig, alias_fn, got
+
+    def load_tiered(self, name: str, program: UOp, source: str, binary: Pending,
+                    tier0: Callable[[], int | None]) -> Program:
+        """A Program whose C binary is still compiling (`binary`), run meanwhile by `tier0` (TieredKernel)."""
+        prog, sig, alias_fn, got = self._program(name, program, source)
+        prog.entry = TieredKernel(sig, binary, alias_fn, self.threads, got, tier0)
         return prog
+
+    def finish(self, prog: Program) -> None:
+        """Wait until `prog` runs its final binary (a tiered kernel's C binary; nothing to do for the others)."""
+        entry = prog.entry
+        if isinstance(entry, TieredKernel):
+            entry.finish()
+        else:
+            entry.ready()

@@ -446,6 +446,8 @@ def optimize_kernel(kdef: UOp, t: Target, strategy: str = "heuristic") -> tuple[
 # ---- the pass --------------------------------------------------------------------------------------------------------
 @dataclass
 class KernelOptimizeOptions:
+    """The options of kernel-optimize."""
+
     strategy: Literal["heuristic", "none"] = field(default="heuristic", metadata={
         "help": f"how opts are chosen (heuristic: from the target description; none: no change; {NOOPT_ENV}=1 in "
                 f"the environment makes heuristic none)"})
