@@ -1,0 +1,266 @@
+"""The MLIR compiler: exported MLIR text -> LLVM dialect (`mlir-opt`) -> LLVM IR (`mlir-translate`) -> object code
+(llvmlite, as the llvm backend).
+
+    func/scf/arith/math/memref/vector --mlir-opt LOWERING--> llvm dialect --mlir-translate--> LLVM IR
+        --LLVMCompiler.optimize (O3, host cpu)--> object code (disk cache) --> the llvm backend's JIT
+
+Both tools are subprocesses (LLVM's Debian package `mlir-19-tools`; found by `tools.find_mlir_tool`). A process
+start costs tens of milliseconds, so kernels are lowered in batches: one `mlir-opt --split-input-file` and one
+`mlir-translate --split-input-file` for every kernel waiting (`compile_async` queues a kernel; a worker thread takes
+all the queued ones at once, so the kernels of one schedule share one pair of processes). A batch the tools reject
+is retried kernel by kernel, so an error names its own kernel. The LLVM IR goes through the llvm backend's
+`LLVMCompiler.optimize` (parse, verify, O3 with the vectorizers for the host cpu) on a thread pool; llvmlite's
+LLVM (22 with llvmlite 0.50) reads mlir-translate-19's IR as it is (older IR parses in newer LLVM), so no `llc` step
+is needed. Functions take bare pointers (`use-bare-ptr-memref-call-conv=1`): the same call as the C and LLVM kernels
+(uopir.backends.cpu.runtime), and the defined function is renamed `NAME.DIGEST` (a digest of the MLIR text) as the
+llvm backend's are.
+
+The cache entry is the object code, keyed by the MLIR text and namespaced by the tools' and LLVM's versions and the
+host (a hit runs neither tool).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from uopir.backends.cache import cache_get, cache_key, cache_put
+from uopir.backends.interface import Compiler
+from uopir.backends.llvm.compiler import CompileError, LLVMCompiler, symbol
+from uopir.backends.mlir.tools import find_mlir_tool
+
+__all__ = ["LOWERING", "MLIRTools", "MLIRCompiler", "MLIRCompileError", "mlir_tools", "to_llvm_ir", "entry_name",
+           "BATCH_MAX"]
+
+# mlir-opt's passes, in order: what is left of affine and vector to scf, scf to cf, then every dialect to llvm (math
+# ops without an LLVM intrinsic become libm calls); functions take bare pointers
+LOWERING: tuple[str, ...] = (
+    "lower-affine", "arith-expand", "convert-vector-to-scf", "convert-scf-to-cf", "convert-vector-to-llvm",
+    "convert-math-to-llvm", "convert-math-to-libm", "expand-strided-metadata", "finalize-memref-to-llvm",
+    "convert-arith-to-llvm", "convert-index-to-llvm", "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1}",
+    "convert-cf-to-llvm", "reconcile-unrealized-casts")
+PIPELINE = f"builtin.module({','.join(LOWERING)})"
+SPLIT = "\n// -----\n"  # the separator of --split-input-file
+BATCH_MAX = 64  # kernels per pair of tool processes
+TIMEOUT_S = 600
+
+
+class MLIRCompileError(CompileError):
+    """mlir-opt or mlir-translate rejected a kernel (the message holds the tool's own words)."""
+
+
+@dataclass(frozen=True)
+class MLIRTools:
+    opt: str  # the mlir-opt executable
+    translate: str  # the mlir-translate executable
+    version: str  # `mlir-opt --version`'s LLVM version line
+
+
+@cache
+def mlir_tools() -> MLIRTools | None:
+    """mlir-opt and mlir-translate with their version, or None when either is missing (or does not run)."""
+    opt, tr = find_mlir_tool("mlir-opt"), find_mlir_tool("mlir-translate")
+    if opt is None or tr is None:
+        return None
+    try:
+        out = subprocess.run([opt, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    line = next((x.strip() for x in out.stdout.splitlines() if "version" in x.lower()), out.stdout.strip())
+    return MLIRTools(opt, tr, line)
+
+
+_ENTRY = re.compile(r"func\.func\s+(?:public\s+)?@(\"[^\"]*\"|[\w$.\-]+)\s*\(")
+
+
+def entry_name(source: str) -> str:
+    """The name of the kernel function an MLIR module defines (its first public func.func)."""
+    m = _ENTRY.search(source)
+    if m is None:
+        raise MLIRCompileError("the MLIR module defines no public func.func (the kernel)")
+    return m.group(1).strip('"')
+
+
+def _tool(args: list[str], text: str, what: str) -> str:
+    try:
+        out = subprocess.run(args, input=text, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise MLIRCompileError(f"{what} did not finish within {TIMEOUT_S} s") from None
+    except OSError as e:
+        raise MLIRCompileError(f"{what} could not run: {e}") from None
+    if out.returncode != 0:
+        err = out.stderr.strip() or f"exit status {out.returncode}"
+        raise MLIRCompileError(f"{what} rejected the kernel's MLIR:\n{err}")
+    return out.stdout
+
+
+def _lower(sources: Sequence[str], tools: MLIRTools) -> list[str]:
+    """One mlir-opt and one mlir-translate process for all of `sources`; their LLVM IR in order (raises on any
+    error)."""
+    split = ["--split-input-file"] if len(sources) > 1 else []
+    llvm_dialect = _tool([tools.opt, *split, f"--pass-pipeline={PIPELINE}", "-"], SPLIT.join(sources), "mlir-opt")
+    ir = _tool([tools.translate, *split, "--mlir-to-llvmir", "-"], llvm_dialect, "mlir-translate")
+    if len(sources) == 1:
+        return [ir]
+    parts = re.split(r"^(?=; ModuleID = )", ir, flags=re.M)  # the translated modules, each with its header
+    parts = [p for p in parts if p.strip()]
+    if len(parts) != len(sources):
+        raise MLIRCompileError(f"mlir-translate gave {len(parts)} modules for {len(sources)} kernels")
+    return parts
+
+
+def to_llvm_ir(sources: Sequence[str], tools: MLIRTools | None = None) -> list[str | MLIRCompileError]:
+    """The LLVM IR of each MLIR module, lowered BATCH_MAX at a time (one pair of tool processes per batch); a batch
+    that fails is lowered module by module, so each error belongs to its own module."""
+    tools = tools or mlir_tools()
+    if tools is None:
+        raise MLIRCompileError("mlir-opt and mlir-translate are not installed (Debian package mlir-19-tools)")
+    out: list[str | MLIRCompileError] = []
+    for i in range(0, len(sources), BATCH_MAX):
+        chunk = list(sources[i:i + BATCH_MAX])
+        try:
+            out.extend(_lower(chunk, tools))
+            continue
+        except MLIRCompileError as e:
+            if len(chunk) == 1:
+                out.append(e)
+                continue
+        for s in chunk:
+            try:
+                out.extend(_lower([s], tools))
+            except MLIRCompileError as e:
+                out.append(e)
+    return out
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="uopir-mlir")
+        return _POOL
+
+
+class _Batcher:
+    """Kernels waiting for the tools: a worker thread takes every queued one at once (one batch), lowers them, and
+    hands each to the LLVM thread pool; kernels queued meanwhile form the next batch."""
+
+    def __init__(self, compiler: MLIRCompiler):
+        self.compiler = compiler
+        self._lock = threading.Lock()
+        self._pending: list[tuple[str, Future[bytes]]] = []
+        self._running = False
+
+    def submit(self, source: str) -> Future[bytes]:
+        fut: Future[bytes] = Future()
+        with self._lock:
+            self._pending.append((source, fut))
+            start, self._running = not self._running, True
+        if start:
+            threading.Thread(target=self._work, name="uopir-mlir-tools", daemon=True).start()
+        return fut
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                if not batch:
+                    self._running = False
+                    return
+            try:
+                irs: list[str | MLIRCompileError] = list(to_llvm_ir([s for s, _ in batch], self.compiler.tools))
+            except Exception as e:  # noqa: BLE001 - every kernel of the batch gets the error
+                irs = [MLIRCompileError(str(e))] * len(batch)
+            for (src, fut), ir in zip(batch, irs, strict=True):
+                if isinstance(ir, Exception):
+                    fut.set_exception(ir)
+                else:
+                    _pool().submit(self._finish, src, ir, fut)
+
+    def _finish(self, source: str, ir: str, fut: Future[bytes]) -> None:
+        try:
+            binary = self.compiler.object_code(source, ir)
+            cache_put(self.compiler.name, cache_key(self.compiler.name, self.compiler.flags, source), binary)
+            fut.set_result(binary)
+        except Exception as e:  # noqa: BLE001 - the kernel's first call raises it
+            fut.set_exception(e)
+
+
+_LOCAL = threading.local()
+
+
+class MLIRCompiler(Compiler):
+    """MLIR text -> object code through mlir-opt, mlir-translate and llvmlite at -O`opt` (through the disk cache)."""
+
+    def __init__(self, llvm: LLVMCompiler | None = None):
+        self.llvm = llvm if llvm is not None else LLVMCompiler()
+        self.tools = mlir_tools()
+        self.flags = (PIPELINE, *self.llvm.flags)
+        self._batcher = _Batcher(self)
+
+    def missing(self) -> list[str]:
+        """What this machine lacks for compiling (empty when it can)."""
+        out = []
+        if self.tools is None:
+            out.append("mlir-opt/mlir-translate (Debian package mlir-19-tools)")
+        if not self.llvm.available:
+            out.append("llvmlite (pip install llvmlite, or the test extra)")
+        return out
+
+    @property
+    def available(self) -> bool:
+        return not self.missing()
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        """The cache namespace: the MLIR tools' version and the llvm compiler's namespace (LLVM, host)."""
+        ident = "none" if self.tools is None else self.tools.version
+        return "mlir-" + hashlib.sha256(f"{ident}\0{self.llvm.name}".encode()).hexdigest()[:16]
+
+    def _tm(self) -> Any:
+        tm = getattr(_LOCAL, "tm", None)  # one target machine per thread
+        if tm is None:
+            assert self.llvm.host is not None
+            tm = _LOCAL.tm = self.llvm.host.target_machine()
+        return tm
+
+    def object_code(self, source: str, llvm_ir: str) -> bytes:
+        """The object code of `llvm_ir` (translated from the MLIR `source`): O3, its kernel renamed `NAME.DIGEST`."""
+        mod = self.llvm.optimize(llvm_ir)
+        fns = [f for f in mod.functions if not f.is_declaration]
+        if len(fns) != 1:
+            raise MLIRCompileError(f"an MLIR kernel module defines one function, this one {len(fns)}")
+        fns[0].name = symbol(fns[0].name, source)
+        return bytes(self._tm().emit_object(mod))
+
+    def compile(self, source: str) -> bytes:
+        ir = to_llvm_ir([source], self.tools)[0]
+        if isinstance(ir, Exception):
+            raise ir
+        return self.object_code(source, ir)
+
+    def compile_async(self, source: str) -> bytes | Future[bytes]:
+        """The object code: bytes on a cache hit, else a Future of a compile batched with the other kernels queued
+        now (see _Batcher)."""
+        hit = cache_get(self.name, cache_key(self.name, self.flags, source))
+        if hit is not None:
+            return hit
+        return self._batcher.submit(source)
+
+    def compile_many(self, sources: Sequence[str]) -> list[bytes]:
+        """Every source's object code (cached ones read, the others in one batch); the first error raises."""
+        futs = [self.compile_async(s) for s in sources]
+        return [f.result() if isinstance(f, Future) else f for f in futs]
