@@ -39,11 +39,12 @@ from uopir.backends.mlir.tools import find_mlir_tool
 __all__ = ["LOWERING", "MLIRTools", "MLIRCompiler", "MLIRCompileError", "mlir_tools", "to_llvm_ir", "entry_name",
            "BATCH_MAX"]
 
-# mlir-opt's passes, in order: what is left of affine and vector to scf, scf to cf, then every dialect to llvm (math
-# ops without an LLVM intrinsic become libm calls); functions take bare pointers
+# mlir-opt's passes, in order: affine and vector transfers to scf, math to LLVM intrinsics and what has none to libm
+# calls (unrolled over vectors into vector ops, so before the vector lowering), scf to cf, then every dialect to
+# llvm; functions take bare pointers
 LOWERING: tuple[str, ...] = (
-    "lower-affine", "arith-expand", "convert-vector-to-scf", "convert-scf-to-cf", "convert-vector-to-llvm",
-    "convert-math-to-llvm", "convert-math-to-libm", "expand-strided-metadata", "finalize-memref-to-llvm",
+    "lower-affine", "arith-expand", "convert-vector-to-scf", "convert-math-to-llvm", "convert-math-to-libm",
+    "convert-scf-to-cf", "convert-vector-to-llvm", "expand-strided-metadata", "finalize-memref-to-llvm",
     "convert-arith-to-llvm", "convert-index-to-llvm", "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1}",
     "convert-cf-to-llvm", "reconcile-unrealized-casts")
 PIPELINE = f"builtin.module({','.join(LOWERING)})"
