@@ -251,7 +251,7 @@ def test_compiles_are_batched_and_cached(tmp_path, monkeypatch):
 
 def test_cache_namespace_names_the_tools_and_llvm():
     assert COMPILER.name.startswith("mlir-") and COMPILER.name != MLIRCompiler().llvm.name
-    assert "use-bare-ptr-memref-call-conv=1" in COMPILER.flags[0]
+    assert "convert-func-to-llvm" in COMPILER.flags[0] and COMPILER.flags[1:] == COMPILER.llvm.flags
 
 
 # ---- the backend ---------------------------------------------------------------------------------------------------

@@ -11,9 +11,10 @@ all the queued ones at once, so the kernels of one schedule share one pair of pr
 is retried kernel by kernel, so an error names its own kernel. The LLVM IR goes through the llvm backend's
 `LLVMCompiler.optimize` (parse, verify, O3 with the vectorizers for the host cpu) on a thread pool; llvmlite's
 LLVM (22 with llvmlite 0.50) reads mlir-translate-19's IR as it is (older IR parses in newer LLVM), so no `llc` step
-is needed. Functions take bare pointers (`use-bare-ptr-memref-call-conv=1`): the same call as the C and LLVM kernels
-(uopir.backends.cpu.runtime), and the defined function is renamed `NAME.DIGEST` (a digest of the MLIR text) as the
-llvm backend's are.
+is needed. The runtime calls a small wrapper, `NAME.DIGEST` (a digest of the MLIR text, as the llvm backend's
+symbols), that takes one pointer per buffer, the call of the C and LLVM kernels (uopir.backends.cpu.runtime), and
+fills in the memref descriptors of MLIR's calling convention (`use-bare-ptr-memref-call-conv` rejects the dynamic
+`memref<?xT>` arguments the exporter writes); the kernel is internal, inlined into it, so the descriptors cost nothing.
 
 The cache entry is the object code, keyed by the MLIR text and namespaced by the tools' and LLVM's versions and the
 host (a hit runs neither tool).
@@ -21,6 +22,7 @@ host (a hit runs neither tool).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import subprocess
@@ -41,12 +43,13 @@ __all__ = ["LOWERING", "MLIRTools", "MLIRCompiler", "MLIRCompileError", "mlir_to
 
 # mlir-opt's passes, in order: affine and vector transfers to scf, math to LLVM intrinsics and what has none to libm
 # calls (unrolled over vectors into vector ops, so before the vector lowering), scf to cf, then every dialect to
-# llvm; functions take bare pointers
+# llvm. Memref arguments keep MLIR's descriptor convention (the bare-pointer one rejects the `memref<?xT>` the
+# exporter writes): `wrapper` adds the function the runtime calls, with one pointer per buffer
 LOWERING: tuple[str, ...] = (
     "lower-affine", "arith-expand", "convert-vector-to-scf", "convert-math-to-llvm", "convert-math-to-libm",
     "convert-scf-to-cf", "convert-vector-to-llvm", "expand-strided-metadata", "finalize-memref-to-llvm",
-    "convert-arith-to-llvm", "convert-index-to-llvm", "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1}",
-    "convert-cf-to-llvm", "reconcile-unrealized-casts")
+    "convert-arith-to-llvm", "convert-index-to-llvm", "convert-func-to-llvm", "convert-cf-to-llvm",
+    "reconcile-unrealized-casts")
 PIPELINE = f"builtin.module({','.join(LOWERING)})"
 SPLIT = "\n// -----\n"  # the separator of --split-input-file
 BATCH_MAX = 64  # kernels per pair of tool processes
@@ -89,6 +92,76 @@ def entry_name(source: str) -> str:
     if m is None:
         raise MLIRCompileError("the MLIR module defines no public func.func (the kernel)")
     return m.group(1).strip('"')
+
+
+def _split_top(text: str) -> list[str]:
+    """`text` split at the commas outside any bracket."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "(<[{":
+            depth += 1
+        elif ch in ")>]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur))
+    return parts
+
+
+_SCALARS = {"index": "i64", "i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "f16": "half",
+            "bf16": "bfloat", "f32": "float", "f64": "double"}
+
+
+def entry_args(source: str) -> list[str]:
+    """The MLIR types of the kernel function's arguments, in order."""
+    m = _ENTRY.search(source)
+    if m is None:
+        raise MLIRCompileError("the MLIR module defines no public func.func (the kernel)")
+    depth, i = 1, m.end()
+    start = i
+    while depth and i < len(source):
+        depth += {"(": 1, ")": -1}.get(source[i], 0)
+        i += 1
+    types = []
+    for arg in _split_top(source[start:i - 1]):
+        _, _, rest = arg.partition(":")
+        depth, ty = 0, []
+        for ch in rest.strip():  # the type ends where the attribute dictionary starts
+            if ch == "{" and depth == 0:
+                break
+            depth += {"<": 1, ">": -1}.get(ch, 0)
+            ty.append(ch)
+        types.append("".join(ty).strip())
+    return types
+
+
+def wrapper(source: str, sym: str) -> str:
+    """LLVM IR of `sym`: the kernel called with one pointer per memref argument (its descriptor filled in: the
+    pointer twice, offset 0, sizes 0, unit strides; the exporter's memrefs are contiguous and read no size) and the
+    scalar arguments as they are (an index is an i64), which is how the cpu runtime calls kernels."""
+    name = entry_name(source)
+    params, args = [], []
+    for k, ty in enumerate(entry_args(source)):
+        if ty.startswith("memref<"):
+            dims = [d for d in ty[len("memref<"):-1].split(",")[0].split("x")[:-1]]
+            rank = len(dims)
+            strides = []
+            for j in range(rank):  # row-major unit strides of a static shape (1 where a size is dynamic)
+                inner = dims[j + 1:]
+                strides.append(math.prod(int(d) for d in inner) if all(d.isdigit() for d in inner) else 1)
+            params.append(f"ptr %a{k}")
+            args += [f"ptr %a{k}", f"ptr %a{k}", "i64 0", *(["i64 0"] * rank), *(f"i64 {st}" for st in strides)]
+        elif ty in _SCALARS:
+            params.append(f"{_SCALARS[ty]} %a{k}")
+            args.append(f"{_SCALARS[ty]} %a{k}")
+        else:
+            raise MLIRCompileError(f"kernel {name}: argument {k} has type {ty}, which the cpu runtime cannot pass")
+    return (f'\ndefine void @"{sym}"({", ".join(params)}) {{\n  call void @"{name}"({", ".join(args)})\n'
+            f"  ret void\n}}\n")
 
 
 def _tool(args: list[str], text: str, what: str) -> str:
@@ -239,12 +312,17 @@ class MLIRCompiler(Compiler):
         return tm
 
     def object_code(self, source: str, llvm_ir: str) -> bytes:
-        """The object code of `llvm_ir` (translated from the MLIR `source`): O3, its kernel renamed `NAME.DIGEST`."""
-        mod = self.llvm.optimize(llvm_ir)
-        fns = [f for f in mod.functions if not f.is_declaration]
-        if len(fns) != 1:
-            raise MLIRCompileError(f"an MLIR kernel module defines one function, this one {len(fns)}")
-        fns[0].name = symbol(fns[0].name, source)
+        """The object code of `llvm_ir` (translated from the MLIR `source`) with the `wrapper` the runtime calls,
+        `NAME.DIGEST`, at O3 (the kernel itself made internal, so it is inlined into the wrapper)."""
+        name = entry_name(source)
+        sym = symbol(name, source)
+        ir, n = re.subn(rf'^define (.*?)@"?{re.escape(name)}"?\(', lambda m: f'define internal {m.group(1)}@"{name}"(',
+                        llvm_ir, count=1, flags=re.M)
+        if n != 1:
+            raise MLIRCompileError(f"mlir-translate's LLVM IR does not define the kernel {name}")
+        mod = self.llvm.optimize(ir + wrapper(source, sym))
+        if not any(f.name == sym and not f.is_declaration for f in mod.functions):
+            raise MLIRCompileError(f"the compiled module lost the kernel's entry {sym}")
         return bytes(self._tm().emit_object(mod))
 
     def compile(self, source: str) -> bytes:

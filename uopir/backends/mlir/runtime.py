@@ -2,12 +2,15 @@
 
 The object code (compiler.py) is linked into the process's one MCJIT engine (uopir.backends.llvm.runtime.JIT) and
 called through ctypes by `LLVMKernel` (uopir.backends.cpu.runtime's HostKernel: pointers in kernel.param order, the
-variables in name order). The kernel's symbol is `NAME.DIGEST` of its MLIR text. The exported functions carry no
-no-alias marks, so the one binary also serves launches whose buffers overlap.
+variables in name order; compiler.py's wrapper turns that call into MLIR's). The kernel's symbol is `NAME.DIGEST` of
+its MLIR text. An exported global id is an `scf.parallel` that one call runs whole (the function takes no core
+arguments). The exported functions carry no no-alias marks, so the one binary also serves launches whose buffers
+overlap.
 """
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 from uopir.backends.cpu.program import kernel_signature
@@ -34,7 +37,8 @@ class MLIRRuntime(HostRuntime):
         if binary is None or source is None:
             raise ValueError("the MLIR runtime loads object code compiled from MLIR text (source and binary)")
         fname = entry_name(source)
-        sig = kernel_signature(program, name=lambda _: fname, backend="mlir")
+        # a global id is an scf.parallel in the function (it takes no core arguments): one call runs all of it
+        sig = replace(kernel_signature(program, name=lambda _: fname, backend="mlir"), parallel=False)
         sym = symbol(fname, source)
 
         def same_binary() -> Any:  # no noalias marks: the kernel itself serves overlapping buffers
