@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 
+from uopir.backends.c.backend import quick
 from uopir.backends.cpu.runtime import PooledHostAllocator, host_target
 from uopir.backends.cpu.runtime import threads as cpu_threads
 from uopir.backends.interface import Backend, Buffer, Program
@@ -25,9 +26,11 @@ from uopir.backends.realize import print_compiled, realize
 from uopir.ir.uop import UOp
 from uopir.passes.target import Target, target
 
-__all__ = ["MLIRBackend", "PIPELINE", "mlir_target", "exporter"]
+__all__ = ["MLIRBackend", "PIPELINE", "LOWERING", "mlir_target", "exporter"]
 
 PIPELINE = "default{target=mlir}"
+# what realize runs: the same passes kernel by kernel, so each kernel's export and compile start while the next lowers
+LOWERING = "default{target=mlir per-kernel=true}"
 
 
 def mlir_target() -> Target:
@@ -51,6 +54,7 @@ class MLIRBackend(Backend):
 
     device = "mlir"
     pipeline = PIPELINE
+    lowering = LOWERING
 
     def __init__(self, compiler: MLIRCompiler | None = None):
         self.target = target("mlir")
@@ -81,12 +85,13 @@ class MLIRBackend(Backend):
 
     def compile(self, program: UOp, name: str | None = None) -> Program:
         """Export, compile (through the disk cache; on a miss in the background, batched with the other kernels
-        being compiled) and load one device.program. `UOPIR_DEBUG=4` prints the MLIR of each kernel compiled."""
+        being compiled; LLVM at O1 for a kernel that does little work, as the C backend's `quick`) and load one
+        device.program. `UOPIR_DEBUG=4` prints the MLIR of each kernel compiled."""
         if not self.available:
             raise RuntimeError(f"device 'mlir' cannot compile programs: {self.reason}")
         src = self.source(program)
         print_compiled(program, name or program.arg, src, "MLIR")
-        return self.runtime.load(name or program.arg, program, src, self.compiler.compile_async(src))
+        return self.runtime.load(name or program.arg, program, src, self.compiler.compile_async(src, quick(program)))
 
     def realize(self, root: UOp) -> Buffer:
         """The value of a tensor-level graph: lowered by `default{target=mlir}`, its kernels compiled and run one by

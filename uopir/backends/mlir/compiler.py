@@ -41,12 +41,15 @@ from uopir.backends.mlir.tools import find_mlir_tool
 __all__ = ["LOWERING", "MLIRTools", "MLIRCompiler", "MLIRCompileError", "mlir_tools", "to_llvm_ir", "entry_name",
            "BATCH_MAX"]
 
-# mlir-opt's passes, in order: affine and vector transfers to scf, math to LLVM intrinsics and what has none to libm
+# mlir-opt's passes, in order: bf16 arithmetic in f32 and every bf16 <-> f32 conversion as integer ops (LLVM's own
+# fptrunc/fpext of bfloat flush subnormals to zero on x86; uopir rounds to nearest even and keeps them), affine and
+# vector transfers to scf, math to LLVM intrinsics and what has none to libm
 # calls (unrolled over vectors into vector ops, so before the vector lowering), scf to cf, then every dialect to
 # llvm. Memref arguments keep MLIR's descriptor convention (the bare-pointer one rejects the `memref<?xT>` the
 # exporter writes): `wrapper` adds the function the runtime calls, with one pointer per buffer
 LOWERING: tuple[str, ...] = (
-    "lower-affine", "arith-expand", "convert-vector-to-scf", "convert-math-to-llvm", "convert-math-to-libm",
+    "lower-affine", "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}",
+    "arith-expand{include-bf16=true}", "convert-vector-to-scf", "convert-math-to-llvm", "convert-math-to-libm",
     "convert-scf-to-cf", "convert-vector-to-llvm", "expand-strided-metadata", "finalize-memref-to-llvm",
     "convert-arith-to-llvm", "convert-index-to-llvm", "convert-func-to-llvm", "convert-cf-to-llvm",
     "reconcile-unrealized-casts")
@@ -235,13 +238,13 @@ class _Batcher:
     def __init__(self, compiler: MLIRCompiler):
         self.compiler = compiler
         self._lock = threading.Lock()
-        self._pending: list[tuple[str, Future[bytes]]] = []
+        self._pending: list[tuple[str, bool, Future[bytes]]] = []
         self._running = False
 
-    def submit(self, source: str) -> Future[bytes]:
+    def submit(self, source: str, quick: bool) -> Future[bytes]:
         fut: Future[bytes] = Future()
         with self._lock:
-            self._pending.append((source, fut))
+            self._pending.append((source, quick, fut))
             start, self._running = not self._running, True
         if start:
             threading.Thread(target=self._work, name="uopir-mlir-tools", daemon=True).start()
@@ -255,19 +258,19 @@ class _Batcher:
                     self._running = False
                     return
             try:
-                irs: list[str | MLIRCompileError] = list(to_llvm_ir([s for s, _ in batch], self.compiler.tools))
+                irs: list[str | MLIRCompileError] = list(to_llvm_ir([s for s, _, _ in batch], self.compiler.tools))
             except Exception as e:  # noqa: BLE001 - every kernel of the batch gets the error
                 irs = [MLIRCompileError(str(e))] * len(batch)
-            for (src, fut), ir in zip(batch, irs, strict=True):
+            for (src, quick, fut), ir in zip(batch, irs, strict=True):
                 if isinstance(ir, Exception):
                     fut.set_exception(ir)
                 else:
-                    _pool().submit(self._finish, src, ir, fut)
+                    _pool().submit(self._finish, src, quick, ir, fut)
 
-    def _finish(self, source: str, ir: str, fut: Future[bytes]) -> None:
+    def _finish(self, source: str, quick: bool, ir: str, fut: Future[bytes]) -> None:
         try:
-            binary = self.compiler.object_code(source, ir)
-            cache_put(self.compiler.name, cache_key(self.compiler.name, self.compiler.flags, source), binary)
+            binary = self.compiler.object_code(source, ir, quick)
+            cache_put(self.compiler.name, self.compiler.key(source, quick), binary)
             fut.set_result(binary)
         except Exception as e:  # noqa: BLE001 - the kernel's first call raises it
             fut.set_exception(e)
@@ -277,13 +280,22 @@ _LOCAL = threading.local()
 
 
 class MLIRCompiler(Compiler):
-    """MLIR text -> object code through mlir-opt, mlir-translate and llvmlite at -O`opt` (through the disk cache)."""
+    """MLIR text -> object code through mlir-opt, mlir-translate and llvmlite (through the disk cache): LLVM at the
+    level of `llvm` (O3), or of `quick_llvm` (O1) for a kernel that does little work (the C backend's rule: the
+    compile, which a first realize waits for, costs more than the run; uopir has unrolled and vectorized the kernel
+    already, and O1 takes half of O3's time)."""
 
-    def __init__(self, llvm: LLVMCompiler | None = None):
+    def __init__(self, llvm: LLVMCompiler | None = None, quick_llvm: LLVMCompiler | None = None):
         self.llvm = llvm if llvm is not None else LLVMCompiler()
+        self.quick_llvm = quick_llvm if quick_llvm is not None else LLVMCompiler(opt=1)
         self.tools = mlir_tools()
         self.flags = (PIPELINE, *self.llvm.flags)
+        self.quick_flags = (PIPELINE, *self.quick_llvm.flags)
         self._batcher = _Batcher(self)
+
+    def key(self, source: str, quick: bool = False) -> str:
+        """The disk cache key of `source` at the quick or the full level."""
+        return cache_key(self.name, self.quick_flags if quick else self.flags, source)
 
     def missing(self) -> list[str]:
         """What this machine lacks for compiling (empty when it can)."""
@@ -311,7 +323,7 @@ class MLIRCompiler(Compiler):
             tm = _LOCAL.tm = self.llvm.host.target_machine()
         return tm
 
-    def object_code(self, source: str, llvm_ir: str) -> bytes:
+    def object_code(self, source: str, llvm_ir: str, quick: bool = False) -> bytes:
         """The object code of `llvm_ir` (translated from the MLIR `source`) with the `wrapper` the runtime calls,
         `NAME.DIGEST`, at O3 (the kernel itself made internal, so it is inlined into the wrapper)."""
         name = entry_name(source)
@@ -320,26 +332,26 @@ class MLIRCompiler(Compiler):
                         llvm_ir, count=1, flags=re.M)
         if n != 1:
             raise MLIRCompileError(f"mlir-translate's LLVM IR does not define the kernel {name}")
-        mod = self.llvm.optimize(ir + wrapper(source, sym))
+        mod = (self.quick_llvm if quick else self.llvm).optimize(ir + wrapper(source, sym))
         if not any(f.name == sym and not f.is_declaration for f in mod.functions):
             raise MLIRCompileError(f"the compiled module lost the kernel's entry {sym}")
         return bytes(self._tm().emit_object(mod))
 
-    def compile(self, source: str) -> bytes:
+    def compile(self, source: str, quick: bool = False) -> bytes:
         ir = to_llvm_ir([source], self.tools)[0]
         if isinstance(ir, Exception):
             raise ir
-        return self.object_code(source, ir)
+        return self.object_code(source, ir, quick)
 
-    def compile_async(self, source: str) -> bytes | Future[bytes]:
+    def compile_async(self, source: str, quick: bool = False) -> bytes | Future[bytes]:
         """The object code: bytes on a cache hit, else a Future of a compile batched with the other kernels queued
         now (see _Batcher)."""
-        hit = cache_get(self.name, cache_key(self.name, self.flags, source))
+        hit = cache_get(self.name, self.key(source, quick))
         if hit is not None:
             return hit
-        return self._batcher.submit(source)
+        return self._batcher.submit(source, quick)
 
-    def compile_many(self, sources: Sequence[str]) -> list[bytes]:
+    def compile_many(self, sources: Sequence[str], quick: bool = False) -> list[bytes]:
         """Every source's object code (cached ones read, the others in one batch); the first error raises."""
-        futs = [self.compile_async(s) for s in sources]
+        futs = [self.compile_async(s, quick) for s in sources]
         return [f.result() if isinstance(f, Future) else f for f in futs]
