@@ -29,7 +29,6 @@ from __future__ import annotations
 import io
 import math
 import struct
-from typing import ClassVar
 
 from xdsl.dialects import arith, func, scf, vector
 from xdsl.dialects import math as mmath
@@ -63,9 +62,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.irdl import IRDLOperation, VarConstraint, irdl_op_definition, operand_def, prop_def, result_def, traits_def
 from xdsl.printer import Printer
-from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from uopir.backends.c.emit import programs
@@ -80,6 +77,7 @@ from uopir.backends.cpu.program import (
 )
 from uopir.backends.cpu.program import kernel_signature as _signature
 from uopir.backends.llvm.renderer import llvm_name
+from uopir.backends.mlir import ops as X
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
@@ -96,25 +94,6 @@ def kernel_signature(program: UOp) -> KernelSignature:
     """How the exported function of `program` is called: its name (a C identifier), buffers, variables; `parallel`
     says it holds an scf.parallel (it takes no core arguments)."""
     return _signature(program, llvm_name, "MLIR")
-
-
-# ---- arith.remf: MLIR's fmod, which xDSL does not define ------------------------------------------------------------
-@irdl_op_definition
-class RemFOp(IRDLOperation):
-    """`arith.remf`: the float remainder with the sign of the dividend (C's fmod)."""
-
-    name = "arith.remf"
-    T: ClassVar = VarConstraint("T", arith.floatingPointLike)
-    lhs = operand_def(T)
-    rhs = operand_def(T)
-    result = result_def(T)
-    fastmath = prop_def(arith.FastMathFlagsAttr, default_value=arith.FastMathFlagsAttr("none"))
-    traits = traits_def(Pure())
-    assembly_format = "$lhs `,` $rhs (`fastmath` `` $fastmath^)? attr-dict `:` type($result)"
-
-    def __init__(self, lhs: SSAValue, rhs: SSAValue):
-        super().__init__(operands=[lhs, rhs], result_types=[lhs.type],
-                         properties={"fastmath": arith.FastMathFlagsAttr("none")})
 
 
 # ---- types -----------------------------------------------------------------------------------------------------------
@@ -316,8 +295,8 @@ class _Func:
             raise op_error(u, f"an offset or size must be an integer, got {u.dtype}")
         if d.kind == "uint":
             if d.itemsize < 8:
-                v = self.add(arith.ExtUIOp(v, i64))
-        return self.add(arith.IndexCastOp(v, IndexType()))
+                v = self.add(X.ExtUIOp(v, i64))
+        return self.add(X.IndexCastOp(v, IndexType()))
 
     # ---- the walk
     def build(self) -> func.FuncOp:
@@ -369,7 +348,7 @@ class _Func:
         elif op is K.VAR:
             arg = self.entry.args[len(self.sig.params) + self.sig.vars.index(u.arg[0])]
             t = mlir_type(u.dtype)
-            self.vals[u] = arg if isinstance(t, IndexType) else self.add(arith.IndexCastOp(arg, t))
+            self.vals[u] = arg if isinstance(t, IndexType) else self.add(X.IndexCastOp(arg, t))
         elif op is K.REGISTER or op is K.LOCAL:
             self.scratch(u)
         elif op is K.INDEX:
@@ -491,7 +470,7 @@ class _Func:
         par.attributes["uopir.id"] = ArrayAttr([StringAttr(kind), IntegerAttr(dim, i64)])
         self.add(par)
         inner = Block()
-        scope_op = mref.AllocaScopeOp([], [Region(inner)])
+        scope_op = mref.AllocaScopeOp(result_types=((),), regions=(Region(inner),))
         body.add_op(scope_op)
         self.ids.append((self.cur, self.scopes[-1], scope_op))
         self.scopes.append(_Scope(inner))
@@ -506,7 +485,7 @@ class _Func:
         assert body is not None and scope_op is not None
         if scope.prologue:  # the iteration's own allocas: keep the alloca_scope
             self.finish_scope(scope)
-            inner.add_op(mref.AllocaScopeReturnOp([]))
+            inner.add_op(mref.AllocaScopeReturnOp(operands=((),)))
         else:  # nothing allocated: the body is the scope's ops
             scope_op.detach()
             scope_op.erase()
@@ -530,14 +509,14 @@ class _Func:
     def _from_mem(self, x: SSAValue, d: DType, n: int) -> SSAValue:
         """A value read from memory in its register form (bool from a byte, bf16 rounded from its carrier)."""
         if d.scalar is dtypes.bool:
-            return self.add(arith.CmpiOp(x, self.const(_vec(i8, n), 0), "ne"))
+            return self.add(X.CmpiOp(x, self.const(_vec(i8, n), 0), "ne"))
         if d.scalar is dtypes.bfloat16:
             return self.add(arith.TruncFOp(x, _vec(bf16, n)))
         return x
 
     def _to_mem(self, x: SSAValue, d: DType, n: int) -> SSAValue:
         if d.scalar is dtypes.bool:
-            return self.add(arith.ExtUIOp(x, _vec(i8, n)))
+            return self.add(X.ExtUIOp(x, _vec(i8, n)))
         if d.scalar is dtypes.bfloat16:
             return self.add(arith.ExtFOp(x, _vec(f32, n)))
         return x
@@ -571,7 +550,7 @@ class _Func:
         mask = self.add(vector.BroadcastOp(gate, VectorType(i1, [n])))
         raw = self.add(vector.MaskedLoadOp(p.mem, [self._off(p)], mask, self.const(mt, _zero(mt.element_type))))
         v = self._from_mem(raw, d, n)
-        self.define(u, self.add(arith.SelectOp(gate, v, alt)), escapes)
+        self.define(u, self.add(X.SelectOp(gate, v, alt)), escapes)
 
     def store(self, u: UOp) -> None:
         p = self.ptr(u.src[0])
@@ -622,14 +601,14 @@ class _Func:
         if d is dtypes.bool:
             zero = self.const(x.type, _zero(_SCALAR[s]))
             if s.is_float:
-                return self.add(arith.CmpfOp(x, zero, "une"))
-            return self.add(arith.CmpiOp(x, zero, "ne"))
+                return self.add(X.CmpfOp(x, zero, "une"))
+            return self.add(X.CmpiOp(x, zero, "ne"))
         if s is dtypes.bool:
             if d.is_float:
-                return self.add(arith.UIToFPOp(x, dt))
+                return self.add(X.UIToFPOp(x, dt))
             if d is dtypes.index:
-                return self.add(arith.IndexCastOp(self.add(arith.ExtUIOp(x, _vec(i64, n))), dt))
-            return self.add(arith.ExtUIOp(x, dt))
+                return self.add(X.IndexCastOp(self.add(X.ExtUIOp(x, _vec(i64, n))), dt))
+            return self.add(X.ExtUIOp(x, dt))
         if d.is_float and s.is_float:
             if d is dtypes.bfloat16:
                 if s is dtypes.float64:
@@ -647,8 +626,8 @@ class _Func:
         if d.is_float:  # int -> float, correctly rounded from the exact value
             unsigned = s.kind == "uint"
             if s is dtypes.index:
-                x, s = self.add(arith.IndexCastOp(x, _vec(i64, n))), dtypes.int64
-            conv = arith.UIToFPOp if unsigned else arith.SIToFPOp
+                x, s = self.add(X.IndexCastOp(x, _vec(i64, n))), dtypes.int64
+            conv = X.UIToFPOp if unsigned else X.SIToFPOp
             if d is dtypes.bfloat16:
                 if _bits(s) == 64:
                     wide = self.int64_to_f64_sticky(x, n, not unsigned)
@@ -663,17 +642,17 @@ class _Func:
         # int -> int wraps
         if s is dtypes.index or d is dtypes.index:
             if s is dtypes.index:
-                x64 = self.add(arith.IndexCastOp(x, _vec(i64, n)))
+                x64 = self.add(X.IndexCastOp(x, _vec(i64, n)))
                 return self.cast(x64, dtypes.int64, d, n)
             if _bits(s) < 64:
-                x = self.add((arith.ExtUIOp if s.kind == "uint" else arith.ExtSIOp)(x, _vec(i64, n)))
-            return self.add(arith.IndexCastOp(x, dt))
+                x = self.add((X.ExtUIOp if s.kind == "uint" else X.ExtSIOp)(x, _vec(i64, n)))
+            return self.add(X.IndexCastOp(x, dt))
         sb, db = _bits(s), _bits(d)
         if sb == db:
             return x
         if db < sb:
-            return self.add(arith.TruncIOp(x, dt))
-        return self.add((arith.ExtUIOp if s.kind == "uint" else arith.ExtSIOp)(x, dt))
+            return self.add(X.TruncIOp(x, dt))
+        return self.add((X.ExtUIOp if s.kind == "uint" else X.ExtSIOp)(x, dt))
 
     def float_to_int(self, x: SSAValue, s: DType, d: DType, n: int) -> SSAValue:
         """Truncate toward zero and saturate to d's range; NaN -> 0 (fptosi/fptoui alone are poison outside)."""
@@ -685,18 +664,18 @@ class _Func:
         bt = _vec(i1, n)
         t = self.add(mmath.TruncOp(x))
         lo, hi = float(target.min), float(target.max) + 1.0  # powers of two: exact in every float type
-        over = self.add(arith.CmpfOp(t, self.const(ft, hi), "oge"))
-        under = self.add(arith.CmpfOp(t, self.const(ft, lo), "olt"))
-        nan = self.add(arith.CmpfOp(x, x, "uno"))
+        over = self.add(X.CmpfOp(t, self.const(ft, hi), "oge"))
+        under = self.add(X.CmpfOp(t, self.const(ft, lo), "olt"))
+        nan = self.add(X.CmpfOp(x, x, "uno"))
         bad = self.add(arith.OrIOp(self.add(arith.OrIOp(over, under)), nan))
-        safe = self.add(arith.SelectOp(bad, self.const(ft, 0.0), t))
-        conv = arith.FPToUIOp if target.kind == "uint" else arith.FPToSIOp
+        safe = self.add(X.SelectOp(bad, self.const(ft, 0.0), t))
+        conv = X.FPToUIOp if target.kind == "uint" else X.FPToSIOp
         r = self.add(conv(safe, it))
-        r = self.add(arith.SelectOp(over, self.const(it, _signed(_bits(target), int(target.max))), r))
-        r = self.add(arith.SelectOp(under, self.const(it, _signed(_bits(target), int(target.min))), r))
+        r = self.add(X.SelectOp(over, self.const(it, _signed(_bits(target), int(target.max))), r))
+        r = self.add(X.SelectOp(under, self.const(it, _signed(_bits(target), int(target.min))), r))
         del bt
         if d is dtypes.index:
-            r = self.add(arith.IndexCastOp(r, _vec(IndexType(), n)))
+            r = self.add(X.IndexCastOp(r, _vec(IndexType(), n)))
         return r
 
     def f64_to_f32_odd(self, x: SSAValue, n: int) -> SSAValue:
@@ -704,13 +683,13 @@ class _Func:
         ft, it = _vec(f32, n), _vec(i32, n)
         r = self.add(arith.TruncFOp(x, ft))
         back = self.add(arith.ExtFOp(r, x.type))
-        inexact = self.add(arith.CmpfOp(back, x, "one"))
-        away = self.add(arith.CmpfOp(self.add(mmath.AbsFOp(back)), self.add(mmath.AbsFOp(x)), "ogt"))
+        inexact = self.add(X.CmpfOp(back, x, "one"))
+        away = self.add(X.CmpfOp(self.add(mmath.AbsFOp(back)), self.add(mmath.AbsFOp(x)), "ogt"))
         bits = self.add(arith.BitcastOp(r, it))
         one = self.const(it, 1)
         dec = self.add(arith.AndIOp(inexact, away))
-        bits = self.add(arith.SelectOp(dec, self.add(arith.SubiOp(bits, one)), bits))
-        bits = self.add(arith.SelectOp(inexact, self.add(arith.OrIOp(bits, one)), bits))
+        bits = self.add(X.SelectOp(dec, self.add(arith.SubiOp(bits, one)), bits))
+        bits = self.add(X.SelectOp(inexact, self.add(arith.OrIOp(bits, one)), bits))
         return self.add(arith.BitcastOp(bits, ft))
 
     def int64_to_f64_sticky(self, x: SSAValue, n: int, signed: bool) -> SSAValue:
@@ -721,17 +700,17 @@ class _Func:
         m = x
         neg = None
         if signed:
-            neg = self.add(arith.CmpiOp(x, zero, "slt"))
-            m = self.add(arith.SelectOp(neg, self.add(arith.SubiOp(zero, x)), x))
-        big = self.add(arith.CmpiOp(m, self.const(it, 1 << 53), "uge"))
+            neg = self.add(X.CmpiOp(x, zero, "slt"))
+            m = self.add(X.SelectOp(neg, self.add(arith.SubiOp(zero, x)), x))
+        big = self.add(X.CmpiOp(m, self.const(it, 1 << 53), "uge"))
         low = self.add(arith.AndIOp(m, self.const(it, 0x7FF)))
-        sticky = self.add(arith.ExtUIOp(self.add(arith.CmpiOp(low, zero, "ne")), it))
+        sticky = self.add(X.ExtUIOp(self.add(X.CmpiOp(low, zero, "ne")), it))
         red = self.add(arith.OrIOp(self.add(arith.ShRUIOp(m, self.const(it, 11))), sticky))
-        redf = self.add(arith.MulfOp(self.add(arith.UIToFPOp(red, dt)), self.const(dt, 2048.0)))
-        mag = self.add(arith.SelectOp(big, redf, self.add(arith.UIToFPOp(m, dt))))
+        redf = self.add(arith.MulfOp(self.add(X.UIToFPOp(red, dt)), self.const(dt, 2048.0)))
+        mag = self.add(X.SelectOp(big, redf, self.add(X.UIToFPOp(m, dt))))
         if neg is None:
             return mag
-        return self.add(arith.SelectOp(neg, self.add(arith.NegfOp(mag)), mag))
+        return self.add(X.SelectOp(neg, self.add(arith.NegfOp(mag)), mag))
 
     def bitcast(self, u: UOp) -> SSAValue:
         """The same bits as another dtype."""
@@ -759,14 +738,14 @@ class _Func:
         if name == "core.where":
             c = self.get(u.src[0])
             a, b = self.get(u.src[1], n), self.get(u.src[2], n)
-            return self.add(arith.SelectOp(c, a, b))
+            return self.add(X.SelectOp(c, a, b))
         src = u.src[0].dtype.scalar
         args = [self.get(s, n) for s in u.src]
         if name in _CMPI:
             if src.is_float:
-                return self.add(arith.CmpfOp(args[0], args[1], _CMPF[name]))
+                return self.add(X.CmpfOp(args[0], args[1], _CMPF[name]))
             unsigned = src.kind == "uint" or src is dtypes.bool
-            return self.add(arith.CmpiOp(args[0], args[1], _CMPI[name][unsigned]))
+            return self.add(X.CmpiOp(args[0], args[1], _CMPI[name][unsigned]))
         t = mlir_type(u.dtype)
         if d is dtypes.bool:
             if name in _BOOL_BIN:
@@ -780,7 +759,7 @@ class _Func:
             if name in _FLOAT_BIN:
                 return self.add(_FLOAT_BIN[name](args[0], args[1]))
             if name == "core.mod":
-                return self.add(RemFOp(args[0], args[1]))
+                return self.add(X.RemFOp(args[0], args[1]))
             if name == "core.neg":
                 return self.add(arith.NegfOp(args[0]))
             if name == "core.recip":
@@ -820,20 +799,20 @@ class _Func:
         if c.op is C.CONST and c.dtype.count == 1 and int(c.arg) not in (0, -1):
             return self.add(op(a, b))
         zero_c = self.const(t, 0)
-        zero = self.add(arith.CmpiOp(b, zero_c, "eq"))
+        zero = self.add(X.CmpiOp(b, zero_c, "eq"))
         special = zero
         minus1 = None
         if not unsigned:
-            minus1 = self.add(arith.CmpiOp(b, self.const(t, -1), "eq"))
+            minus1 = self.add(X.CmpiOp(b, self.const(t, -1), "eq"))
             special = self.add(arith.OrIOp(zero, minus1))
-        safe = self.add(arith.SelectOp(special, self.const(t, 1), b))
+        safe = self.add(X.SelectOp(special, self.const(t, 1), b))
         r = self.add(op(a, safe))
         if not div:
-            return self.add(arith.SelectOp(special, zero_c, r))
-        r = self.add(arith.SelectOp(zero, zero_c, r))
+            return self.add(X.SelectOp(special, zero_c, r))
+        r = self.add(X.SelectOp(zero, zero_c, r))
         if minus1 is None:
             return r
-        return self.add(arith.SelectOp(minus1, self.add(arith.SubiOp(zero_c, a)), r))
+        return self.add(X.SelectOp(minus1, self.add(arith.SubiOp(zero_c, a)), r))
 
 
 # ---- literals --------------------------------------------------------------------------------------------------------
