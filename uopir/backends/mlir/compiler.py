@@ -41,19 +41,22 @@ from uopir.backends.mlir.tools import find_mlir_tool
 __all__ = ["LOWERING", "MLIRTools", "MLIRCompiler", "MLIRCompileError", "mlir_tools", "to_llvm_ir", "entry_name",
            "BATCH_MAX"]
 
-# mlir-opt's passes, in order: canonicalize (it also hoists the allocas of an scf.parallel body's memref.alloca_scope
-# and inlines the scope, which must be gone before scf-to-cf splits its body into blocks; the loops run one after the
-# other, so the iterations may share them), every bf16 <-> f32 conversion as integer ops (LLVM's own fptrunc/fpext of bfloat flush
-# subnormals to zero on x86; uopir rounds to nearest even and keeps them; arith-emulate-unsupported-floats is left
-# out: it loses the rounding after each bf16 op), affine and vector transfers to scf, math to LLVM intrinsics and what has none to libm
-# calls (unrolled over vectors into vector ops, so before the vector lowering), scf to cf, then every dialect to
-# llvm. Memref arguments keep MLIR's descriptor convention (the bare-pointer one rejects the `memref<?xT>` the
-# exporter writes): `wrapper` adds the function the runtime calls, with one pointer per buffer
+# mlir-opt's passes, in order:
+# - canonicalize, which also hoists the allocas of an scf.parallel body's memref.alloca_scope and inlines the scope
+#   (it must be gone before scf-to-cf splits its body into blocks; the loops run one after the other, so the
+#   iterations may share the allocas);
+# - every bf16 <-> f32 conversion as integer ops (LLVM's own fptrunc/fpext of bfloat flush subnormals to zero on x86;
+#   uopir rounds to nearest even and keeps them; arith-emulate-unsupported-floats is left out: it loses the rounding
+#   after each bf16 op);
+# - affine and vector transfers to scf, math to LLVM intrinsics and what has none to libm calls (unrolled over vectors
+#   into vector ops, so before the vector lowering), scf to cf, then every dialect to llvm. Memref arguments keep
+#   MLIR's descriptor convention (the bare-pointer one rejects the `memref<?xT>` the exporter writes): `wrapper` adds
+#   the function the runtime calls, with one pointer per buffer.
 LOWERING: tuple[str, ...] = (
-    "canonicalize", "lower-affine", "arith-expand{include-bf16=true}", "convert-vector-to-scf", "convert-math-to-llvm", "convert-math-to-libm",
-    "convert-scf-to-cf", "convert-vector-to-llvm", "expand-strided-metadata", "finalize-memref-to-llvm",
-    "convert-arith-to-llvm", "convert-index-to-llvm", "convert-func-to-llvm", "convert-cf-to-llvm",
-    "reconcile-unrealized-casts")
+    "canonicalize", "lower-affine", "arith-expand{include-bf16=true}", "convert-vector-to-scf",
+    "convert-math-to-llvm", "convert-math-to-libm", "convert-scf-to-cf", "convert-vector-to-llvm",
+    "expand-strided-metadata", "finalize-memref-to-llvm", "convert-arith-to-llvm", "convert-index-to-llvm",
+    "convert-func-to-llvm", "convert-cf-to-llvm", "reconcile-unrealized-casts")
 PIPELINE = f"builtin.module({','.join(LOWERING)})"
 SPLIT = "\n// -----\n"  # the separator of --split-input-file
 BATCH_MAX = 64  # kernels per pair of tool processes
