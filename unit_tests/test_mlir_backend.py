@@ -181,6 +181,30 @@ func.func @bad(%a: memref<8xf32>) {
 """
 
 
+BF16 = """
+func.func @bf16_round(%a: memref<4xf32>, %d: memref<4xf64>, %b: memref<4xf32>, %c: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %zero = arith.constant 0.0 : bf16
+  %true = arith.constant true
+  scf.for %i = %c0 to %c4 step %c1 {
+    %x = memref.load %a[%i] : memref<4xf32>
+    %t = arith.truncf %x : f32 to bf16
+    %s = arith.select %true, %t, %zero : bf16
+    %y = arith.extf %s : bf16 to f32
+    memref.store %y, %b[%i] : memref<4xf32>
+    %w = memref.load %d[%i] : memref<4xf64>
+    %u = arith.truncf %w : f64 to bf16
+    %v = arith.select %true, %u, %zero : bf16
+    %z = arith.extf %v : bf16 to f32
+    memref.store %z, %c[%i] : memref<4xf32>
+  }
+  return
+}
+"""
+
+
 def _call(source: str, binary: bytes, arrays: list[np.ndarray], ints: tuple[int, ...] = ()) -> None:
     sig = KernelSignature(entry_name(source), tuple(dtypes.float32 for _ in arrays), tuple(f"v{i}" for i in
                                                                                          range(len(ints))))
@@ -222,6 +246,23 @@ def test_integer_ops_that_need_expansion():
     fn = bind(sig, JIT.get().address(symbol("int_ops", INTS), COMPILER.compile(INTS)))
     fn(a.ctypes.data, b.ctypes.data)
     assert b.tolist() == (np.floor_divide(a, 7) + np.fmod(a, 7)).tolist()  # floordiv rounds down, rem truncates
+
+
+@needs_tools
+def test_bf16_keeps_subnormals_and_rounds_once():
+    """uopir's bf16 rounding (nearest even, subnormals kept; f64 rounded once) survives LLVM's bfloat code on any
+    cpu: the subnormal-flushing conversions are off and the runtime defines __truncsfbf2/__truncdfbf2."""
+    a = np.array([1e-40, -3e-39, np.inf, 1.0 + 2.0**-8], np.float32)  # the last: a tie, to even (1.0)
+    d = np.array([1e-40, 1.0 + 2.0**-8 + 2.0**-30, -np.inf, np.nan], np.float64)  # the second: above the tie
+    b, c = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    sig = KernelSignature("bf16_round", (dtypes.float32, dtypes.float64, dtypes.float32, dtypes.float32), ())
+    from uopir.backends.mlir.runtime import bf16_helpers
+
+    bf16_helpers()
+    fn = bind(sig, JIT.get().address(symbol("bf16_round", BF16), COMPILER.compile(BF16)))
+    fn(a.ctypes.data, d.ctypes.data, b.ctypes.data, c.ctypes.data)
+    assert b.view(np.uint32).tolist() == [0x00010000, 0x80210000, 0x7F800000, 0x3F800000]
+    assert c[:3].view(np.uint32).tolist() == [0x00010000, 0x3F810000, 0xFF800000] and np.isnan(c[3])
 
 
 @needs_tools

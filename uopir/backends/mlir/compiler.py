@@ -29,7 +29,7 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -281,6 +281,18 @@ class _Batcher:
 
 
 _LOCAL = threading.local()
+# cpu features whose bf16 conversions flush subnormals to zero (VCVTNEPS2BF16 and the AVX-NE-CONVERT forms): LLVM
+# picks them for every bfloat fptrunc and for the f32 round trip it legalizes bfloat selects and arithmetic with
+FLUSHING_BF16 = ("avx512bf16", "avxneconvert")
+
+
+def _exact_bf16(c: LLVMCompiler) -> LLVMCompiler:
+    """`c` with the FLUSHING_BF16 features off: LLVM then converts to bf16 with integer code that keeps subnormals,
+    as uopir's semantics do."""
+    if c.host is not None:
+        feats = [f for f in c.host.features.split(",") if f.lstrip("+-") not in FLUSHING_BF16]
+        c.host = replace(c.host, features=",".join(feats + [f"-{f}" for f in FLUSHING_BF16]))
+    return c
 
 
 class MLIRCompiler(Compiler):
@@ -290,8 +302,8 @@ class MLIRCompiler(Compiler):
     already, and O1 takes half of O3's time)."""
 
     def __init__(self, llvm: LLVMCompiler | None = None, quick_llvm: LLVMCompiler | None = None):
-        self.llvm = llvm if llvm is not None else LLVMCompiler()
-        self.quick_llvm = quick_llvm if quick_llvm is not None else LLVMCompiler(opt=1)
+        self.llvm = llvm if llvm is not None else _exact_bf16(LLVMCompiler())
+        self.quick_llvm = quick_llvm if quick_llvm is not None else _exact_bf16(LLVMCompiler(opt=1))
         self.tools = mlir_tools()
         self.flags = (PIPELINE, *self.llvm.flags)
         self.quick_flags = (PIPELINE, *self.quick_llvm.flags)
