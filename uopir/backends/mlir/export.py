@@ -266,6 +266,8 @@ class _Func:
         if isinstance(v, _Slot):
             v = self.add(mref.LoadOp.get(v.ref, []))
         if n is not None and n > 1 and not isinstance(v.type, VectorType):
+            if u.op is C.CONST:  # a splat constant rather than a broadcast
+                return self.const(VectorType(v.type, [n]), _py(u.dtype, const_array(u.dtype, u.arg).reshape(-1)[0]))
             v = self.add(vector.BroadcastOp(v, VectorType(v.type, [n])))
         return v
 
