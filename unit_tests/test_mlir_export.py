@@ -275,7 +275,8 @@ core.sink %p
     m = _module(text)
     (par,) = _ops(m, scf.ParallelOp)
     (scope,) = _ops(m, memref.AllocaScopeOp)
-    assert scope.parent_op() is par
+    # in an scf.execute_region (its region may hold the blocks that lowering the scope makes) in the parallel body
+    assert isinstance(scope.parent_op(), scf.ExecuteRegionOp) and scope.parent_op().parent_op() is par
     (alloca,) = _ops(m, memref.AllocaOp)
     assert alloca.parent_op() is scope and alloca.attributes["uop.acc"].value.data == 0
     (loop,) = _ops(m, scf.ForOp)

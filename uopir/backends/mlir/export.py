@@ -20,7 +20,9 @@ Buffers are `memref<?xT>` function arguments in `kernel.param` index order (stat
 type carries a size), then one `index` argument per `kernel.var` in name order. A global id (`device.special
 {kind = global_id}`) is an `scf.parallel` over the rest of the program. Accumulators, values read after the block
 that computes them, and register arrays are `memref.alloca`s at the top of the function (or of the parallel body,
-inside a `memref.alloca_scope`, so each iteration owns them); large `kernel.local` arrays are `memref.alloc`ed.
+inside a `memref.alloca_scope` so each iteration owns them, itself inside an `scf.execute_region`: lowering the
+scope makes blocks, which scf.parallel's single-block body cannot hold; lower memref before scf then); large
+`kernel.local` arrays are `memref.alloc`ed.
 Arguments and allocas carry `uop.*` attributes (param index, var name and range, accumulator id, dtype where the
 memory type is a carrier) so that an importer can rebuild the uopir program.
 """
@@ -485,9 +487,12 @@ class _Func:
         inner = self.cur
         body = scope_op.parent_block()
         assert body is not None and scope_op is not None
-        if scope.prologue:  # the iteration's own allocas: keep the alloca_scope
-            self.finish_scope(scope)
+        if scope.prologue:  # the iteration's own allocas: keep the alloca_scope, inside an scf.execute_region
+            self.finish_scope(scope)  # (lowering the scope makes blocks, which only a multi-block region may hold)
             inner.add_op(mref.AllocaScopeReturnOp(operands=((),)))
+            scope_op.detach()
+            region_block = Block([scope_op, scf.YieldOp()])
+            body.add_op(X.ExecuteRegionOp([], Region(region_block)))
         else:  # nothing allocated: the body is the scope's ops
             scope_op.detach()
             scope_op.erase()
