@@ -246,7 +246,7 @@ core.sink %p
     assert [o.name for o in store_if.true_region.block.ops] == ["memref.store", "scf.yield"]
     f = m.body.block.first_op
     assert str(f.args[2].type) == "index"
-    assert f.arg_attrs.data[2].data["uopir.var"].data == "n"
+    assert f.arg_attrs.data[2].data["uop.var"].data == "n"
 
 
 def test_accumulators_are_allocas_and_global_ids_are_parallel():
@@ -275,9 +275,10 @@ core.sink %p
     m = _module(text)
     (par,) = _ops(m, scf.ParallelOp)
     (scope,) = _ops(m, memref.AllocaScopeOp)
-    assert scope.parent_op() is par
+    # in an scf.execute_region (its region may hold the blocks that lowering the scope makes) in the parallel body
+    assert isinstance(scope.parent_op(), scf.ExecuteRegionOp) and scope.parent_op().parent_op() is par
     (alloca,) = _ops(m, memref.AllocaOp)
-    assert alloca.parent_op() is scope and alloca.attributes["uopir.acc"].value.data == 0
+    assert alloca.parent_op() is scope and alloca.attributes["uop.acc"].value.data == 0
     (loop,) = _ops(m, scf.ForOp)
     assert loop.parent_op() is scope
     stores = [s for s in _ops(m, memref.StoreOp) if s.memref is alloca.memref]

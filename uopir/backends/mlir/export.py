@@ -20,8 +20,10 @@ Buffers are `memref<?xT>` function arguments in `kernel.param` index order (stat
 type carries a size), then one `index` argument per `kernel.var` in name order. A global id (`device.special
 {kind = global_id}`) is an `scf.parallel` over the rest of the program. Accumulators, values read after the block
 that computes them, and register arrays are `memref.alloca`s at the top of the function (or of the parallel body,
-inside a `memref.alloca_scope`, so each iteration owns them); large `kernel.local` arrays are `memref.alloc`ed.
-Arguments and allocas carry `uopir.*` attributes (param index, var name and range, accumulator id, dtype where the
+inside a `memref.alloca_scope` so each iteration owns them, itself inside an `scf.execute_region`: lowering the
+scope makes blocks, which scf.parallel's single-block body cannot hold; lower memref before scf then); large
+`kernel.local` arrays are `memref.alloc`ed.
+Arguments and allocas carry `uop.*` attributes (param index, var name and range, accumulator id, dtype where the
 memory type is a carrier) so that an importer can rebuild the uopir program.
 """
 from __future__ import annotations
@@ -189,13 +191,13 @@ class _Func:
         for i, d in enumerate(self.sig.params):
             if d is None:
                 args.append(MemRefType(i8, [0]))
-                attrs.append({"uopir.unused": IntegerAttr(i, i64)})
+                attrs.append({"uop.unused": IntegerAttr(i, i64)})
                 continue
             size = sized[i].size
             args.append(MemRefType(_mem_scalar(d), [size if size >= 0 else DYNAMIC_INDEX]))
-            a: dict[str, Attribute] = {"uopir.param": IntegerAttr(i, i64)}
+            a: dict[str, Attribute] = {"uop.param": IntegerAttr(i, i64)}
             if d.scalar in (dtypes.bool, dtypes.bfloat16):
-                a["uopir.dtype"] = StringAttr(d.scalar.name)
+                a["uop.dtype"] = StringAttr(d.scalar.name)
             attrs.append(a)
         self.var_types: dict[str, DType] = {}
         ranges: dict[str, tuple[int, int]] = {}
@@ -206,7 +208,7 @@ class _Func:
         for v in self.sig.vars:
             args.append(IndexType())
             lo, hi = ranges[v]
-            attrs.append({"uopir.var": StringAttr(v), "uopir.range": ArrayAttr([IntegerAttr(lo, i64),
+            attrs.append({"uop.var": StringAttr(v), "uop.range": ArrayAttr([IntegerAttr(lo, i64),
                                                                                 IntegerAttr(hi, i64)])})
         self.entry = Block(arg_types=args)
         self.arg_types, self.arg_attrs = args, attrs
@@ -324,7 +326,7 @@ class _Func:
                 self.entry.insert_op_before(op, first)
         f = func.FuncOp(self.name, (self.arg_types, []), Region(self.entry),
                         arg_attrs=ArrayAttr([DictionaryAttr(a) for a in self.arg_attrs]))
-        f.attributes["uopir.kernel"] = StringAttr(self.program.arg)
+        f.attributes["uop.kernel"] = StringAttr(self.program.arg)
         return f
 
     def finish_scope(self, scope: _Scope) -> None:
@@ -390,7 +392,7 @@ class _Func:
             self.cur = outer
         elif op is D.ACC:
             init = self.get(u.src[0], u.dtype.count)
-            slot = self.alloca(MemRefType(mlir_type(u.dtype), []), {"uopir.acc": IntegerAttr(u.arg, i64)})
+            slot = self.alloca(MemRefType(mlir_type(u.dtype), []), {"uop.acc": IntegerAttr(u.arg, i64)})
             self.add(mref.StoreOp.get(init, slot, []))
             self.vals[u] = _Slot(slot, u.dtype)
         elif op is D.ACCSTORE:
@@ -427,7 +429,7 @@ class _Func:
         """kernel.register / small kernel.local: a zeroed stack array; a large kernel.local: zeroed heap memory."""
         size = max(u.dtype.size, 1)
         t = MemRefType(_mem_scalar(u.dtype.base), [size])
-        kind = "uopir.register" if u.op is K.REGISTER else "uopir.local"
+        kind = "uop.register" if u.op is K.REGISTER else "uop.local"
         heap = u.op is K.LOCAL and u.dtype.size * u.dtype.base.itemsize > STACK_SCRATCH
         if heap:
             alloc = mref.AllocOp.get(t.element_type, shape=[size])
@@ -450,7 +452,7 @@ class _Func:
         end = self.index(u.src[0])
         body = Block(arg_types=[IndexType()])
         loop = scf.ForOp(self.const(IndexType(), 0), end, self.const(IndexType(), 1), [], Region(body))
-        loop.attributes["uopir.loop"] = IntegerAttr(u.arg, i64)
+        loop.attributes["uop.loop"] = IntegerAttr(u.arg, i64)
         self.add(loop)
         self.blocks.append((u, self.cur))
         self.cur = body
@@ -469,7 +471,7 @@ class _Func:
         size = self.index(u.src[0])
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([self.const(IndexType(), 0)], [size], [self.const(IndexType(), 1)], Region(body))
-        par.attributes["uopir.id"] = ArrayAttr([StringAttr(kind), IntegerAttr(dim, i64)])
+        par.attributes["uop.id"] = ArrayAttr([StringAttr(kind), IntegerAttr(dim, i64)])
         self.add(par)
         inner = Block()
         scope_op = mref.AllocaScopeOp(result_types=((),), regions=(Region(inner),))
@@ -485,9 +487,12 @@ class _Func:
         inner = self.cur
         body = scope_op.parent_block()
         assert body is not None and scope_op is not None
-        if scope.prologue:  # the iteration's own allocas: keep the alloca_scope
-            self.finish_scope(scope)
+        if scope.prologue:  # the iteration's own allocas: keep the alloca_scope, inside an scf.execute_region
+            self.finish_scope(scope)  # (lowering the scope makes blocks, which only a multi-block region may hold)
             inner.add_op(mref.AllocaScopeReturnOp(operands=((),)))
+            scope_op.detach()
+            region_block = Block([scope_op, scf.YieldOp()])
+            body.add_op(X.ExecuteRegionOp([], Region(region_block)))
         else:  # nothing allocated: the body is the scope's ops
             scope_op.detach()
             scope_op.erase()
