@@ -1,11 +1,12 @@
 """Compile and run time of the mlir backend beside llvm and c, per kernel, on a few programs.
 
-For each program (matmul, elementwise, reduction) the graph is lowered once per backend (its own pipeline) and every
-kernel of the schedule is compiled with the disk cache off (UOPIR_DISABLE_CACHE=1), timed from the device program to
-a loaded, callable kernel (render or export, the compiler, the JIT); the mlir figure is also split into its steps
-(xDSL export, the mlir-opt + mlir-translate processes, LLVM O3 and object code in llvmlite). Run time is the best of a
-few realizes after a warm-up. The machine may be shared: compare the backends within one run (ratios), not across
-runs. Lines (nothing asserted):
+Programs: matmul 128x128, and elementwise and a softmax-style row reduction over 1024x1024 f32 (256 with --quick).
+Each graph is lowered once per backend (its own pipeline) and every kernel of the schedule is compiled with the disk
+cache off (UOPIR_DISABLE_CACHE=1), timed from the device program to a loaded, callable kernel (render or export, the
+compiler, the JIT); the mlir figure is also split into its steps (export without xDSL's verifier, the mlir-opt +
+mlir-translate processes, LLVM and object code in llvmlite). Run time is the best of a few realizes after a warm-up
+(the mlir backend runs each kernel on one core; llvm and c split a parallel kernel across the cores). The machine
+may be shared: compare the backends within one run (ratios), not across runs. Lines (nothing asserted):
     mlir_backend compile program=<p> kernels=<n> device=<d> ms_per_kernel=<wall> [export_ms= tools_ms= llvm_ms=]
     mlir_backend run program=<p> device=<d> us=<best realize> ratio_to_llvm=<llvm time / this time>
     mlir_backend batch kernels=<n> one_batch_ms=<all in one tool pair> one_by_one_ms=<a tool pair each>
@@ -31,12 +32,12 @@ from uopir.ir.regions import regions_of  # noqa: E402
 from uopir.ir.uop import UOp  # noqa: E402
 
 
-def programs(n: int) -> dict[str, UOp]:
+def programs(n: int, mm: int) -> dict[str, UOp]:
     rng = np.random.default_rng(0)
-    a, b = (Tensor(rng.standard_normal((n, n)).astype(np.float32), device="python") for _ in range(2))
-    c = Tensor(rng.standard_normal((n, n)).astype(np.float32), device="python")
-    return {"matmul": (a @ b).uop, "elementwise": (a * b + c).relu().uop,
-            "reduction": (a - a.max(1, keepdim=True)).exp().sum(1).uop}
+    a, b, c = (Tensor(rng.standard_normal((n, n)).astype(np.float32), device="python") for _ in range(3))
+    p, q = (Tensor(rng.standard_normal((mm, mm)).astype(np.float32), device="python") for _ in range(2))
+    return {f"matmul{mm}": (p @ q).uop, f"elementwise{n}": (a * b + c).relu().uop,
+            f"reduction{n}": (a - a.max(1, keepdim=True)).exp().sum(1).uop}
 
 
 def kernels(backend, root: UOp) -> list[UOp]:
@@ -50,8 +51,12 @@ def compile_times(name: str, root: UOp, devices: list[str]) -> None:
         be = get_backend(d)
         progs = kernels(be, root)
         t0 = time.perf_counter()
-        for p in progs:
-            be.runtime.ready(be.compile(p))
+        try:
+            for p in progs:
+                be.runtime.ready(be.compile(p))
+        except Exception as e:  # noqa: BLE001 - a figure line says why there is none
+            print(f"mlir_backend compile program={name} device={d} failed: {str(e).splitlines()[:3]}", flush=True)
+            continue
         dt = (time.perf_counter() - t0) / len(progs)
         extra = ""
         if d == "mlir":
@@ -73,7 +78,12 @@ def compile_times(name: str, root: UOp, devices: list[str]) -> None:
 
 
 def run_times(name: str, root: UOp, devices: list[str]) -> None:
-    times = {d: best(lambda d=d: get_backend(d).realize(root), 5) for d in devices}
+    times = {}
+    for d in devices:
+        try:
+            times[d] = best(lambda d=d: get_backend(d).realize(root), 5)
+        except Exception as e:  # noqa: BLE001
+            print(f"mlir_backend run program={name} device={d} failed: {str(e).splitlines()[:3]}", flush=True)
     for d, t in times.items():
         ratio = f" ratio_to_llvm={times['llvm'] / t:.2f}" if "llvm" in times else ""
         print(f"mlir_backend run program={name} device={d} us={t * 1e6:.1f}{ratio}", flush=True)
@@ -83,7 +93,7 @@ def batching(roots: list[UOp]) -> None:
     from uopir.backends.mlir.compiler import to_llvm_ir
 
     be = get_backend("mlir")
-    srcs = [be.source(p) for r in roots for p in kernels(be, r)]
+    srcs = [be.source(p) for r in roots for p in kernels(be, r)] * 4  # a dozen kernels
     t0 = time.perf_counter()
     to_llvm_ir(srcs, be.compiler.tools)
     t1 = time.perf_counter()
@@ -101,8 +111,9 @@ def main() -> None:
         return
     os.environ["UOPIR_DISABLE_CACHE"] = "1"  # every compile runs
     devices = [d for d in ("mlir", "llvm", "c") if get_backend(d).available]
-    n = 128 if "--quick" in sys.argv else 512
-    progs = programs(n)
+    # matmul at 128: a larger one holds a heap kernel.local, whose export is not valid MLIR yet (see the notes)
+    n = 256 if "--quick" in sys.argv else 1024
+    progs = programs(n, 128)
     for name, root in progs.items():
         compile_times(name, root, devices)
     for name, root in progs.items():
