@@ -39,7 +39,6 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
     BFloat16Type,
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     Float16Type,
@@ -585,15 +584,19 @@ class _Func:
         lanes = tuple(u.arg)
         if not isinstance(v.type, VectorType):
             return v
+        et = v.type.element_type
+        parts = [self.add(vector.ExtractOp(v, [k], et)) for k in lanes]
         if len(lanes) == 1:
-            return self.add(vector.ExtractOp(v, [lanes[0]], v.type.element_type))
-        return self.add(vector.ShuffleOp(v, v, DenseArrayBase.from_list(i64, lanes),
-                                         result_type=VectorType(v.type.element_type, [len(lanes)])))
+            return parts[0]
+        # lane by lane rather than vector.shuffle, whose mask attribute MLIR 19's generic form spells differently
+        return self.lanes(VectorType(et, [len(lanes)]), parts)
 
     def vectorize(self, u: UOp) -> SSAValue:
-        t = mlir_type(u.dtype)
-        parts = [self.get(s) for s in u.src]
-        acc = self.add(vector.BroadcastOp(parts[0], t))  # type: ignore[arg-type]
+        return self.lanes(mlir_type(u.dtype), [self.get(s) for s in u.src])  # type: ignore[arg-type]
+
+    def lanes(self, t: VectorType, parts: list[SSAValue]) -> SSAValue:
+        """A vector of the given lane values: a broadcast of the first, then an insert of each lane that differs."""
+        acc = self.add(vector.BroadcastOp(parts[0], t))
         for i, p in enumerate(parts[1:], 1):
             if p is not parts[0]:  # a splat is the broadcast alone
                 acc = self.add(vector.InsertOp(p, acc, [i], t))
@@ -668,7 +671,6 @@ class _Func:
         ft = x.type
         target = dtypes.int64 if d is dtypes.index else d
         it = _vec(_SCALAR[target], n)
-        bt = _vec(i1, n)
         t = self.add(mmath.TruncOp(x))
         lo, hi = float(target.min), float(target.max) + 1.0  # powers of two: exact in every float type
         over = self.add(X.CmpfOp(t, self.const(ft, hi), "oge"))
@@ -680,7 +682,6 @@ class _Func:
         r = self.add(conv(safe, it))
         r = self.add(X.SelectOp(over, self.const(it, _signed(_bits(target), int(target.max))), r))
         r = self.add(X.SelectOp(under, self.const(it, _signed(_bits(target), int(target.min))), r))
-        del bt
         if d is dtypes.index:
             r = self.add(X.IndexCastOp(r, _vec(IndexType(), n)))
         return r
