@@ -493,11 +493,11 @@ class _Func:
             region_block = Block([scope_op, scf.YieldOp()])
             body.add_op(X.ExecuteRegionOp([], Region(region_block)))
         else:  # nothing allocated: the body is the scope's ops
-            scope_op.detach()
-            scope_op.erase()
             for o in list(inner.ops):
                 o.detach()
                 body.add_op(o)
+            scope_op.detach()
+            scope_op.erase()
         body.add_op(scf.ReduceOp())
         self.cur = outer
 
