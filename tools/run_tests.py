@@ -9,6 +9,10 @@ backends' own tests (BACKEND_TESTS) to a third leg that runs after the c leg on 
 at about the same time. A buffered leg's output is printed when it ends; UOPIR_TEST_SERIAL=1 runs the legs one after
 the other. Their counts add up (a test in both the first and the c leg counts twice).
 
+Before the tests, the Debian packages some tests need (tools/debian_packages.py: the MLIR tools, chromium, graphviz)
+are installed with apt-get when they are missing and the script runs as root; otherwise one line says which tests
+will skip. When they are all there this is a few PATH lookups.
+
 Why a script: the two runners report in different formats and exit codes; CI reads only the last line and the
 exit status. Counting rules:
   * pytest: passed = passed tests; failed = failed + errors. Skips and xfails count as neither.
@@ -29,6 +33,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import debian_packages  # tools/debian_packages.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
@@ -39,7 +45,7 @@ FRONTEND_TESTS = ("test_tensor_*.py", "test_frontend_ir.py", "test_realize_sched
 
 # the compiled backends' own tests (python device, like leg 1): they run after the c leg, beside the first leg
 BACKEND_TESTS = ("test_differential.py", "test_opencl_*.py", "test_llvm_backend.py", "test_cuda_backend.py",
-                 "test_capabilities.py", "test_c_backend.py")
+                 "test_capabilities.py", "test_c_backend.py", "test_mlir_backend.py")
 
 
 def backend_tests() -> list[str]:
@@ -189,6 +195,7 @@ def _add(a: tuple[int, int, bool], b: tuple[int, int, bool]) -> tuple[int, int, 
 
 
 def main() -> int:
+    debian_packages.ensure()  # the system tools some tests need (mlir-opt, ...): installed as root when missing
     counts = run_pytest_legs()
     p_pass, p_fail, p_ok = counts[0] if counts else (0, 0, True)
     c_pass, c_fail, c_ok = counts[1] if len(counts) > 1 else (0, 0, True)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from uopir.backends.interface import Backend, Buffer, HostAllocator, Runtime
 from uopir.ir.uop import UOp
-from uopir.passes.target import Target, host_cpu, register_target, target
+from uopir.passes.target import Target, register_target, target
 
 __all__ = ["DEVICES", "BACKENDS", "PREFERENCE", "PendingBackend", "register_backend", "get_backend", "available",
            "canonical", "default_device"]
@@ -164,6 +164,18 @@ def _llvm() -> Backend:
     return LLVMBackend()
 
 
+def _mlir() -> Backend:
+    from uopir.backends.mlir.backend import MLIRBackend
+
+    return MLIRBackend()
+
+
+def _mlir_target() -> Target:
+    from uopir.backends.mlir.backend import mlir_target
+
+    return mlir_target()
+
+
 def _llvm_target() -> Target:
     from uopir.backends.llvm.backend import llvm_target
 
@@ -177,11 +189,12 @@ for _dev, _what in (("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")):
     register_backend(_dev, _pending(_dev, _what, _device_target(_dev)))
 register_backend("opencl", _opencl, replace=True)
 register_backend("cuda", _cuda, replace=True)
+register_backend("mlir", _mlir, replace=True)
 
 # each device's target under its name, built on first use (probing the host is not free)
 register_target(_python_target, "python")
 register_target(_c_target, "c")
 register_target(_llvm_target, "llvm")
-register_target(lambda: host_cpu("mlir"), "mlir")
+register_target(_mlir_target, "mlir")
 register_target(_opencl_target, "opencl")  # read from the OpenCL device when first asked for
 register_target(_cuda_target, "cuda")  # the GPU's limits where pycuda sees one
