@@ -29,11 +29,15 @@ MLIR_OPT = find_mlir_tool("mlir-opt")
 
 
 # ---- the differential suite ----------------------------------------------------------------------------------------
+_GENERIC: list[str] = []  # the generic form of every 4th module the fixture exports (mlir-opt reads both forms)
+
+
 @pytest.fixture(scope="module")
 def exported() -> dict[str, list[str] | Exception]:
     """case name -> the MLIR text of each of its realized tensors (lowered for target c), or the error it raised."""
     backend = get_backend("c")
     out: dict[str, list[str] | Exception] = {}
+    n = 0
     for case in dc.CASES:
         try:
             outputs = case.build(dc.Inputs(case.name, "c"))
@@ -44,6 +48,9 @@ def exported() -> dict[str, list[str] | Exception]:
                 lowered = backend.lower(cache_key(t.uop)[0])
                 module = export_module(lowered)  # runs xDSL's verifier
                 texts.append(print_module(module))
+                if n % 4 == 0:
+                    _GENERIC.append(print_module(module, generic=True))
+                n += 1
             out[case.name] = texts
         except Exception as e:  # noqa: BLE001 - reported by the case's own test
             out[case.name] = e
@@ -68,6 +75,11 @@ def test_mlir_opt_parses_and_verifies_every_export(exported):
                          timeout=300)
     assert res.returncode == 0, res.stderr[:4000]
     assert res.stdout.count("func.func @") == sum(t.count("func.func @") for _, t in texts)
+    # and the generic form (a sample: printing costs as much as exporting)
+    assert len(_GENERIC) >= len(texts) // 4
+    res = subprocess.run([MLIR_OPT, "--split-input-file", "-"], input="\n// -----\n".join(_GENERIC),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[:4000]
 
 
 # ---- semantics: small programs ---------------------------------------------------------------------------------------
