@@ -315,6 +315,33 @@ core.sink %p
     assert not _ops(m, memref.AllocaScopeOp) and not _ops(m, scf.ExecuteRegionOp)
 
 
+def test_heap_scratch_of_a_parallel_body_is_freed_in_that_body():
+    # regression (found by the mlir backend): the dealloc of a large kernel.local allocated in a parallel body was
+    # written at the function's end, where its value is out of scope
+    m = _module("""
+%out = kernel.param {idx = 0} : ptr<f32, global>
+%c4 = core.const 4 : index
+%one = core.const 1.0 : f32
+%g = device.special %c4 {kind = global_id, dim = 0} : index
+%buf = kernel.local {id = 0} : ptr<f32, local, 20000>
+%pl = kernel.index %buf, %g : ptr<f32, local, 20000>
+%s1 = kernel.store %pl, %one
+%v = kernel.load %pl : f32
+%po = kernel.index %out, %g : ptr<f32, global>
+%st = kernel.store %po, %v
+%p = device.program %out, %c4, %one, %g, %buf, %pl, %s1, %v, %po, %st {name = "k"}
+core.sink %p
+""")
+    (alloc,) = _ops(m, memref.AllocOp)
+    (free,) = _ops(m, memref.DeallocOp)
+    (scope,) = _ops(m, memref.AllocaScopeOp)
+    assert free.memref is alloc.memref and alloc.parent_op() is scope and free.parent_op() is scope
+    assert str(alloc.memref.type) == "memref<20000xf32>"
+    if MLIR_OPT is not None:
+        res = subprocess.run([MLIR_OPT, "-"], input=print_module(m), capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+
+
 def test_vectors_load_compute_and_store_as_vectors():
     m = export_module(parse_ir("""
 %out = kernel.param {idx = 0} : ptr<f32, global>
