@@ -120,11 +120,12 @@ class _Ptr:
 class _Scope:
     """Where allocas go: the function's entry block, or a parallel body's alloca_scope block."""
 
-    __slots__ = ("block", "prologue")
+    __slots__ = ("block", "prologue", "frees")
 
     def __init__(self, block: Block):
         self.block = block
         self.prologue: list[Operation] = []
+        self.frees: list[SSAValue] = []  # heap scratch allocated in the prologue, freed where the scope ends
 
 
 class _Func(AluExport):
@@ -169,7 +170,6 @@ class _Func(AluExport):
         self.blocks: list[tuple[UOp, Block]] = []  # open loops and ifs: (opener, the block they hid)
         self.ids: list[tuple[Block, _Scope | None, Operation | None]] = []  # open parallels: (outer block, ...)
         self.id_dims: set[int] = set()
-        self.frees: list[SSAValue] = []
 
     # ---- building
     def add(self, op: Operation) -> SSAValue:
@@ -264,7 +264,7 @@ class _Func(AluExport):
                            f"{'device.endloop' if b.op is D.LOOP else 'device.endif'} in the program)")
         while self.ids:
             self.close_parallel()
-        for mem in self.frees:
+        for mem in self.scopes[-1].frees:
             self.add(mref.DeallocOp.get(mem))
         self.add(func.ReturnOp())
         self.finish_scope(self.scopes.pop())
@@ -386,7 +386,7 @@ class _Func(AluExport):
             alloc.attributes[kind] = IntegerAttr(u.arg, i64)
             self.scopes[-1].prologue.append(alloc)
             mem = alloc.results[0]
-            self.frees.append(mem)
+            self.scopes[-1].frees.append(mem)
         else:
             mem = self.alloca(t, {kind: IntegerAttr(u.arg, i64)})
         # zero it where it is declared (the prologue of its scope)
@@ -439,6 +439,8 @@ class _Func(AluExport):
         assert body is not None and scope_op is not None
         if scope.prologue:  # the iteration's own allocas: keep the alloca_scope, inside an scf.execute_region
             self.finish_scope(scope)  # (lowering the scope makes blocks, which only a multi-block region may hold)
+            for mem in scope.frees:  # the iteration's heap scratch
+                inner.add_op(mref.DeallocOp.get(mem))
             inner.add_op(mref.AllocaScopeReturnOp(operands=((),)))
             scope_op.detach()
             region_block = Block([scope_op, scf.YieldOp()])
