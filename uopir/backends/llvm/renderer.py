@@ -5,7 +5,9 @@ is the language. Every value is an SSA register of its LLVM type (`<16 x float>`
 cast is written once, for scalars and vectors alike); what changes over time lives in an `alloca` of the entry
 block, read where it is used and written where the program writes it, which the optimizer's mem2reg turns into
 registers: loop counters, accumulators (`device.acc`; reading it or an accstore's result reads its current value),
-values used after the block that computes them has closed, `kernel.register` arrays. Loops and ifs are basic blocks.
+values used after the block that computes them has closed, `kernel.register` arrays (zeroed by `llvm.memset`:
+an aggregate `zeroinitializer` store makes LLVM's passes quadratic in the array's length). Loops and ifs are basic
+blocks.
 
 Exact semantics (uopir.dialects.semantics), with no fast-math flag anywhere: every float op of a kernel is the IEEE op
 of its dtype, and each of the flags (nnan, ninf, nsz, arcp, contract, afn, reassoc) would change a result the
