@@ -10,6 +10,7 @@ llvmlite is not installed.
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -506,3 +507,22 @@ def test_packed_matmul_is_bit_identical(backend: LLVMBackend, shape: tuple[int, 
     assert ("@calloc" in LLVMRenderer().render(prog)) == (k * n * 4 > 65536)
     run(backend, prog, [out, a, b])
     np.testing.assert_array_equal(out, sequential_matmul(a, b))
+
+
+def test_local_arrays_are_zeroed_by_memset_and_the_ir_stays_small() -> None:
+    """A stack kernel.local (the packed B panel) is zeroed by one llvm.memset, never by an aggregate store of
+    `zeroinitializer`: LLVM splits such a store into one store per element and its O3 passes then take time quadratic
+    in the panel's length (a 128x128 f32 matmul took minutes to compile). Neither the rendered IR nor the optimized
+    function grows with the panel's length."""
+    srcs = [LLVMRenderer().render(packed_matmul_program(16, k, 64)) for k in (48, 192)]  # panels of 12 and 48 KiB
+    for src in srcs:
+        assert "@calloc" not in src and "store [" not in src
+        assert re.search(r"call void @llvm\.memset\.p0\.i64\(ptr align 64 %reg\d+, i8 0, i64 \d+, i1 false\)", src)
+    assert "i64 12288, i1 false" in srcs[0] and "i64 49152, i1 false" in srcs[1]
+    assert len(srcs[1].splitlines()) == len(srcs[0].splitlines())
+    compiler = LLVMCompiler()
+    if not compiler.available:
+        return
+    sizes = [sum(1 for fn in compiler.optimize(s).functions for blk in fn.blocks for _ in blk.instructions)
+             for s in srcs]
+    assert sizes[1] <= sizes[0] + 16, sizes

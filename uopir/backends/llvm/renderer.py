@@ -5,7 +5,9 @@ is the language. Every value is an SSA register of its LLVM type (`<16 x float>`
 cast is written once, for scalars and vectors alike); what changes over time lives in an `alloca` of the entry
 block, read where it is used and written where the program writes it, which the optimizer's mem2reg turns into
 registers: loop counters, accumulators (`device.acc`; reading it or an accstore's result reads its current value),
-values used after the block that computes them has closed, `kernel.register` arrays. Loops and ifs are basic blocks.
+values used after the block that computes them has closed, `kernel.register` arrays (zeroed by `llvm.memset`:
+an aggregate `zeroinitializer` store makes LLVM's passes quadratic in the array's length). Loops and ifs are basic
+blocks.
 
 Exact semantics (uopir.dialects.semantics), with no fast-math flag anywhere: every float op of a kernel is the IEEE op
 of its dtype, and each of the flags (nnan, ninf, nsz, arcp, contract, afn, reassoc) would change a result the
@@ -78,6 +80,7 @@ _SCALAR: dict[DType, str] = {
     dtypes.float16: "half", dtypes.bfloat16: "float", dtypes.float32: "float", dtypes.float64: "double",
 }
 _MANGLE = {"half": "f16", "float": "f32", "double": "f64"}
+_MEM_BYTES = {"i8": 1, "i16": 2, "i32": 4, "i64": 8, "half": 2, "float": 4, "double": 8}
 
 
 def scalar_type(d: DType) -> str:
@@ -413,6 +416,18 @@ class _Walk:
             self.f.allocas.append(f"store {t} {init}, ptr {addr}")
         return addr
 
+    def array(self, mt: str, size: int) -> str:
+        """A zeroed array of `size` elements of memory type mt in the entry block. Zeroed by `llvm.memset`, never by
+        storing an aggregate `zeroinitializer`: LLVM splits an aggregate store into one store per element and its
+        passes then take time quadratic in the array's length (a 64x64 f32 packed panel took seconds at O3, 128x128
+        minutes)."""
+        addr = self.f.fresh("reg")
+        nbytes = size * _MEM_BYTES[mt]
+        memset = self.f.intrinsic("llvm.memset.p0.i64", "void", ["ptr", "i8", "i64", "i1"])
+        self.f.allocas.append(f"{addr} = alloca [{size} x {mt}], align 64")
+        self.f.allocas.append(f"call void @{memset}(ptr align 64 {addr}, i8 0, i64 {nbytes}, i1 false)")
+        return addr
+
     def define(self, u: UOp, ref: str, escapes: bool) -> None:
         """u's value is `ref`; kept in a slot when it is read after its block has closed."""
         t, n = scalar_type(u.dtype), u.dtype.count
@@ -467,9 +482,8 @@ class _Walk:
             t = scalar_type(u.dtype)
             self.vals[u] = _Val(ref if t == "i64" else f.ins(f"trunc i64 {ref} to {t}"), t, 1)
         elif op is K.REGISTER or (op is K.LOCAL and u.dtype.size * u.dtype.base.itemsize <= STACK_SCRATCH):
-            size = max(u.dtype.size, 1)
-            t = f"[{size} x {mem_type(u.dtype.base)}]"
-            self.vals[u] = _Ptr(self.alloca(t, "zeroinitializer", "reg"), "0", None, u.dtype)
+            size, mt = max(u.dtype.size, 1), mem_type(u.dtype.base)
+            self.vals[u] = _Ptr(self.array(mt, size), "0", None, u.dtype)
         elif op is K.LOCAL:  # a large scratch buffer (kernel-optimize's packed panels): zeroed heap memory per call
             f = self.f
             f.intrinsic("calloc", "ptr", ["i64", "i64"])
