@@ -255,8 +255,9 @@ def einsum(formula: str, xs: Sequence[Tensor], dtype: Any) -> Tensor:
         ops.append((lab, x))
     ell_labels = [(_ELL, k) for k in range(ell - 1, -1, -1)]
     letters_all = [c for lab, _ in ops for c in lab if isinstance(c, str)]
-    if rhs is None:
-        out = ell_labels + sorted(c for c in set(letters_all) if letters_all.count(c) == 1)
+    if rhs is None:  # implicit output: the letters written once in the whole formula ("ii" is a trace, as torch)
+        written = [c for lab in labeled for c in lab if isinstance(c, str)]
+        out = ell_labels + sorted(c for c in set(written) if written.count(c) == 1)
     else:
         head, _, tail = rhs.partition(_ELL)
         out = list(head) + (ell_labels if _ELL in rhs else []) + list(tail)
