@@ -1,4 +1,13 @@
-"""uopir.onnx: run ONNX models through uopir (needs the `onnx` package: pip install uopir[onnx])."""
-from uopir.onnx.registry import Node, OnnxImportError, OpFn, lookup, onnx_op
+"""uopir.onnx: run ONNX models through uopir (needs the `onnx` package: pip install 'uopir[onnx]').
 
-__all__ = ["Node", "OnnxImportError", "OpFn", "lookup", "onnx_op"]
+`from_onnx(path | ModelProto)` imports a model (unsupported operators and dtypes raise `OnnxImportError` naming the
+node, its operator and its opset); calling the result with `{input name: array or Tensor}` gives the outputs by name.
+Operators live in the op modules imported below, registered with `registry.onnx_op`.
+"""
+from uopir.onnx import ops_elementwise as ops_elementwise  # noqa: F401  (registers its operators)
+from uopir.onnx import ops_reduce as ops_reduce  # noqa: F401
+from uopir.onnx.importer import OnnxModel, OnnxOpError, from_onnx
+from uopir.onnx.registry import Node, OnnxImportError, OpFn, const_ints, lookup, onnx_op, registered_ops
+
+__all__ = ["Node", "OnnxImportError", "OnnxModel", "OnnxOpError", "OpFn", "const_ints", "from_onnx", "lookup",
+           "onnx_op", "registered_ops"]

@@ -94,3 +94,14 @@ def lookup(op_type: str, domain: str, opset: int) -> OpFn | None:
 def registered_ops() -> dict[tuple[str, str], list[int]]:
     """(domain, op_type) -> the `since` versions registered, for docs and tests."""
     return {k: [s for s, _ in v] for k, v in sorted(_REGISTRY.items())}
+
+
+def const_ints(node: Node, t: Tensor | None, what: str) -> list[int]:
+    """The values of a shape-like input (a shape, axes, pads, repeats...) as Python ints; realizes it when it is
+    computed. A missing (None) input is an error naming the node."""
+    if t is None:
+        raise node.error(f"input '{what}' is required")
+    if t.dtype.is_float:
+        raise node.error(f"input '{what}' must be an integer tensor, got {t.dtype}")
+    vals = t.tolist()
+    return [int(v) for v in vals] if isinstance(vals, list) else [int(vals)]
