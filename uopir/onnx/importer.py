@@ -8,6 +8,7 @@ naming the node, its operator and its opset before anything runs.
 """
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -57,7 +58,8 @@ def onnx_dtype(elem_type: int, where: str = "") -> DType:
 
 
 def _np_dtype(d: DType) -> np.dtype:
-    return np.dtype(np.float32) if d == dtypes.bfloat16 else np.dtype(d.name if d != dtypes.bool else np.bool_)
+    from uopir.frontend.dtype_promotion import to_np
+    return np.dtype(np.float32) if d == dtypes.bfloat16 else to_np(d)
 
 
 def default_device() -> str:
@@ -164,7 +166,7 @@ class OnnxModel:
         for i, n in enumerate(g.node):
             domain = "" if n.domain == "ai.onnx" else n.domain
             node = Node(name=n.name or f"{n.op_type}_{i}", op_type=n.op_type, domain=domain,
-                        opset=self.opsets.get(domain, 0), n_outputs=len(n.output))
+                        opset=self.opsets.get(domain, 0), n_outputs=len(n.output), device=self.device)
             if domain not in self.opsets:
                 raise node.error(f"the model imports no opset for domain '{domain}'")
             fn = lookup(n.op_type, domain, node.opset)
@@ -193,11 +195,14 @@ class OnnxModel:
                 raise OnnxImportError(f"input '{name}': dtype {t.dtype}, the model wants {d}")
             if shape is not None:
                 got = tuple(t.shape)
-                if len(got) != len(shape):
-                    raise OnnxImportError(f"input '{name}': shape {got}, the model wants rank {len(shape)} {shape}")
-                for g_, s in zip(got, shape):
-                    if isinstance(s, int) and s != g_:
+                fixed = len(got) == len(shape) and all(not isinstance(s, int) or s == g_
+                                                       for g_, s in zip(got, shape, strict=False))
+                if not fixed:
+                    if all(isinstance(s, int) for s in shape) and t.numel() == math.prod(shape):
+                        t = t.reshape(shape)  # the same elements in the declared shape ((1,) for a declared scalar)
+                    else:
                         raise OnnxImportError(f"input '{name}': shape {got} does not match the model's {shape}")
+                for g_, s in zip(got, shape, strict=False):
                     if isinstance(s, str) and s:  # dim_param: bound from the first input that has it
                         if dims.setdefault(s, g_) != g_:
                             raise OnnxImportError(f"input '{name}': dim '{s}' is {g_} here but {dims[s]} in an "

@@ -41,15 +41,15 @@ def constant(node: Node, inputs: list) -> Tensor:
         arr = node.attr("value")
         if arr.dtype.kind in "OSUc":
             raise node.error(f"unsupported dtype {arr.dtype} of the constant")
-        return to_tensor(arr, _np_to_dtype(node, arr))
+        return to_tensor(arr, _np_to_dtype(node, arr), node.device)
     if node.has("value_float"):
-        return to_tensor(np.array(node.attr("value_float"), np.float32))
+        return to_tensor(np.array(node.attr("value_float"), np.float32), None, node.device)
     if node.has("value_floats"):
-        return to_tensor(np.array(node.attr("value_floats"), np.float32))
+        return to_tensor(np.array(node.attr("value_floats"), np.float32), None, node.device)
     if node.has("value_int"):
-        return to_tensor(np.array(node.attr("value_int"), np.int64))
+        return to_tensor(np.array(node.attr("value_int"), np.int64), None, node.device)
     if node.has("value_ints"):
-        return to_tensor(np.array(node.attr("value_ints"), np.int64))
+        return to_tensor(np.array(node.attr("value_ints"), np.int64), None, node.device)
     raise node.error("Constant has no value attribute")
 
 
@@ -111,7 +111,9 @@ def pow_(node: Node, inputs: list) -> Tensor:
     if x.dtype.is_float:
         return x.pow(y.cast(x.dtype) if y.dtype != x.dtype else y)
     if y.dtype.is_float:  # an int base to a float power: computed in float64 and truncated, as the reference
-        return x.cast(dtypes.float64).pow(y.cast(dtypes.float64)).cast(x.dtype)
+        r = x.cast(dtypes.float64).pow(y.cast(dtypes.float64))
+        near = r.round()  # exp2/log2 rounding must not turn an exact integer power into the integer below
+        return ((r - near).abs() < 1e-9 * near.abs().maximum(1)).where(near, r).cast(x.dtype)
     return x.pow(y.cast(x.dtype) if y.dtype != x.dtype else y).cast(x.dtype)
 
 
@@ -120,15 +122,16 @@ def mod(node: Node, inputs: list) -> Tensor:
     a, b = _req(node, inputs, 0), _req(node, inputs, 1)
     if node.attr("fmod", 0):
         return a.fmod(b)
-    if a.dtype.is_float:
-        raise node.error("fmod=0 needs integer inputs (the spec)")
     return a % b
 
 
 def _unary(name: str, f, since: int = 1) -> None:  # noqa: ANN001
     @onnx_op(name, since=since)
     def op(node: Node, inputs: list) -> Tensor:
-        return f(node, _req(node, inputs, 0))
+        x = _req(node, inputs, 0)
+        if x.dtype in (dtypes.float16, dtypes.bfloat16):  # computed in float32 and rounded once, as the reference
+            return f(node, x.cast(dtypes.float32)).cast(x.dtype)
+        return f(node, x)
 
 
 _unary("Neg", lambda n, x: -x)
@@ -163,7 +166,8 @@ _unary("HardSwish", lambda n, x: x * (x / 6 + 0.5).clip(0, 1), 14)
 _unary("LeakyRelu", lambda n, x: x.leaky_relu(n.attr("alpha", 0.01)))
 _unary("Elu", lambda n, x: x.elu(n.attr("alpha", 1.0)))
 _unary("Celu", lambda n, x: x.celu(n.attr("alpha", 1.0)), 12)
-_unary("Selu", lambda n, x: x.selu(n.attr("alpha", 1.67326319217681884765625), n.attr("gamma", 1.05070102214813232421875)))
+_unary("Selu", lambda n, x: x.selu(n.attr("alpha", 1.67326319217681884765625),
+                                   n.attr("gamma", 1.05070102214813232421875)))
 _unary("HardSigmoid", lambda n, x: (x * n.attr("alpha", 0.2) + n.attr("beta", 0.5)).clip(0, 1))
 _unary("ThresholdedRelu", lambda n, x: (x > n.attr("alpha", 1.0)).where(x, 0), 10)
 _unary("IsNaN", lambda n, x: x.isnan(), 9)
@@ -261,16 +265,43 @@ def bitwise_xor(node: Node, inputs: list) -> Tensor:
 
 @onnx_op("BitShift", since=11)
 def bit_shift(node: Node, inputs: list) -> Tensor:
+    """Shift amounts outside [0, bits) (the spec: as a shift by the full width) give 0, or -1 where an arithmetic
+    right shift fills with the sign bit."""
     x, y = _req(node, inputs, 0), _req(node, inputs, 1)
     direction = node.attr("direction")
-    if direction == "LEFT":
-        return x.lshift(y)
-    if direction == "RIGHT":
-        return x.rshift(y)
-    raise node.error(f"direction must be LEFT or RIGHT, got '{direction}'")
+    if direction not in ("LEFT", "RIGHT"):
+        raise node.error(f"direction must be LEFT or RIGHT, got '{direction}'")
+    bits = x.dtype.itemsize * 8
+    ok = (y < bits) if x.dtype.is_unsigned else (y >= 0) & (y < bits)
+    shifted = x.lshift(ok.where(y, 0)) if direction == "LEFT" else x.rshift(ok.where(y, 0))
+    full = x.zeros_like() if direction == "LEFT" or x.dtype.is_unsigned else (x < 0).where(-1, 0).cast(x.dtype)
+    return ok.where(shifted, full)
 
 
 @onnx_op("Where", since=9)
 def where(node: Node, inputs: list) -> Tensor:
     c, x, y = _req(node, inputs, 0), _req(node, inputs, 1), _req(node, inputs, 2)
     return (c if c.dtype == dtypes.bool else c.cast(dtypes.bool)).where(x, y)
+
+
+@onnx_op("Swish", since=24)
+def swish(node: Node, inputs: list) -> Tensor:
+    x = _req(node, inputs, 0)
+    return x * (x * node.attr("alpha", 1.0)).sigmoid()
+
+
+@onnx_op("Shrink", since=9)
+def shrink(node: Node, inputs: list) -> Tensor:
+    x = _req(node, inputs, 0)
+    lambd, bias = node.attr("lambd", 0.5), node.attr("bias", 0.0)
+    return (x < -lambd).where(x + bias, (x > lambd).where(x - bias, 0)).cast(x.dtype)
+
+
+@onnx_op("BitCast", since=26)
+def bitcast(node: Node, inputs: list) -> Tensor:
+    x, d = _req(node, inputs, 0), _to_dtype_attr(node)
+    if dtypes.bool in (x.dtype, d) and d.itemsize == 1 and x.dtype.itemsize == 1:
+        return x.cast(d)  # bool is one byte in ONNX, 0 or 1
+    if d.itemsize != x.dtype.itemsize:
+        raise node.error(f"BitCast between element sizes {x.dtype.itemsize} and {d.itemsize} is unsupported")
+    return x.bitcast(d)

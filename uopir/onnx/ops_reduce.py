@@ -5,6 +5,7 @@ axes unless noop_with_empty_axes. Results keep the input dtype (the Tensor API a
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from uopir.ir.dtype import dtypes
@@ -57,8 +58,27 @@ def _same(x: Tensor, r: Tensor) -> Tensor:
 _reduce("ReduceSum", lambda x, a, k: _same(x, x.sum(a, keepdim=k)), 13)
 _reduce("ReduceMean", lambda x, a, k: _same(x, x.mean(a, keepdim=k)), 18)
 _reduce("ReduceProd", lambda x, a, k: _same(x, x.prod(a, keepdim=k)), 18)
-_reduce("ReduceMax", lambda x, a, k: x.max(a, keepdim=k), 18)
-_reduce("ReduceMin", lambda x, a, k: x.min(a, keepdim=k), 18)
+def _extreme(x: Tensor, a: tuple[int, ...], k: bool, largest: bool) -> Tensor:
+    """max/min; over an empty axis the identity (the spec: -inf / +inf, the int type's min / max, False / True)."""
+    if any(x.shape[i] == 0 for i in a):
+        import numpy as np
+        shape = tuple(1 if i in a else s for i, s in enumerate(x.shape)) if k else tuple(
+            s for i, s in enumerate(x.shape) if i not in a)
+        if x.dtype.is_float:
+            v: float | int | bool = -math.inf if largest else math.inf
+        elif x.dtype == dtypes.bool:
+            v = not largest
+        else:
+            from uopir.frontend.dtype_promotion import to_np
+            info = np.iinfo(to_np(x.dtype))
+            v = int(info.min if largest else info.max)
+        from uopir.frontend.tensor import Tensor
+        return Tensor.full(shape, v, dtype=x.dtype, device=x.device)
+    return x.max(a, keepdim=k) if largest else x.min(a, keepdim=k)
+
+
+_reduce("ReduceMax", lambda x, a, k: _extreme(x, a, k, True), 18)
+_reduce("ReduceMin", lambda x, a, k: _extreme(x, a, k, False), 18)
 _reduce("ReduceL1", lambda x, a, k: _same(x, x.abs().sum(a, keepdim=k)), 18)
 _reduce("ReduceL2", lambda x, a, k: _same(x, (x * x).sum(a, keepdim=k).cast(
     x.dtype if x.dtype.is_float else dtypes.float32).sqrt()), 18)
@@ -134,5 +154,26 @@ def cumsum(node: Node, inputs: list) -> Tensor:
     if node.attr("exclusive", 0):
         y = y - x
     if node.attr("reverse", 0):
+        y = y.flip(axis)
+    return _same(x, y)
+
+
+@onnx_op("CumProd", since=26)
+def cumprod(node: Node, inputs: list) -> Tensor:
+    x = _req(node, inputs, 0)
+    axis = const_ints(node, inputs[1] if len(inputs) > 1 else None, "axis")[0]
+    if x.ndim == 0:
+        raise node.error("CumProd of a 0-d tensor")
+    axis %= x.ndim
+    rev = bool(node.attr("reverse", 0))
+    if rev:
+        x = x.flip(axis)
+    y = x.cumprod(axis)
+    if node.attr("exclusive", 0):  # shift by one along axis, 1 first
+        n = x.shape[axis]
+        pads = [(0, 0)] * x.ndim
+        pads[axis] = (1, 0)
+        y = y.pad(tuple(pads), value=1).shrink(tuple((0, n) if i == axis else (0, s) for i, s in enumerate(x.shape)))
+    if rev:
         y = y.flip(axis)
     return _same(x, y)

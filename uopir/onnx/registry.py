@@ -38,6 +38,7 @@ class Node:
     opset: int = 1
     attrs: dict[str, Any] = field(default_factory=dict)
     n_outputs: int = 1
+    device: str | None = None  # the model's device: create new tensors with `device=node.device`
 
     def where(self) -> str:
         dom = f"{self.domain}." if self.domain and self.domain != "ai.onnx" else ""
