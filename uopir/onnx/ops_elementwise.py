@@ -130,7 +130,8 @@ def _unary(name: str, f, since: int = 1) -> None:  # noqa: ANN001
     def op(node: Node, inputs: list) -> Tensor:
         x = _req(node, inputs, 0)
         if x.dtype in (dtypes.float16, dtypes.bfloat16):  # computed in float32 and rounded once, as the reference
-            return f(node, x.cast(dtypes.float32)).cast(x.dtype)
+            y = f(node, x.cast(dtypes.float32))
+            return y if y.dtype == dtypes.bool else y.cast(x.dtype)
         return f(node, x)
 
 
