@@ -153,6 +153,7 @@ class OnnxModel:
                 continue  # an initializer listed as an input (IR < 4): an overridable default, taken as constant
             self.inputs[vi.name] = _type_check(vi.type, f"graph input '{vi.name}': ")
         self.output_names = [o.name for o in g.output]
+        self.last_inputs: dict[str, Tensor] = {}
         for vi in list(g.output) + list(g.value_info):
             if vi.type.WhichOneof("value") is not None:
                 _type_check(vi.type, f"value '{vi.name}': ")
@@ -216,6 +217,7 @@ class OnnxModel:
         """The outputs as lazy Tensors."""
         from uopir.frontend.tensor import Tensor
         env: dict[str, Tensor | None] = dict(self._bind_inputs(feeds))
+        self.last_inputs = {k: v for k, v in env.items() if v is not None}
         for node, fn, ins, outs in self.nodes:
             args: list[Tensor | None] = []
             for nm in ins:
