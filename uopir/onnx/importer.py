@@ -176,8 +176,23 @@ class OnnxModel:
             for a in n.attribute:
                 if a.ref_attr_name:
                     raise node.error(f"attribute '{a.name}' refers to a function attribute: unsupported")
+                self._check_attr_dtype(node, a)
                 node.attrs[a.name] = _decode_attr(a)
             self.nodes.append((node, fn, list(n.input), list(n.output)))
+
+    @staticmethod
+    def _check_attr_dtype(node: Node, a: Any) -> None:
+        """Dtypes named by attributes (Cast's `to`, `dtype`, `output_dtype`) and the element types of tensor
+        attributes must be ones uopir has: checked at import."""
+        onnx = _onnx()
+        try:
+            if a.type == onnx.AttributeProto.INT and a.name in ("to", "dtype", "output_dtype"):
+                if not (a.name == "output_dtype" and a.i == 0):  # 0: "as the other input" (QuantizeLinear)
+                    onnx_dtype(int(a.i))
+            elif a.type == onnx.AttributeProto.TENSOR:
+                onnx_dtype(a.t.data_type)
+        except OnnxImportError as e:
+            raise node.error(f"attribute '{a.name}': {e}") from None
 
     def __repr__(self) -> str:
         return f"OnnxModel(inputs={list(self.inputs)}, outputs={self.output_names}, nodes={len(self.nodes)})"
