@@ -78,7 +78,7 @@ def to_tensor(value: Any, dtype: DType | None = None, device: str | None = None)
         arr, dtype = arr.astype(np.float32), dtype or dtypes.bfloat16
     if dtype is not None and dtype != dtypes.bfloat16:
         arr = arr.astype(_np_dtype(dtype), copy=False)
-    return Tensor(np.ascontiguousarray(arr), dtype=dtype, device=device)
+    return Tensor(np.require(arr, requirements="C"), dtype=dtype, device=device)
 
 
 def _decode_attr(a: Any) -> Any:
