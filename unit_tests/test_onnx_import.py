@@ -110,3 +110,14 @@ def test_int_division_truncates_and_outputs_keep_their_dtype() -> None:
     out = m.run(a=np.array([7, -7, 7, -7], np.int32), b=np.array([2, 2, -2, -2], np.int32))
     np.testing.assert_array_equal(out["q"], [3, -3, -3, 3])  # C truncation, not floor
     assert out["q"].dtype == np.int32 and out["s"].dtype == np.int32 and out["s"].tolist() == [0]
+
+
+def test_docs_list_every_registered_operator() -> None:
+    import re
+    from pathlib import Path
+
+    from uopir.onnx import supported_ops_text
+    text = (Path(__file__).resolve().parent.parent / "docs" / "onnx.md").read_text()
+    listed = re.search(r"<!-- ops:.*?-->\n(.*?)<!-- /ops -->", text, re.S)
+    assert listed is not None
+    assert listed.group(1).strip() == supported_ops_text(), "regenerate the list in docs/onnx.md (see its comment)"
