@@ -7,8 +7,16 @@ Operators live in the op modules imported below, registered with `registry.onnx_
 from uopir.onnx import ops_elementwise as ops_elementwise  # noqa: F401  (registers its operators)
 from uopir.onnx import ops_reduce as ops_reduce  # noqa: F401
 from uopir.onnx.importer import OnnxModel, OnnxOpError, from_onnx
-from uopir.onnx.registry import (Node, OnnxImportError, OpFn, const_ints, lookup, onnx_op, registered_ops,
-                                 supported_ops_text)
+from uopir.onnx.registry import (
+                                 Node,
+                                 OnnxImportError,
+                                 OpFn,
+                                 const_ints,
+                                 lookup,
+                                 onnx_op,
+                                 registered_ops,
+                                 supported_ops_text,
+)
 
 __all__ = ["Node", "OnnxImportError", "OnnxModel", "OnnxOpError", "OpFn", "const_ints", "from_onnx", "lookup",
            "onnx_op", "registered_ops", "supported_ops_text"]
