@@ -4,6 +4,7 @@
 node, its operator and its opset); calling the result with `{input name: array or Tensor}` gives the outputs by name.
 Operators live in the op modules imported below, registered with `registry.onnx_op`.
 """
+from uopir.onnx import ops_attention as ops_attention  # noqa: F401
 from uopir.onnx import ops_elementwise as ops_elementwise  # noqa: F401  (registers its operators)
 from uopir.onnx import ops_reduce as ops_reduce  # noqa: F401
 from uopir.onnx.importer import OnnxModel, OnnxOpError, from_onnx
