@@ -5,7 +5,9 @@ node, its operator and its opset); calling the result with `{input name: array o
 Operators live in the op modules imported below, registered with `registry.onnx_op`.
 """
 from uopir.onnx import ops_elementwise as ops_elementwise  # noqa: F401  (registers its operators)
+from uopir.onnx import ops_nn as ops_nn  # noqa: F401  (onnxops)
 from uopir.onnx import ops_reduce as ops_reduce  # noqa: F401
+from uopir.onnx import ops_shape as ops_shape
 from uopir.onnx.importer import OnnxModel, OnnxOpError, from_onnx
 from uopir.onnx.registry import Node, OnnxImportError, OpFn, const_ints, lookup, onnx_op, registered_ops
 
