@@ -121,3 +121,17 @@ def test_docs_list_every_registered_operator() -> None:
     listed = re.search(r"<!-- ops:.*?-->\n(.*?)<!-- /ops -->", text, re.S)
     assert listed is not None
     assert listed.group(1).strip() == supported_ops_text(), "regenerate the list in docs/onnx.md (see its comment)"
+
+
+def test_if_builds_the_taken_branch_which_sees_outer_values() -> None:
+    def branch(op: str) -> onnx.GraphProto:  # no inputs of its own: reads x from the outer graph
+        return helper.make_graph([helper.make_node(op, ["x"], ["b"])], op, [],
+                                 [helper.make_tensor_value_info("b", F, [3])])
+    node = helper.make_node("If", ["c"], ["y"], name="if_0", then_branch=branch("Neg"), else_branch=branch("Abs"))
+    m = from_onnx(model([node], [("c", TP.BOOL, []), ("x", F, [3])], [("y", F, [3])], opset=16), device="python")
+    x = np.array([-1.0, 2.0, -3.0], np.float32)
+    np.testing.assert_array_equal(m.run(c=np.array(True), x=x)["y"], [1, -2, 3])
+    np.testing.assert_array_equal(m.run(c=np.array(False), x=x)["y"], [1, 2, 3])
+    bad = helper.make_node("If", ["c"], ["y"], name="if_1", then_branch=branch("Neg"), else_branch=branch("LSTM"))
+    with pytest.raises(OnnxImportError, match=r"node 'if_1/LSTM_0' \(LSTM, opset 16\): unsupported operator"):
+        from_onnx(model([bad], [("c", TP.BOOL, []), ("x", F, [3])], [("y", F, [3])], opset=16))
