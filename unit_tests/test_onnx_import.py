@@ -135,3 +135,19 @@ def test_if_builds_the_taken_branch_which_sees_outer_values() -> None:
     bad = helper.make_node("If", ["c"], ["y"], name="if_1", then_branch=branch("Neg"), else_branch=branch("LSTM"))
     with pytest.raises(OnnxImportError, match=r"node 'if_1/LSTM_0' \(LSTM, opset 16\): unsupported operator"):
         from_onnx(model([bad], [("c", TP.BOOL, []), ("x", F, [3])], [("y", F, [3])], opset=16))
+
+
+def test_loop_is_unrolled_with_carried_values_and_scan_outputs() -> None:
+    # body(i, cond, acc) -> (cond, acc + i, acc): 4 trips give acc 0+0+1+2+3 and the scan [0, 0, 1, 3]
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["fi"], to=F), helper.make_node("Add", ["acc", "fi"], ["acc2"]),
+         helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Identity", ["acc"], ["s"])], "body",
+        [helper.make_tensor_value_info("i", TP.INT64, []), helper.make_tensor_value_info("c", TP.BOOL, []),
+         helper.make_tensor_value_info("acc", F, [])],
+        [helper.make_tensor_value_info("c2", TP.BOOL, []), helper.make_tensor_value_info("acc2", F, []),
+         helper.make_tensor_value_info("s", F, [])])
+    node = helper.make_node("Loop", ["m", "", "a0"], ["acc", "scan"], body=body)
+    m = from_onnx(model([node], [("m", TP.INT64, []), ("a0", F, [])], [("acc", F, []), ("scan", F, [4])], opset=16),
+                  device="python")
+    out = m.run(m=np.array(4, np.int64), a0=np.array(0.0, np.float32))
+    assert out["acc"].tolist() == 6.0 and out["scan"].tolist() == [0.0, 0.0, 1.0, 3.0]
