@@ -151,3 +151,24 @@ def test_loop_is_unrolled_with_carried_values_and_scan_outputs() -> None:
                   device="python")
     out = m.run(m=np.array(4, np.int64), a0=np.array(0.0, np.float32))
     assert out["acc"].tolist() == 6.0 and out["scan"].tolist() == [0.0, 0.0, 1.0, 3.0]
+
+
+def test_rnn_with_shorter_sequence_lens_keeps_the_state_and_outputs_zeros() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 2, 2)).astype(np.float32)  # (seq, batch, input)
+    w = rng.standard_normal((1, 4, 2)).astype(np.float32)
+    r = rng.standard_normal((1, 4, 4)).astype(np.float32)
+    node = helper.make_node("RNN", ["x", "w", "r", "", "lens"], ["y", "yh"], hidden_size=4)
+    m = from_onnx(model([node], [("x", F, [3, 2, 2]), ("lens", TP.INT32, [2])],
+                        [("y", F, [3, 1, 2, 4]), ("yh", F, [1, 2, 4])], opset=14, inits=[("w", w), ("r", r)]),
+                  device="python")
+    out = m.run(x=x, lens=np.array([3, 1], np.int32))
+    h = np.zeros((2, 4), np.float32)
+    want = np.zeros((3, 1, 2, 4), np.float32)
+    for t in range(3):
+        hn = np.tanh(x[t] @ w[0].T + h @ r[0].T)
+        live = np.array([[t < 3], [t < 1]])
+        h = np.where(live, hn, h)
+        want[t, 0] = np.where(live, hn, 0)
+    np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["yh"][0], h, rtol=1e-5, atol=1e-6)  # batch row 1 stopped after step 0
