@@ -132,8 +132,8 @@ def test_if_builds_the_taken_branch_which_sees_outer_values() -> None:
     x = np.array([-1.0, 2.0, -3.0], np.float32)
     np.testing.assert_array_equal(m.run(c=np.array(True), x=x)["y"], [1, -2, 3])
     np.testing.assert_array_equal(m.run(c=np.array(False), x=x)["y"], [1, 2, 3])
-    bad = helper.make_node("If", ["c"], ["y"], name="if_1", then_branch=branch("Neg"), else_branch=branch("LSTM"))
-    with pytest.raises(OnnxImportError, match=r"node 'if_1/LSTM_0' \(LSTM, opset 16\): unsupported operator"):
+    bad = helper.make_node("If", ["c"], ["y"], name="if_1", then_branch=branch("Neg"), else_branch=branch("NoSuchOp"))
+    with pytest.raises(OnnxImportError, match=r"node 'if_1/NoSuchOp_0' \(NoSuchOp, opset 16\): unsupported operator"):
         from_onnx(model([bad], [("c", TP.BOOL, []), ("x", F, [3])], [("y", F, [3])], opset=16))
 
 
