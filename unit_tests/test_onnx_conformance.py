@@ -19,12 +19,21 @@ from uopir.onnx import conformance  # noqa: E402
 from uopir.onnx.importer import default_device  # noqa: E402
 
 # name -> why it fails (each one a bug to fix; keep this list short)
+_HALF_ATTN = ("Attention in bfloat16/float16: one-ulp differences (max 1.1% relative) from onnx's reference, which "
+              "rounds every intermediate (exp, the softmax sum, the matmul) to the half type; uopir computes in "
+              "float32 and rounds once, and a half ulp is above rtol 1e-3")
 KNOWN_FAILURES: dict[str, str] = {
+    "test_attention_3d_causal_bf16": _HALF_ATTN,
+    "test_attention_4d_attn_mask_causal_bf16": _HALF_ATTN,
+    "test_attention_4d_causal_bf16": _HALF_ATTN,
+    "test_attention_4d_causal_fp16": _HALF_ATTN,
+    "test_attention_4d_causal_padded_kv_bf16": _HALF_ATTN,
+    "test_attention_4d_padded_kv_bf16": _HALF_ATTN,
 }
 
 # Fewer passes than this means an importer regression (or a changed onnx version: then update it). The count on
 # the python device with onnx 1.23.2 when this was written; the C device passes the same cases (docs/onnx.md).
-MIN_PASSED = 600
+MIN_PASSED = 750
 
 
 def test_onnx_node_conformance(capsys: pytest.CaptureFixture[str]) -> None:

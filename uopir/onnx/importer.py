@@ -78,7 +78,7 @@ def to_tensor(value: Any, dtype: DType | None = None, device: str | None = None)
         arr, dtype = arr.astype(np.float32), dtype or dtypes.bfloat16
     if dtype is not None and dtype != dtypes.bfloat16:
         arr = arr.astype(_np_dtype(dtype), copy=False)
-    return Tensor(np.ascontiguousarray(arr), dtype=dtype, device=device)
+    return Tensor(np.require(arr, requirements="C"), dtype=dtype, device=device)
 
 
 def _decode_attr(a: Any) -> Any:
@@ -153,6 +153,7 @@ class OnnxModel:
                 continue  # an initializer listed as an input (IR < 4): an overridable default, taken as constant
             self.inputs[vi.name] = _type_check(vi.type, f"graph input '{vi.name}': ")
         self.output_names = [o.name for o in g.output]
+        self.last_inputs: dict[str, Tensor] = {}
         for vi in list(g.output) + list(g.value_info):
             if vi.type.WhichOneof("value") is not None:
                 _type_check(vi.type, f"value '{vi.name}': ")
@@ -175,8 +176,23 @@ class OnnxModel:
             for a in n.attribute:
                 if a.ref_attr_name:
                     raise node.error(f"attribute '{a.name}' refers to a function attribute: unsupported")
+                self._check_attr_dtype(node, a)
                 node.attrs[a.name] = _decode_attr(a)
             self.nodes.append((node, fn, list(n.input), list(n.output)))
+
+    @staticmethod
+    def _check_attr_dtype(node: Node, a: Any) -> None:
+        """Dtypes named by attributes (Cast's `to`, `dtype`, `output_dtype`) and the element types of tensor
+        attributes must be ones uopir has: checked at import."""
+        onnx = _onnx()
+        try:
+            if a.type == onnx.AttributeProto.INT and a.name in ("to", "dtype", "output_dtype"):
+                if not (a.name == "output_dtype" and a.i == 0):  # 0: "as the other input" (QuantizeLinear)
+                    onnx_dtype(int(a.i))
+            elif a.type == onnx.AttributeProto.TENSOR:
+                onnx_dtype(a.t.data_type)
+        except OnnxImportError as e:
+            raise node.error(f"attribute '{a.name}': {e}") from None
 
     def __repr__(self) -> str:
         return f"OnnxModel(inputs={list(self.inputs)}, outputs={self.output_names}, nodes={len(self.nodes)})"
@@ -216,6 +232,7 @@ class OnnxModel:
         """The outputs as lazy Tensors."""
         from uopir.frontend.tensor import Tensor
         env: dict[str, Tensor | None] = dict(self._bind_inputs(feeds))
+        self.last_inputs = {k: v for k, v in env.items() if v is not None}
         for node, fn, ins, outs in self.nodes:
             args: list[Tensor | None] = []
             for nm in ins:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from uopir.ir.dtype import dtypes
 from uopir.onnx.importer import onnx_dtype, to_tensor
 from uopir.onnx.registry import Node, OnnxImportError, onnx_op
@@ -33,7 +35,6 @@ def identity(node: Node, inputs: list) -> Tensor:
 
 @onnx_op("Constant")
 def constant(node: Node, inputs: list) -> Tensor:
-    import numpy as np
     for key in ("sparse_value", "value_string", "value_strings"):
         if node.has(key):
             raise node.error(f"unsupported Constant attribute '{key}'")
@@ -306,3 +307,33 @@ def bitcast(node: Node, inputs: list) -> Tensor:
     if d.itemsize != x.dtype.itemsize:
         raise node.error(f"BitCast between element sizes {x.dtype.itemsize} and {d.itemsize} is unsupported")
     return x.bitcast(d)
+
+
+def _window(name: str, f) -> None:  # noqa: ANN001
+    """Hann/Hamming/Blackman windows: the size is a scalar input read at import; the values are computed on the host
+    in float64 as onnx's reference does and cast to output_datatype."""
+    @onnx_op(name, since=17)
+    def op(node: Node, inputs: list) -> Tensor:
+        from uopir.frontend.dtype_promotion import to_np
+        from uopir.onnx.registry import const_ints
+        size = const_ints(node, inputs[0] if inputs else None, "size")[0]
+        n_1 = size if node.attr("periodic", 1) else size - 1
+        d = onnx_dtype(int(node.attr("output_datatype", 1)))
+        ni = np.arange(size, dtype=to_np(d) if d != dtypes.bfloat16 else np.float32)
+        return to_tensor(np.asarray(f(ni, n_1)), d, node.device)
+
+
+_window("HannWindow", lambda n, N: np.sin(n * np.pi / N) ** 2)
+_window("HammingWindow", lambda n, N: 25.0 / 46.0 - np.cos(n * np.pi * 2 / N) * (1 - 25.0 / 46.0))
+_window("BlackmanWindow", lambda n, N: np.cos((n * (np.pi * 2)) / N) * -0.5 + np.cos((n * (np.pi * 4)) / N) * 0.08
+        + 0.42)
+
+
+@onnx_op("LpNormalization")
+def lp_normalization(node: Node, inputs: list) -> Tensor:
+    x = _req(node, inputs, 0)
+    axis, p = node.attr("axis", -1), node.attr("p", 2)
+    if p not in (1, 2):
+        raise node.error(f"p must be 1 or 2, got {p}")
+    norm = x.abs().sum(axis, keepdim=True) if p == 1 else (x * x).sum(axis, keepdim=True).sqrt()
+    return (norm == 0).where(0, x / norm).cast(x.dtype)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
-
 from uopir.frontend.shape_ops import patches
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
@@ -458,56 +456,3 @@ def softmax_cross_entropy(node: Node, inputs: list) -> list[Tensor]:
     x, t = req(node, inputs, 0), req(node, inputs, 1, "labels")
     logp = _compute(x).log_softmax(1)
     return [_nll(node, logp, t, opt(inputs, 2)).cast(x.dtype), logp.cast(x.dtype)]
-
-
-# ---- attention (ai.onnx opset 23) ------------------------------------------------------------------------------------
-@onnx_op("Attention", since=23)
-def attention(node: Node, inputs: list) -> list[Tensor | None]:
-    q, k, v = req(node, inputs, 0), req(node, inputs, 1, "K"), req(node, inputs, 2, "V")
-    mask, past_k, past_v = opt(inputs, 3), opt(inputs, 4), opt(inputs, 5)
-    three_d = q.ndim == 3
-    if three_d:
-        qh, kvh = node.attr("q_num_heads"), node.attr("kv_num_heads")
-        b = q.shape[0]
-        q = q.reshape(b, q.shape[1], qh, -1).transpose(1, 2)
-        k = k.reshape(b, k.shape[1], kvh, -1).transpose(1, 2)
-        v = v.reshape(b, v.shape[1], kvh, -1).transpose(1, 2)
-    if past_k is not None:
-        k = past_k.cat(k, dim=2)
-    if past_v is not None:
-        v = past_v.cat(v, dim=2)
-    present_k, present_v = k, v
-    hq, hk = q.shape[1], k.shape[1]
-    if hq != hk:
-        if hq % hk:
-            raise node.error(f"{hq} query heads are not a multiple of {hk} key/value heads")
-        k, v = k.repeat_interleave(hq // hk, 1), v.repeat_interleave(hq // hk, 1)
-    scale = node.attr("scale", None)
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    qc, kc = _compute(q), _compute(k)
-    s = (qc * math.sqrt(scale)) @ (kc * math.sqrt(scale)).transpose(-1, -2)
-    sq, sk = s.shape[-2], s.shape[-1]
-    bias: Tensor | None = None
-    if mask is not None:
-        mk = mask if mask.shape[-1] == sk else mask.pad([(0, 0)] * (mask.ndim - 1) + [(0, sk - mask.shape[-1])],
-                                                         value=float("-inf") if mask.dtype.is_float else False)
-        bias = (mk.where(0.0, float("-inf")) if mk.dtype == dtypes.bool else _compute(mk))
-    if node.attr("is_causal", 0):
-        past = sk - sq
-        causal = np.tril(np.ones((sq, sk), bool), past)
-        cb = Tensor(np.where(causal, 0.0, -np.inf).astype(np.float32), device=q.device)
-        bias = cb if bias is None else bias + cb
-    qk = s
-    if bias is not None:
-        s = s + bias
-    masked = s
-    cap = node.attr("softcap", 0.0)
-    if cap:
-        s = (s / cap).tanh() * cap
-    p = s.softmax(-1)
-    y = (p @ _compute(v)).cast(q.dtype)
-    if three_d:
-        y = y.transpose(1, 2).reshape(y.shape[0], y.shape[2], -1)
-    mode = node.attr("qk_matmul_output_mode", 0)
-    qk_out = [qk, masked, s, p][mode] if mode in (0, 1, 2, 3) else qk
-    return [y, present_k, present_v, qk_out.cast(q.dtype)]

@@ -106,3 +106,20 @@ def const_ints(node: Node, t: Tensor | None, what: str) -> list[int]:
         raise node.error(f"input '{what}' must be an integer tensor, got {t.dtype}")
     vals = t.tolist()
     return [int(v) for v in vals] if isinstance(vals, list) else [int(vals)]
+
+
+def supported_ops_text(width: int = 120) -> str:
+    """The registered operators as docs/onnx.md lists them: `Name` or `Name(since,...)`, domain prefixed when not
+    ai.onnx, wrapped at `width`."""
+    words = []
+    for (domain, name), versions in registered_ops().items():
+        w = f"{domain}.{name}" if domain else name
+        words.append(w if versions == [1] else f"{w}({','.join(map(str, versions))})")
+    lines, cur = [], ""
+    for w in sorted(words, key=lambda s: s.lower()):
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return "\n".join([*lines, cur] if cur else lines)
