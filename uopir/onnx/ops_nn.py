@@ -1,5 +1,5 @@
 """ONNX neural-network operators on the Tensor API: convolutions, pools, normalizations, Gemm/MatMul/Einsum,
-Dropout, losses and Attention.
+Dropout and losses (Attention: onnxcore's ops_attention.py).
 
 Conv and pool padding: ONNX gives pads as (begin..., end...) per spatial dim, or auto_pad (SAME_UPPER puts the odd
 pixel at the end, SAME_LOWER at the start); the input is padded explicitly (zeros for conv, -inf for MaxPool) and
