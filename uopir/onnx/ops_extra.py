@@ -1,0 +1,344 @@
+"""Less common ONNX operators on the Tensor API: CenterCropPad, Col2Im, GridSample, AffineGrid, TensorScatter,
+SwiGLU, QLinearMatMul, QLinearConv, Det, and the data-dependent Unique and NonMaxSuppression (computed on the host
+from their realized inputs, as NonZero: their output shapes depend on the values).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from uopir.frontend.tensor import Tensor
+from uopir.ir.dtype import dtypes
+from uopir.onnx.ops_nn import conv_integer
+from uopir.onnx.ops_shape import axis_of, const_tensor, host, opt, req, scalar
+from uopir.onnx.registry import Node, const_ints, onnx_op
+
+
+@onnx_op("CenterCropPad", since=18)
+def center_crop_pad(node: Node, inputs: list) -> Tensor:
+    x = req(node, inputs, 0)
+    shape = const_ints(node, req(node, inputs, 1, "shape"), "shape")
+    axes = [axis_of(node, a, x.ndim) for a in node.attr("axes", list(range(x.ndim)))]
+    if len(axes) != len(shape):
+        raise node.error(f"shape {shape} needs one entry per axis {axes}")
+    pairs = [(0, 0)] * x.ndim
+    for a, t in zip(axes, shape, strict=True):
+        d = x.shape[a] - t
+        pairs[a] = (-(d // 2), -(d - d // 2)) if d >= 0 else ((-d) // 2, -d - (-d) // 2)
+    return x.pad(pairs)
+
+
+@onnx_op("SwiGLU", since=28)
+def swiglu(node: Node, inputs: list) -> Tensor:
+    a, b = req(node, inputs, 0), req(node, inputs, 1, "B")
+    return a * (a * node.attr("alpha", 1.0)).sigmoid() * b
+
+
+@onnx_op("TensorScatter", since=24)
+def tensor_scatter(node: Node, inputs: list) -> Tensor:
+    past, upd, wi = req(node, inputs, 0), req(node, inputs, 1, "update"), opt(inputs, 2)
+    axis = axis_of(node, node.attr("axis", -2), past.ndim)
+    if axis == 0:
+        raise node.error("axis 0 is the batch axis")
+    m, s = past.shape[axis], upd.shape[axis]
+    shp = [1] * past.ndim
+    shp[axis] = s
+    seq = Tensor.arange(s, dtype=dtypes.int64, device=past.device).reshape(tuple(shp))
+    start = (wi.cast(dtypes.int64).reshape((-1,) + (1,) * (past.ndim - 1)) if wi is not None else 0)
+    idx = seq + start
+    if node.attr("mode", "linear") == "circular":
+        idx = idx % m
+    idx = idx.expand(tuple(upd.shape)) if isinstance(idx, Tensor) else idx
+    return past.scatter(axis, idx, upd)
+
+
+# ---- quantized linear algebra ----------------------------------------------------------------------------------------
+def _requant(node: Node, acc: Tensor, scale: Tensor, zp: Tensor | None, like: Tensor | None) -> Tensor:
+    """round-half-even(acc * scale) + zero point, saturated to the output's int type (the zero point's dtype)."""
+    d = zp.dtype if zp is not None else (like.dtype if like is not None else dtypes.uint8)
+    y = (acc.cast(dtypes.float32) * scale.cast(dtypes.float32))
+    r = y.round()  # Tensor.round rounds half to even (torch)
+    if zp is not None:
+        r = r + zp.cast(dtypes.float32)
+    return r.clip(d.min, d.max).cast(d)
+
+
+def _per(t: Tensor | None, nd: int, row: bool) -> Tensor | int:
+    """A zero point / scale per tensor, per row (a) or per column (b), shaped to broadcast."""
+    if t is None:
+        return 0
+    if t.numel() == 1:
+        return t.reshape(())
+    if t.ndim == 1:
+        return t.reshape(-1, 1) if row else t
+    return t
+
+
+@onnx_op("QLinearMatMul", since=10)
+def qlinear_matmul(node: Node, inputs: list) -> Tensor:
+    a, sa, za = req(node, inputs, 0), req(node, inputs, 1, "a_scale"), opt(inputs, 2)
+    b, sb, zb = req(node, inputs, 3, "b"), req(node, inputs, 4, "b_scale"), opt(inputs, 5)
+    sy, zy = req(node, inputs, 6, "y_scale"), opt(inputs, 7)
+    ai = a.cast(dtypes.int32) - _per(za, a.ndim, True)
+    bi = b.cast(dtypes.int32) - _per(zb, b.ndim, False)
+    acc = ai.cast(dtypes.float32) @ bi.cast(dtypes.float32)  # exact below 2^24, as the float reference
+    scale = _per(sa, a.ndim, True) * _per(sb, b.ndim, False) / sy.reshape(())
+    return _requant(node, acc, scale if isinstance(scale, Tensor) else Tensor(scale, device=a.device), zy, a)
+
+
+@onnx_op("QLinearConv", since=10)
+def qlinear_conv(node: Node, inputs: list) -> Tensor:
+    x, sx, zx = req(node, inputs, 0), req(node, inputs, 1, "x_scale"), req(node, inputs, 2, "x_zero_point")
+    w, sw, zw = req(node, inputs, 3, "w"), req(node, inputs, 4, "w_scale"), req(node, inputs, 5, "w_zero_point")
+    sy, zy, b = req(node, inputs, 6, "y_scale"), req(node, inputs, 7, "y_zero_point"), opt(inputs, 8)
+    acc = conv_integer(node, [x, w, zx, zw])
+    if b is not None:
+        acc = acc + b.cast(dtypes.int32).reshape((1, -1) + (1,) * (x.ndim - 2))
+    swc = sw.reshape((1, -1) + (1,) * (x.ndim - 2)) if sw.numel() > 1 else sw.reshape(())
+    scale = sx.reshape(()).cast(dtypes.float32) * swc.cast(dtypes.float32) / sy.reshape(()).cast(dtypes.float32)
+    return _requant(node, acc, scale, zy, x)
+
+
+# ---- grids -----------------------------------------------------------------------------------------------------------
+def _base_coords(n: int, align: bool) -> np.ndarray:
+    if align:
+        return np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
+    return (np.arange(n) * 2.0 + 1.0) / n - 1.0
+
+
+@onnx_op("AffineGrid", since=20)
+def affine_grid(node: Node, inputs: list) -> Tensor:
+    theta, size = req(node, inputs, 0), req(node, inputs, 1, "size")
+    sz = const_ints(node, size, "size")
+    align = bool(node.attr("align_corners", 0))
+    sp = sz[2:]
+    nd = len(sp)
+    if nd not in (2, 3) or tuple(theta.shape[1:]) != (nd, nd + 1):
+        raise node.error(f"theta shape {theta.shape} does not fit size {sz}")
+    axes = [_base_coords(s, align) for s in sp]  # (D,) H, W
+    mesh = np.meshgrid(*axes, indexing="ij")
+    coords = [m.reshape(-1) for m in reversed(mesh)]  # x (W) first, then y, z
+    base = np.stack(coords + [np.ones_like(coords[0])], axis=-1).astype(np.float32)  # (P, nd+1)
+    bt = Tensor(base, device=theta.device).cast(theta.dtype)
+    grid = bt @ theta.transpose(1, 2)  # (N, P, nd)
+    return grid.reshape((sz[0],) + tuple(sp) + (nd,))
+
+
+def _reflect(c: Tensor, lo: float, hi: float) -> Tensor:
+    """c reflected into [lo, hi] (any number of bounces)."""
+    rng = hi - lo
+    if rng <= 0:
+        return c * 0 + lo
+    d = (c - lo).abs()
+    flips = (d / rng).floor()
+    extra = d - flips * rng
+    return ((flips % 2) == 0).where(lo + extra, hi - extra)
+
+
+def _cubic_w(t: Tensor, a: float = -0.75) -> list[Tensor]:
+    def w(d: Tensor) -> Tensor:
+        d = d.abs()
+        near = ((a + 2) * d - (a + 3)) * d * d + 1
+        far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        return (d <= 1).where(near, (d < 2).where(far, 0.0))
+    return [w(t + 1), w(t), w(1 - t), w(2 - t)]
+
+
+@onnx_op("GridSample", since=16)
+def grid_sample(node: Node, inputs: list) -> Tensor:
+    """The reference's steps: grid -> pixel coordinates (nearest: rounded half to even), coordinates outside the
+    border clamped (border) or reflected (reflection), then each tap read with the padding rule applied to its
+    index (zeros: 0 outside; border: clamped; reflection: reflected and truncated). The taps' weights form a
+    (N, P, H*W) matrix that a batched matmul applies to x."""
+    x, grid = req(node, inputs, 0), req(node, inputs, 1, "grid")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(node.attr("mode", "bilinear"), node.attr("mode", "bilinear"))
+    pad_mode = node.attr("padding_mode", "zeros")
+    align = bool(node.attr("align_corners", 0))
+    n, c = x.shape[:2]
+    sp = tuple(x.shape[2:])
+    nd = len(sp)
+    out_sp = tuple(grid.shape[1:-1])
+    p = math.prod(out_sp)
+    g = _float_t(grid).reshape(n, p, nd)
+    hw = math.prod(sp)
+    borders = [(0.0, s - 1.0) if align else (-0.5, s - 0.5) for s in sp]
+    coords = []  # per spatial dim (in x's order), pixel coordinates (N, P)
+    for d in range(nd):
+        size, (lo, hi) = sp[d], borders[d]
+        gc = g[:, :, nd - 1 - d]  # the grid's last entry is x (the last spatial dim)
+        pix = (gc + 1) / 2 * (size - 1) if align else ((gc + 1) * size - 1) / 2
+        if mode == "nearest":
+            pix = pix.round()
+        out = (pix < lo) | (pix > hi)
+        if pad_mode == "border":
+            pix = out.where(pix.clip(0, size - 1), pix)
+        elif pad_mode == "reflection":
+            pix = out.where(_reflect(pix, lo, hi), pix)
+        coords.append(pix)
+    flat_ar = Tensor.arange(hw, dtype=dtypes.int64, device=x.device).reshape(1, 1, hw)
+    weights: Tensor | None = None
+
+    def add_tap(taps: list[tuple[Tensor, Tensor | float]]) -> None:
+        nonlocal weights
+        idx: Tensor | int = 0
+        wgt: Tensor | float = 1.0
+        inside: Tensor | None = None
+        for d, (pos, wd) in enumerate(taps):
+            size, (lo, hi) = sp[d], borders[d]
+            if pad_mode == "zeros":
+                ok = (pos >= 0) & (pos <= size - 1)
+                inside = ok if inside is None else inside & ok
+            elif pad_mode == "border":
+                pos = pos.clip(0, size - 1)
+            else:
+                pos = ((pos < 0) | (pos > size - 1)).where(_reflect(pos, lo, hi), pos).trunc()
+            idx = idx * size + pos.cast(dtypes.int64)
+            wgt = wgt * wd
+        w = wgt if inside is None else inside.where(wgt, 0.0)
+        hot = (idx.unsqueeze(-1) == flat_ar).where(w.unsqueeze(-1) if isinstance(w, Tensor) else w, 0.0)
+        weights = hot if weights is None else weights + hot
+
+    if mode == "nearest":
+        add_tap([(cd.trunc(), 1.0) for cd in coords])
+    elif mode in ("linear", "cubic"):
+        per_dim = []
+        for cd in coords:
+            lo = cd.floor()
+            t = cd - lo
+            if mode == "linear":
+                per_dim.append([(lo, 1 - t), (lo + 1, t)])
+            else:
+                per_dim.append([(lo + off, wk) for off, wk in zip((-1, 0, 1, 2), _cubic_w(t), strict=True)])
+        for combo in itertools.product(*per_dim):
+            add_tap(list(combo))
+    else:
+        raise node.error(f"unsupported mode {mode!r}")
+    xf = _float_t(x).reshape(n, c, hw)
+    out = xf @ weights.cast(xf.dtype).transpose(1, 2)  # type: ignore[union-attr]
+    return out.reshape((n, c) + out_sp).cast(x.dtype)
+
+
+def _float_t(t: Tensor) -> Tensor:
+    return t if t.dtype in (dtypes.float32, dtypes.float64) else t.cast(dtypes.float32)
+
+
+# ---- col2im ----------------------------------------------------------------------------------------------------------
+@onnx_op("Col2Im", since=18)
+def col2im(node: Node, inputs: list) -> Tensor:
+    x = req(node, inputs, 0)
+    image = const_ints(node, req(node, inputs, 1, "image_shape"), "image_shape")
+    block = const_ints(node, req(node, inputs, 2, "block_shape"), "block_shape")
+    nd = len(image)
+    dl = list(node.attr("dilations", [1] * nd))
+    st = list(node.attr("strides", [1] * nd))
+    pads = list(node.attr("pads", [0] * (2 * nd)))
+    n, ck, L = x.shape
+    k = math.prod(block)
+    if ck % k:
+        raise node.error(f"input dim 1 ({ck}) is not a multiple of the block size {k}")
+    c = ck // k
+    counts = [(image[i] + pads[i] + pads[i + nd] - dl[i] * (block[i] - 1) - 1) // st[i] + 1 for i in range(nd)]
+    if math.prod(counts) != L:
+        raise node.error(f"input has {L} blocks, the image shape and attributes give {math.prod(counts)}")
+    m = np.zeros((k, L, math.prod(image)), np.float32)
+    for bi, boff in enumerate(itertools.product(*(range(b) for b in block))):
+        for li, lpos in enumerate(itertools.product(*(range(cn) for cn in counts))):
+            pos = [lpos[i] * st[i] + boff[i] * dl[i] - pads[i] for i in range(nd)]
+            if all(0 <= pos[i] < image[i] for i in range(nd)):
+                m[bi, li, int(np.ravel_multi_index(pos, image))] = 1.0
+    mt = Tensor(m.reshape(k * L, -1), device=x.device)
+    y = _float_t(x).reshape(n, c, k * L) @ mt
+    return y.reshape((n, c) + tuple(image)).cast(x.dtype)
+
+
+# ---- linear algebra --------------------------------------------------------------------------------------------------
+@onnx_op("Det", since=11)
+def det(node: Node, inputs: list) -> Tensor:
+    """Gaussian elimination with partial pivoting, in float64 (pivot rows chosen by one-hot masks, no data read)."""
+    x = req(node, inputs, 0)
+    n = x.shape[-1]
+    if x.ndim < 2 or x.shape[-2] != n:
+        raise node.error(f"input must be (..., n, n), got shape {x.shape}")
+    a = x.cast(dtypes.float64)
+    batch = tuple(x.shape[:-2])
+    d = Tensor.ones(*batch, dtype=dtypes.float64, device=x.device) if batch else Tensor(1.0, dtype=dtypes.float64,
+                                                                                         device=x.device)
+    rows = Tensor.arange(n, dtype=dtypes.int64, device=x.device)
+    for k in range(n):
+        col = a[..., :, k].abs()
+        col = (rows >= k).where(col, -1.0)
+        p = col.argmax(-1)  # (batch,)
+        hot_p = (rows == p.unsqueeze(-1)).unsqueeze(-1)  # (..., n, 1)
+        hot_k = (rows == k).reshape(n, 1)
+        row_p = hot_p.where(a, 0.0).sum(-2, keepdim=True)
+        row_k = a[..., k:k + 1, :]
+        swapped = p != k
+        a = hot_k.where(row_p, hot_p.where(row_k, a))
+        d = swapped.where(-d, d)
+        piv = a[..., k, k]
+        d = d * piv
+        safe = (piv == 0).where(1.0, piv)
+        f = (rows > k).reshape(n, 1).where(a[..., :, k:k + 1] / safe.reshape(batch + (1, 1)), 0.0)
+        a = a - f * a[..., k:k + 1, :]
+    return d.cast(x.dtype)
+
+
+# ---- data-dependent --------------------------------------------------------------------------------------------------
+@onnx_op("Unique", since=11)
+def unique(node: Node, inputs: list) -> list[Tensor]:
+    x = req(node, inputs, 0)
+    arr = host(x)
+    axis = node.attr("axis", None)
+    srt = bool(node.attr("sorted", 1))
+    if axis is not None:
+        axis = axis_of(node, axis, arr.ndim)
+    y, idx, inv, cnt = np.unique(arr, return_index=True, return_inverse=True, return_counts=True, axis=axis)
+    inv = inv.reshape(-1)
+    if not srt:
+        order = np.argsort(idx, kind="stable")
+        y = np.take(y, order, axis=axis if axis is not None else 0)
+        idx, cnt = idx[order], cnt[order]
+        remap = np.empty_like(order)
+        remap[order] = np.arange(len(order))
+        inv = remap[inv]
+    dev = x.device
+    return [Tensor(np.array(y, order="C"), dtype=x.dtype, device=dev), const_tensor(idx.astype(np.int64), dev),
+            const_tensor(inv.astype(np.int64), dev), const_tensor(cnt.astype(np.int64), dev)]
+
+
+def _iou(a: np.ndarray, b: np.ndarray, center: bool) -> float:
+    if center:
+        a = np.array([a[1] - a[3] / 2, a[0] - a[2] / 2, a[1] + a[3] / 2, a[0] + a[2] / 2])
+        b = np.array([b[1] - b[3] / 2, b[0] - b[2] / 2, b[1] + b[3] / 2, b[0] + b[2] / 2])
+    y1a, x1a, y2a, x2a = min(a[0], a[2]), min(a[1], a[3]), max(a[0], a[2]), max(a[1], a[3])
+    y1b, x1b, y2b, x2b = min(b[0], b[2]), min(b[1], b[3]), max(b[0], b[2]), max(b[1], b[3])
+    ih = max(0.0, min(y2a, y2b) - max(y1a, y1b))
+    iw = max(0.0, min(x2a, x2b) - max(x1a, x1b))
+    inter = ih * iw
+    union = (y2a - y1a) * (x2a - x1a) + (y2b - y1b) * (x2b - x1b) - inter
+    return inter / union if union > 0 else 0.0
+
+
+@onnx_op("NonMaxSuppression", since=10)
+def non_max_suppression(node: Node, inputs: list) -> Tensor:
+    boxes, scores = host(req(node, inputs, 0)), host(req(node, inputs, 1, "scores"))
+    max_out = int(scalar(node, opt(inputs, 2), "max_output_boxes_per_class", 0))
+    iou_t = float(scalar(node, opt(inputs, 3), "iou_threshold", 0.0))
+    score_t = opt(inputs, 4)
+    st = float(scalar(node, score_t, "score_threshold")) if score_t is not None else None
+    center = bool(node.attr("center_point_box", 0))
+    out = []
+    for b in range(scores.shape[0]):
+        for c in range(scores.shape[1]):
+            s = scores[b, c]
+            order = [i for i in np.argsort(-s, kind="stable") if st is None or s[i] > st]
+            keep: list[int] = []
+            for i in order:
+                if len(keep) >= max_out:
+                    break
+                if all(_iou(boxes[b, i], boxes[b, j], center) <= iou_t for j in keep):
+                    keep.append(int(i))
+            out += [[b, c, i] for i in keep]
+    return const_tensor(np.array(out, np.int64).reshape(-1, 3), req(node, inputs, 0).device)
