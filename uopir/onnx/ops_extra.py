@@ -342,3 +342,65 @@ def non_max_suppression(node: Node, inputs: list) -> Tensor:
                     keep.append(int(i))
             out += [[b, c, i] for i in keep]
     return const_tensor(np.array(out, np.int64).reshape(-1, 3), req(node, inputs, 0).device)
+
+
+# ---- recurrent-model ops (opset 27) ----------------------------------------------------------------------------------
+@onnx_op("CausalConvWithState", since=27)
+def causal_conv_with_state(node: Node, inputs: list) -> list[Tensor]:
+    x, w, b, past = req(node, inputs, 0), req(node, inputs, 1, "weight"), opt(inputs, 2), opt(inputs, 3)
+    act = node.attr("activation", "none")
+    if act not in ("none", "silu", "swish"):
+        raise node.error(f"unsupported activation {act!r}")
+    if x.ndim != 3 or w.ndim != 3:
+        raise node.error(f"input {x.shape} and weight {w.shape} must be rank 3")
+    n, c, _ = x.shape
+    k = w.shape[2]
+    pad = past if past is not None else Tensor.zeros(n, c, k - 1, dtype=x.dtype, device=x.device)
+    full = pad.cat(x, dim=2) if k > 1 else x
+    y = full.conv2d(w, b, c, 1, 1, 0).cast(x.dtype)
+    if act != "none":
+        yf = y.cast(dtypes.float32)
+        y = (yf * yf.sigmoid()).cast(x.dtype)
+    return [y, full[:, :, full.shape[2] - (k - 1):]]
+
+
+@onnx_op("LinearAttention", since=27)
+def linear_attention(node: Node, inputs: list) -> list[Tensor]:
+    """The reference's recurrence, one step per position (unrolled: T is the sequence length of the call)."""
+    q, k, v = req(node, inputs, 0), req(node, inputs, 1, "key"), req(node, inputs, 2, "value")
+    past, decay, beta = opt(inputs, 3), opt(inputs, 4), opt(inputs, 5)
+    rule = node.attr("update_rule", "gated_delta")
+    hq, hk = node.attr("q_num_heads"), node.attr("kv_num_heads")
+    if rule not in ("linear", "gated", "delta", "gated_delta") or hq % hk:
+        raise node.error(f"update_rule {rule!r} with q_num_heads {hq}, kv_num_heads {hk} is not supported")
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if gating != (decay is not None) or delta != (beta is not None):
+        raise node.error(f"update_rule {rule!r} needs {'decay ' if gating else ''}{'beta' if delta else ''} inputs "
+                         "(and no others)")
+    b, t, _ = q.shape
+    dk, dv = q.shape[-1] // hq, v.shape[-1] // hk
+    f32 = dtypes.float32
+
+    def heads(x: Tensor, h: int) -> Tensor:
+        return x.reshape(b, t, h, -1).transpose(1, 2).cast(f32)
+
+    q4, k4, v4 = heads(q, hq), heads(k, hk), heads(v, hk)
+    d4 = (decay.reshape(b, t, hk, 1).transpose(1, 2) if decay.shape[-1] == hk else heads(decay, hk)).cast(f32) \
+        if decay is not None else None
+    b4 = beta.reshape(b, t, beta.shape[-1], 1).transpose(1, 2).cast(f32) if beta is not None else None
+    state = past.cast(f32) if past is not None else Tensor.zeros(b, hk, dk, dv, dtype=f32, device=q.device)
+    scale = node.attr("scale", 0.0) or 1 / math.sqrt(dk)
+    outs = []
+    for i in range(t):
+        qt, kt, vt = q4[:, :, i, :], k4[:, :, i, :], v4[:, :, i, :]
+        if d4 is not None:
+            state = state * d4[:, :, i, :].exp().unsqueeze(-1)
+        if b4 is not None:
+            retrieved = (state * kt.unsqueeze(-1)).sum(2)
+            vt = b4[:, :, i, :] * (vt - retrieved)
+        state = state + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+        read = state.repeat_interleave(hq // hk, 1) if hq != hk else state
+        outs.append((qt.unsqueeze(-1) * read).sum(2) * scale)
+    out = Tensor.stack(*outs, dim=2) if len(outs) > 1 else outs[0].unsqueeze(2)
+    y = out.transpose(1, 2).reshape(b, t, hq * dv).cast(q.dtype)
+    return [y, state.cast(past.dtype if past is not None else q.dtype)]
