@@ -22,18 +22,30 @@ from uopir.onnx.importer import default_device  # noqa: E402
 _HALF_ATTN = ("Attention in bfloat16/float16: one-ulp differences (max 1.1% relative) from onnx's reference, which "
               "rounds every intermediate (exp, the softmax sum, the matmul) to the half type; uopir computes in "
               "float32 and rounds once, and a half ulp is above rtol 1e-3")
+_HALF_EXPANDED = ("the same half-precision rounding in the _expanded graph (Softmax, MatMul, Silu on float16/bfloat16: "
+                  "uopir accumulates in float32, numpy's reference in the half type)")
 KNOWN_FAILURES: dict[str, str] = {
-    "test_attention_3d_causal_bf16": _HALF_ATTN,
-    "test_attention_4d_attn_mask_causal_bf16": _HALF_ATTN,
-    "test_attention_4d_causal_bf16": _HALF_ATTN,
-    "test_attention_4d_causal_fp16": _HALF_ATTN,
-    "test_attention_4d_causal_padded_kv_bf16": _HALF_ATTN,
-    "test_attention_4d_padded_kv_bf16": _HALF_ATTN,
+    **{f"test_attention_{n}": _HALF_ATTN for n in (
+        "3d_causal_bf16", "4d_attn_mask_causal_bf16", "4d_causal_bf16", "4d_causal_fp16", "4d_causal_padded_kv_bf16",
+        "4d_padded_kv_bf16")},
+    **{f"test_attention_{n}_expanded": _HALF_EXPANDED for n in (
+        "3d_causal_bf16", "4d_attn_mask_causal_bf16", "4d_causal_bf16", "4d_causal_fp16", "4d_causal_padded_kv_bf16",
+        "4d_padded_kv_bf16", "4d_fp16", "4d_gqa_with_past_and_present_fp16")},
+    "test_causal_conv_with_state_silu_fp16_expanded": _HALF_EXPANDED,
+    # bugs of the shape/nn operators (onnxops' ops_shape.py / ops_nn.py), to fix:
+    "test_maxunpool_export_with_output_shape": "MaxUnpool with the output_shape input (opset 22): values land at "
+                                               "the wrong positions (cause not yet analysed)",
+    "test_resize_downsample_scales_cubic_align_corners": "Resize cubic, align_corners, downsampling by scales: wrong "
+                                                         "values (cause not yet analysed)",
+    "test_resize_downsample_scales_linear_align_corners": "Resize linear, align_corners, downsampling by scales (1 of "
+                                                          "2 values wrong; cause not yet analysed)",
+    "test_spacetodepth_crd_mode_example": "SpaceToDepth with mode=CRD (opset 28 adds the attribute): the DCR order "
+                                          "is used",
 }
 
-# Fewer passes than this means an importer regression (or a changed onnx version: then update it). The count on
-# the python device with onnx 1.23.2 when this was written; the C device passes the same cases (docs/onnx.md).
-MIN_PASSED = 750
+# Fewer passes than this means an importer regression (or a changed onnx version: then update it): about the count
+# on the python device with onnx 1.23.2 when this was written (1,416).
+MIN_PASSED = 1400
 
 
 def test_onnx_node_conformance(capsys: pytest.CaptureFixture[str]) -> None:
