@@ -10,6 +10,7 @@ from uopir.onnx import ops_extra as ops_extra  # noqa: F401  (onnxops)
 from uopir.onnx import ops_nn as ops_nn  # noqa: F401  (onnxops)
 from uopir.onnx import ops_quant as ops_quant  # noqa: F401
 from uopir.onnx import ops_reduce as ops_reduce  # noqa: F401
+from uopir.onnx import ops_rnn as ops_rnn  # noqa: F401  (onnxops)
 from uopir.onnx import ops_shape as ops_shape
 from uopir.onnx.importer import OnnxModel, OnnxOpError, from_onnx
 from uopir.onnx.registry import (
