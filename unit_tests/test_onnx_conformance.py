@@ -34,6 +34,9 @@ KNOWN_FAILURES: dict[str, str] = {
     "test_causal_conv_with_state_silu_fp16_expanded": _HALF_EXPANDED,
     "test_causal_conv_with_state_silu_fp16": "the float16 conv rounds once from a float32 sum (the reference "
                                              "rounds its float16 products and sums): 2 of 64 values off by 1 ulp",
+    **{n: "inverse DFT of a real-valued result: the reference's float32 FFT leaves 1.9e-7 in imaginary parts that are "
+          "0 (uopir's float64 DFT gives ~3e-15), above atol 1e-7" for n in ("test_dft_inverse",
+                                                                             "test_dft_inverse_opset19")},
 }
 
 # Fewer passes than this means an importer regression (or a changed onnx version: then update it): about the count

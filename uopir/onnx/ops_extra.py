@@ -467,3 +467,63 @@ def momentum(node: Node, inputs: list) -> list[Tensor]:
         xs.append((x - r * vn if mode == "standard" else x - r * (gr + vn * alpha)).cast(x.dtype))
         vs.append(vn.cast(v.dtype))
     return xs + vs
+
+
+# ---- DFT -------------------------------------------------------------------------------------------------------------
+def _dft(node: Node, x: Tensor, axis: int, n: int | None, inverse: bool, onesided: bool) -> Tensor:
+    """A DFT along `axis` of the (..., 1 | 2) real/complex signal x as matmuls with host cos/sin matrices (float64)."""
+    if x.shape[-1] not in (1, 2):
+        raise node.error(f"the last dim of the input must be 1 (real) or 2 (complex), got shape {x.shape}")
+    a = axis_of(node, axis, x.ndim - 1)
+    xf = x.cast(dtypes.float64)
+    re = xf[..., 0]
+    im = xf[..., 1] if x.shape[-1] == 2 else None
+    length = re.shape[a]
+    if n is None:
+        n = 2 * (length - 1) if inverse and onesided else length
+    m = n // 2 + 1 if inverse and onesided else n  # the input length the transform reads
+
+    def fit(t: Tensor) -> Tensor:
+        t = t.transpose(a, -1) if a != t.ndim - 1 else t
+        k = t.shape[-1]
+        return t.pad([(0, 0)] * (t.ndim - 1) + [(0, m - k)]) if k < m else t[..., :m]
+
+    re = fit(re)
+    im = fit(im) if im is not None else None
+    nout = n // 2 + 1 if onesided and not inverse else n
+    j = np.arange(m).reshape(-1, 1)
+    k = np.arange(nout).reshape(1, -1)
+    ang = 2 * np.pi * ((j * k) % n) / n
+    if inverse and onesided:
+        w = np.full(m, 2.0)
+        w[0] = 1.0
+        if n % 2 == 0:
+            w[-1] = 1.0
+        ang = 2 * np.pi * ((np.arange(m).reshape(-1, 1) * np.arange(n).reshape(1, -1)) % n) / n
+        cmat = Tensor(np.cos(ang) * w.reshape(-1, 1) / n, device=x.device)
+        smat = Tensor(np.sin(ang) * w.reshape(-1, 1) / n, device=x.device)
+        out = re @ cmat - (im @ smat if im is not None else 0)
+        out = out.unsqueeze(-1)
+    else:
+        sign = 1.0 if inverse else -1.0
+        scale = 1.0 / n if inverse else 1.0
+        cmat = Tensor(np.cos(ang) * scale, device=x.device)
+        smat = Tensor(np.sin(ang) * sign * scale, device=x.device)  # e^{sign i ang} = cos + sign i sin
+        ore = re @ cmat - (im @ smat if im is not None else 0)
+        oim = re @ smat + (im @ cmat if im is not None else 0)
+        out = Tensor.stack(ore, oim, dim=-1)
+    if a != out.ndim - 2:
+        out = out.transpose(a, -2)
+    return out.cast(x.dtype)
+
+
+@onnx_op("DFT", since=17)
+def dft(node: Node, inputs: list) -> Tensor:
+    """axis: an attribute before opset 20, an input (default -2) after."""
+    x, ln = req(node, inputs, 0), opt(inputs, 1)
+    n = int(scalar(node, ln, "dft_length")) if ln is not None else None
+    axis = node.attr("axis", 1) if node.opset < 20 else int(scalar(node, opt(inputs, 2), "axis", -2))
+    if node.opset >= 20 and axis < 0:
+        axis += x.ndim  # counted on the input's rank, which includes the last (1 | 2) dim
+    return _dft(node, x, axis, n, bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0)))
+
