@@ -1,6 +1,7 @@
 """Less common ONNX operators on the Tensor API: CenterCropPad, Col2Im, GridSample, AffineGrid, TensorScatter,
-SwiGLU, QLinearMatMul, QLinearConv, Det, and the data-dependent Unique and NonMaxSuppression (computed on the host
-from their realized inputs, as NonZero: their output shapes depend on the values).
+SwiGLU, QLinearMatMul, QLinearConv, Det, CausalConvWithState, LinearAttention, DFT, STFT, the training-domain
+optimizers (Adagrad, Adam, Momentum), and the data-dependent Unique and NonMaxSuppression (computed on the host from
+their realized inputs, as NonZero: their output shapes depend on the values).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
 from uopir.onnx.ops_nn import conv_integer
-from uopir.onnx.ops_shape import axis_of, const_tensor, host, opt, req, scalar
+from uopir.onnx.ops_shape import axis_of, const_tensor, host, opt, req, scalar, take
 from uopir.onnx.registry import Node, const_ints, onnx_op
 
 
@@ -527,3 +528,17 @@ def dft(node: Node, inputs: list) -> Tensor:
         axis += x.ndim  # counted on the input's rank, which includes the last (1 | 2) dim
     return _dft(node, x, axis, n, bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0)))
 
+
+
+@onnx_op("STFT", since=17)
+def stft(node: Node, inputs: list) -> Tensor:
+    x, step_t, window, fl = req(node, inputs, 0), req(node, inputs, 1, "frame_step"), opt(inputs, 2), opt(inputs, 3)
+    step = int(scalar(node, step_t, "frame_step"))
+    length = int(scalar(node, fl, "frame_length")) if fl is not None else \
+        (window.shape[0] if window is not None else x.shape[-2])
+    frames = 1 + (x.shape[-2] - length) // step
+    idx = np.arange(frames).reshape(-1, 1) * step + np.arange(length).reshape(1, -1)  # (frames, length)
+    fr = take(x, x.ndim - 2, idx)  # (batch, frames, length, 1 | 2)
+    if window is not None:
+        fr = fr * window.reshape(1, 1, length, 1)
+    return _dft(node, fr, 2, length, False, bool(node.attr("onesided", 1)))
