@@ -542,3 +542,49 @@ def stft(node: Node, inputs: list) -> Tensor:
     if window is not None:
         fr = fr * window.reshape(1, 1, length, 1)
     return _dft(node, fr, 2, length, False, bool(node.attr("onesided", 1)))
+
+
+@onnx_op("DeformConv", since=19)
+def deform_conv(node: Node, inputs: list) -> Tensor:
+    """Each kernel tap reads x at its offset position by bilinear interpolation (0 outside), scaled by the mask;
+    the taps' weights form a (positions, H*W) matrix per (batch, offset group, tap) applied by a matmul."""
+    x, w, off = req(node, inputs, 0), req(node, inputs, 1, "W"), req(node, inputs, 2, "offset")
+    b, mask = opt(inputs, 3), opt(inputs, 4)
+    if x.ndim != 4:
+        raise node.error(f"only 2-D DeformConv is supported, got input shape {x.shape}")
+    n, ic, ih, iw = x.shape
+    oc = w.shape[0]
+    kh, kw = node.attr("kernel_shape", list(w.shape[2:]))
+    sth, stw = node.attr("strides", [1, 1])
+    dh, dw = node.attr("dilations", [1, 1])
+    pads = node.attr("pads", [0, 0, 0, 0])
+    group, og = node.attr("group", 1), node.attr("offset_group", 1)
+    oh, ow = off.shape[2:]
+    k, p, hw = kh * kw, oh * ow, ih * iw
+    offs = _float_t(off).reshape(n, og, k, 2, p)
+    base_h = (np.arange(kh) * dh).repeat(kw).reshape(1, 1, k, 1) + (np.arange(oh) * sth - pads[0]).repeat(ow).reshape(
+        1, 1, 1, p)
+    base_w = np.tile(np.arange(kw) * dw, kh).reshape(1, 1, k, 1) + np.tile(np.arange(ow) * stw - pads[1], oh).reshape(
+        1, 1, 1, p)
+    ph = offs[:, :, :, 0, :] + Tensor(base_h.astype(np.float32), device=x.device)  # (N, og, K, P)
+    pw = offs[:, :, :, 1, :] + Tensor(base_w.astype(np.float32), device=x.device)
+    h0, w0 = ph.floor(), pw.floor()
+    th, tw = ph - h0, pw - w0
+    flat = Tensor.arange(hw, dtype=dtypes.int64, device=x.device).reshape(1, 1, 1, 1, hw)
+    wts: Tensor | None = None
+    for hh, wh in ((h0, 1 - th), (h0 + 1, th)):
+        for ww, wwt in ((w0, 1 - tw), (w0 + 1, tw)):
+            ok = (hh >= 0) & (hh <= ih - 1) & (ww >= 0) & (ww <= iw - 1)
+            idx = hh.cast(dtypes.int64) * iw + ww.cast(dtypes.int64)
+            tap = (idx.unsqueeze(-1) == flat).where(ok.where(wh * wwt, 0.0).unsqueeze(-1), 0.0)
+            wts = tap if wts is None else wts + tap
+    if mask is not None:
+        wts = wts * _float_t(mask).reshape(n, og, k, p, 1)  # type: ignore[operator]
+    xs = _float_t(x).reshape(n, og, 1, ic // og, hw)  # (N, og, 1, C/og, HW)
+    samp = xs @ wts.reshape(n, og, k, p, hw).transpose(-1, -2)  # type: ignore[union-attr]  # (N, og, K, C/og, P)
+    samp = samp.permute(0, 1, 3, 2, 4).reshape(n, group, ic // group, k, p)
+    wr = _float_t(w).reshape(1, group, oc // group, ic // group, k, 1)
+    y = (samp.unsqueeze(2) * wr).sum((3, 4)).reshape(n, oc, oh, ow)
+    if b is not None:
+        y = y + _float_t(b).reshape(1, oc, 1, 1)
+    return y.cast(x.dtype)
