@@ -190,6 +190,14 @@ CASES: list[tuple[str, str, dict, dict, dict, int, int]] = [
      {"t": np.array([[0, 3], [1, 1], [2, -100]], np.int64), "w": np.abs(f32(4))}, {"ignore_index": -100}, 1, 18),
     ("softmax_cross_entropy", "SoftmaxCrossEntropyLoss", {"x": f32(3, 4)}, {"t": i64(1, 0, 3)},
      {"reduction": "sum"}, 2, 18),
+    # recurrent layers (ops_rnn)
+    ("lstm_bidirectional_seq_lens_peepholes", "LSTM", {"x": f32(4, 2, 3)},
+     {"w": f32(2, 12, 3), "r": f32(2, 12, 3), "b": f32(2, 24), "l": np.array([4, 2], np.int32), "h": f32(2, 2, 3),
+      "c": f32(2, 2, 3), "p": f32(2, 9)}, {"hidden_size": 3, "direction": "bidirectional"}, 3, 14),
+    ("gru_linear_before_reset", "GRU", {"x": f32(2, 3, 4)}, {"w": f32(1, 9, 4), "r": f32(1, 9, 3), "b": f32(1, 18)},
+     {"hidden_size": 3, "linear_before_reset": 1}, 2, 14),  # (onnxruntime has no layout 1; the node tests do)
+    ("rnn_reverse_clip", "RNN", {"x": f32(3, 2, 2)}, {"w": f32(1, 4, 2), "r": f32(1, 4, 4)},
+     {"hidden_size": 4, "direction": "reverse", "clip": 0.5, "activations": ["Relu"]}, 2, 14),
     # ops_extra
     ("grid_sample_bilinear_border", "GridSample", {"x": IMG, "g": GRID1}, {},
      {"mode": "linear", "padding_mode": "border"}, 1, 20),
