@@ -12,6 +12,7 @@ import numpy as np
 
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
+from uopir.onnx.importer import onnx_dtype
 from uopir.onnx.ops_nn import conv_integer
 from uopir.onnx.ops_shape import axis_of, const_tensor, host, opt, req, scalar, take
 from uopir.onnx.registry import Node, const_ints, onnx_op
@@ -588,3 +589,28 @@ def deform_conv(node: Node, inputs: list) -> Tensor:
     if b is not None:
         y = y + _float_t(b).reshape(1, oc, 1, 1)
     return y.cast(x.dtype)
+
+
+@onnx_op("MelWeightMatrix", since=17)
+def mel_weight_matrix(node: Node, inputs: list) -> Tensor:
+    """(dft_length // 2 + 1, num_mel_bins) triangular filters between mel-spaced edges (the spec's formula: mel =
+    2595 log10(1 + hz / 700), edges rounded down to spectrogram bins), computed on the host."""
+    names = ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz")
+    mels, dft_len, rate, lo, hi = (scalar(node, req(node, inputs, i, nm), nm) for i, nm in enumerate(names))
+    mels, dft_len, rate = int(mels), int(dft_len), int(rate)
+    to_mel = lambda hz: 2595 * np.log10(1 + hz / 700)  # noqa: E731
+    step = (to_mel(hi) - to_mel(lo)) / (mels + 2)
+    edges_mel = np.arange(mels + 2) * step + to_mel(lo)
+    edges_hz = 700 * (10 ** (edges_mel / 2595) - 1)
+    edges = (((dft_len + 1) * edges_hz) // rate).astype(np.int64)
+    out = np.zeros((dft_len // 2 + 1, mels))
+    for i in range(mels):
+        a, c, b = edges[i], edges[i + 1], edges[i + 2]
+        if c == a:
+            out[c, i] = 1.0
+        else:
+            out[a:c + 1, i] = (np.arange(a, c + 1) - a) / (c - a)
+        if b > c:
+            out[c:b, i] = (b - np.arange(c, b)) / (b - c)
+    d = onnx_dtype(node.attr("output_datatype", 1))
+    return Tensor(out, device=node.device).cast(d)
