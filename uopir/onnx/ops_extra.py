@@ -614,3 +614,83 @@ def mel_weight_matrix(node: Node, inputs: list) -> Tensor:
             out[c:b, i] = (b - np.arange(c, b)) / (b - c)
     d = onnx_dtype(node.attr("output_datatype", 1))
     return Tensor(out, device=node.device).cast(d)
+
+
+def _roi_taps(h: int, w: int, ph: int, pw: int, box: np.ndarray, scale: float, ratio: int,
+              half_pixel: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """(positions (P, S, 4), weights (P, S, 4), S) of one region's bilinear samples: S = grid_h * grid_w samples
+    per output cell (ratio, or ceil(bin size) when 0); a sample beyond -1 / the size reads nothing, else its
+    coordinates are clamped at 0 and at the last row/column (RoiAlign's convention)."""
+    off = 0.5 if half_pixel else 0.0
+    x0, y0, x1, y1 = (float(v) * scale - off for v in box[:4])
+    rw, rh = x1 - x0, y1 - y0
+    if not half_pixel:
+        rw, rh = max(rw, 1.0), max(rh, 1.0)
+    bh, bw = rh / ph, rw / pw
+    gh = ratio if ratio > 0 else int(np.ceil(rh / ph))
+    gw = ratio if ratio > 0 else int(np.ceil(rw / pw))
+    s = max(gh * gw, 0)
+    pos = np.zeros((ph * pw, max(s, 1), 4), np.int64)
+    wts = np.zeros((ph * pw, max(s, 1), 4))
+    for i in range(ph):
+        for j in range(pw):
+            for a in range(gh):
+                y = y0 + i * bh + (a + 0.5) * bh / gh
+                for b in range(gw):
+                    x = x0 + j * bw + (b + 0.5) * bw / gw
+                    if y < -1.0 or y > h or x < -1.0 or x > w:
+                        continue
+                    y, x = max(y, 0.0), max(x, 0.0)
+                    yl, xl = int(y), int(x)
+                    if yl >= h - 1:
+                        yl = yh = h - 1
+                        y = float(yl)
+                    else:
+                        yh = yl + 1
+                    if xl >= w - 1:
+                        xl = xh = w - 1
+                        x = float(xl)
+                    else:
+                        xh = xl + 1
+                    ly, lx = y - yl, x - xl
+                    k = i * pw + j
+                    pos[k, a * gw + b] = [yl * w + xl, yl * w + xh, yh * w + xl, yh * w + xh]
+                    wts[k, a * gw + b] = [(1 - ly) * (1 - lx), (1 - ly) * lx, ly * (1 - lx), ly * lx]
+    return pos, wts, max(s, 1)
+
+
+@onnx_op("RoiAlign", since=10)
+def roi_align(node: Node, inputs: list) -> Tensor:
+    """The regions are read on the host (the sampling grid depends on their sizes); each region's samples become a
+    host weight matrix over the H*W pixels, applied by a batched matmul (avg: summed and divided by the count; max:
+    the largest weighted tap of every sample, then the largest sample)."""
+    x, rois_t, bidx_t = req(node, inputs, 0), req(node, inputs, 1, "rois"), req(node, inputs, 2, "batch_indices")
+    rois, bidx = host(rois_t), host(bidx_t).astype(np.int64).reshape(-1)
+    ph, pw = node.attr("output_height", 1), node.attr("output_width", 1)
+    ratio, scale = int(node.attr("sampling_ratio", 0)), float(node.attr("spatial_scale", 1.0))
+    mode = node.attr("mode", "avg").lower()
+    half = node.attr("coordinate_transformation_mode", "half_pixel" if node.opset >= 16 else "output_half_pixel") \
+        == "half_pixel"
+    n, c, h, w = x.shape
+    r = len(bidx)
+    if r == 0:
+        return Tensor.zeros(0, c, ph, pw, dtype=x.dtype, device=x.device)
+    taps = [_roi_taps(h, w, ph, pw, rois[i], scale, ratio, half) for i in range(r)]
+    xs = take(_float_t(x), 0, bidx).reshape(r, c, h * w)
+    hw = np.arange(h * w)
+    if mode == "avg":
+        m = np.zeros((r, ph * pw, h * w))
+        for i, (pos, wts, s) in enumerate(taps):
+            m[i] = ((pos[..., None] == hw) * wts[..., None]).sum((1, 2)) / s
+        y = xs @ Tensor(m.astype(np.float32), device=x.device).transpose(1, 2)
+    else:
+        smax = max(s for _, _, s in taps)
+        m = np.zeros((r, ph * pw, smax, 4, h * w))
+        valid = np.zeros((r, 1, ph * pw, smax), bool)
+        for i, (pos, wts, s) in enumerate(taps):
+            m[i, :, :s] = (pos[..., None] == hw) * wts[..., None]
+            valid[i, 0, :, :s] = True
+        mt = Tensor(m.reshape(r, -1, h * w).astype(np.float32), device=x.device)
+        v = (xs @ mt.transpose(1, 2)).reshape(r, c, ph * pw, smax, 4).max(-1)
+        y = Tensor(valid, device=x.device).where(v, float("-inf")).max(-1)
+    return y.reshape(r, c, ph, pw).cast(x.dtype)
