@@ -32,15 +32,11 @@ KNOWN_FAILURES: dict[str, str] = {
         "3d_causal_bf16", "4d_attn_mask_causal_bf16", "4d_causal_bf16", "4d_causal_fp16", "4d_causal_padded_kv_bf16",
         "4d_padded_kv_bf16", "4d_fp16", "4d_gqa_with_past_and_present_fp16")},
     "test_causal_conv_with_state_silu_fp16_expanded": _HALF_EXPANDED,
-    # bugs of the shape/nn operators (onnxops' ops_shape.py / ops_nn.py), to fix:
-    "test_maxunpool_export_with_output_shape": "MaxUnpool with the output_shape input (opset 22): values land at "
-                                               "the wrong positions (cause not yet analysed)",
-    "test_resize_downsample_scales_cubic_align_corners": "Resize cubic, align_corners, downsampling by scales: wrong "
-                                                         "values (cause not yet analysed)",
-    "test_resize_downsample_scales_linear_align_corners": "Resize linear, align_corners, downsampling by scales (1 of "
-                                                          "2 values wrong; cause not yet analysed)",
-    "test_spacetodepth_crd_mode_example": "SpaceToDepth with mode=CRD (opset 28 adds the attribute): the DCR order "
-                                          "is used",
+    "test_causal_conv_with_state_silu_fp16": "the float16 conv rounds once from a float32 sum (the reference "
+                                             "rounds its float16 products and sums): 2 of 64 values off by 1 ulp",
+    **{n: "inverse DFT of a real-valued result: the reference's float32 FFT leaves 1.9e-7 in imaginary parts that are "
+          "0 (uopir's float64 DFT gives ~3e-15), above atol 1e-7" for n in ("test_dft_inverse",
+                                                                             "test_dft_inverse_opset19")},
 }
 
 # Fewer passes than this means an importer regression (or a changed onnx version: then update it): about the count

@@ -64,6 +64,8 @@ def check(m: onnx.ModelProto, ins: dict[str, np.ndarray], rtol: float = 1e-5, at
 
 X = f32(2, 3, 4, 5)
 IMG = f32(1, 2, 6, 7)
+GRID1 = (R.random((1, 3, 4, 2)) * 2.4 - 1.2).astype(np.float32)  # sample points a little outside [-1, 1] too
+GRID2 = (R.random((1, 2, 3, 2)) * 2.4 - 1.2).astype(np.float32)
 
 # (id, op, inputs, consts, attrs, outputs, opset)
 CASES: list[tuple[str, str, dict, dict, dict, int, int]] = [
@@ -188,6 +190,32 @@ CASES: list[tuple[str, str, dict, dict, dict, int, int]] = [
      {"t": np.array([[0, 3], [1, 1], [2, -100]], np.int64), "w": np.abs(f32(4))}, {"ignore_index": -100}, 1, 18),
     ("softmax_cross_entropy", "SoftmaxCrossEntropyLoss", {"x": f32(3, 4)}, {"t": i64(1, 0, 3)},
      {"reduction": "sum"}, 2, 18),
+    # recurrent layers (ops_rnn)
+    ("lstm_bidirectional_seq_lens_peepholes", "LSTM", {"x": f32(4, 2, 3)},
+     {"w": f32(2, 12, 3), "r": f32(2, 12, 3), "b": f32(2, 24), "l": np.array([4, 2], np.int32), "h": f32(2, 2, 3),
+      "c": f32(2, 2, 3), "p": f32(2, 9)}, {"hidden_size": 3, "direction": "bidirectional"}, 3, 14),
+    ("gru_linear_before_reset", "GRU", {"x": f32(2, 3, 4)}, {"w": f32(1, 9, 4), "r": f32(1, 9, 3), "b": f32(1, 18)},
+     {"hidden_size": 3, "linear_before_reset": 1}, 2, 14),  # (onnxruntime has no layout 1; the node tests do)
+    ("rnn_reverse_clip", "RNN", {"x": f32(3, 2, 2)}, {"w": f32(1, 4, 2), "r": f32(1, 4, 4)},
+     {"hidden_size": 4, "direction": "reverse", "clip": 0.5, "activations": ["Relu"]}, 2, 14),
+    # ops_extra
+    ("grid_sample_bilinear_border", "GridSample", {"x": IMG, "g": GRID1}, {},
+     {"mode": "linear", "padding_mode": "border"}, 1, 20),
+    ("grid_sample_cubic_reflection", "GridSample", {"x": IMG, "g": GRID2}, {},
+     {"mode": "cubic", "padding_mode": "reflection", "align_corners": 1}, 1, 20),
+    ("affine_grid", "AffineGrid", {"t": f32(2, 2, 3)}, {"s": i64(2, 1, 3, 4)}, {}, 1, 20),
+    ("col2im", "Col2Im", {"x": f32(1, 8, 4)}, {"i": i64(4, 5), "b": i64(2, 2)},
+     {"strides": [2, 2], "pads": [0, 0, 1, 0]}, 1, 18),
+    ("center_crop_pad", "CenterCropPad", {"x": f32(5, 4, 3)}, {"s": i64(2, 7)}, {"axes": [0, 1]}, 1, 18),
+    ("det", "Det", {"x": f32(2, 4, 4)}, {}, {}, 1, 18),
+    ("unique_unsorted", "Unique", {"x": np.array([2, 1, 1, 3, 4, 3], np.float32)}, {}, {"sorted": 0}, 4, 18),
+    ("nms", "NonMaxSuppression", {"b": np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, 5, 1, 6], [0, 10, 1, 11]]],
+                                                np.float32), "s": np.array([[[0.9, 0.75, 0.6, 0.3]]], np.float32)},
+     {"m": i64(3), "t": np.array([0.5], np.float32), "st": np.array([0.2], np.float32)}, {}, 1, 18),
+    ("qlinear_matmul", "QLinearMatMul", {"a": R.integers(0, 255, (2, 4)).astype(np.uint8)},
+     {"sa": np.array(0.05, np.float32), "za": np.array(100, np.uint8), "b": R.integers(0, 255, (4, 3)).astype(
+         np.uint8), "sb": np.array(0.02, np.float32), "zb": np.array(120, np.uint8), "sy": np.array(0.1, np.float32),
+      "zy": np.array(128, np.uint8)}, {}, 1, 18),
 ]
 
 

@@ -14,7 +14,7 @@ from uopir.frontend.shape_ops import patches
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
 from uopir.onnx.ops_shape import axis_of, opt, req, scalar
-from uopir.onnx.registry import Node, onnx_op
+from uopir.onnx.registry import Node, const_ints, onnx_op
 
 
 def _float(x: Tensor) -> Tensor:
@@ -231,16 +231,22 @@ def max_unpool(node: Node, inputs: list) -> Tensor:
     st = list(node.attr("strides", [1] * nd))
     p = list(node.attr("pads", [0] * (2 * nd)))
     sp = x.shape[2:]
-    shp = opt(inputs, 2)
-    if shp is not None:
-        from uopir.onnx.registry import const_ints
-        out = const_ints(node, shp, "output_shape")[-nd:]
-    else:
-        out = [(i - 1) * s + kk - p[j] - p[j + nd] for j, (i, s, kk) in enumerate(zip(sp, st, k, strict=True))]
+    default = [(i - 1) * s + kk - p[j] - p[j + nd] for j, (i, s, kk) in enumerate(zip(sp, st, k, strict=True))]
     n, c = x.shape[:2]
-    m = math.prod(out)
-    base = (Tensor.arange(n * c, dtype=dtypes.int64, device=x.device) * m).reshape((n, c) + (1,) * nd)
-    local = idx.cast(dtypes.int64) - base
+    base = Tensor.arange(n * c, dtype=dtypes.int64, device=x.device).reshape((n, c) + (1,) * nd)
+    local = idx.cast(dtypes.int64) - base * math.prod(default)
+    shp = opt(inputs, 2)
+    out = default
+    if shp is not None:  # the indices address the default output; their coordinates are kept in the larger one
+        out = const_ints(node, shp, "output_shape")[-nd:]
+        if out != default:
+            coords, rem = [], local
+            for d in reversed(default):
+                coords.append(rem % d)
+                rem = rem // d
+            local = 0
+            for cc, d in zip(reversed(coords), out, strict=True):
+                local = local * d + cc
     return x.max_unpool2d(local, k, st, 1, 0, tuple(out))
 
 

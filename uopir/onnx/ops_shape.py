@@ -606,31 +606,33 @@ def space_to_depth(node: Node, inputs: list) -> Tensor:
     if x.ndim != 4 or x.shape[2] % b or x.shape[3] % b:
         raise node.error(f"input shape {x.shape} must be (N, C, H, W) with H and W divisible by {b}")
     n, c, h, w = x.shape
-    y = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+    perm = (0, 1, 3, 5, 2, 4) if node.attr("mode", "DCR") == "CRD" else (0, 3, 5, 1, 2, 4)
+    y = x.reshape(n, c, h // b, b, w // b, b).permute(*perm)
     return y.reshape(n, c * b * b, h // b, w // b)
 
 
 # ---- resize ----------------------------------------------------------------------------------------------------------
 def _src_coord(node: Node, mode: str, dst: np.ndarray, scale: float, n_in: int, n_out: int,
                roi: tuple[float, float] | None) -> np.ndarray:
+    """Input coordinates of the output positions dst. As the reference, the output width in the formulas is
+    scale * n_in (not rounded to n_out) when the scales were given."""
+    w = scale * n_in
     if mode == "half_pixel":
         return (dst + 0.5) / scale - 0.5
     if mode == "half_pixel_symmetric":
-        adj = n_out / (scale * n_in) if n_in else 1.0
-        center = n_in / 2
-        off = center * (1 - adj)
+        off = n_in / 2 * (1 - n_out / w) if w else 0.0
         return off + (dst + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
-        return (dst + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(dst)
+        return (dst + 0.5) / scale - 0.5 if w != 1 else np.full_like(dst, -0.5)
     if mode == "align_corners":
-        return dst * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(dst)
+        return dst * (n_in - 1) / (w - 1) if w != 1 else np.zeros_like(dst)
     if mode == "asymmetric":
         return dst / scale
     if mode == "tf_crop_and_resize":
         s, e = roi if roi is not None else (0.0, 1.0)
-        if n_out > 1:
-            return s * (n_in - 1) + dst * (e - s) * (n_in - 1) / (n_out - 1)
-        return np.full_like(dst, 0.5 * (s + e) * (n_in - 1))
+        if w != 1:
+            return s * (n_in - 1) + dst * (e - s) * (n_in - 1) / (w - 1)
+        return np.full_like(dst, 0.5 * (e - s) * (n_in - 1) + s * (n_in - 1))
     raise node.error(f"unsupported coordinate_transformation_mode {mode!r}")
 
 
