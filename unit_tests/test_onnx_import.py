@@ -121,3 +121,54 @@ def test_docs_list_every_registered_operator() -> None:
     listed = re.search(r"<!-- ops:.*?-->\n(.*?)<!-- /ops -->", text, re.S)
     assert listed is not None
     assert listed.group(1).strip() == supported_ops_text(), "regenerate the list in docs/onnx.md (see its comment)"
+
+
+def test_if_builds_the_taken_branch_which_sees_outer_values() -> None:
+    def branch(op: str) -> onnx.GraphProto:  # no inputs of its own: reads x from the outer graph
+        return helper.make_graph([helper.make_node(op, ["x"], ["b"])], op, [],
+                                 [helper.make_tensor_value_info("b", F, [3])])
+    node = helper.make_node("If", ["c"], ["y"], name="if_0", then_branch=branch("Neg"), else_branch=branch("Abs"))
+    m = from_onnx(model([node], [("c", TP.BOOL, []), ("x", F, [3])], [("y", F, [3])], opset=16), device="python")
+    x = np.array([-1.0, 2.0, -3.0], np.float32)
+    np.testing.assert_array_equal(m.run(c=np.array(True), x=x)["y"], [1, -2, 3])
+    np.testing.assert_array_equal(m.run(c=np.array(False), x=x)["y"], [1, 2, 3])
+    bad = helper.make_node("If", ["c"], ["y"], name="if_1", then_branch=branch("Neg"), else_branch=branch("NoSuchOp"))
+    with pytest.raises(OnnxImportError, match=r"node 'if_1/NoSuchOp_0' \(NoSuchOp, opset 16\): unsupported operator"):
+        from_onnx(model([bad], [("c", TP.BOOL, []), ("x", F, [3])], [("y", F, [3])], opset=16))
+
+
+def test_loop_is_unrolled_with_carried_values_and_scan_outputs() -> None:
+    # body(i, cond, acc) -> (cond, acc + i, acc): 4 trips give acc 0+0+1+2+3 and the scan [0, 0, 1, 3]
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["fi"], to=F), helper.make_node("Add", ["acc", "fi"], ["acc2"]),
+         helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Identity", ["acc"], ["s"])], "body",
+        [helper.make_tensor_value_info("i", TP.INT64, []), helper.make_tensor_value_info("c", TP.BOOL, []),
+         helper.make_tensor_value_info("acc", F, [])],
+        [helper.make_tensor_value_info("c2", TP.BOOL, []), helper.make_tensor_value_info("acc2", F, []),
+         helper.make_tensor_value_info("s", F, [])])
+    node = helper.make_node("Loop", ["m", "", "a0"], ["acc", "scan"], body=body)
+    m = from_onnx(model([node], [("m", TP.INT64, []), ("a0", F, [])], [("acc", F, []), ("scan", F, [4])], opset=16),
+                  device="python")
+    out = m.run(m=np.array(4, np.int64), a0=np.array(0.0, np.float32))
+    assert out["acc"].tolist() == 6.0 and out["scan"].tolist() == [0.0, 0.0, 1.0, 3.0]
+
+
+def test_rnn_with_shorter_sequence_lens_keeps_the_state_and_outputs_zeros() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 2, 2)).astype(np.float32)  # (seq, batch, input)
+    w = rng.standard_normal((1, 4, 2)).astype(np.float32)
+    r = rng.standard_normal((1, 4, 4)).astype(np.float32)
+    node = helper.make_node("RNN", ["x", "w", "r", "", "lens"], ["y", "yh"], hidden_size=4)
+    m = from_onnx(model([node], [("x", F, [3, 2, 2]), ("lens", TP.INT32, [2])],
+                        [("y", F, [3, 1, 2, 4]), ("yh", F, [1, 2, 4])], opset=14, inits=[("w", w), ("r", r)]),
+                  device="python")
+    out = m.run(x=x, lens=np.array([3, 1], np.int32))
+    h = np.zeros((2, 4), np.float32)
+    want = np.zeros((3, 1, 2, 4), np.float32)
+    for t in range(3):
+        hn = np.tanh(x[t] @ w[0].T + h @ r[0].T)
+        live = np.array([[t < 3], [t < 1]])
+        h = np.where(live, hn, h)
+        want[t, 0] = np.where(live, hn, 0)
+    np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["yh"][0], h, rtol=1e-5, atol=1e-6)  # batch row 1 stopped after step 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -132,6 +133,15 @@ def _type_check(tp: Any, where: str) -> tuple[DType, tuple[int | str | None, ...
     return d, tuple(dims)
 
 
+@dataclass
+class _Subgraph:
+    """A compiled graph attribute: its steps, input and output names, and realized initializers."""
+    steps: list[tuple[Node, Any, list[str], list[str]]]
+    inputs: list[str]
+    outputs: list[str]
+    initializers: dict[str, Any]
+
+
 class OnnxModel:
     """An imported ONNX model: `model({"x": array})` returns `{output name: Tensor}` (lazy; `.numpy()` realizes, or
     call `run` for realized numpy arrays). `inputs` maps each graph input to (dtype, shape with dim_param names)."""
@@ -163,10 +173,16 @@ class OnnxModel:
             self.initializers[init.name] = to_tensor(numpy_helper.to_array(init), d, self.device).realize()
         for sp in g.sparse_initializer:
             raise OnnxImportError(f"initializer '{sp.values.name}': unsupported sparse initializer")
-        self.nodes: list[tuple[Node, Any, list[str], list[str]]] = []
+        self.nodes = self._compile_nodes(g)
+
+    def _compile_nodes(self, g: Any, prefix: str = "") -> list[tuple[Node, Any, list[str], list[str]]]:
+        """Each node of graph g with its op function and decoded attributes; graph attributes are compiled into
+        `Node.subgraphs` (nesting depth is the model's subgraph depth, not its node count)."""
+        from onnx import numpy_helper
+        steps: list[tuple[Node, Any, list[str], list[str]]] = []
         for i, n in enumerate(g.node):
             domain = "" if n.domain == "ai.onnx" else n.domain
-            node = Node(name=n.name or f"{n.op_type}_{i}", op_type=n.op_type, domain=domain,
+            node = Node(name=n.name or f"{prefix}{n.op_type}_{i}", op_type=n.op_type, domain=domain,
                         opset=self.opsets.get(domain, 0), n_outputs=len(n.output), device=self.device)
             if domain not in self.opsets:
                 raise node.error(f"the model imports no opset for domain '{domain}'")
@@ -178,7 +194,61 @@ class OnnxModel:
                     raise node.error(f"attribute '{a.name}' refers to a function attribute: unsupported")
                 self._check_attr_dtype(node, a)
                 node.attrs[a.name] = _decode_attr(a)
-            self.nodes.append((node, fn, list(n.input), list(n.output)))
+                if a.type == _onnx().AttributeProto.GRAPH:
+                    sub = a.g
+                    inits = {}
+                    for init in sub.initializer:
+                        d = onnx_dtype(init.data_type, f"{node.where()}: subgraph initializer '{init.name}': ")
+                        inits[init.name] = to_tensor(numpy_helper.to_array(init), d, self.device).realize()
+                    node.subgraphs[a.name] = _Subgraph(self._compile_nodes(sub, f"{node.name}/"),
+                                                       [v.name for v in sub.input], [v.name for v in sub.output],
+                                                       inits)
+                elif a.type == _onnx().AttributeProto.GRAPHS:
+                    raise node.error(f"attribute '{a.name}': lists of graphs are unsupported")
+            steps.append((node, fn, list(n.input), list(n.output)))
+        return steps
+
+    def _run_steps(self, steps: list[tuple[Node, Any, list[str], list[str]]], env: dict[str, Any]) -> None:
+        from uopir.frontend.tensor import Tensor
+        for node, fn, ins, outs in steps:
+            args: list[Tensor | None] = []
+            for nm in ins:
+                if nm == "":
+                    args.append(None)
+                elif nm not in env:
+                    raise node.error(f"input '{nm}' is not produced by any earlier node (graph not sorted?)")
+                else:
+                    args.append(env[nm])
+            if node.subgraphs:
+                node.runner = lambda sub, sub_ins, _env=env: self._run_subgraph(sub, _env, sub_ins)
+            try:
+                res = fn(node, args)
+            except OnnxImportError:
+                raise
+            except RecursionError:
+                raise
+            except Exception as e:  # a Tensor API error on these inputs: name the node
+                raise OnnxOpError(f"{node.where()}: {type(e).__name__}: {e}") from e
+            finally:
+                node.runner = None
+            results = [res] if isinstance(res, Tensor) else list(res)
+            for i, nm in enumerate(outs):
+                if nm == "":
+                    continue
+                if i >= len(results) or results[i] is None:
+                    raise node.error(f"output {i} ('{nm}') is not produced by this importer")
+                env[nm] = results[i]
+
+    def _run_subgraph(self, sub: _Subgraph, outer: dict[str, Any], ins: list[Any]) -> list[Any]:
+        env = {**outer, **sub.initializers}
+        if len(ins) != len(sub.inputs):
+            raise OnnxImportError(f"a subgraph with {len(sub.inputs)} inputs got {len(ins)}")
+        env.update(zip(sub.inputs, ins, strict=True))
+        self._run_steps(sub.steps, env)
+        missing = [o for o in sub.outputs if o not in env]
+        if missing:
+            raise OnnxImportError(f"subgraph output(s) {missing} are not produced")
+        return [env[o] for o in sub.outputs]
 
     @staticmethod
     def _check_attr_dtype(node: Node, a: Any) -> None:
@@ -230,33 +300,9 @@ class OnnxModel:
 
     def run_graph(self, feeds: Mapping[str, Any]) -> dict[str, Tensor]:
         """The outputs as lazy Tensors."""
-        from uopir.frontend.tensor import Tensor
         env: dict[str, Tensor | None] = dict(self._bind_inputs(feeds))
         self.last_inputs = {k: v for k, v in env.items() if v is not None}
-        for node, fn, ins, outs in self.nodes:
-            args: list[Tensor | None] = []
-            for nm in ins:
-                if nm == "":
-                    args.append(None)
-                elif nm not in env:
-                    raise node.error(f"input '{nm}' is not produced by any earlier node (graph not sorted?)")
-                else:
-                    args.append(env[nm])
-            try:
-                res = fn(node, args)
-            except OnnxImportError:
-                raise
-            except RecursionError:
-                raise
-            except Exception as e:  # a Tensor API error on these inputs: name the node
-                raise OnnxOpError(f"{node.where()}: {type(e).__name__}: {e}") from e
-            results = [res] if isinstance(res, Tensor) else list(res)
-            for i, nm in enumerate(outs):
-                if nm == "":
-                    continue
-                if i >= len(results) or results[i] is None:
-                    raise node.error(f"output {i} ('{nm}') is not produced by this importer")
-                env[nm] = results[i]
+        self._run_steps(self.nodes, env)
         out: dict[str, Tensor] = {}
         for nm in self.output_names:
             t = env.get(nm)

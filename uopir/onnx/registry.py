@@ -39,6 +39,8 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict)
     n_outputs: int = 1
     device: str | None = None  # the model's device: create new tensors with `device=node.device`
+    subgraphs: dict[str, Any] = field(default_factory=dict, repr=False)  # graph attributes, compiled (If's branches)
+    runner: Callable[[Any, list[Any]], list[Any]] | None = field(default=None, repr=False, compare=False)
 
     def where(self) -> str:
         dom = f"{self.domain}." if self.domain and self.domain != "ai.onnx" else ""
@@ -58,6 +60,15 @@ class Node:
 
     def has(self, name: str) -> bool:
         return name in self.attrs
+
+    def run_subgraph(self, attr: str, inputs: Sequence[Tensor] = ()) -> list[Tensor]:
+        """Run the graph attribute `attr` (If's then_branch...) in the node's scope (it sees the outer values) with
+        `inputs` bound to its graph inputs; returns its outputs in order."""
+        if attr not in self.subgraphs:
+            raise self.error(f"missing graph attribute '{attr}'")
+        if self.runner is None:
+            raise self.error("subgraphs run only inside a model")
+        return self.runner(self.subgraphs[attr], list(inputs))
 
 
 OpFn = Callable[[Node, "list[Tensor | None]"], "Tensor | Sequence[Tensor | None]"]
