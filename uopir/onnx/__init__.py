@@ -5,8 +5,8 @@ node, its operator and its opset); calling the result with `{input name: array o
 Operators live in the op modules imported below, registered with `registry.onnx_op`.
 """
 from uopir.onnx import ops_attention as ops_attention  # noqa: F401
-from uopir.onnx import ops_control as ops_control  # noqa: F401
-from uopir.onnx import ops_elementwise as ops_elementwise  # noqa: F401  (registers its operators)
+from uopir.onnx import ops_control as ops_control  # noqa: F401  (registers its operators)
+from uopir.onnx import ops_elementwise as ops_elementwise  # noqa: F401
 from uopir.onnx import ops_extra as ops_extra  # noqa: F401  (onnxops)
 from uopir.onnx import ops_nn as ops_nn  # noqa: F401  (onnxops)
 from uopir.onnx import ops_quant as ops_quant  # noqa: F401

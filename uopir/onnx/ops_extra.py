@@ -1,7 +1,9 @@
 """Less common ONNX operators on the Tensor API: CenterCropPad, Col2Im, GridSample, AffineGrid, TensorScatter,
-SwiGLU, QLinearMatMul, QLinearConv, Det, CausalConvWithState, LinearAttention, DFT, STFT, the training-domain
-optimizers (Adagrad, Adam, Momentum), and the data-dependent Unique and NonMaxSuppression (computed on the host from
-their realized inputs, as NonZero: their output shapes depend on the values).
+SwiGLU, QLinearMatMul, QLinearConv, Det, DeformConv, RoiAlign, MelWeightMatrix, CausalConvWithState,
+LinearAttention, DFT, STFT, the training-domain optimizers (Adagrad, Adam, Momentum), FlexAttention
+(ai.onnx.preview; its score_mod / prob_mod subgraphs run in place), Binarizer and ArrayFeatureExtractor
+(ai.onnx.ml), and the data-dependent Unique and NonMaxSuppression (computed on the host from their realized
+inputs, as NonZero: their output shapes depend on the values).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
 from uopir.onnx.importer import onnx_dtype
 from uopir.onnx.ops_nn import conv_integer
-from uopir.onnx.ops_shape import axis_of, const_tensor, host, opt, req, scalar, take
+from uopir.onnx.ops_shape import axis_of, const_tensor, host, opt, req, scalar, take, take_t
 from uopir.onnx.registry import Node, const_ints, onnx_op
 
 
@@ -694,3 +696,43 @@ def roi_align(node: Node, inputs: list) -> Tensor:
         v = (xs @ mt.transpose(1, 2)).reshape(r, c, ph * pw, smax, 4).max(-1)
         y = Tensor(valid, device=x.device).where(v, float("-inf")).max(-1)
     return y.reshape(r, c, ph, pw).cast(x.dtype)
+
+
+# ---- FlexAttention (ai.onnx.preview) ---------------------------------------------------------------------------------
+@onnx_op("FlexAttention", domain="ai.onnx.preview")
+def flex_attention(node: Node, inputs: list) -> Tensor:
+    """scores = Q K^T * scale (in softmax_precision: float32, or float64 for float64 inputs), the score_mod subgraph,
+    softmax, the prob_mod subgraph, then @ V; K/V heads shared by contiguous groups of query heads."""
+    q, k, v = req(node, inputs, 0), req(node, inputs, 1, "K"), req(node, inputs, 2, "V")
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise node.error(f"Q, K, V must be rank 4, got {q.shape}, {k.shape}, {v.shape}")
+    hq, hk = q.shape[1], k.shape[1]
+    if hq % hk:
+        raise node.error(f"{hq} query heads are not a multiple of {hk} key/value heads")
+    if hq != hk:
+        k, v = k.repeat_interleave(hq // hk, 1), v.repeat_interleave(hq // hk, 1)
+    prec = node.attr("softmax_precision", None)
+    cd = onnx_dtype(prec) if prec is not None else (dtypes.float64 if q.dtype == dtypes.float64 else dtypes.float32)
+    scale = node.attr("scale", None)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = (q.cast(cd) @ k.cast(cd).transpose(-1, -2)) * scale
+    if node.has("score_mod"):
+        s = node.run_subgraph("score_mod", [s])[0]
+    p = s.softmax(-1)
+    if node.has("prob_mod"):
+        p = node.run_subgraph("prob_mod", [p])[0]
+    return (p @ v.cast(cd)).cast(q.dtype)
+
+
+@onnx_op("Binarizer", domain="ai.onnx.ml")
+def binarizer(node: Node, inputs: list) -> Tensor:
+    x = req(node, inputs, 0)
+    return (x > node.attr("threshold", 0.0)).cast(x.dtype)
+
+
+@onnx_op("ArrayFeatureExtractor", domain="ai.onnx.ml")
+def array_feature_extractor(node: Node, inputs: list) -> Tensor:
+    """x[..., indices] along the last axis (a 1-D input gives (1, len(indices)), as the ml operator's reference)."""
+    x, idx = req(node, inputs, 0), req(node, inputs, 1, "Y")
+    out = take_t(x, x.ndim - 1, idx.reshape(-1))
+    return out.reshape(1, -1) if x.ndim == 1 else out

@@ -17,7 +17,7 @@ from uopir.frontend.shapes import broadcast_shape
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
 from uopir.onnx.importer import _np_dtype, onnx_dtype
-from uopir.onnx.registry import Node, OnnxImportError, const_ints, onnx_op
+from uopir.onnx.registry import Node, const_ints, onnx_op
 
 
 def req(node: Node, inputs: Sequence[Tensor | None], i: int, what: str = "") -> Tensor:
@@ -139,8 +139,7 @@ def concat(node: Node, inputs: list) -> Tensor:
     ts = [t for t in inputs if t is not None]
     if not ts:
         raise node.error("Concat needs at least one input")
-    axis = axis_of(node, node.attr("axis", 1 if node.opset < 4 else None) if node.opset < 4 else node.attr("axis"),
-                   ts[0].ndim)
+    axis = axis_of(node, node.attr("axis", 1) if node.opset < 4 else node.attr("axis"), ts[0].ndim)
     ts = [t for t in ts if t.shape[axis] != 0] or ts[:1]
     return ts[0].cat(*ts[1:], dim=axis) if len(ts) > 1 else ts[0]
 
@@ -809,4 +808,4 @@ def upsample(node: Node, inputs: list) -> Tensor:
     return _resize(node, req(node, inputs, 0), _floats(node, req(node, inputs, 1, "scales")), None, None, None)
 
 
-__all__ = ["OnnxImportError", "req", "opt", "axis_of", "scalar", "take", "take_t"]
+__all__ = ["axis_of", "const_tensor", "host", "opt", "req", "scalar", "take", "take_t"]
