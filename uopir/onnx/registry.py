@@ -109,14 +109,13 @@ def registered_ops() -> dict[tuple[str, str], list[int]]:
 
 
 def const_ints(node: Node, t: Tensor | None, what: str) -> list[int]:
-    """The values of a shape-like input (a shape, axes, pads, repeats...) as Python ints; realizes it when it is
-    computed. A missing (None) input is an error naming the node."""
+    """The values of a shape-like input (a shape, axes, pads, repeats...) as Python ints, flattened (row-major);
+    realizes it when it is computed. A missing (None) input is an error naming the node."""
     if t is None:
         raise node.error(f"input '{what}' is required")
     if t.dtype.is_float:
         raise node.error(f"input '{what}' must be an integer tensor, got {t.dtype}")
-    vals = t.tolist()
-    return [int(v) for v in vals] if isinstance(vals, list) else [int(vals)]
+    return [int(v) for v in t.numpy().reshape(-1).tolist()]
 
 
 def supported_ops_text(width: int = 120) -> str:
