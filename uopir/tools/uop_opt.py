@@ -304,6 +304,21 @@ def _read_input(path: str) -> tuple[str, str]:
         raise UsageError(f"cannot open '{path}': {e.strerror or e}") from None
 
 
+def _read_onnx(path: str) -> tuple[str, str]:
+    """An ONNX model as input: its tensor-level IR (uopir.onnx), printed and then read like any .uop text."""
+    try:
+        from uopir.onnx.cli import load, model_ir
+    except ImportError as e:
+        raise UsageError(f"cannot read '{path}': {e}") from None
+    from uopir.onnx.registry import OnnxImportError
+    try:
+        return model_ir(load(path, "python")), path
+    except FileNotFoundError:
+        raise UsageError(f"cannot open '{path}': no such file") from None
+    except (OSError, OnnxImportError) as e:
+        raise UsageError(f"{path}: {e}") from None
+
+
 # What a reproducer's `// configuration:` line may set: the pipeline and verification, nothing that touches files.
 _REPRODUCER_FLAGS = ("-p", "--pass-pipeline", "--no-verify")
 
@@ -380,7 +395,7 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
             _write_stream(out, dump, "stdout")
             return 0
         err.write(dump)
-    text, filename = _read_input(args.input)
+    text, filename = _read_onnx(args.input) if args.input.lower().endswith(".onnx") else _read_input(args.input)
     if args.split_input_file:
         from uopir.ir.parser import split_input
 

@@ -453,6 +453,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         if args.exact and not args.check:
             raise UsageError("--exact only applies with --check")
     inputs = _parse_pairs(args.input, "input")
+    if args.file.lower().endswith(".onnx"):
+        return _run_onnx(args, backend, inputs, out)
     var_vals = {}
     for name, val in _parse_pairs(args.var, "var"):
         try:
@@ -546,6 +548,30 @@ def _run_every(root: UOp, sizes: dict[int, int], prep0: Prepared, arrays: dict[i
     if failed:
         err.write(f"{PROG}: error: not every backend agrees with the reference interpreter: {', '.join(failed)}\n")
     return 1 if failed else 0
+
+
+def _run_onnx(args: argparse.Namespace, backend: Backend, inputs: list[tuple[str, str]], out: TextIO) -> int:
+    """An ONNX model (uopir.onnx): inputs by graph input name (others random), outputs by name."""
+    if args.backend.strip().lower() == "all" or args.check or args.pipeline is not None or args.var:
+        raise UsageError("with an .onnx model: --backend=NAME, --input, --seed and -o only")
+    try:
+        from uopir.onnx.cli import load, load_feeds
+        from uopir.onnx.registry import OnnxImportError
+    except ImportError as e:
+        raise UsageError(f"cannot run '{args.file}': {e}") from None
+    try:
+        model = load(args.file, backend.device)
+        feeds = load_feeds(model, [(n, _load_npy(p)) for n, p in inputs], args.seed)
+        outs = model(feeds)
+    except FileNotFoundError:
+        raise UsageError(f"cannot open '{args.file}': no such file") from None
+    except (OSError, KeyError, OnnxImportError) as e:
+        raise UsageError(f"{args.file}: {e.args[0] if isinstance(e, KeyError) else e}") from None
+    results = [(name, t.numpy(), t.dtype) for name, t in outs.items()]
+    out.write("\n".join(f"{escape_controls(n)}: {_type_text(a, d)}  {summary(a)}" for n, a, d in results) + "\n")
+    if args.output is not None:
+        _write_output(args.output, [(n, a) for n, a, _ in results])
+    return 0
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

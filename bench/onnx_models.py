@@ -1,0 +1,100 @@
+"""ONNX models through uopir beside onnxruntime: the small CNN and the transformer block of uopir/onnx/testmodels.py.
+
+For each model and uopir device, one fresh subprocess with an empty compile cache (UOPIR_CACHE_DIR in a temporary
+folder) measures
+    first  = from_onnx + the first call, outputs realized into numpy (graph build, lowering, compiles, run)
+    steady = the best of --repeat later calls (graph rebuilt from the nodes each call; the schedule cache and the
+             compiled kernels are reused)
+beside onnxruntime's session creation and its best steady run in the same process. Figures are wall seconds on a
+machine shared with other jobs (the ratios uopir/onnxruntime are the figures to read; `cpu` adds the CPU seconds
+of the process and its compilers for the first run, which a loaded machine inflates less):
+    onnx_models model=<name> device=<dev> first=<s> first_cpu=<s> steady=<s> ort_first=<s> ort_steady=<s>
+        ratio_first=<uopir/ort> ratio_steady=<uopir/ort> max_abs_diff=<d>
+
+    python3 bench/onnx_models.py [--devices python,c] [--repeat N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+import numpy as np
+import onnxruntime as ort
+from uopir.onnx import from_onnx
+from uopir.onnx import testmodels
+name, device, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
+m, feeds = getattr(testmodels, name)()
+out_name = m.graph.output[0].name
+def cpu():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+c0, t = cpu(), time.perf_counter()
+model = from_onnx(m, device=device)
+got = model.run(feeds)[out_name]
+first, first_cpu = time.perf_counter() - t, cpu() - c0
+steady = []
+for _ in range(repeat):
+    t = time.perf_counter()
+    model.run(feeds)
+    steady.append(time.perf_counter() - t)
+t = time.perf_counter()
+sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+want = sess.run(None, feeds)[0]
+ort_first = time.perf_counter() - t
+ort_steady = []
+for _ in range(max(repeat, 20)):
+    t = time.perf_counter()
+    sess.run(None, feeds)
+    ort_steady.append(time.perf_counter() - t)
+print(json.dumps({"first": first, "first_cpu": first_cpu, "steady": min(steady), "ort_first": ort_first,
+                  "ort_steady": min(ort_steady), "diff": float(np.abs(got - want).max())}))
+"""
+
+
+def run(model: str, device: str, repeat: int) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "UOPIR_CACHE_DIR": cache}
+        p = subprocess.run([sys.executable, "-c", CHILD, model, device, str(repeat)], capture_output=True, text=True,
+                           env=env, timeout=900)
+    if p.returncode:
+        raise RuntimeError(f"{model} on {device} failed:\n{p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--devices", default="python,c")
+    ap.add_argument("--repeat", type=int, default=5)
+    a = ap.parse_args()
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        print("onnx_models skipped: onnx / onnxruntime are not installed")
+        return 0
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"onnx_models: load average {load:.1f} on {os.cpu_count()} cores (a shared machine: read the ratios)")
+    t0 = time.perf_counter()
+    for model in ("small_cnn", "transformer_block"):
+        for dev in a.devices.split(","):
+            r = run(model, dev, a.repeat)
+            print(f"onnx_models model={model} device={dev} first={r['first']:.3f} first_cpu={r['first_cpu']:.3f} "
+                  f"steady={r['steady']:.4f} ort_first={r['ort_first']:.4f} ort_steady={r['ort_steady']:.5f} "
+                  f"ratio_first={r['first'] / r['ort_first']:.0f} ratio_steady={r['steady'] / r['ort_steady']:.0f} "
+                  f"max_abs_diff={r['diff']:.2e}", flush=True)
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+    print(f"onnx_models: {time.perf_counter() - t0:.0f} s, cpu {cpu:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""ONNX model -> uopir Tensor graph: `from_onnx(path | ModelProto)` gives an `OnnxModel`, called with the inputs.
+
+The graph's nodes are replayed in their (topological, as the ONNX spec requires) order through the op functions of
+`uopir.onnx.registry`, each building Tensor API calls; nothing runs until the outputs are realized. Initializers
+become realized buffers once, at import. Every node is checked at import time (a registered op function for its
+domain and opset, supported dtypes of every typed value); what the importer cannot take raises `OnnxImportError`
+naming the node, its operator and its opset before anything runs.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uopir.ir.dtype import DType, dtypes
+from uopir.onnx.registry import Node, OnnxImportError, lookup
+
+if TYPE_CHECKING:
+    import onnx
+
+    from uopir.frontend.tensor import Tensor
+
+
+class OnnxOpError(OnnxImportError):
+    """An op function failed on this node's inputs (a Tensor API error, or a bug of the importer): the message names
+    the node and carries the original error. Unlike a plain OnnxImportError it is not a known unsupported feature."""
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - the onnx extra is missing
+        raise ImportError("uopir.onnx needs the onnx package: pip install 'uopir[onnx]'") from None
+    return onnx
+
+
+# ONNX TensorProto.DataType -> uopir dtype; the others are named in the error
+_DTYPES: dict[int, DType] = {
+    1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 4: dtypes.uint16, 5: dtypes.int16, 6: dtypes.int32,
+    7: dtypes.int64, 9: dtypes.bool, 10: dtypes.float16, 11: dtypes.float64, 12: dtypes.uint32, 13: dtypes.uint64,
+    16: dtypes.bfloat16,
+}
+_UNSUPPORTED_NAMES = {0: "undefined", 8: "string", 14: "complex64", 15: "complex128", 17: "float8e4m3fn",
+                      18: "float8e4m3fnuz", 19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4",
+                      23: "float4e2m1", 24: "float8e8m0", 25: "uint2", 26: "int2"}
+
+
+def onnx_dtype(elem_type: int, where: str = "") -> DType:
+    """The uopir dtype of an ONNX element type; OnnxImportError (prefixed by `where`) for one uopir has not."""
+    d = _DTYPES.get(elem_type)
+    if d is None:
+        name = _UNSUPPORTED_NAMES.get(elem_type, f"type {elem_type}")
+        raise OnnxImportError(f"{where}unsupported dtype {name}")
+    return d
+
+
+def _np_dtype(d: DType) -> np.dtype:
+    from uopir.frontend.dtype_promotion import to_np
+    return np.dtype(np.float32) if d == dtypes.bfloat16 else to_np(d)
+
+
+def default_device() -> str:
+    from uopir.backends.registry import default_device as dd
+    return dd()
+
+
+def to_tensor(value: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    """A Tensor of a numpy array (ml_dtypes bfloat16 included) or Tensor, in `dtype` when given."""
+    from uopir.frontend.tensor import Tensor
+    if isinstance(value, Tensor):
+        t = value if device is None or value.device == device else value.to(device)
+        return t if dtype is None or t.dtype == dtype else t.cast(dtype)
+    arr = np.asarray(value)
+    if arr.dtype.name == "bfloat16":
+        arr, dtype = arr.astype(np.float32), dtype or dtypes.bfloat16
+    if dtype is not None and dtype != dtypes.bfloat16:
+        arr = arr.astype(_np_dtype(dtype), copy=False)
+    return Tensor(np.require(arr, requirements="C"), dtype=dtype, device=device)
+
+
+def _decode_attr(a: Any) -> Any:
+    """The Python value of an AttributeProto (tensors as numpy arrays, graphs as GraphProto)."""
+    onnx = _onnx()
+    from onnx import numpy_helper
+    t = onnx.AttributeProto
+    if a.type == t.FLOAT:
+        return float(a.f)
+    if a.type == t.INT:
+        return int(a.i)
+    if a.type == t.STRING:
+        return a.s.decode("utf-8", errors="replace")
+    if a.type == t.TENSOR:
+        return numpy_helper.to_array(a.t)
+    if a.type == t.GRAPH:
+        return a.g
+    if a.type == t.FLOATS:
+        return [float(x) for x in a.floats]
+    if a.type == t.INTS:
+        return [int(x) for x in a.ints]
+    if a.type == t.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in a.strings]
+    if a.type == t.TENSORS:
+        return [numpy_helper.to_array(x) for x in a.tensors]
+    if a.type == t.GRAPHS:
+        return list(a.graphs)
+    if a.type == t.SPARSE_TENSOR:
+        return a.sparse_tensor
+    if a.type == t.TYPE_PROTO:
+        return a.tp
+    return None
+
+
+def _type_check(tp: Any, where: str) -> tuple[DType, tuple[int | str | None, ...] | None]:
+    """(dtype, shape with dim_param names / None for unknown dims) of a TypeProto; OnnxImportError for a sequence,
+    map, optional or sparse type and for unsupported element types."""
+    kind = tp.WhichOneof("value")
+    if kind != "tensor_type":
+        names = {"sequence_type": "sequence", "map_type": "map", "optional_type": "optional",
+                 "sparse_tensor_type": "sparse tensor"}
+        raise OnnxImportError(f"{where}unsupported type: {names.get(kind, str(kind))}")
+    tt = tp.tensor_type
+    d = onnx_dtype(tt.elem_type, where)
+    if not tt.HasField("shape"):
+        return d, None
+    dims: list[int | str | None] = []
+    for dim in tt.shape.dim:
+        w = dim.WhichOneof("value")
+        dims.append(int(dim.dim_value) if w == "dim_value" else dim.dim_param if w == "dim_param" else None)
+    return d, tuple(dims)
+
+
+@dataclass
+class _Subgraph:
+    """A compiled graph attribute: its steps, input and output names, and realized initializers."""
+    steps: list[tuple[Node, Any, list[str], list[str]]]
+    inputs: list[str]
+    outputs: list[str]
+    initializers: dict[str, Any]
+
+
+class OnnxModel:
+    """An imported ONNX model: `model({"x": array})` returns `{output name: Tensor}` (lazy; `.numpy()` realizes, or
+    call `run` for realized numpy arrays). `inputs` maps each graph input to (dtype, shape with dim_param names)."""
+
+    def __init__(self, proto: onnx.ModelProto, device: str | None = None) -> None:
+        from onnx import numpy_helper
+        self.proto = proto
+        self.device = device or default_device()
+        self.opsets: dict[str, int] = {}
+        for imp in proto.opset_import:
+            self.opsets["" if imp.domain == "ai.onnx" else imp.domain] = int(imp.version)
+        if proto.ir_version < 3 and "" not in self.opsets:
+            self.opsets[""] = 1
+        g = proto.graph
+        init_names = {i.name for i in g.initializer}
+        self.inputs: dict[str, tuple[DType, tuple[int | str | None, ...] | None]] = {}
+        for vi in g.input:
+            if vi.name in init_names:
+                continue  # an initializer listed as an input (IR < 4): an overridable default, taken as constant
+            self.inputs[vi.name] = _type_check(vi.type, f"graph input '{vi.name}': ")
+        self.output_names = [o.name for o in g.output]
+        self.last_inputs: dict[str, Tensor] = {}
+        for vi in list(g.output) + list(g.value_info):
+            if vi.type.WhichOneof("value") is not None:
+                _type_check(vi.type, f"value '{vi.name}': ")
+        self.initializers: dict[str, Tensor] = {}
+        for init in g.initializer:
+            d = onnx_dtype(init.data_type, f"initializer '{init.name}': ")
+            self.initializers[init.name] = to_tensor(numpy_helper.to_array(init), d, self.device).realize()
+        for sp in g.sparse_initializer:
+            raise OnnxImportError(f"initializer '{sp.values.name}': unsupported sparse initializer")
+        self.nodes = self._compile_nodes(g)
+
+    def _compile_nodes(self, g: Any, prefix: str = "") -> list[tuple[Node, Any, list[str], list[str]]]:
+        """Each node of graph g with its op function and decoded attributes; graph attributes are compiled into
+        `Node.subgraphs` (nesting depth is the model's subgraph depth, not its node count)."""
+        from onnx import numpy_helper
+        steps: list[tuple[Node, Any, list[str], list[str]]] = []
+        for i, n in enumerate(g.node):
+            domain = "" if n.domain == "ai.onnx" else n.domain
+            node = Node(name=n.name or f"{prefix}{n.op_type}_{i}", op_type=n.op_type, domain=domain,
+                        opset=self.opsets.get(domain, 0), n_outputs=len(n.output), device=self.device)
+            if domain not in self.opsets:
+                raise node.error(f"the model imports no opset for domain '{domain}'")
+            fn = lookup(n.op_type, domain, node.opset)
+            if fn is None:
+                raise node.error("unsupported operator")
+            for a in n.attribute:
+                if a.ref_attr_name:
+                    raise node.error(f"attribute '{a.name}' refers to a function attribute: unsupported")
+                self._check_attr_dtype(node, a)
+                node.attrs[a.name] = _decode_attr(a)
+                if a.type == _onnx().AttributeProto.GRAPH:
+                    sub = a.g
+                    inits = {}
+                    for init in sub.initializer:
+                        d = onnx_dtype(init.data_type, f"{node.where()}: subgraph initializer '{init.name}': ")
+                        inits[init.name] = to_tensor(numpy_helper.to_array(init), d, self.device).realize()
+                    node.subgraphs[a.name] = _Subgraph(self._compile_nodes(sub, f"{node.name}/"),
+                                                       [v.name for v in sub.input], [v.name for v in sub.output],
+                                                       inits)
+                elif a.type == _onnx().AttributeProto.GRAPHS:
+                    raise node.error(f"attribute '{a.name}': lists of graphs are unsupported")
+            steps.append((node, fn, list(n.input), list(n.output)))
+        return steps
+
+    def _run_steps(self, steps: list[tuple[Node, Any, list[str], list[str]]], env: dict[str, Any]) -> None:
+        from uopir.frontend.tensor import Tensor
+        for node, fn, ins, outs in steps:
+            args: list[Tensor | None] = []
+            for nm in ins:
+                if nm == "":
+                    args.append(None)
+                elif nm not in env:
+                    raise node.error(f"input '{nm}' is not produced by any earlier node (graph not sorted?)")
+                else:
+                    args.append(env[nm])
+            if node.subgraphs:
+                node.runner = lambda sub, sub_ins, _env=env: self._run_subgraph(sub, _env, sub_ins)
+            try:
+                res = fn(node, args)
+            except OnnxImportError:
+                raise
+            except RecursionError:
+                raise
+            except Exception as e:  # a Tensor API error on these inputs: name the node
+                raise OnnxOpError(f"{node.where()}: {type(e).__name__}: {e}") from e
+            finally:
+                node.runner = None
+            results = [res] if isinstance(res, Tensor) else list(res)
+            for i, nm in enumerate(outs):
+                if nm == "":
+                    continue
+                if i >= len(results) or results[i] is None:
+                    raise node.error(f"output {i} ('{nm}') is not produced by this importer")
+                env[nm] = results[i]
+
+    def _run_subgraph(self, sub: _Subgraph, outer: dict[str, Any], ins: list[Any]) -> list[Any]:
+        env = {**outer, **sub.initializers}
+        if len(ins) != len(sub.inputs):
+            raise OnnxImportError(f"a subgraph with {len(sub.inputs)} inputs got {len(ins)}")
+        env.update(zip(sub.inputs, ins, strict=True))
+        self._run_steps(sub.steps, env)
+        missing = [o for o in sub.outputs if o not in env]
+        if missing:
+            raise OnnxImportError(f"subgraph output(s) {missing} are not produced")
+        return [env[o] for o in sub.outputs]
+
+    @staticmethod
+    def _check_attr_dtype(node: Node, a: Any) -> None:
+        """Dtypes named by attributes (Cast's `to`, `dtype`, `output_dtype`) and the element types of tensor
+        attributes must be ones uopir has: checked at import."""
+        onnx = _onnx()
+        try:
+            if a.type == onnx.AttributeProto.INT and a.name in ("to", "dtype", "output_dtype"):
+                if not (a.name == "output_dtype" and a.i == 0):  # 0: "as the other input" (QuantizeLinear)
+                    onnx_dtype(int(a.i))
+            elif a.type == onnx.AttributeProto.TENSOR:
+                onnx_dtype(a.t.data_type)
+        except OnnxImportError as e:
+            raise node.error(f"attribute '{a.name}': {e}") from None
+
+    def __repr__(self) -> str:
+        return f"OnnxModel(inputs={list(self.inputs)}, outputs={self.output_names}, nodes={len(self.nodes)})"
+
+    def _bind_inputs(self, feeds: Mapping[str, Any]) -> dict[str, Tensor]:
+        unknown = set(feeds) - set(self.inputs) - set(self.initializers)
+        if unknown:
+            raise OnnxImportError(f"unknown input(s) {sorted(unknown)}; the model's inputs are {list(self.inputs)}")
+        env: dict[str, Tensor] = {}
+        dims: dict[str, int] = {}
+        for name, (d, shape) in self.inputs.items():
+            if name not in feeds:
+                raise OnnxImportError(f"input '{name}' is not given")
+            t = to_tensor(feeds[name], None, self.device)
+            if t.dtype != d:
+                raise OnnxImportError(f"input '{name}': dtype {t.dtype}, the model wants {d}")
+            if shape is not None:
+                got = tuple(t.shape)
+                fixed = len(got) == len(shape) and all(not isinstance(s, int) or s == g_
+                                                       for g_, s in zip(got, shape, strict=False))
+                if not fixed:
+                    if all(isinstance(s, int) for s in shape) and t.numel() == math.prod(shape):
+                        t = t.reshape(shape)  # the same elements in the declared shape ((1,) for a declared scalar)
+                    else:
+                        raise OnnxImportError(f"input '{name}': shape {got} does not match the model's {shape}")
+                for g_, s in zip(got, shape, strict=False):
+                    if isinstance(s, str) and s:  # dim_param: bound from the first input that has it
+                        if dims.setdefault(s, g_) != g_:
+                            raise OnnxImportError(f"input '{name}': dim '{s}' is {g_} here but {dims[s]} in an "
+                                                  "earlier input")
+            env[name] = t
+        for name, t in self.initializers.items():
+            env[name] = to_tensor(feeds[name], t.dtype, self.device) if name in feeds else t
+        return env
+
+    def run_graph(self, feeds: Mapping[str, Any]) -> dict[str, Tensor]:
+        """The outputs as lazy Tensors."""
+        env: dict[str, Tensor | None] = dict(self._bind_inputs(feeds))
+        self.last_inputs = {k: v for k, v in env.items() if v is not None}
+        self._run_steps(self.nodes, env)
+        out: dict[str, Tensor] = {}
+        for nm in self.output_names:
+            t = env.get(nm)
+            if t is None:
+                raise OnnxImportError(f"graph output '{nm}' is not produced by any node")
+            out[nm] = t
+        return out
+
+    def __call__(self, feeds: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, Tensor]:
+        """The outputs by name, realized together (one program per device)."""
+        from uopir.frontend.tensor import Tensor
+        outs = self.run_graph({**(feeds or {}), **kw})
+        uniq = {id(t): t for t in outs.values()}
+        Tensor.realize_all(*uniq.values())
+        return outs
+
+    def run(self, feeds: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, np.ndarray]:
+        """The outputs by name as numpy arrays (bfloat16 as float32, as `Tensor.numpy`)."""
+        return {k: v.numpy() for k, v in self(feeds, **kw).items()}
+
+    def example_inputs(self, dim_values: Mapping[str, int] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+        """Random inputs of the declared shapes (dim_param dims from `dim_values`, else 1; unknown dims 1)."""
+        rng = np.random.default_rng(seed)
+        feeds: dict[str, np.ndarray] = {}
+        for name, (d, shape) in self.inputs.items():
+            shp = tuple(s if isinstance(s, int) else (dim_values or {}).get(s or "", 1) for s in (shape or ()))
+            if d.is_float:
+                arr = rng.standard_normal(shp).astype(_np_dtype(d))
+            elif d == dtypes.bool:
+                arr = rng.integers(0, 2, shp).astype(np.bool_)
+            else:
+                arr = rng.integers(0, 4, shp).astype(_np_dtype(d))
+            feeds[name] = arr
+        return feeds
+
+
+def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto | bytes, device: str | None = None) -> OnnxModel:
+    """Import an ONNX model (a path, serialized bytes or a ModelProto); unsupported operators and dtypes raise
+    OnnxImportError here, before anything runs."""
+    onnx = _onnx()
+    if isinstance(model, str | os.PathLike):
+        try:
+            proto = onnx.load(os.fspath(model))
+        except FileNotFoundError:
+            raise
+        except Exception as e:
+            raise OnnxImportError(f"cannot read ONNX model '{os.fspath(model)}': {e}") from None
+    elif isinstance(model, bytes | bytearray):
+        try:
+            proto = onnx.load_from_string(bytes(model))
+        except Exception as e:
+            raise OnnxImportError(f"cannot parse ONNX model: {e}") from None
+    else:
+        proto = model
+    return OnnxModel(proto, device)
+
+
+def _seq(x: Any) -> Sequence[Any]:
+    return x if isinstance(x, list | tuple) else [x]

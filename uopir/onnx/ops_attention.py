@@ -1,0 +1,184 @@
+"""ONNX Attention (opset 23+) and RotaryEmbedding on the Tensor API, following onnx's reference implementation:
+the scale's square root multiplies Q and K, causal masking is bottom-right aligned (offset by the past length or
+nonpad_kv_seqlen - q_len), a fully masked row gives zeros, and the four outputs are Y, present_key, present_value and
+the qk_matmul_output selected by qk_matmul_output_mode."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from uopir.ir.dtype import dtypes
+from uopir.onnx.importer import onnx_dtype
+from uopir.onnx.ops_elementwise import _req
+from uopir.onnx.registry import Node, OnnxImportError, onnx_op
+
+if TYPE_CHECKING:
+    from uopir.frontend.tensor import Tensor
+
+
+def _opt(inputs: list, i: int) -> Tensor | None:
+    return inputs[i] if len(inputs) > i else None
+
+
+def _heads_4d(t: Tensor, heads: int) -> Tensor:
+    """(batch, seq, heads * size) -> (batch, heads, seq, size)."""
+    b, s, h = t.shape
+    return t.reshape(b, s, heads, h // heads).permute(0, 2, 1, 3)
+
+
+def _masked_softmax(x: Tensor) -> Tensor:
+    """Softmax over the last axis; an all -inf row gives zeros (not NaN)."""
+    m = x.max(-1, keepdim=True)
+    safe = (m == -math.inf).where(0.0, m).cast(x.dtype)
+    e = (x - safe).exp()
+    s = e.sum(-1, keepdim=True)
+    return e / (s == 0).where(1.0, s).cast(x.dtype)
+
+
+@onnx_op("Attention", since=23)
+def attention(node: Node, inputs: list) -> list[Tensor | None]:
+    from uopir.frontend.tensor import Tensor
+    q, k, v = _req(node, inputs, 0), _req(node, inputs, 1), _req(node, inputs, 2)
+    mask, past_k, past_v = _opt(inputs, 3), _opt(inputs, 4), _opt(inputs, 5)
+    nonpad = _opt(inputs, 6)
+    if (past_k is None) != (past_v is None):
+        raise node.error("past_key and past_value must be given together")
+    if nonpad is not None and past_k is not None:
+        raise node.error("nonpad_kv_seqlen cannot be combined with past_key/past_value")
+    left, right = node.attr("left_window_size", -1), node.attr("right_window_size", -1)
+    softcap = node.attr("softcap", 0.0)
+    mode = node.attr("qk_matmul_output_mode", 0)
+    rank3 = q.ndim == 3
+    if rank3:
+        qh, kvh = node.attr("q_num_heads", None), node.attr("kv_num_heads", None)
+        if qh is None or kvh is None:
+            raise node.error("3-D inputs need the q_num_heads and kv_num_heads attributes")
+        q, k, v = _heads_4d(q, qh), _heads_4d(k, kvh), _heads_4d(v, kvh)
+    elif q.ndim != 4:
+        raise node.error(f"Q must be 3-D or 4-D, got shape {tuple(q.shape)}")
+    out_dt = q.dtype
+    scale = node.attr("scale", None)
+    if scale is None:
+        scale = 1 / math.sqrt(q.shape[3])
+    sq = float(dt_round(math.sqrt(scale), out_dt))
+    if out_dt in (dtypes.float16, dtypes.bfloat16):  # half floats: computed in float32, rounded at the end
+        q, k, v = q.cast(dtypes.float32), k.cast(dtypes.float32), v.cast(dtypes.float32)
+        past_k = None if past_k is None else past_k.cast(dtypes.float32)
+        past_v = None if past_v is None else past_v.cast(dtypes.float32)
+        if mask is not None and mask.dtype != dtypes.bool:
+            mask = mask.cast(dtypes.float32)
+    dt = q.dtype
+    if past_k is not None:
+        k, v = past_k.cat(k, dim=2), past_v.cat(v, dim=2)
+    present_k, present_v = k.cast(out_dt), v.cast(out_dt)
+    lq, lkv = q.shape[2], k.shape[2]
+    dev = q.device
+    bias = Tensor.zeros(lq, lkv, dtype=dt, device=dev)
+    if mask is not None and mask.shape[-1] < lkv:
+        pad = [(0, 0)] * (mask.ndim - 1) + [(0, lkv - mask.shape[-1])]
+        mask = mask.pad(tuple(pad), value=False if mask.dtype == dtypes.bool else -math.inf)
+    if mask is not None and mask.dtype == dtypes.bool:
+        mask = mask.where(0.0, -math.inf).cast(dt)
+    batch = q.shape[0]
+    if nonpad is not None:
+        offset: Tensor | int = (nonpad.reshape(-1) - lq).reshape(-1, 1, 1, 1)
+    else:
+        offset = past_k.shape[2] if past_k is not None else 0
+    i_idx = Tensor.arange(lq, device=dev).reshape(lq, 1)
+    j_idx = Tensor.arange(lkv, device=dev).reshape(1, lkv)
+    if node.attr("is_causal", 0):
+        bias = bias if mask is None else bias + mask
+        bias = bias + (j_idx <= i_idx + offset).where(0.0, -math.inf).cast(dt)
+    elif mask is not None:
+        bias = bias + mask
+    if left >= 0 or right >= 0:
+        diff = (i_idx + offset) - j_idx
+        allowed = Tensor.ones(*diff.shape, dtype=dtypes.bool, device=dev)
+        if left >= 0:
+            allowed = allowed & (diff <= left)
+        if right >= 0:
+            allowed = allowed & (-diff <= right)
+        bias = bias + allowed.where(0.0, -math.inf).cast(dt)
+    if nonpad is not None:
+        pm = (Tensor.arange(lkv, device=dev).reshape(1, lkv) < nonpad.reshape(-1, 1)).reshape(batch, 1, 1, lkv)
+        bias = bias + pm.where(0.0, -math.inf).cast(dt)
+    hq, hk = q.shape[1], k.shape[1]
+    if hq != hk:
+        if hq % hk:
+            raise node.error(f"q heads ({hq}) must be a multiple of kv heads ({hk})")
+        k, v = k.repeat_interleave(hq // hk, dim=1), v.repeat_interleave(hq // hk, dim=1)
+    qk = (q * sq) @ (k * sq).transpose(-1, -2)
+    if softcap:
+        qk = (qk / softcap).tanh() * softcap
+    qk_bias = qk + bias
+    qk_out = qk_bias if mode == 2 else qk
+    prec = node.attr("softmax_precision", None)
+    x = qk_bias if prec is None else qk_bias.cast(_dtype(node, prec))
+    probs = _masked_softmax(x)
+    all_masked = bias.max(-1, keepdim=True) == -math.inf
+    probs = all_masked.where(0.0, probs).cast(probs.dtype)
+    if mode == 3:
+        qk_out = probs
+    y = probs.cast(out_dt).cast(dt) @ v
+    if rank3:
+        y = y.permute(0, 2, 1, 3)
+        y = y.reshape(y.shape[0], y.shape[1], -1)
+    return [y.cast(out_dt), present_k, present_v, qk_out.cast(out_dt)]
+
+
+def _dtype(node: Node, code: int):  # noqa: ANN202
+    try:
+        return onnx_dtype(int(code))
+    except OnnxImportError as e:
+        raise node.error(str(e)) from None
+
+
+def dt_round(x: float, d) -> float:  # noqa: ANN001
+    """x rounded to dtype d (the reference casts the scale to Q's dtype)."""
+    import numpy as np
+
+    from uopir.frontend.dtype_promotion import to_np
+    if d == dtypes.bfloat16:
+        import ml_dtypes
+        return float(np.array(x, dtype=ml_dtypes.bfloat16))
+    return float(np.array(x, dtype=to_np(d)))
+
+
+@onnx_op("RotaryEmbedding", since=23)
+def rotary_embedding(node: Node, inputs: list) -> Tensor:
+    x, cos, sin = _req(node, inputs, 0), _req(node, inputs, 1), _req(node, inputs, 2)
+    pos = _opt(inputs, 3)
+    shape = tuple(x.shape)
+    if x.ndim == 4:
+        x = x.permute(0, 2, 1, 3)  # (batch, seq, heads, head_size)
+    elif x.ndim == 3:
+        heads = node.attr("num_heads", 0)
+        if not heads:
+            raise node.error("a 3-D input needs the num_heads attribute")
+        x = x.reshape(shape[0], shape[1], heads, shape[2] // heads)
+    else:
+        raise node.error(f"the input must be 3-D or 4-D, got shape {shape}")
+    hs = x.shape[3]
+    rd = node.attr("rotary_embedding_dim", 0) or hs
+    half = rd // 2
+    if pos is not None:
+        cos, sin = cos[pos], sin[pos]
+    if cos.shape[-1] != half or sin.shape[-1] != half:
+        raise node.error(f"the caches' last dim must be rotary_embedding_dim / 2 = {half}, got {cos.shape[-1]}")
+    cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
+    rot, keep = x[:, :, :, :rd], x[:, :, :, rd:]
+    interleaved = bool(node.attr("interleaved", 0))
+    if interleaved:
+        pairs = rot.reshape(*rot.shape[:3], half, 2)
+        x1, x2 = pairs[..., 0], pairs[..., 1]
+    else:
+        x1, x2 = rot[..., :half], rot[..., half:]
+    real = cos * x1 - sin * x2
+    imag = sin * x1 + cos * x2
+    if interleaved:
+        rot = real.unsqueeze(-1).cat(imag.unsqueeze(-1), dim=-1).reshape(*rot.shape)
+    else:
+        rot = real.cat(imag, dim=-1)
+    out = rot.cat(keep, dim=-1) if rd < hs else rot
+    out = out.reshape(shape) if len(shape) == 3 else out.permute(0, 2, 1, 3)
+    return out.cast(x.dtype) if out.dtype != x.dtype else out

@@ -1,0 +1,83 @@
+"""ONNX linear quantization: QuantizeLinear, DequantizeLinear (per-tensor, per-axis and blocked scales, int8/uint8/
+int16/uint16/int32 types; float8 and 4-bit types are rejected at import by their dtype) and DynamicQuantizeLinear."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from uopir.ir.dtype import dtypes
+from uopir.onnx.importer import onnx_dtype
+from uopir.onnx.ops_elementwise import _req
+from uopir.onnx.registry import Node, OnnxImportError, onnx_op
+
+if TYPE_CHECKING:
+    from uopir.frontend.tensor import Tensor
+
+_RANGES = {dtypes.uint8: (0, 255), dtypes.int8: (-128, 127), dtypes.uint16: (0, 65535), dtypes.int16: (-32768, 32767),
+           dtypes.int32: (-(2 ** 31), 2 ** 31 - 1)}
+
+
+def _along(node: Node, s: Tensor, x: Tensor, axis: int, block: int) -> Tensor:
+    """A scale or zero point shaped to broadcast against x: a scalar as is, a vector along `axis`, a blocked one
+    repeated block times along `axis` (cut to x's size)."""
+    if s.ndim == 0 or (s.ndim == 1 and s.shape[0] == 1 and not block):
+        return s.reshape(())
+    axis %= x.ndim
+    if block:
+        if s.ndim != x.ndim:
+            raise node.error(f"a blocked scale must have x's rank {x.ndim}, got shape {tuple(s.shape)}")
+        r = s.repeat_interleave(block, dim=axis)
+        return r.shrink(tuple((0, n) for n in x.shape))
+    if s.ndim != 1 or s.shape[0] != x.shape[axis]:
+        raise node.error(f"the scale's shape {tuple(s.shape)} does not fit axis {axis} of {tuple(x.shape)}")
+    return s.reshape(*[x.shape[axis] if i == axis else 1 for i in range(x.ndim)])
+
+
+def _dtype_attr(node: Node, name: str):  # noqa: ANN202
+    code = node.attr(name, 0)
+    if not code:
+        return None
+    try:
+        return onnx_dtype(int(code))
+    except OnnxImportError as e:
+        raise node.error(str(e)) from None
+
+
+@onnx_op("QuantizeLinear", since=10)
+def quantize_linear(node: Node, inputs: list) -> Tensor:
+    x, scale = _req(node, inputs, 0), _req(node, inputs, 1)
+    zp = inputs[2] if len(inputs) > 2 else None
+    axis, block = node.attr("axis", 1), node.attr("block_size", 0)
+    d = zp.dtype if zp is not None else (_dtype_attr(node, "output_dtype") or dtypes.uint8)
+    if d not in _RANGES:
+        raise node.error(f"unsupported quantized dtype {d}")
+    prec = _dtype_attr(node, "precision")
+    s = _along(node, scale, x, axis, block)
+    q = x.cast(prec) / s.cast(prec) if prec is not None else x / s
+    qi = q.round().cast(dtypes.int64)
+    if zp is not None:
+        qi = qi + _along(node, zp, x, axis, block).cast(dtypes.int64)
+    lo, hi = _RANGES[d]
+    return qi.clip(lo, hi).cast(d)
+
+
+@onnx_op("DequantizeLinear", since=10)
+def dequantize_linear(node: Node, inputs: list) -> Tensor:
+    x, scale = _req(node, inputs, 0), _req(node, inputs, 1)
+    zp = inputs[2] if len(inputs) > 2 else None
+    axis, block = node.attr("axis", 1), node.attr("block_size", 0)
+    dx = x.cast(dtypes.float32)
+    if zp is not None:
+        dx = dx - _along(node, zp, x, axis, block).cast(dtypes.float32)
+    y = dx * _along(node, scale, x, axis, block)
+    out = _dtype_attr(node, "output_dtype") or scale.dtype
+    return y.cast(out)
+
+
+@onnx_op("DynamicQuantizeLinear", since=11)
+def dynamic_quantize_linear(node: Node, inputs: list) -> list[Tensor]:
+    x = _req(node, inputs, 0).cast(dtypes.float32)
+    rmax, rmin = x.max().maximum(0.0), x.min().minimum(0.0)
+    scale = (rmax - rmin) / 255.0
+    zp = (0.0 - rmin / scale).round().clip(0, 255)
+    y = ((x / scale).round() + zp).clip(0, 255).cast(dtypes.uint8)
+    return [y, scale, zp.cast(dtypes.uint8)]

@@ -1,0 +1,172 @@
+"""ONNX recurrent layers (RNN, GRU, LSTM) on the Tensor API, unrolled over the sequence (the graph holds one cell per
+time step: the sequence length is static here).
+
+Layout 0: X (seq, batch, input), Y (seq, num_directions, batch, hidden), states (num_directions, batch, hidden);
+layout 1: X (batch, seq, input), Y (batch, seq, num_directions, hidden), states (batch, num_directions, hidden).
+Gate order in W/R/B: GRU z, r, h; LSTM i, o, f, c. `sequence_lens`: a batch entry's state stops changing after its
+length and its Y rows there are 0 (the reverse direction starts at its last valid step).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from uopir.frontend.tensor import Tensor
+from uopir.ir.dtype import dtypes
+from uopir.onnx.ops_shape import opt, req
+from uopir.onnx.registry import Node, onnx_op
+
+Act = Callable[[Tensor], Tensor]
+
+
+def _activation(node: Node, name: str, alpha: float | None, beta: float | None) -> Act:
+    n = name.lower()
+    if n == "tanh":
+        return lambda x: x.tanh()
+    if n == "sigmoid":
+        return lambda x: x.sigmoid()
+    if n == "relu":
+        return lambda x: x.relu()
+    if n == "affine":
+        return lambda x: x * (1.0 if alpha is None else alpha) + (0.0 if beta is None else beta)
+    if n == "leakyrelu":
+        return lambda x: x.leaky_relu(0.01 if alpha is None else alpha)
+    if n == "thresholdedrelu":
+        a = 1.0 if alpha is None else alpha
+        return lambda x: (x > a).where(x, 0.0)
+    if n == "scaledtanh":
+        return lambda x: (x * (1.0 if beta is None else beta)).tanh() * (1.0 if alpha is None else alpha)
+    if n == "hardsigmoid":
+        return lambda x: (x * (0.2 if alpha is None else alpha) + (0.5 if beta is None else beta)).clip(0, 1)
+    if n == "elu":
+        return lambda x: x.elu(1.0 if alpha is None else alpha)
+    if n == "softsign":
+        return lambda x: x / (1 + x.abs())
+    if n == "softplus":
+        return lambda x: x.softplus()
+    raise node.error(f"unsupported activation {name!r}")
+
+
+def _acts(node: Node, defaults: list[str], ndir: int) -> list[list[Act]]:
+    names = node.attr("activations", defaults * ndir)
+    if len(names) == len(defaults):
+        names = names * ndir
+    if len(names) != len(defaults) * ndir:
+        raise node.error(f"activations {names} needs {len(defaults)} per direction")
+    alphas, betas = node.attr("activation_alpha", []), node.attr("activation_beta", [])
+    fns = [_activation(node, nm, alphas[i] if i < len(alphas) else None, betas[i] if i < len(betas) else None)
+           for i, nm in enumerate(names)]
+    k = len(defaults)
+    return [fns[d * k:(d + 1) * k] for d in range(ndir)]
+
+
+def _run(node: Node, inputs: list, gates: int, defaults: list[str],
+         cell: Callable[..., tuple[Tensor, Tensor | None]]) -> list[Tensor]:
+    x, w, r = req(node, inputs, 0), req(node, inputs, 1, "W"), req(node, inputs, 2, "R")
+    b, lens, h0 = opt(inputs, 3), opt(inputs, 4), opt(inputs, 5)
+    c0 = opt(inputs, 6) if node.op_type == "LSTM" else None
+    p = opt(inputs, 7) if node.op_type == "LSTM" else None
+    layout = node.attr("layout", 0)
+    direction = node.attr("direction", "forward")
+    ndir = 2 if direction == "bidirectional" else 1
+    hs = node.attr("hidden_size", r.shape[-1])
+    if layout:
+        x = x.transpose(0, 1)
+        h0 = h0.transpose(0, 1) if h0 is not None else None
+        c0 = c0.transpose(0, 1) if c0 is not None else None
+    seq, batch, _ = x.shape
+    clip = node.attr("clip", None)
+    acts = _acts(node, defaults, ndir)
+    dt = x.dtype
+    mask = None
+    if lens is not None:
+        steps = Tensor.arange(seq, dtype=dtypes.int64, device=x.device).reshape(seq, 1, 1)
+        mask = steps < lens.cast(dtypes.int64).reshape(1, batch, 1)  # (seq, batch, 1)
+    ys, hs_out, cs_out = [], [], []
+    for d in range(ndir):
+        wd, rd = w[d], r[d]
+        bd = b[d] if b is not None else Tensor.zeros(2 * gates * hs, dtype=dt, device=x.device)
+        wb, rb = bd[:gates * hs], bd[gates * hs:]
+        h = h0[d] if h0 is not None else Tensor.zeros(batch, hs, dtype=dt, device=x.device)
+        c = c0[d] if c0 is not None else Tensor.zeros(batch, hs, dtype=dt, device=x.device)
+        pd = p[d] if p is not None else None
+        xw = x @ wd.transpose(0, 1) + wb  # (seq, batch, gates*hs): the input projections of every step at once
+        reverse = direction == "reverse" or d == 1
+        outs: list[Tensor | None] = [None] * seq
+        for t in (reversed(range(seq)) if reverse else range(seq)):
+            hn, cn = cell(xw[t], h, c, rd, rb, pd, hs, acts[d], clip)
+            if mask is not None:
+                m = mask[t]
+                outs[t] = m.where(hn, 0.0).cast(dt)
+                h = m.where(hn, h)
+                if cn is not None:
+                    c = m.where(cn, c)
+            else:
+                outs[t] = hn
+                h = hn
+                if cn is not None:
+                    c = cn
+        ys.append(Tensor.stack(*outs, dim=0))  # type: ignore[arg-type]
+        hs_out.append(h)
+        cs_out.append(c)
+    y = Tensor.stack(*ys, dim=1)  # (seq, ndir, batch, hs)
+    yh, yc = Tensor.stack(*hs_out, dim=0), Tensor.stack(*cs_out, dim=0)
+    if layout:
+        y, yh, yc = y.permute(2, 0, 1, 3), yh.transpose(0, 1), yc.transpose(0, 1)
+    return [y, yh, yc] if node.op_type == "LSTM" else [y, yh]
+
+
+def _clip(v: Tensor, clip: float | None) -> Tensor:
+    return v if clip is None else v.clip(-clip, clip)
+
+
+def _rnn_cell(xw: Tensor, h: Tensor, c: Tensor, r: Tensor, rb: Tensor, p: Tensor | None, hs: int,
+              acts: list[Act], clip: float | None) -> tuple[Tensor, None]:
+    return acts[0](_clip(xw + h @ r.transpose(0, 1) + rb, clip)), None
+
+
+def _gru_cell(lbr: bool) -> Callable[..., tuple[Tensor, None]]:
+    def cell(xw: Tensor, h: Tensor, c: Tensor, r: Tensor, rb: Tensor, p: Tensor | None, hs: int,
+             acts: list[Act], clip: float | None) -> tuple[Tensor, None]:
+        f, g = acts
+        rz, rr, rh = r[:hs], r[hs:2 * hs], r[2 * hs:]
+        bz, br, bh = rb[:hs], rb[hs:2 * hs], rb[2 * hs:]
+        z = f(_clip(xw[:, :hs] + h @ rz.transpose(0, 1) + bz, clip))
+        rt = f(_clip(xw[:, hs:2 * hs] + h @ rr.transpose(0, 1) + br, clip))
+        if lbr:
+            hh = g(_clip(xw[:, 2 * hs:] + rt * (h @ rh.transpose(0, 1) + bh), clip))
+        else:
+            hh = g(_clip(xw[:, 2 * hs:] + (rt * h) @ rh.transpose(0, 1) + bh, clip))
+        return (1 - z) * hh + z * h, None
+    return cell
+
+
+def _lstm_cell(input_forget: bool) -> Callable[..., tuple[Tensor, Tensor]]:
+    def cell(xw: Tensor, h: Tensor, c: Tensor, r: Tensor, rb: Tensor, p: Tensor | None, hs: int,
+             acts: list[Act], clip: float | None) -> tuple[Tensor, Tensor]:
+        f, g, hact = acts
+        pre = xw + h @ r.transpose(0, 1) + rb  # gates i, o, f, c
+        pi, po, pf = (p[:hs], p[hs:2 * hs], p[2 * hs:]) if p is not None else (None, None, None)
+        i_in = pre[:, :hs] + (pi * c if pi is not None else 0)
+        f_in = pre[:, 2 * hs:3 * hs] + (pf * c if pf is not None else 0)
+        it = f(_clip(i_in, clip))
+        ft = 1 - it if input_forget else f(_clip(f_in, clip))
+        ct = g(_clip(pre[:, 3 * hs:], clip))
+        cn = ft * c + it * ct
+        ot = f(_clip(pre[:, hs:2 * hs] + (po * cn if po is not None else 0), clip))
+        return ot * hact(cn), cn
+    return cell
+
+
+@onnx_op("RNN", since=7)
+def rnn(node: Node, inputs: list) -> list[Tensor]:
+    return _run(node, inputs, 1, ["Tanh"], _rnn_cell)
+
+
+@onnx_op("GRU", since=7)
+def gru(node: Node, inputs: list) -> list[Tensor]:
+    return _run(node, inputs, 3, ["Sigmoid", "Tanh"], _gru_cell(bool(node.attr("linear_before_reset", 0))))
+
+
+@onnx_op("LSTM", since=7)
+def lstm(node: Node, inputs: list) -> list[Tensor]:
+    return _run(node, inputs, 4, ["Sigmoid", "Tanh", "Tanh"], _lstm_cell(bool(node.attr("input_forget", 0))))
