@@ -15,6 +15,7 @@ Generator that `Tensor.manual_seed(n)` reseeds; they enter the graph as buffers.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import ContextDecorator
 from typing import Any, ClassVar
@@ -51,6 +52,35 @@ _UINT_OF_SIZE = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}  # to wor
 FRESH_TARGETS: list[list[Any]] = []
 # ... and the random tensors drawn on the host, with their generator and shape (a replay draws new ones).
 RANDOM_SOURCES: list[list[tuple[Any, Any, tuple[int, ...]]]] = []
+
+
+# Every live unrealized tensor (weakly: a dead one drops out by itself). When an assign is realized, the ones that
+# read its target's old contents are realized in the same program (see `_old_readers`).
+_LAZY: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # by id: == builds a Tensor
+
+
+def _view_base(u: UOp, through_assign: bool = True) -> UOp:
+    """The op under a chain of assignable views (a buffer for a view of a realized tensor); with through_assign
+    False an assign stops the walk."""
+    while u.op in T.ASSIGNABLE_VIEWS and u.src and (through_assign or u.op is not T.ASSIGN):
+        u = u.src[0]
+    return u
+
+
+def _old_readers(targets: set[UOp], realizing: set[int], device: str) -> list[Tensor]:
+    """The live unrealized tensors of `device`, other than those being realized, that read one of the `targets`
+    buffers (directly, or through an assign of it): computed later they would see the contents the assign writes.
+    A pure view of a buffer (a reshape, permute, shrink... of it) is left out: it aliases the buffer, so it sees
+    the new contents by design. One walk over all their graphs together."""
+    cands = [t for t in list(_LAZY.values()) if id(t) not in realizing and t.device == device
+             and t.uop.op is not T.BUFFER and _view_base(t.uop, False).op is not T.BUFFER]
+    if not cands:
+        return []
+    reads: set[UOp] = set()
+    for u in UOp.sink(*(t.uop for t in cands)).toposort():
+        if u in targets or any(s in reads for s in u.src):
+            reads.add(u)
+    return [t for t in cands if t.uop in reads and not any(V.is_sym(d) for d in t.shape)]
 
 
 def _written(u: UOp) -> UOp:
@@ -108,6 +138,8 @@ class Tensor:
         self._init(data, dtype, device)
         if self.uop.dtype.is_float:
             G.live(self, True)
+        if self.uop.op is not T.BUFFER and self.uop.op is not C.CONST:
+            _LAZY[id(self)] = self
         if requires_grad is not None:
             self.requires_grad = requires_grad
 
@@ -155,6 +187,7 @@ class Tensor:
         t.grad, t._requires_grad = None, None
         if u.dtype.is_float:
             G.live(t, True)
+        _LAZY[id(t)] = t
         return t
 
     def _op(self, op: OpDef, *srcs: Tensor | Scalar, dtype: DType | None = None, arg: Any = None) -> Tensor:
@@ -219,6 +252,7 @@ class Tensor:
             return self._realize_symbolic()
         if self.uop.op is not T.BUFFER:
             self.uop = D.realize(self.uop, self.device)
+            _LAZY.pop(id(self), None)
         return self
 
     @staticmethod
@@ -238,6 +272,9 @@ class Tensor:
                 continue
             groups.setdefault(t.device, []).append(t)
         for device, ts in groups.items():
+            targets = {b for t in ts if t.uop.op is T.ASSIGN and (b := _view_base(t.uop)).op is T.BUFFER}
+            if targets:  # the tensors that read the old contents are computed now, in the same program
+                ts = ts + _old_readers(targets, {id(t) for t in ts}, device)
             roots: list[UOp] = []
             seen: set[int] = set()
             for t in ts:
@@ -254,6 +291,7 @@ class Tensor:
             for t in ts:
                 if t.uop.op is T.ASSIGN:
                     t.uop = _written(t.uop)
+                _LAZY.pop(id(t), None)
 
     def assign(self, x: Tensor | Scalar | np.ndarray) -> Tensor:
         """Write x into this tensor (lazily; in place when realized): its value becomes x. A realized tensor (a
@@ -282,6 +320,7 @@ class Tensor:
                 self.uop = UOp(T.ASSIGN, self.dtype, (self.uop, x.uop))
         else:
             self.uop = x.uop
+        _LAZY[id(self)] = self
         return self
 
     def schedule(self, *others: Tensor) -> list[ScheduleItem]:
