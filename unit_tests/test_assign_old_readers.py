@@ -1,6 +1,7 @@
 """A lazy tensor built before an in-place write (Tensor.assign, an optimizer's step) keeps the value it had when it
-was built: realizing the assign realizes, in the same program, every live unrealized tensor that reads the target's
-old contents (or reads through the assign). Dead tensors and pure views of the buffer are left alone."""
+was built: realizing the assign realizes, in the same program, the live unrealized tensors that read through the
+assign or are scalars (a loss); larger readers of the old contents read a copy of them (no kernel). Dead tensors and
+pure views of the buffer are left alone."""
 from __future__ import annotations
 
 import numpy as np
@@ -67,12 +68,17 @@ def test_a_dead_lazy_tensor_is_not_computed() -> None:
     k = STATS.kernels
     a.assign(a + 1).realize()
     assert STATS.kernels - k == alone
-    c = (a * 5).sum()  # alive: computed with the assign, one more kernel
+    c = (a * 5).sum()  # alive scalar: computed with the assign, one more kernel
     k = STATS.kernels
     a.assign(a + 1).realize()
     assert STATS.kernels - k == alone + 1
+    d = a * 5  # alive, larger: reads a copy of the old contents, no kernel now
+    k = STATS.kernels
+    a.assign(a + 1).realize()
+    assert STATS.kernels - k == alone
     assert c.numpy().tolist() == 5 * (0 + 1 + 2 + 3 + 4 + 5 + 6 * 3)
-    assert a.numpy().tolist() == [4, 5, 6, 7, 8, 9]
+    assert d.numpy().tolist() == [20, 25, 30, 35, 40, 45]
+    assert a.numpy().tolist() == [5, 6, 7, 8, 9, 10]
 
 
 def _mlp_numpy(w1: np.ndarray, w2: np.ndarray, x: np.ndarray) -> float:

@@ -54,9 +54,12 @@ FRESH_TARGETS: list[list[Any]] = []
 RANDOM_SOURCES: list[list[tuple[Any, Any, tuple[int, ...]]]] = []
 
 
-# Every live unrealized tensor (weakly: a dead one drops out by itself). When an assign is realized, the ones that
-# read its target's old contents are realized in the same program (see `_old_readers`).
-_LAZY: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # by id: == builds a Tensor
+# Every live unrealized tensor (weakly: a dead one drops out by itself), by id (== builds a Tensor). When an assign
+# is realized, the ones that read its target's old contents keep that value (see `_old_readers`).
+_LAZY: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+# A reader of at most this many elements (a loss) is computed with the assign; a larger one (a gradient) reads a
+# snapshot of the old contents instead, so a program that does not need it does not grow.
+SMALL_READER = 1
 
 
 def _view_base(u: UOp, through_assign: bool = True) -> UOp:
@@ -69,18 +72,51 @@ def _view_base(u: UOp, through_assign: bool = True) -> UOp:
 
 def _old_readers(targets: set[UOp], realizing: set[int], device: str) -> list[Tensor]:
     """The live unrealized tensors of `device`, other than those being realized, that read one of the `targets`
-    buffers (directly, or through an assign of it): computed later they would see the contents the assign writes.
-    A pure view of a buffer (a reshape, permute, shrink... of it) is left out: it aliases the buffer, so it sees
-    the new contents by design. One walk over all their graphs together."""
+    buffers, which the program about to run writes: computed later they would see the new contents. Those that
+    read through a pending assign of a target, or hold at most SMALL_READER elements, are returned: the caller
+    realizes them in the same program. The others read the old contents directly: they are pointed at a copy of
+    those contents (copy-on-write, taken now; no kernel). A pure view of a buffer (a reshape, permute, shrink...
+    of it) is left alone: it aliases the buffer, so it sees the new contents by design. One walk over all their
+    graphs together."""
     cands = [t for t in list(_LAZY.values()) if id(t) not in realizing and t.device == device
              and t.uop.op is not T.BUFFER and _view_base(t.uop, False).op is not T.BUFFER]
     if not cands:
         return []
-    reads: set[UOp] = set()
-    for u in UOp.sink(*(t.uop for t in cands)).toposort():
-        if u in targets or any(s in reads for s in u.src):
-            reads.add(u)
-    return [t for t in cands if t.uop in reads and not any(V.is_sym(d) for d in t.shape)]
+    raw: set[UOp] = set()  # reads a target's old contents
+    thru: set[UOp] = set()  # reads through a pending assign of a target
+    topo = list(UOp.sink(*(t.uop for t in cands)).toposort(gate=lambda u: u.op is not T.ASSIGN or
+                                                           _view_base(u) not in targets))
+    for u in topo:
+        if u.op is T.ASSIGN and _view_base(u) in targets:
+            thru.add(u)
+        elif u in targets:
+            raw.add(u)
+        elif u.src:
+            if any(s in raw for s in u.src):
+                raw.add(u)
+            if any(s in thru for s in u.src):
+                thru.add(u)
+    now: list[Tensor] = []
+    cow: list[Tensor] = []
+    for t in cands:
+        if any(V.is_sym(d) for d in t.shape):
+            continue  # not handled (see docs/internals.md)
+        if t.uop in thru or (t.uop in raw and sprod(t.shape) <= SMALL_READER):
+            now.append(t)
+        elif t.uop in raw:
+            cow.append(t)
+    if cow:
+        new: dict[UOp, UOp] = {}
+        for u in UOp.sink(*(t.uop for t in cow)).toposort(gate=lambda u: u in raw or u.op is C.SINK):
+            if u not in raw:
+                continue
+            if u in targets:
+                new[u] = D.new_buffer(D.buffer_data(u), u.dtype, device)  # the snapshot
+            else:
+                new[u] = u.replace(src=tuple(new.get(s, s) for s in u.src))
+        for t in cow:
+            t.uop = new[t.uop]
+    return now
 
 
 def _written(u: UOp) -> UOp:
