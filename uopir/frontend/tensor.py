@@ -111,7 +111,7 @@ def _old_readers(targets: set[UOp], realizing: set[int], device: str) -> list[Te
             if u not in raw:
                 continue
             if u in targets:
-                new[u] = D.new_buffer(D.buffer_data(u), u.dtype, device)  # the snapshot
+                new[u] = D.new_buffer(P.host_array(D.buffer_data(u), u.dtype), u.dtype, device)  # snapshot
             else:
                 new[u] = u.replace(src=tuple(new.get(s, s) for s in u.src))
         for t in cow:
