@@ -140,3 +140,14 @@ def test_jitted_step_returns_the_loss_of_the_old_weights() -> None:
             np.testing.assert_allclose(w.numpy(), old - 0.1 * x_np.T @ (2 * x_np @ old), rtol=1e-4, atol=1e-5)
     finally:
         Tensor.training = False
+
+
+def test_a_pending_assign_of_another_buffer_reads_the_old_value() -> None:
+    p = Tensor(np.array([1.0, 2.0, 3.0], np.float32))
+    q = Tensor(np.zeros(3, np.float32))
+    s = Tensor(np.zeros((), np.float32))
+    q.assign(p * 2)  # pending, large: keeps reading p's old contents
+    s.assign(p.sum())  # pending, scalar: runs with p's assign
+    p.assign(p + 10).realize()
+    q.realize()
+    assert p.numpy().tolist() == [11, 12, 13] and q.numpy().tolist() == [2, 4, 6] and s.numpy().tolist() == 6
