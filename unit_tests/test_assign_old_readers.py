@@ -151,3 +151,12 @@ def test_a_pending_assign_of_another_buffer_reads_the_old_value() -> None:
     p.assign(p + 10).realize()
     q.realize()
     assert p.numpy().tolist() == [11, 12, 13] and q.numpy().tolist() == [2, 4, 6] and s.numpy().tolist() == 6
+
+
+def test_realizing_a_read_through_a_pending_assign_realizes_the_assign_once() -> None:
+    p = Tensor(np.array([1.0, 2.0], np.float32))
+    p.assign(p + 1)
+    after = p * 3
+    assert after.numpy().tolist() == [6, 9]  # runs the assign, and p with it
+    assert repr(p).startswith("<Tensor realized")
+    assert p.numpy().tolist() == [2, 3]  # not written a second time

@@ -60,6 +60,9 @@ _LAZY: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
 # A reader of at most this many elements (a loss) is computed with the assign; a larger one (a gradient) reads a
 # snapshot of the old contents instead, so a program that does not need it does not grow.
 SMALL_READER = 1
+# The live tensors whose graph is a pending assign of a buffer (weakly, by id): a realize whose graph contains one
+# also realizes that tensor, so it points at its written buffer and the assign is not run a second time.
+_PENDING: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
 
 
 def _view_base(u: UOp, through_assign: bool = True) -> UOp:
@@ -281,7 +284,7 @@ class Tensor:
     def realize(self, *others: Tensor) -> Tensor:
         """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it. With
         `others`, or when this tensor is an assign, all of them are realized as one program (see `realize_all`)."""
-        if others or self.uop.op is T.ASSIGN:
+        if others or self.uop.op is T.ASSIGN or (_PENDING and self.uop.op is not T.BUFFER):
             Tensor.realize_all(self, *others)
             return self
         if any(V.is_sym(d) for d in self.shape):
@@ -308,6 +311,13 @@ class Tensor:
                 continue
             groups.setdefault(t.device, []).append(t)
         for device, ts in groups.items():
+            pending = [t for t in list(_PENDING.values()) if t.device == device and t.uop.op is T.ASSIGN]
+            if pending:  # pending assigns inside the graphs run now: their tensors are realized with them
+                inside = {id(t) for t in ts}
+                pending = [t for t in pending if id(t) not in inside]
+                if pending:
+                    graph = UOp.sink(*(t.uop for t in ts)).toposort()
+                    ts = ts + [t for t in pending if t.uop in graph]
             targets = {b for t in ts if t.uop.op is T.ASSIGN and (b := _view_base(t.uop)).op is T.BUFFER}
             if targets:  # the tensors that read the old contents are computed now, in the same program
                 ts = ts + _old_readers(targets, {id(t) for t in ts}, device)
@@ -328,6 +338,7 @@ class Tensor:
                 if t.uop.op is T.ASSIGN:
                     t.uop = _written(t.uop)
                 _LAZY.pop(id(t), None)
+                _PENDING.pop(id(t), None)
 
     def assign(self, x: Tensor | Scalar | np.ndarray) -> Tensor:
         """Write x into this tensor (lazily; in place when realized): its value becomes x. A realized tensor (a
@@ -354,6 +365,7 @@ class Tensor:
         if base.op is T.BUFFER:
             if x.uop is not self.uop:
                 self.uop = UOp(T.ASSIGN, self.dtype, (self.uop, x.uop))
+                _PENDING[id(self)] = self
         else:
             self.uop = x.uop
         _LAZY[id(self)] = self
