@@ -319,7 +319,7 @@ class Tensor:
                     graph = UOp.sink(*(t.uop for t in ts)).toposort()
                     ts = ts + [t for t in pending if t.uop in graph]
             targets = {b for t in ts if t.uop.op is T.ASSIGN and (b := _view_base(t.uop)).op is T.BUFFER}
-            if targets:  # the tensors that read the old contents are computed now, in the same program
+            if targets:  # readers of the old contents: computed in this program, or pointed at a copy of them
                 ts = ts + _old_readers(targets, {id(t) for t in ts}, device)
             roots: list[UOp] = []
             seen: set[int] = set()
