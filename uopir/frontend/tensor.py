@@ -15,6 +15,7 @@ Generator that `Tensor.manual_seed(n)` reseeds; they enter the graph as buffers.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import ContextDecorator
 from typing import Any, ClassVar
@@ -51,6 +52,74 @@ _UINT_OF_SIZE = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}  # to wor
 FRESH_TARGETS: list[list[Any]] = []
 # ... and the random tensors drawn on the host, with their generator and shape (a replay draws new ones).
 RANDOM_SOURCES: list[list[tuple[Any, Any, tuple[int, ...]]]] = []
+
+
+# Every live unrealized tensor (weakly: a dead one drops out by itself), by id (== builds a Tensor). When an assign
+# is realized, the ones that read its target's old contents keep that value (see `_old_readers`).
+_LAZY: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+# A reader of at most this many elements (a loss) is computed with the assign; a larger one (a gradient) reads a
+# snapshot of the old contents instead, so a program that does not need it does not grow.
+SMALL_READER = 1
+# The live tensors whose graph is a pending assign of a buffer (weakly, by id): a realize whose graph contains one
+# also realizes that tensor, so it points at its written buffer and the assign is not run a second time.
+_PENDING: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+
+
+def _view_base(u: UOp, through_assign: bool = True) -> UOp:
+    """The op under a chain of assignable views (a buffer for a view of a realized tensor); with through_assign
+    False an assign stops the walk."""
+    while u.op in T.ASSIGNABLE_VIEWS and u.src and (through_assign or u.op is not T.ASSIGN):
+        u = u.src[0]
+    return u
+
+
+def _old_readers(targets: set[UOp], realizing: set[int], device: str) -> list[Tensor]:
+    """The live unrealized tensors of `device`, other than those being realized, that read one of the `targets`
+    buffers, which the program about to run writes: computed later they would see the new contents. Those that
+    read through a pending assign of a target, or hold at most SMALL_READER elements, are returned: the caller
+    realizes them in the same program. The others read the old contents directly: they are pointed at a copy of
+    those contents (copy-on-write, taken now; no kernel). A pure view of a buffer (a reshape, permute, shrink...
+    of it) is left alone: it aliases the buffer, so it sees the new contents by design. One walk over all their
+    graphs together."""
+    cands = [t for t in list(_LAZY.values()) if id(t) not in realizing and t.device == device
+             and t.uop.op is not T.BUFFER and _view_base(t.uop, False).op is not T.BUFFER]
+    if not cands:
+        return []
+    raw: set[UOp] = set()  # reads a target's old contents
+    thru: set[UOp] = set()  # reads through a pending assign of a target
+    topo = list(UOp.sink(*(t.uop for t in cands)).toposort(gate=lambda u: u.op is not T.ASSIGN or
+                                                           _view_base(u) not in targets))
+    for u in topo:
+        if u.op is T.ASSIGN and _view_base(u) in targets:
+            thru.add(u)
+        elif u in targets:
+            raw.add(u)
+        elif u.src:
+            if any(s in raw for s in u.src):
+                raw.add(u)
+            if any(s in thru for s in u.src):
+                thru.add(u)
+    now: list[Tensor] = []
+    cow: list[Tensor] = []
+    for t in cands:
+        if any(V.is_sym(d) for d in t.shape):
+            continue  # not handled (see docs/internals.md)
+        if t.uop in thru or (t.uop in raw and sprod(t.shape) <= SMALL_READER):
+            now.append(t)
+        elif t.uop in raw:
+            cow.append(t)
+    if cow:
+        new: dict[UOp, UOp] = {}
+        for u in UOp.sink(*(t.uop for t in cow)).toposort(gate=lambda u: u in raw or u.op is C.SINK):
+            if u not in raw:
+                continue
+            if u in targets:
+                new[u] = D.new_buffer(P.host_array(D.buffer_data(u), u.dtype), u.dtype, device)  # snapshot
+            else:
+                new[u] = u.replace(src=tuple(new.get(s, s) for s in u.src))
+        for t in cow:
+            t.uop = new[t.uop]
+    return now
 
 
 def _written(u: UOp) -> UOp:
@@ -108,6 +177,8 @@ class Tensor:
         self._init(data, dtype, device)
         if self.uop.dtype.is_float:
             G.live(self, True)
+        if self.uop.op is not T.BUFFER and self.uop.op is not C.CONST:
+            _LAZY[id(self)] = self
         if requires_grad is not None:
             self.requires_grad = requires_grad
 
@@ -155,6 +226,7 @@ class Tensor:
         t.grad, t._requires_grad = None, None
         if u.dtype.is_float:
             G.live(t, True)
+        _LAZY[id(t)] = t
         return t
 
     def _op(self, op: OpDef, *srcs: Tensor | Scalar, dtype: DType | None = None, arg: Any = None) -> Tensor:
@@ -212,13 +284,14 @@ class Tensor:
     def realize(self, *others: Tensor) -> Tensor:
         """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it. With
         `others`, or when this tensor is an assign, all of them are realized as one program (see `realize_all`)."""
-        if others or self.uop.op is T.ASSIGN:
+        if others or self.uop.op is T.ASSIGN or (_PENDING and self.uop.op is not T.BUFFER):
             Tensor.realize_all(self, *others)
             return self
         if any(V.is_sym(d) for d in self.shape):
             return self._realize_symbolic()
         if self.uop.op is not T.BUFFER:
             self.uop = D.realize(self.uop, self.device)
+            _LAZY.pop(id(self), None)
         return self
 
     @staticmethod
@@ -238,6 +311,16 @@ class Tensor:
                 continue
             groups.setdefault(t.device, []).append(t)
         for device, ts in groups.items():
+            pending = [t for t in list(_PENDING.values()) if t.device == device and t.uop.op is T.ASSIGN]
+            if pending:  # pending assigns inside the graphs run now: their tensors are realized with them
+                inside = {id(t) for t in ts}
+                pending = [t for t in pending if id(t) not in inside]
+                if pending:
+                    graph = UOp.sink(*(t.uop for t in ts)).toposort()
+                    ts = ts + [t for t in pending if t.uop in graph]
+            targets = {b for t in ts if t.uop.op is T.ASSIGN and (b := _view_base(t.uop)).op is T.BUFFER}
+            if targets:  # readers of the old contents: computed in this program, or pointed at a copy of them
+                ts = ts + _old_readers(targets, {id(t) for t in ts}, device)
             roots: list[UOp] = []
             seen: set[int] = set()
             for t in ts:
@@ -254,6 +337,8 @@ class Tensor:
             for t in ts:
                 if t.uop.op is T.ASSIGN:
                     t.uop = _written(t.uop)
+                _LAZY.pop(id(t), None)
+                _PENDING.pop(id(t), None)
 
     def assign(self, x: Tensor | Scalar | np.ndarray) -> Tensor:
         """Write x into this tensor (lazily; in place when realized): its value becomes x. A realized tensor (a
@@ -280,8 +365,10 @@ class Tensor:
         if base.op is T.BUFFER:
             if x.uop is not self.uop:
                 self.uop = UOp(T.ASSIGN, self.dtype, (self.uop, x.uop))
+                _PENDING[id(self)] = self
         else:
             self.uop = x.uop
+        _LAZY[id(self)] = self
         return self
 
     def schedule(self, *others: Tensor) -> list[ScheduleItem]:
