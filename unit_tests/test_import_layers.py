@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "frontend": {"ir", "dialects", "passes", "backends", "frontend", "viz"},
     "api": {"ir", "dialects", "passes", "backends", "frontend", "api", "viz"},
     "nn": {"ir", "dialects", "passes", "backends", "frontend", "api", "nn", "viz"},  # uopir.nn: re-exports frontend.nn
-    "onnx": {"ir", "dialects", "passes", "backends", "frontend", "api", "onnx", "viz"},  # the ONNX importer (uopir.onnx)
+    "onnx": {"ir", "dialects", "passes", "backends", "frontend", "api", "onnx", "viz"},  # uopir.onnx: the importer
     "tools": {"ir", "dialects", "passes", "backends", "frontend", "api", "nn", "onnx", "tools", "viz"},
 }
 
