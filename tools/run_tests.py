@@ -60,11 +60,15 @@ def frontend_tests() -> list[str]:
     return [str(p.relative_to(ROOT)) for p in files]
 
 
-def c_compiler_available() -> bool:
-    """Whether the C backend can run here (a subprocess: this script imports nothing of uopir)."""
+def c_compiler_available() -> bool | None:
+    """Whether the C backend can run here (a subprocess: this script imports nothing of uopir); None when the probe
+    itself crashed (its output is printed): that is a failure of the run, not a machine without a C compiler."""
     code = "from uopir.backends import available; print('c' in available())"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    return out.returncode == 0 and out.stdout.strip() == "True"
+    if out.returncode != 0:
+        print(f"run_tests: the probe for the C backend failed (exit {out.returncode}):\n{out.stdout}{out.stderr}")
+        return None
+    return out.stdout.strip() == "True"
 
 
 class PytestLeg:
@@ -160,9 +164,11 @@ def run_pytest_legs() -> list[tuple[int, int, bool]]:
         print("run_tests: no unit_tests/ directory; pytest counts 0")
         return []
     os.environ.setdefault("UOPIR_DEVICE", "python")
-    if not c_compiler_available():
-        print("run_tests: no C compiler: the frontend suite runs on python only")
-        return [PytestLeg().finish()]
+    has_c = c_compiler_available()
+    if not has_c:
+        if has_c is False:
+            print("run_tests: no C compiler: the frontend suite runs on python only")
+        return [PytestLeg().finish(), (0, 0, has_c is False)]
     serial = os.environ.get("UOPIR_TEST_SERIAL", "") not in ("", "0")
     backend = backend_tests()
     skip_backend = tuple(a for f in backend for a in ("--ignore", f))

@@ -267,3 +267,14 @@ def test_detached_compiles_run_at_most_one_per_core(tmp_path, monkeypatch) -> No
         out = np.zeros(64, np.int32)
         fn(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(x.ctypes.data))
         np.testing.assert_array_equal(out, x * 3 + 10 + i)
+
+
+def test_the_llvm_prefetch_thread_imports_no_uopir_module():
+    """The prefetch thread runs beside the main thread's imports; if it imported uopir modules (the llvm backend),
+    two threads could each hold a module lock the other waits for and Python raises _DeadlockError in one of them (it
+    did: `available()` in a fresh process with an empty cache failed about one run in three)."""
+    code = ("import sys; from uopir.backends.c import tiered; before = set(sys.modules); tiered._load_llvm(); "
+            "print(sorted(m for m in set(sys.modules) - before if m.startswith('uopir')), 'llvmlite.binding' in "
+            "sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["[]", "True"]

@@ -57,16 +57,19 @@ _PREFETCH: threading.Thread | None = None
 _PREFETCH_LOCK = threading.Lock()
 
 
-def _load_llvm() -> Any:
-    from uopir.backends.llvm.compiler import llvm_host
-    from uopir.backends.llvm.runtime import JIT
-
-    if llvm_host() is not None:
-        JIT.get()
+def _load_llvm() -> None:
+    # Only llvmlite (loading LLVM's shared library is the slow part), never a uopir module: two threads importing
+    # uopir modules that import each other can each hold the lock the other waits for, and Python then raises
+    # _DeadlockError in one of them. llvmlite imports nothing of uopir, so the main thread can import the llvm
+    # backend while this runs (it waits for llvmlite's module lock, no cycle).
+    try:
+        import llvmlite.binding  # noqa: F401
+    except Exception:  # a broken install shows when tier 0 is used; at interpreter exit the import may fail too
+        pass
 
 
 def prefetch() -> None:
-    """Import llvmlite and the llvm backend's modules on a thread (once): most of it is loading LLVM's library,
+    """Import llvmlite on a thread (once): loading LLVM's library is most of tier 0's start-up,
     which runs while this thread goes on lowering."""
     global _PREFETCH
     with _PREFETCH_LOCK:
