@@ -93,6 +93,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", metavar="LANG", default=None,
                    help="append the emit-LANG pass to the pipeline and print the source text it emits "
                         "(the text of every device.source op) instead of the IR")
+    p.add_argument("--input-format", choices=("uop", "mlir"), default=None,
+                   help="how to read the input: uopir text, or MLIR of the subset emit-mlir writes (default: mlir for "
+                        "a .mlir file, else uop)")
     p.add_argument("--dump-pass-pipeline", action="store_true",
                    help="print the expanded pipeline with every option's value")
     p.add_argument("--run-reproducer", action="store_true",
@@ -203,7 +206,8 @@ def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Name
     from uopir.passes.manager import PassCrash
 
     try:
-        root = parse_ir(text, filename, first_line)
+        root = parse_ir(text, filename, first_line) if _input_format(args, filename) == "uop" else \
+            _import_mlir(text, filename, first_line)
     except IRError as e:
         return ChunkResult(None, e.diagnostics, True)
     diags: list[Diagnostic] = []
@@ -241,6 +245,16 @@ def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Name
                                                                "device.source op to print",
                                                       Location(filename, first_line, 1))], True)
     return ChunkResult("".join(_source_text(u) for u in sources), diags, False)
+
+
+def _input_format(args: argparse.Namespace, filename: str) -> str:
+    return args.input_format or ("mlir" if filename.endswith(".mlir") else "uop")
+
+
+def _import_mlir(text: str, filename: str, first_line: int):
+    from uopir.backends.mlir.importer import import_module
+
+    return import_module(text, filename, first_line)
 
 
 def _source_text(u) -> str:
