@@ -13,6 +13,7 @@ op starts while it parses.
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,9 @@ from uopir.ir.uop import UOp
 
 __all__ = ["import_module", "MLIRImportError"]
 
+_COMMENT = re.compile(r"//[^\n]*")
+_OP_NAME = re.compile(r'(?:%[\w.$-]+(?::\d+)?(?:\s*,\s*%[\w.$-]+(?::\d+)?)*\s*=\s*)?"?([A-Za-z_][\w$]*\.[\w.$]+)')
+
 
 class MLIRImportError(IRError):
     """An input that is not MLIR of the subset emit-mlir writes."""
@@ -35,9 +39,13 @@ def _context():
     from xdsl.context import Context
     from xdsl.dialects import arith, builtin, func, math, memref, scf, vector
 
+    from uopir.backends.mlir.ops import EXTRA_OPS
+
     ctx = Context()
     for d in (builtin.Builtin, func.Func, scf.Scf, arith.Arith, memref.MemRef, math.Math, vector.Vector):
         ctx.load_dialect(d)
+    for op in EXTRA_OPS:  # the exporter's definitions where xDSL's are missing or narrower than MLIR's
+        ctx._loaded_ops[op.name] = op
     return ctx
 
 
@@ -53,7 +61,12 @@ def _parser_class():
 
         def parse_operation(self):  # noqa: ANN201 - xDSL's Operation
             start = self._current_token.span.start
-            op = super().parse_operation()
+            try:
+                op = super().parse_operation()
+            except Exception as e:
+                if not hasattr(e, "span") and not hasattr(e, "uopir_start"):  # the innermost op parsed
+                    e.uopir_start = start  # type: ignore[attr-defined]
+                raise
             self.starts[op] = start
             return op
 
@@ -93,7 +106,10 @@ def _parse(src: _Text):
         raise src.error(f"MLIR syntax: {_first_line(e.msg)}", e.span.start) from None
     except Exception as e:  # noqa: BLE001 - xDSL raises several kinds (VerifyException, ValueError...) while parsing
         span = getattr(e, "span", None)
-        raise src.error(f"MLIR: {_first_line(str(e))}", span.start if span is not None else 0) from None
+        start = span.start if span is not None else getattr(e, "uopir_start", 0)
+        m = _OP_NAME.match(src.text, start)
+        what = f"'{m.group(1)}' op" if m else "MLIR"
+        raise src.error(f"{what}: {_first_line(str(e))}", start) from None
     return module, parser.starts
 
 
@@ -102,17 +118,9 @@ def _first_line(msg: str) -> str:
     return msg.split("\n", 1)[0] if msg else "invalid input"
 
 
-# ---- types -----------------------------------------------------------------------------------------------------------
-def _scalar_dtype(t: Any) -> DType | None:
-    from xdsl.dialects.builtin import (
-        BFloat16Type,
-        Float16Type,
-        Float32Type,
-        Float64Type,
-        IndexType,
-        IntegerType,
-        Signedness,
-    )
+# ---- types ----------------------------------------------------------------------------------------------------------
+def _scalar_dtype(t: Any, unsigned: bool = False) -> DType | None:
+    from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, IndexType, IntegerType
 
     if isinstance(t, IndexType):
         return dtypes.index
@@ -122,7 +130,6 @@ def _scalar_dtype(t: Any) -> DType | None:
             return dtypes.bool
         if w not in (8, 16, 32, 64):
             return None
-        unsigned = t.signedness.data == Signedness.UNSIGNED
         return dtypes.from_name(f"{'u' if unsigned else 'i'}{w}")
     for cls, d in ((Float16Type, dtypes.float16), (BFloat16Type, dtypes.bfloat16), (Float32Type, dtypes.float32),
                    (Float64Type, dtypes.float64)):
@@ -131,20 +138,141 @@ def _scalar_dtype(t: Any) -> DType | None:
     return None
 
 
-def value_dtype(t: Any) -> DType | None:
-    """The uopir dtype of an MLIR value type (a scalar or a 1-d vector of one), None outside the subset."""
+def value_dtype(t: Any, unsigned: bool = False) -> DType | None:
+    """The uopir dtype of an MLIR value type (a scalar or a 1-d vector of one), None outside the subset. MLIR
+    integers are signless: `unsigned` picks the unsigned dtype of the width."""
     from xdsl.dialects.builtin import VectorType
 
     if isinstance(t, VectorType):
         shape = t.get_shape()
-        s = _scalar_dtype(t.element_type)
+        s = _scalar_dtype(t.element_type, unsigned)
         if len(shape) != 1 or s is None or shape[0] < 1:
             return None
         return s.vec(shape[0])
-    return _scalar_dtype(t)
+    return _scalar_dtype(t, unsigned)
 
 
-# ---- one function ----------------------------------------------------------------------------------------------------
+# ---- signedness: which integer values the unsigned ops read ---------------------------------------------------------
+_SAME_INT = frozenset(("arith.addi", "arith.subi", "arith.muli", "arith.andi", "arith.ori", "arith.xori",
+                       "arith.maxsi", "arith.maxui", "arith.divsi", "arith.divui", "arith.remsi", "arith.remui",
+                       "arith.shli", "arith.shrsi", "arith.shrui", "vector.broadcast", "vector.insert",
+                       "vector.extract", "vector.shuffle"))
+_UNSIGNED_RESULT = frozenset(("arith.divui", "arith.remui", "arith.shrui", "arith.maxui", "arith.fptoui"))
+_UNSIGNED_CMP = frozenset((6, 7, 8, 9))  # ult ule ugt uge
+
+
+class _Signs:
+    """MLIR integers are signless; uopir's are not. Values that flow into each other through ops that keep the type
+    (arith, select, memory) form one class; a class is unsigned when an unsigned op (divui, cmpi ult, uitofp, ...)
+    reads or makes one of its values. Constants join no class (one constant serves both kinds)."""
+
+    def __init__(self, func: Any):
+        self.parent: dict[Any, Any] = {}
+        self.unsigned: set[Any] = set()
+        for op in func.walk():
+            self._visit(op)
+        self.unsigned = {self.find(v) for v in self.unsigned}
+
+    def find(self, v: Any) -> Any:
+        p = self.parent.get(v, v)
+        while p is not v:
+            nxt = self.parent.get(p, p)
+            self.parent[v] = nxt
+            v, p = p, nxt
+        return v
+
+    def union(self, *vs: Any) -> None:
+        roots = [self.find(v) for v in vs if not _is_const(v)]
+        for r in roots[1:]:
+            if r is not roots[0]:
+                self.parent[r] = roots[0]
+
+    def _visit(self, op: Any) -> None:
+        name = op.name
+        ops, res = list(op.operands), list(op.results)
+        if name in _SAME_INT:
+            self.union(*res, *(v for v in ops if not _is_index(v)))
+        elif name == "arith.select":
+            self.union(res[0], ops[1], ops[2])
+        elif name == "arith.cmpi":
+            self.union(ops[0], ops[1])
+            if op.predicate.value.data in _UNSIGNED_CMP:
+                self.unsigned.add(ops[0])
+        elif name in ("memref.load", "vector.load", "vector.maskedload"):
+            self.union(res[0], ops[0])
+        elif name in ("memref.store", "vector.store"):
+            self.union(ops[0], ops[1])
+        elif name == "scf.yield" and op.parent_op() is not None and op.parent_op().name == "scf.if":
+            self.union(*op.parent_op().results, *ops) if len(ops) == 1 else None
+        if name in _UNSIGNED_RESULT:
+            self.unsigned.add(res[0])
+        elif name in ("arith.extui", "arith.uitofp", "arith.index_castui") and not _is_bool(ops[0]):
+            self.unsigned.add(ops[0])
+
+    def is_unsigned(self, v: Any) -> bool:
+        return self.find(v) in self.unsigned
+
+
+def _is_const(v: Any) -> bool:
+    owner = getattr(v, "owner", None)
+    return getattr(owner, "name", None) == "arith.constant"
+
+
+def _is_index(v: Any) -> bool:
+    from xdsl.dialects.builtin import IndexType
+
+    return isinstance(v.type, IndexType)
+
+
+def _is_bool(v: Any) -> bool:
+    from xdsl.dialects.builtin import IntegerType, VectorType
+
+    t = v.type.element_type if isinstance(v.type, VectorType) else v.type
+    return isinstance(t, IntegerType) and t.width.data == 1
+
+
+def _owner(v: Any, name: str) -> Any:
+    """The op defining v when it is a `name` op, else None."""
+    o = getattr(v, "owner", None)
+    return o if getattr(o, "name", None) == name else None
+
+
+# ---- values that are not (yet) one uopir value ----------------------------------------------------------------------
+class _Slot:
+    """A rank-0 memref.alloca: an accumulator (`uopir.acc`) or a value read after the block that computes it."""
+
+    __slots__ = ("acc_id", "acc", "cur")
+
+    def __init__(self, acc_id: int | None):
+        self.acc_id = acc_id
+        self.acc: UOp | None = None  # the device.acc (once its init is stored)
+        self.cur: UOp | None = None  # what a load reads now: the last accstore, or the stored value
+
+
+class _Masked:
+    """A vector.maskedload (and its bool / bf16 conversion): the gated load once the select with its alternative
+    comes."""
+
+    __slots__ = ("ptr", "gate", "dtype")
+
+    def __init__(self, ptr: UOp, gate: UOp, dtype: DType):
+        self.ptr, self.gate, self.dtype = ptr, gate, dtype
+
+
+class _Opaque:
+    """A value of an op that has no uopir counterpart on its own (cmpf oge, math.absf...): fine inside the
+    exporter's idioms (a saturating cast), an error where anything else reads it."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: Any):
+        self.op = op
+
+
+_DROPPABLE = frozenset(C.ALU_OPS) | {C.CAST, C.BITCAST, C.VECTORIZE, C.GEP, K.INDEX}
+
+
+# ---- one function ---------------------------------------------------------------------------------------------------
 Handler = Callable[["_FuncImporter", Any], None]
 _HANDLERS: dict[str, Handler] = {}
 
@@ -158,14 +286,20 @@ def _handles(*names: str) -> Callable[[Handler], Handler]:
 
 
 class _FuncImporter:
-    """Builds the device.program of one func.func, op by op in text order (the program's execution order)."""
+    """Builds the device.program of one func.func, op by op in text order (the program's execution order).
+
+    Every op becomes its closest uopir op where it is computed; the exporter's multi-op idioms (guarded divisions,
+    saturating casts, masked shifts, bool / bf16 memory) are recognized at the op that finishes them, and the ops
+    they were made of, read by nothing else, are dropped at the end."""
 
     def __init__(self, func: Any, src: _Text, starts: dict[Any, int], smap: SourceMap):
         self.func, self.src, self.starts, self.smap = func, src, starts, smap
-        self.vals: dict[Any, UOp] = {}  # xDSL SSA value -> UOp
+        self.vals: dict[Any, Any] = {}  # xDSL SSA value -> UOp | _Slot | _Masked | _Opaque
         self.order: dict[UOp, None] = {}  # the program's ops in execution order
-        self.loop_id = 0
-        self.acc_id = 0
+        self.guards: dict[UOp, set[Any]] = {}  # idiom result -> the MLIR conditions of its guard selects
+        self.signs = _Signs(func)
+        self.gate: UOp | None = None  # inside the then-block of a gated store / load
+        self.alt: UOp | None = None
         self.op: Any = func  # the op being imported (for error locations)
 
     # -- helpers
@@ -181,22 +315,43 @@ class _FuncImporter:
                 self.smap._at.setdefault(u, self.src.line_index(off))
         return u
 
-    def get(self, v: Any) -> UOp:
-        u = self.vals.get(v)
-        if u is None:
-            raise self.error(f"'{self.op.name}' uses a value that is not part of the imported program")
+    def raw(self, v: Any) -> Any:
+        if v not in self.vals:
+            raise self.error(f"'{self.op.name}' reads a value that is not part of the imported program")
+        return self.vals[v]
+
+    def get(self, v: Any, want: DType | None = None) -> UOp:
+        """The uopir value of an MLIR value (of dtype `want`: a constant is retyped, a value of the other
+        signedness cast, which exports as nothing)."""
+        u = self.raw(v)
+        if isinstance(u, _Opaque):
+            raise self.error(f"'{self.op.name}' reads the result of '{u.op.name}' outside the idioms emit-mlir "
+                             "writes: outside the subset")
+        if not isinstance(u, UOp):
+            raise self.error(f"'{self.op.name}' reads a memref or masked load as a value: outside the subset")
+        if want is not None and u.dtype is not want:
+            if u.op is C.CONST and u.dtype.count == want.count and u.dtype.itemsize == want.itemsize:
+                return C.const(want, C.const_value(u))
+            if u.dtype.is_int and want.is_int and u.dtype.itemsize == want.itemsize and u.dtype.count == want.count:
+                return UOp(C.CAST, want, (u,))
         return u
 
-    def dtype_of(self, t: Any, what: str = "result") -> DType:
-        d = value_dtype(t)
+    def dtype(self, v: Any) -> DType:
+        d = value_dtype(v.type, self.signs.is_unsigned(v))
         if d is None:
-            raise self.error(f"'{self.op.name}': {what} type {t} is outside the subset emit-mlir writes (index, i1, "
+            raise self.error(f"'{self.op.name}': type {v.type} is outside the subset emit-mlir writes (index, i1, "
                              "i8..i64, f16, bf16, f32, f64 and 1-d vectors of them)")
         return d
 
-    def set(self, result: Any, u: UOp) -> UOp:
+    def set(self, result: Any, u: Any) -> Any:
         self.vals[result] = u
         return u
+
+    def value(self, result: Any, op: Any, *srcs: Any, arg: Any = None) -> UOp:
+        """Emit op over srcs (MLIR values, each read as the result's dtype unless a UOp) as `result`'s value."""
+        d = self.dtype(result)
+        src = tuple(s if isinstance(s, UOp) else self.get(s, d) for s in srcs)
+        return self.set(result, self.emit(UOp(op, d, src, arg)))
 
     # -- the function
     def program(self) -> UOp:
@@ -204,48 +359,58 @@ class _FuncImporter:
 
         f = self.func
         self.op = f
-        if f.body.blocks and len(f.body.blocks) != 1:
-            raise self.error("'func.func' with more than one block is outside the subset")
-        if not f.body.blocks:
-            raise self.error("'func.func' without a body (a declaration) is outside the subset")
+        if len(f.body.blocks) != 1:
+            raise self.error("'func.func' without a body or with more than one block is outside the subset")
         if f.function_type.outputs.data:
             raise self.error("'func.func' returning values is outside the subset (kernels write memrefs)")
         block = f.body.blocks[0]
-        idx = 0
-        for arg in block.args:
+        attrs = [a.data for a in f.arg_attrs.data] if f.arg_attrs is not None else [{}] * len(block.args)
+        for i, (arg, a) in enumerate(zip(block.args, attrs, strict=True)):
             t = arg.type
+            if isinstance(t, MemRefType) and "uopir.unused" in a:
+                continue
             if isinstance(t, MemRefType):
-                elem = _scalar_dtype(t.element_type)
+                name = a.get("uopir.dtype")
+                elem = dtypes.from_name(name.data) if name is not None else \
+                    _scalar_dtype(t.element_type, self.signs.is_unsigned(arg))
                 if elem is None or len(t.get_shape()) != 1:
-                    raise self.error(f"'func.func' argument type {t} is outside the subset (a 1-d memref of a "
+                    raise self.error(f"'func.func' argument {i} type {t} is outside the subset (a 1-d memref of a "
                                      "scalar)")
-                self.vals[arg] = self.emit(UOp(K.PARAM, elem.ptr(), (), idx))
-                idx += 1
+                size = t.get_shape()[0]
+                idx = a["uopir.param"].value.data if "uopir.param" in a else i
+                self.vals[arg] = self.emit(UOp(K.PARAM, elem.ptr("global", size if size >= 0 else -1), (), idx))
             elif isinstance(t, IndexType):
-                name = arg.name_hint or f"arg{arg.index}"
-                self.vals[arg] = self.emit(UOp(K.VAR, dtypes.index, (), (name, 0, dtypes.index.max)))
+                name = a["uopir.var"].data if "uopir.var" in a else (arg.name_hint or f"arg{i}")
+                lo, hi = (r.value.data for r in a["uopir.range"].data) if "uopir.range" in a else \
+                    (0, dtypes.index.max)
+                self.vals[arg] = self.emit(UOp(K.VAR, dtypes.index, (), (name, lo, hi)))
             else:
-                raise self.error(f"'func.func' argument type {t} is outside the subset (memref or index)")
-        self.block(block, terminator="func.return")
-        name = f.sym_name.data
-        return UOp(D.PROGRAM, dtypes.void, tuple(self._used()), name)
+                raise self.error(f"'func.func' argument {i} type {t} is outside the subset (memref or index)")
+        self.block(block, "func.return")
+        kname = f.attributes.get("uopir.kernel")
+        return UOp(D.PROGRAM, dtypes.void, tuple(self._live()), kname.data if kname is not None else f.sym_name.data)
 
-    def _used(self) -> list[UOp]:
-        """The program's ops without constants nothing reads (loop bounds and steps the exporter wrote)."""
-        read: set[UOp] = set()
-        for u in self.order:
-            read.update(u.src)
-        return [u for u in self.order if u.op is not C.CONST or u in read]
+    def _live(self) -> list[UOp]:
+        """The program's ops without the pure ones nothing reads any more (the parts of recognized idioms);
+        constants stay (the exporter writes them all at the top, in this order)."""
+        needed: set[UOp] = set()
+        keep: list[UOp] = []
+        for u in reversed(self.order):
+            if u.op in _DROPPABLE and u not in needed:
+                continue
+            keep.append(u)
+            needed.update(u.src)
+        keep.reverse()
+        return keep
 
-    def block(self, block: Any, terminator: str) -> list[UOp]:
-        """Import the ops of a block; returns the operands of its terminator."""
+    def block(self, block: Any, terminator: str) -> list[Any]:
+        """Import the ops of a block; returns the operands of its terminator (MLIR values)."""
         ops = list(block.ops)
-        for op in ops[:-1] if ops else ():
-            self.import_op(op)
         if not ops or ops[-1].name != terminator:
-            raise self.error(f"block must end with '{terminator}'", ops[-1] if ops else self.op)
-        self.op = ops[-1]
-        return [self.get(v) for v in ops[-1].operands]
+            raise self.error(f"a block here must end with '{terminator}'", ops[-1] if ops else self.op)
+        for op in ops[:-1]:
+            self.import_op(op)
+        return list(ops[-1].operands)
 
     def import_op(self, op: Any) -> None:
         self.op = op
@@ -255,78 +420,171 @@ class _FuncImporter:
         h(self, op)
 
 
-# ---- arith / math ----------------------------------------------------------------------------------------------------
+# ---- arith / math ---------------------------------------------------------------------------------------------------
 _BINARY = {"arith.addi": C.ADD, "arith.addf": C.ADD, "arith.subi": C.SUB, "arith.subf": C.SUB, "arith.muli": C.MUL,
-           "arith.mulf": C.MUL, "arith.divf": C.FDIV, "arith.divsi": C.IDIV, "arith.divui": C.IDIV,
-           "arith.remsi": C.MOD, "arith.remui": C.MOD, "arith.remf": C.MOD, "arith.maxsi": C.MAX,
-           "arith.maxui": C.MAX, "arith.maximumf": C.MAX, "arith.maxnumf": C.MAX, "arith.andi": C.AND,
-           "arith.ori": C.OR, "arith.xori": C.XOR, "arith.shli": C.SHL, "arith.shrsi": C.SHR, "arith.shrui": C.SHR}
+           "arith.mulf": C.MUL, "arith.divf": C.FDIV, "arith.remf": C.MOD, "arith.maxsi": C.MAX, "arith.maxui": C.MAX,
+           "arith.maximumf": C.MAX, "arith.andi": C.AND, "arith.ori": C.OR, "arith.xori": C.XOR}
 _UNARY = {"arith.negf": C.NEG, "math.exp2": C.EXP2, "math.log2": C.LOG2, "math.sin": C.SIN, "math.sqrt": C.SQRT,
           "math.trunc": C.TRUNC}
-_CASTS = ("arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.extsi", "arith.extui",
-          "arith.trunci", "arith.extf", "arith.truncf", "arith.index_cast", "arith.index_castui")
+_CASTS = ("arith.sitofp", "arith.uitofp", "arith.extsi", "arith.extui", "arith.trunci", "arith.extf", "arith.truncf",
+          "arith.index_cast", "arith.index_castui")
+_DIVS = ("arith.divsi", "arith.divui", "arith.remsi", "arith.remui")
+_SHIFTS = {"arith.shli": C.SHL, "arith.shrsi": C.SHR, "arith.shrui": C.SHR}
+_OPAQUE = ("math.absf",)
 
 
 @_handles(*_BINARY)
 def _binary(m: _FuncImporter, op: Any) -> None:
-    a, b = (m.get(v) for v in op.operands)
-    d = m.dtype_of(op.results[0].type)
-    m.set(op.results[0], m.emit(UOp(_BINARY[op.name], d, (a, b))))
+    if any(isinstance(m.raw(v), _Opaque) for v in op.operands):  # the flags of an idiom (a saturating cast)
+        m.set(op.results[0], _Opaque(op))
+        return
+    m.value(op.results[0], _BINARY[op.name], *op.operands)
 
 
 @_handles(*_UNARY)
 def _unary(m: _FuncImporter, op: Any) -> None:
-    x = m.get(op.operands[0])
-    m.set(op.results[0], m.emit(UOp(_UNARY[op.name], m.dtype_of(op.results[0].type), (x,))))
+    m.value(op.results[0], _UNARY[op.name], op.operands[0])
+
+
+@_handles(*_OPAQUE)
+def _opaque(m: _FuncImporter, op: Any) -> None:
+    m.set(op.results[0], _Opaque(op))
+
+
+@_handles(*_DIVS)
+def _div(m: _FuncImporter, op: Any) -> None:
+    """`a / b`; the exporter's guarded form `a / (b == 0 | b == -1 ? 1 : b)`, finished by selects of 0 and -a, is
+    the one uopir division (x / 0 = 0 and MIN / -1 = MIN are uopir's own rules)."""
+    a, b = op.operands
+    uop = C.IDIV if op.name in ("arith.divsi", "arith.divui") else C.MOD
+    sel = _owner(b, "arith.select")
+    if sel is not None and _const_int(sel.operands[1]) == 1:
+        cond, real = sel.operands[0], sel.operands[2]
+        conds = {cond}
+        orr = _owner(cond, "arith.ori")
+        conds.update(orr.operands if orr is not None else ())
+        if all(_is_cmp_eq(c, real) for c in conds - {cond}) and (orr is not None or _is_cmp_eq(cond, real)):
+            u = m.value(op.results[0], uop, a, real)
+            m.guards[u] = conds
+            return
+    m.value(op.results[0], uop, a, b)
+
+
+def _const_int(v: Any) -> int | None:
+    from xdsl.dialects.builtin import IntegerAttr
+
+    o = _owner(v, "arith.constant")
+    return o.value.value.data if o is not None and isinstance(o.value, IntegerAttr) else None
+
+
+def _is_cmp_eq(cond: Any, b: Any) -> bool:
+    o = _owner(cond, "arith.cmpi")
+    return o is not None and o.predicate.value.data == 0 and o.operands[0] is b and _is_const(o.operands[1])
+
+
+@_handles(*_SHIFTS)
+def _shift(m: _FuncImporter, op: Any) -> None:
+    """A shift; the exporter masks a variable amount to the width (`b & (bits - 1)`), uopir's shifts do that."""
+    a, b = op.operands
+    mask = _owner(b, "arith.andi")
+    d = m.dtype(op.results[0])
+    if mask is not None and _const_int(mask.operands[1]) == d.scalar.itemsize * 8 - 1:
+        b = mask.operands[0]
+    m.value(op.results[0], _SHIFTS[op.name], a, b)
 
 
 @_handles(*_CASTS)
 def _cast(m: _FuncImporter, op: Any) -> None:
-    x = m.get(op.operands[0])
-    m.set(op.results[0], m.emit(UOp(C.CAST, m.dtype_of(op.results[0].type), (x,))))
+    x = m.raw(op.operands[0])
+    if isinstance(x, UOp) and x.op is K.LOAD and op.name == "arith.truncf" and x.dtype.scalar is dtypes.bfloat16:
+        m.set(op.results[0], x)  # a bf16 buffer's f32 carrier, rounded: the load itself
+        return
+    if isinstance(x, _Masked):
+        m.set(op.results[0], _Masked(x.ptr, x.gate, m.dtype(op.results[0])))
+        return
+    m.value(op.results[0], C.CAST, m.get(op.operands[0]))
+
+
+@_handles("arith.fptosi", "arith.fptoui")
+def _fptoint(m: _FuncImporter, op: Any) -> None:
+    """The exporter's saturating cast: `fptosi(bad ? 0 : trunc(x))` (x extended to f32 from f16 / bf16), then
+    selects of the bounds where trunc(x) is over / under them; uopir's cast saturates by itself."""
+    sel = _owner(op.operands[0], "arith.select")
+    tr = _owner(sel.operands[2], "math.trunc") if sel is not None else None
+    if tr is None:
+        m.value(op.results[0], C.CAST, m.get(op.operands[0]))
+        return
+    x = tr.operands[0]
+    ext = _owner(x, "arith.extf")
+    if ext is not None and value_dtype(ext.operands[0].type) in (dtypes.float16, dtypes.bfloat16):
+        x = ext.operands[0]
+    u = m.value(op.results[0], C.CAST, m.get(x))
+    flags = _owner(sel.operands[0], "arith.ori")
+    inner = _owner(flags.operands[0], "arith.ori") if flags is not None else None
+    m.guards[u] = set(inner.operands) if inner is not None else set()
 
 
 @_handles("arith.bitcast")
 def _bitcast(m: _FuncImporter, op: Any) -> None:
-    x = m.get(op.operands[0])
-    m.set(op.results[0], m.emit(UOp(C.BITCAST, m.dtype_of(op.results[0].type), (x,))))
+    m.value(op.results[0], C.BITCAST, m.get(op.operands[0]))
 
 
 @_handles("arith.select")
 def _select(m: _FuncImporter, op: Any) -> None:
-    c, a, b = (m.get(v) for v in op.operands)
-    m.set(op.results[0], m.emit(UOp(C.WHERE, m.dtype_of(op.results[0].type), (c, a, b))))
+    c, a, b = op.operands
+    inner = m.raw(b)
+    if isinstance(inner, UOp) and c in m.guards.get(inner, ()):  # a guard of an idiom: its value passes through
+        m.set(op.results[0], inner)
+        return
+    masked = m.raw(a)
+    if isinstance(masked, _Masked):  # gate ? maskedload : alt, the gated vector load
+        d = masked.dtype
+        u = m.emit(UOp(K.LOAD, d, (masked.ptr, m.get(b, d), masked.gate)))
+        m.set(op.results[0], u)
+        return
+    if isinstance(m.raw(c), _Opaque):
+        m.set(op.results[0], _Opaque(op))
+        return
+    d = m.dtype(op.results[0])
+    m.value(op.results[0], C.WHERE, m.get(c), m.get(a, d), m.get(b, d))
 
 
-# predicate -> (op, swap operands); the others (le, ge) are outside the subset
-_CMPI = {0: (C.CMPEQ, False), 1: (C.CMPNE, False), 2: (C.CMPLT, False), 4: (C.CMPLT, True), 6: (C.CMPLT, False),
-         8: (C.CMPLT, True)}
-_CMPF = {1: (C.CMPEQ, False), 4: (C.CMPLT, False), 2: (C.CMPLT, True), 13: (C.CMPNE, False), 9: (C.CMPLT, False),
-         12: (C.CMPLT, False)}
+_CMPI = {0: (C.CMPEQ, False), 1: (C.CMPNE, False), 2: (C.CMPLT, False), 6: (C.CMPLT, False)}  # eq ne slt ult
+_CMPF = {1: (C.CMPEQ, False), 4: (C.CMPLT, False), 13: (C.CMPNE, False)}  # oeq olt une
 
 
 @_handles("arith.cmpi", "arith.cmpf")
 def _cmp(m: _FuncImporter, op: Any) -> None:
-    a, b = (m.get(v) for v in op.operands)
+    a, b = op.operands
     pred = op.predicate.value.data
-    table = _CMPI if op.name == "arith.cmpi" else _CMPF
-    if pred not in table:
-        raise m.error(f"'{op.name}' with predicate {pred} is outside the subset")
-    uop, swap = table[pred]
-    if swap:
-        a, b = b, a
-    m.set(op.results[0], m.emit(UOp(uop, m.dtype_of(op.results[0].type), (a, b))))
+    x = m.raw(a)
+    if op.name == "arith.cmpi" and pred == 1 and isinstance(x, UOp) and x.op is K.LOAD and x.dtype.scalar is \
+            dtypes.bool and _const_int(b) == 0:
+        m.set(op.results[0], x)  # a bool buffer's byte, read as `!= 0`: the load itself
+        return
+    if isinstance(x, _Masked) and pred == 1:
+        m.set(op.results[0], _Masked(x.ptr, x.gate, x.dtype.scalar.vec(1) if False else dtypes.bool.vec(
+            x.dtype.count)))
+        return
+    entry = (_CMPI if op.name == "arith.cmpi" else _CMPF).get(pred)
+    if entry is None:  # only inside the exporter's idioms (the bounds of a saturating cast)
+        m.set(op.results[0], _Opaque(op))
+        return
+    ta = value_dtype(a.type, m.signs.is_unsigned(a) or (op.name == "arith.cmpi" and pred == 6))
+    if ta is None:
+        raise m.error(f"'{op.name}': operand type {a.type} is outside the subset")
+    m.set(op.results[0], m.emit(UOp(entry[0], m.dtype(op.results[0]), (m.get(a, ta), m.get(b, ta)))))
 
 
 @_handles("arith.constant")
 def _constant(m: _FuncImporter, op: Any) -> None:
     from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr
 
-    d = m.dtype_of(op.results[0].type)
+    d = m.dtype(op.results[0])
     v = op.value
     if isinstance(v, IntegerAttr):
         val: Any = v.value.data
-        val = bool(val & 1) if d is dtypes.bool else val
+        val = bool(val) if d is dtypes.bool else val
     elif isinstance(v, FloatAttr):
         val = v.value.data
     elif isinstance(v, DenseIntOrFPElementsAttr):
@@ -339,10 +597,10 @@ def _constant(m: _FuncImporter, op: Any) -> None:
     m.set(op.results[0], m.emit(C.const(d, val)))
 
 
-# ---- memref / vector -------------------------------------------------------------------------------------------------
+# ---- memref / vector ------------------------------------------------------------------------------------------------
 def _pointer(m: _FuncImporter, mem: Any, indices: Any) -> UOp:
-    base = m.get(mem)
-    if base.op is not K.PARAM:
+    base = m.raw(mem)
+    if not isinstance(base, UOp) or base.op is not K.PARAM:
         raise m.error(f"'{m.op.name}' of a memref that is not a function argument is outside the subset")
     idx = list(indices)
     if len(idx) != 1:
@@ -350,99 +608,173 @@ def _pointer(m: _FuncImporter, mem: Any, indices: Any) -> UOp:
     return m.emit(UOp(K.INDEX, base.dtype, (base, m.get(idx[0]))))
 
 
+def _elem(ptr: UOp, result: Any, m: _FuncImporter) -> DType:
+    from xdsl.dialects.builtin import VectorType
+
+    n = result.type.get_shape()[0] if isinstance(result.type, VectorType) else 1
+    return ptr.dtype.base.vec(n)
+
+
 @_handles("memref.load", "vector.load")
 def _load(m: _FuncImporter, op: Any) -> None:
+    slot = m.raw(op.operands[0])
+    if isinstance(slot, _Slot):
+        if slot.cur is None and slot.acc is None:
+            raise m.error("'memref.load' of a variable nothing was stored to")
+        m.set(op.results[0], slot.cur if slot.cur is not None else slot.acc)
+        return
     ptr = _pointer(m, op.operands[0], op.operands[1:])
-    m.set(op.results[0], m.emit(UOp(K.LOAD, m.dtype_of(op.results[0].type), (ptr,))))
+    d = _elem(ptr, op.results[0], m)
+    src = (ptr,) if m.alt is None else (ptr, m.alt, m.gate)
+    m.set(op.results[0], m.emit(UOp(K.LOAD, d, src)))
+
+
+@_handles("vector.maskedload")
+def _maskedload(m: _FuncImporter, op: Any) -> None:
+    mem, *rest = op.operands
+    mask = m.get(op.mask)
+    if mask.op is not C.VECTORIZE or any(s is not mask.src[0] for s in mask.src):
+        raise m.error("'vector.maskedload' with a mask that is not a broadcast gate is outside the subset")
+    ptr = _pointer(m, mem, op.indices)
+    m.set(op.results[0], _Masked(ptr, mask.src[0], _elem(ptr, op.results[0], m)))
 
 
 @_handles("memref.store", "vector.store")
 def _store(m: _FuncImporter, op: Any) -> None:
-    value = m.get(op.operands[0])
-    ptr = _pointer(m, op.operands[1], op.operands[2:])
-    m.emit(UOp(K.STORE, dtypes.void, (ptr, value)))
+    v, mem = op.operands[0], op.operands[1]
+    slot = m.raw(mem)
+    if isinstance(slot, _Slot):
+        if slot.acc_id is None:
+            slot.cur = m.get(v)
+        elif slot.acc is None:
+            slot.acc = m.emit(UOp(D.ACC, m.get(v).dtype, (m.get(v),), slot.acc_id))
+        else:
+            slot.cur = m.emit(UOp(D.ACCSTORE, slot.acc.dtype, (slot.acc, m.get(v, slot.acc.dtype))))
+        return
+    ptr = _pointer(m, mem, op.operands[2:])
+    base = ptr.dtype.base
+    conv = _owner(v, "arith.extui") if base is dtypes.bool else _owner(v, "arith.extf") \
+        if base is dtypes.bfloat16 else None
+    if conv is not None:  # a bool as a byte, a bf16 as its f32 carrier: the value itself
+        v = conv.operands[0]
+    d = base.vec(m.dtype(v).count)
+    src = (ptr, m.get(v, d)) if m.gate is None else (ptr, m.get(v, d), m.gate)
+    m.emit(UOp(K.STORE, dtypes.void, src))
 
 
-@_handles("vector.from_elements", "vector.broadcast")
-def _vectorize(m: _FuncImporter, op: Any) -> None:
-    d = m.dtype_of(op.results[0].type)
-    xs = tuple(m.get(v) for v in op.operands)
-    if op.name == "vector.broadcast":
-        xs = xs * d.count
-    m.set(op.results[0], m.emit(UOp(C.VECTORIZE, d, xs)))
+@_handles("memref.alloca")
+def _alloca(m: _FuncImporter, op: Any) -> None:
+    t = op.results[0].type
+    if t.get_shape():
+        raise m.error("'memref.alloca' of an array (a register or local buffer) is outside the subset the importer "
+                      "reads yet")
+    acc = op.attributes.get("uopir.acc")
+    m.set(op.results[0], _Slot(acc.value.data if acc is not None else None))
+
+
+@_handles("vector.broadcast")
+def _broadcast(m: _FuncImporter, op: Any) -> None:
+    d = m.dtype(op.results[0])
+    m.value(op.results[0], C.VECTORIZE, *(m.get(op.operands[0], d.scalar),) * d.count)
+
+
+@_handles("vector.insert")
+def _insert(m: _FuncImporter, op: Any) -> None:
+    d = m.dtype(op.results[0])
+    x, vec = m.get(op.operands[0], d.scalar), m.get(op.operands[1], d)
+    pos = list(op.static_position.get_values())
+    if vec.op is not C.VECTORIZE or len(pos) != 1 or len(op.operands) != 2:
+        raise m.error("'vector.insert' outside the subset: one static position into a vector built lane by lane")
+    lanes = list(vec.src)
+    lanes[pos[0]] = x
+    m.value(op.results[0], C.VECTORIZE, *lanes)
 
 
 @_handles("vector.extract")
 def _extract(m: _FuncImporter, op: Any) -> None:
-    x = m.get(op.operands[0])
-    pos = list(op.static_position.get_values()) if hasattr(op, "static_position") else []
+    pos = list(op.static_position.get_values())
     if len(pos) != 1 or len(op.operands) != 1:
         raise m.error("'vector.extract' needs one static position in the subset")
-    m.set(op.results[0], m.emit(UOp(C.GEP, m.dtype_of(op.results[0].type), (x,), (pos[0],))))
+    m.value(op.results[0], C.GEP, m.get(op.operands[0]), arg=(pos[0],))
 
 
-# ---- scf -------------------------------------------------------------------------------------------------------------
+@_handles("vector.shuffle")
+def _shuffle(m: _FuncImporter, op: Any) -> None:
+    a, b = op.operands
+    if a is not b:
+        raise m.error("'vector.shuffle' of two different vectors is outside the subset")
+    m.value(op.results[0], C.GEP, m.get(a), arg=tuple(op.mask.get_values()))
+
+
+# ---- scf ------------------------------------------------------------------------------------------------------------
 @_handles("scf.for")
 def _for(m: _FuncImporter, op: Any) -> None:
-    lb, ub, step = (m.get(v) for v in (op.lb, op.ub, op.step))
-    if lb.op is not C.CONST or C.const_value(lb) != 0 or step.op is not C.CONST or C.const_value(step) != 1:
-        raise m.error("'scf.for' outside the subset: its lower bound must be the constant 0 and its step 1")
-    accs = []
-    for init in op.iter_args:  # an accumulator: declared before the loop unless an outer loop carries it already
-        u = m.get(init)
-        if u.op not in (D.ACC, D.ACCSTORE):
-            u = m.emit(UOp(D.ACC, u.dtype, (u,), m.acc_id))
-            m.acc_id += 1
-        accs.append(u.src[0] if u.op is D.ACCSTORE else u)
-    loop = m.emit(UOp(D.LOOP, dtypes.index, (ub,), m.loop_id))
-    m.loop_id += 1
+    lb, step = (m.raw(v) for v in (op.lb, op.step))
+    if not all(isinstance(u, UOp) and u.op is C.CONST for u in (lb, step)) or C.const_value(lb) != 0 or \
+            C.const_value(step) != 1 or op.iter_args:
+        raise m.error("'scf.for' outside the subset: from the constant 0 by step 1, with no iter_args")
+    ident = op.attributes.get("uopir.loop")
+    loop = m.emit(UOp(D.LOOP, dtypes.index, (m.get(op.ub),), ident.value.data if ident is not None else 0))
     body = op.body.blocks[0]
     m.vals[body.args[0]] = loop
-    for arg, acc in zip(body.args[1:], accs, strict=True):
-        m.vals[arg] = acc
-    yielded = m.block(body, "scf.yield")
-    outs = []
-    for acc, v in zip(accs, yielded, strict=True):
-        if v.op is D.ACCSTORE and v.src[0] is acc:
-            outs.append(v)
-        else:
-            outs.append(m.emit(UOp(D.ACCSTORE, acc.dtype, (acc, v))))
+    m.block(body, "scf.yield")
     m.op = op
     m.emit(UOp(D.ENDLOOP, dtypes.void, (loop,)))
-    for r, u in zip(op.results, outs, strict=True):
-        m.set(r, u)
+
+
+@_handles("scf.parallel")
+def _parallel(m: _FuncImporter, op: Any) -> None:
+    """A global id (`uopir.id = ["global_id", dim]`): the rest of the program runs once per id."""
+    ident = op.attributes.get("uopir.id")
+    if ident is None or len(op.lowerBound) != 1 or _const_int(op.lowerBound[0]) != 0 or \
+            _const_int(op.step[0]) != 1:
+        raise m.error("'scf.parallel' outside the subset: one dim from 0 by step 1, marked `uopir.id`")
+    kind, dim = ident.data[0].data, ident.data[1].value.data
+    if kind not in D.SPECIAL_KINDS:
+        raise m.error(f"'scf.parallel': unknown uopir.id kind {kind!r}")
+    body = op.body.blocks[0]
+    m.vals[body.args[0]] = m.emit(UOp(D.SPECIAL, dtypes.index, (m.get(op.upperBound[0]),), (kind, dim)))
+    m.block(body, "scf.reduce")
+
+
+@_handles("memref.alloca_scope")
+def _alloca_scope(m: _FuncImporter, op: Any) -> None:
+    m.block(op.scope.blocks[0], "memref.alloca_scope.return")
 
 
 @_handles("scf.if")
 def _if(m: _FuncImporter, op: Any) -> None:
     """A gate: `scf.if %g { store }` is a gated store; `scf.if %g -> T { load; yield } else { yield %alt }` a gated
     load."""
+    if m.gate is not None:
+        raise m.error("nested 'scf.if' is outside the subset")
     gate = m.get(op.cond)
-    then = op.true_region.blocks[0] if op.true_region.blocks else None
-    ops = list(then.ops) if then is not None else []
-    if not op.results and len(ops) == 2 and ops[0].name in ("memref.store", "vector.store"):
-        s = ops[0]
-        m.op = s
-        value = m.get(s.operands[0])
-        ptr = _pointer(m, s.operands[1], s.operands[2:])
-        m.emit(UOp(K.STORE, dtypes.void, (ptr, value, gate)))
+    if not op.false_region.blocks and not op.results:
+        m.gate = gate
+        try:
+            m.block(op.true_region.blocks[0], "scf.yield")
+        finally:
+            m.gate = None
         return
-    if len(op.results) == 1 and len(ops) == 2 and ops[0].name in ("memref.load", "vector.load") and \
-            op.false_region.blocks:
-        els = list(op.false_region.blocks[0].ops)
-        if len(els) == 1 and els[0].name == "scf.yield":
-            ld = ops[0]
-            m.op = ld
-            alt = m.get(els[0].operands[0])
-            ptr = _pointer(m, ld.operands[0], ld.operands[1:])
-            m.op = op
-            u = m.emit(UOp(K.LOAD, m.dtype_of(op.results[0].type), (ptr, alt, gate)))
-            m.set(op.results[0], u)
-            return
-    raise m.error("'scf.if' outside the subset: only a gated store or a gated load")
+    if len(op.results) != 1 or not op.false_region.blocks:
+        raise m.error("'scf.if' outside the subset: a gated store, or a gated load with its alternative")
+    els = list(op.false_region.blocks[0].ops)
+    if len(els) != 1:
+        raise m.error("'scf.if' outside the subset: the else block of a gated load only yields its alternative")
+    d = m.dtype(op.results[0])
+    m.gate, m.alt = gate, m.get(els[0].operands[0], d)
+    try:
+        (out,) = m.block(op.true_region.blocks[0], "scf.yield")
+        u = m.get(out, d)
+    finally:
+        m.gate = m.alt = None
+    m.op = op
+    if u.op is not K.LOAD or len(u.src) != 3:
+        raise m.error("'scf.if' outside the subset: the then block of a gated load yields the load")
+    m.set(op.results[0], u)
 
 
-# ---- the module ------------------------------------------------------------------------------------------------------
+# ---- the module -----------------------------------------------------------------------------------------------------
 def import_module(text: str, filename: str = "<mlir>", first_line: int = 1) -> UOp:
     """The device-level uopir of an MLIR module of the emit-mlir subset: a core.sink of one device.program per
     func.func, in order. Raises IRError (located file:line:col at the MLIR op) for anything else."""
@@ -452,6 +784,8 @@ def import_module(text: str, filename: str = "<mlir>", first_line: int = 1) -> U
         raise MLIRImportError("reading MLIR needs xDSL: pip install 'uopir[mlir]'",
                               Location(filename, first_line, 1)) from None
     src = _Text(text, filename, first_line)
+    if not _COMMENT.sub("", text).strip():
+        raise src.error("the input holds no MLIR (expected a builtin.module or func.func ops)", 0)
     module, starts = _parse(src)
     _verify(module, starts, src)
     smap = SourceMap(filename, first_line, src.lines)
