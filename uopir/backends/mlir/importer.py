@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -331,9 +332,9 @@ class _FuncImporter:
             raise self.error(f"'{self.op.name}' reads a memref or masked load as a value: outside the subset")
         if want is not None and u.dtype is not want:
             if u.op is C.CONST and u.dtype.count == want.count and u.dtype.itemsize == want.itemsize:
-                return C.const(want, C.const_value(u))
+                return self.emit(C.const(want, C.const_value(u)))
             if u.dtype.is_int and want.is_int and u.dtype.itemsize == want.itemsize and u.dtype.count == want.count:
-                return UOp(C.CAST, want, (u,))
+                return self.emit(UOp(C.CAST, want, (u,)))
         return u
 
     def dtype(self, v: Any) -> DType:
@@ -502,6 +503,9 @@ def _cast(m: _FuncImporter, op: Any) -> None:
     if isinstance(x, _Masked):
         m.set(op.results[0], _Masked(x.ptr, x.gate, m.dtype(op.results[0])))
         return
+    if isinstance(x, _Opaque) and op.name == "arith.truncf" and (src := _odd_source(op.operands[0])) is not None:
+        m.value(op.results[0], C.CAST, m.get(src))  # f64 -> f16 / bf16, rounded once through round-to-odd f32
+        return
     m.value(op.results[0], C.CAST, m.get(op.operands[0]))
 
 
@@ -524,9 +528,23 @@ def _fptoint(m: _FuncImporter, op: Any) -> None:
     m.guards[u] = set(inner.operands) if inner is not None else set()
 
 
-@_handles("arith.bitcast")
+@_handles("arith.bitcast", "vector.bitcast")
 def _bitcast(m: _FuncImporter, op: Any) -> None:
+    if isinstance(m.raw(op.operands[0]), _Opaque):  # inside the round-to-odd idiom of a narrowing float cast
+        m.set(op.results[0], _Opaque(op))
+        return
     m.value(op.results[0], C.BITCAST, m.get(op.operands[0]))
+
+
+def _odd_source(v: Any) -> Any:
+    """The f64 value x when v is the exporter's f64 -> f32 round-to-odd of it (the bits of truncf(x) moved to the
+    odd neighbour where inexact), else None."""
+    b = _owner(v, "arith.bitcast")
+    sel2 = _owner(b.operands[0], "arith.select") if b is not None else None
+    sel1 = _owner(sel2.operands[2], "arith.select") if sel2 is not None else None
+    bits = _owner(sel1.operands[2], "arith.bitcast") if sel1 is not None else None
+    r = _owner(bits.operands[0], "arith.truncf") if bits is not None else None
+    return r.operands[0] if r is not None else None
 
 
 @_handles("arith.select")
@@ -589,12 +607,44 @@ def _constant(m: _FuncImporter, op: Any) -> None:
         val = v.value.data
     elif isinstance(v, DenseIntOrFPElementsAttr):
         vals = list(v.get_values())
+        if d.is_float:  # xDSL 0.75 reads a hex float in dense<...> as an integer: read the literals ourselves
+            vals = _dense_floats(m.src.text, m.starts.get(op, 0), d.scalar) or vals
         val = tuple(bool(x) if d.scalar is dtypes.bool else x for x in vals)
         if len(val) == 1 and d.count > 1:
             val = val * d.count
     else:
         raise m.error(f"'arith.constant' value {v} is outside the subset")
     m.set(op.results[0], m.emit(C.const(d, val)))
+
+
+_BITS_FMT = {dtypes.float16: ("<H", "<e"), dtypes.float32: ("<I", "<f"), dtypes.float64: ("<Q", "<d")}
+
+
+_DENSE = re.compile(r"dense<\s*\[?([^\]>]*)\]?\s*>")
+
+
+def _dense_floats(text: str, start: int, d: DType) -> list[float] | None:
+    """The float literals of the `dense<...>` of the op at `start`, hex bit patterns included."""
+    end = text.find("\n", start)
+    m = _DENSE.search(text, start, end if end >= 0 else len(text))
+    if m is None:
+        return None
+    out = []
+    for tok in m.group(1).split(","):
+        tok = tok.strip()
+        try:
+            out.append(_float_bits(d, int(tok, 16)) if tok.lower().startswith(("0x", "-0x")) else float(tok))
+        except ValueError:
+            return None
+    return out
+
+
+def _float_bits(d: DType, x: int) -> float:
+    """A float given by its bits (xDSL reads `dense<0xFF800000>` as that integer)."""
+    if d is dtypes.bfloat16:
+        return struct.unpack("<f", struct.pack("<I", (x & 0xFFFF) << 16))[0]
+    ifmt, ffmt = _BITS_FMT[d]
+    return struct.unpack(ffmt, struct.pack(ifmt, x & ((1 << (d.itemsize * 8)) - 1)))[0]
 
 
 # ---- memref / vector ------------------------------------------------------------------------------------------------
@@ -675,6 +725,9 @@ def _alloca(m: _FuncImporter, op: Any) -> None:
 @_handles("vector.broadcast")
 def _broadcast(m: _FuncImporter, op: Any) -> None:
     d = m.dtype(op.results[0])
+    if d.count == 1:  # to a vector<1xT> (a bitcast of a scalar to a vector): the value itself
+        m.set(op.results[0], m.get(op.operands[0], d))
+        return
     m.value(op.results[0], C.VECTORIZE, *(m.get(op.operands[0], d.scalar),) * d.count)
 
 
@@ -695,6 +748,9 @@ def _extract(m: _FuncImporter, op: Any) -> None:
     pos = list(op.static_position.get_values())
     if len(pos) != 1 or len(op.operands) != 1:
         raise m.error("'vector.extract' needs one static position in the subset")
+    if m.dtype(op.operands[0]).count == 1:  # lane 0 of a vector<1xT>: the value itself
+        m.set(op.results[0], m.get(op.operands[0]))
+        return
     m.value(op.results[0], C.GEP, m.get(op.operands[0]), arg=(pos[0],))
 
 
