@@ -11,9 +11,10 @@
     gpu/           the C-style renderer for gpu dialects (a Language per dialect), launch sizes, emit-opencl/cuda
     opencl/        the OpenCL backend (pyopencl; pocl's CPU device where there is no GPU)
     cuda/          the CUDA backend (NVRTC or nvcc to PTX; pycuda launches where a GPU is present)
+    mlir/          MLIR interop through xDSL (export_module / emit-mlir; find_mlir_tool for mlir-opt)
 
 Importing this package registers every backend, each device's target description (uopir.passes.target) and the
-backends' emit passes (`emit-c`, `emit-llvm`, `emit-opencl`, `emit-cuda`: `uop-opt --emit=LANG`), each by name only:
+backends' emit passes (`emit-c`, `emit-llvm`, `emit-opencl`, `emit-cuda`, `emit-mlir`: `uop-opt --emit=LANG`), each by name only:
 a backend's modules load when it is first used, an emit pass's when a pipeline names it (a realize on `c` imports
 neither llvmlite's backend nor the gpu renderers).
 """
@@ -32,6 +33,7 @@ from uopir.passes.registry import register_lazy
 register_lazy("uopir.backends.c.emit", "emit-c")
 register_lazy("uopir.backends.gpu.emit", "emit-opencl", "emit-cuda")
 register_lazy("uopir.backends.llvm.emit", "emit-llvm")
+register_lazy("uopir.backends.mlir.emit", "emit-mlir")
 
 __all__ = ["BACKENDS", "DEVICES", "PREFERENCE", "available", "canonical", "default_device", "get_backend",
            "register_backend"]

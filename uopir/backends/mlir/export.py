@@ -1,0 +1,901 @@
+"""Export device-level uopir to MLIR with xDSL: one `func.func` per `device.program`, in one `builtin.module`.
+
+The walk is the cpu renderers' (uopir.backends.cpu.program: execution order, escaping values, signature); the
+language is standard MLIR: `scf` for control flow, `arith`/`math` for the ALU, `memref` for buffers and variables,
+`vector` for vector values. docs/mlir.md has the whole mapping; the choices that keep uopir's exact semantics
+(uopir.dialects.semantics) where MLIR's differ:
+
+- integer divisions and remainders guard the divisor (`arith.divsi` by 0 or MIN/-1 is undefined): it is replaced by
+  1 there and the result selected (x/0 = x%0 = 0, MIN/-1 = MIN, MIN%-1 = 0); shift amounts are masked to the width
+  (`arith.shli` by the width or more is poison); unsigned integers are signless with the unsigned ops;
+- float -> int casts saturate explicitly (`math.trunc`, compares, selects around `arith.fptosi`: NaN -> 0);
+  f64 -> f16/bf16 and 64-bit int -> bf16 round once, through a round-to-odd f32 (and a sticky f64), as the
+  semantics do; `max` is `arith.maximumf` (NaN wins, +0.0 above -0.0) / `maxsi` / `maxui`; no fastmath flag;
+- bf16 values are MLIR `bf16` (each op rounded to bf16); a bf16 buffer holds the f32 carrier of the runtime, read
+  with `arith.truncf` (round to nearest even) and written with `arith.extf`; a bool is `i1` in registers and `i8`
+  in memory (`!= 0` when read);
+- gated scalar loads and gated stores are `scf.if`; gated vector loads are `vector.maskedload`.
+
+Buffers are `memref<?xT>` function arguments in `kernel.param` index order (static `memref<NxT>` where the pointer
+type carries a size), then one `index` argument per `kernel.var` in name order. A global id (`device.special
+{kind = global_id}`) is an `scf.parallel` over the rest of the program. Accumulators, values read after the block
+that computes them, and register arrays are `memref.alloca`s at the top of the function (or of the parallel body,
+inside a `memref.alloca_scope`, so each iteration owns them); large `kernel.local` arrays are `memref.alloc`ed.
+Arguments and allocas carry `uopir.*` attributes (param index, var name and range, accumulator id, dtype where the
+memory type is a carrier) so that an importer can rebuild the uopir program.
+"""
+from __future__ import annotations
+
+import io
+import math
+import struct
+
+from xdsl.dialects import arith, func, scf, vector
+from xdsl.dialects import math as mmath
+from xdsl.dialects import memref as mref
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    BFloat16Type,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    VectorType,
+    bf16,
+    f16,
+    f32,
+    f64,
+    i1,
+    i8,
+    i16,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from uopir.backends.c.emit import programs
+from uopir.backends.cpu.program import (
+    NO_VALUE,
+    STACK_SCRATCH,
+    UNSUPPORTED,
+    KernelSignature,
+    escaping,
+    op_error,
+    schedule,
+)
+from uopir.backends.cpu.program import kernel_signature as _signature
+from uopir.backends.llvm.renderer import llvm_name
+from uopir.backends.mlir import ops as X
+from uopir.dialects import core as C
+from uopir.dialects import device as D
+from uopir.dialects import kernel as K
+from uopir.dialects.semantics import const_array
+from uopir.ir.diagnostics import IRError, diag_at
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.uop import UOp
+
+__all__ = ["export_module", "export_function", "export_text", "kernel_signature", "mlir_type", "memory_type",
+           "print_module"]
+
+
+def kernel_signature(program: UOp) -> KernelSignature:
+    """How the exported function of `program` is called: its name (a C identifier), buffers, variables; `parallel`
+    says it holds an scf.parallel (it takes no core arguments)."""
+    return _signature(program, llvm_name, "MLIR")
+
+
+# ---- types -----------------------------------------------------------------------------------------------------------
+_SCALAR: dict[DType, Attribute] = {
+    dtypes.bool: i1, dtypes.int8: i8, dtypes.int16: i16, dtypes.int32: i32, dtypes.int64: i64,
+    dtypes.uint8: i8, dtypes.uint16: i16, dtypes.uint32: i32, dtypes.uint64: i64, dtypes.index: IndexType(),
+    dtypes.float16: f16, dtypes.bfloat16: bf16, dtypes.float32: f32, dtypes.float64: f64,
+}
+_WIDTH = {dtypes.index: 64}
+
+
+def _bits(d: DType) -> int:
+    return _WIDTH.get(d.scalar, d.scalar.itemsize * 8)
+
+
+def _vec(t: Attribute, n: int) -> Attribute:
+    return t if n == 1 else VectorType(t, [n])
+
+
+def mlir_type(d: DType) -> Attribute:
+    """The MLIR type of a uopir value dtype (a vector dtype is a `vector<N x T>`)."""
+    s = d.scalar
+    if s not in _SCALAR:
+        raise KeyError(d)
+    return _vec(_SCALAR[s], d.count)
+
+
+def _mem_scalar(d: DType) -> Attribute:
+    s = d.scalar
+    if s is dtypes.bool:
+        return i8
+    if s is dtypes.bfloat16:
+        return f32
+    return _SCALAR[s]
+
+
+def memory_type(d: DType) -> Attribute:
+    """The MLIR element type of a buffer of dtype d: bool is a byte (i8), bf16 its f32 carrier."""
+    return _vec(_mem_scalar(d), d.count)
+
+
+# ---- values ----------------------------------------------------------------------------------------------------------
+class _Slot:
+    """A variable in a rank-0 memref (accumulator, escaping value): loaded where it is read."""
+
+    __slots__ = ("ref", "dtype")
+
+    def __init__(self, ref: SSAValue, dtype: DType):
+        self.ref, self.dtype = ref, dtype
+
+
+class _Ptr:
+    """A buffer (memref), an index offset (None: 0) and an optional i1 gate."""
+
+    __slots__ = ("mem", "off", "gate", "dtype")
+
+    def __init__(self, mem: SSAValue, off: SSAValue | None, gate: SSAValue | None, dtype: DType):
+        self.mem, self.off, self.gate, self.dtype = mem, off, gate, dtype
+
+
+class _Scope:
+    """Where allocas go: the function's entry block, or a parallel body's alloca_scope block."""
+
+    __slots__ = ("block", "prologue")
+
+    def __init__(self, block: Block):
+        self.block = block
+        self.prologue: list[Operation] = []
+
+
+_CMPI = {"core.cmplt": ("slt", "ult"), "core.cmpne": ("ne", "ne"), "core.cmpeq": ("eq", "eq")}
+_CMPF = {"core.cmplt": "olt", "core.cmpne": "une", "core.cmpeq": "oeq"}
+_INT_BIN = {"core.add": arith.AddiOp, "core.sub": arith.SubiOp, "core.mul": arith.MuliOp, "core.and": arith.AndIOp,
+            "core.or": arith.OrIOp, "core.xor": arith.XOrIOp}
+_BOOL_BIN = {"core.add": arith.OrIOp, "core.mul": arith.AndIOp, "core.max": arith.OrIOp, "core.and": arith.AndIOp,
+             "core.or": arith.OrIOp, "core.xor": arith.XOrIOp}
+_FLOAT_BIN = {"core.add": arith.AddfOp, "core.sub": arith.SubfOp, "core.mul": arith.MulfOp, "core.fdiv": arith.DivfOp,
+              "core.max": arith.MaximumfOp}
+_FLOAT_UN = {"core.sqrt": mmath.SqrtOp, "core.trunc": mmath.TruncOp, "core.exp2": mmath.Exp2Op,
+             "core.log2": mmath.Log2Op, "core.sin": mmath.SinOp}
+
+
+class _Func:
+    """The export of one device.program into one func.func."""
+
+    def __init__(self, program: UOp, name: str | None = None):
+        self.program = program
+        self.sig = kernel_signature(program)
+        self.name = name or self.sig.name
+        args: list[Attribute] = []
+        attrs: list[dict[str, Attribute]] = []
+        sized = {u.arg: u.dtype for u in program.toposort() if u.op is K.PARAM}
+        for i, d in enumerate(self.sig.params):
+            if d is None:
+                args.append(MemRefType(i8, [0]))
+                attrs.append({"uopir.unused": IntegerAttr(i, i64)})
+                continue
+            size = sized[i].size
+            args.append(MemRefType(_mem_scalar(d), [size if size >= 0 else DYNAMIC_INDEX]))
+            a: dict[str, Attribute] = {"uopir.param": IntegerAttr(i, i64)}
+            if d.scalar in (dtypes.bool, dtypes.bfloat16):
+                a["uopir.dtype"] = StringAttr(d.scalar.name)
+            attrs.append(a)
+        self.var_types: dict[str, DType] = {}
+        ranges: dict[str, tuple[int, int]] = {}
+        for u in program.toposort():
+            if u.op is K.VAR:
+                self.var_types[u.arg[0]] = u.dtype
+                ranges[u.arg[0]] = (u.arg[1], u.arg[2])
+        for v in self.sig.vars:
+            args.append(IndexType())
+            lo, hi = ranges[v]
+            attrs.append({"uopir.var": StringAttr(v), "uopir.range": ArrayAttr([IntegerAttr(lo, i64),
+                                                                                IntegerAttr(hi, i64)])})
+        self.entry = Block(arg_types=args)
+        self.arg_types, self.arg_attrs = args, attrs
+        self.consts: list[Operation] = []
+        self.const_cache: dict[tuple, SSAValue] = {}
+        self.cur = self.entry
+        self.scopes = [_Scope(self.entry)]
+        self.vals: dict[UOp, SSAValue | _Slot | _Ptr] = {}
+        self.blocks: list[tuple[UOp, Block]] = []  # open loops and ifs: (opener, the block they hid)
+        self.ids: list[tuple[Block, _Scope | None, Operation | None]] = []  # open parallels: (outer block, ...)
+        self.id_dims: set[int] = set()
+        self.frees: list[SSAValue] = []
+
+    # ---- building
+    def add(self, op: Operation) -> SSAValue:
+        self.cur.add_op(op)
+        return op.results[0] if op.results else None  # type: ignore[return-value]
+
+    def const(self, t: Attribute, value: object) -> SSAValue:
+        """A constant of MLIR type t (a scalar or a splat vector), made once per function at its top."""
+        key = (t, value if not (isinstance(value, float) and math.isnan(value)) else "nan",
+               struct.pack("<d", value) if isinstance(value, float) else None)
+        hit = self.const_cache.get(key)
+        if hit is not None:
+            return hit
+        op = arith.ConstantOp(_attr(t, value))
+        self.consts.append(op)
+        self.const_cache[key] = op.results[0]
+        return op.results[0]
+
+    def const_lanes(self, t: Attribute, lanes: list[object]) -> SSAValue:
+        key = (t, tuple(struct.pack("<d", v) if isinstance(v, float) else v for v in lanes))
+        hit = self.const_cache.get(key)
+        if hit is not None:
+            return hit
+        assert isinstance(t, VectorType)
+        op = arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, lanes))  # type: ignore[arg-type]
+        self.consts.append(op)
+        self.const_cache[key] = op.results[0]
+        return op.results[0]
+
+    def alloca(self, t: MemRefType, attrs: dict[str, Attribute] | None = None) -> SSAValue:
+        op = mref.AllocaOp.get(t.element_type, shape=t.get_shape())
+        if attrs:
+            op.attributes.update(attrs)
+        self.scopes[-1].prologue.append(op)
+        return op.results[0]
+
+    # ---- values
+    def get(self, u: UOp, n: int | None = None) -> SSAValue:
+        """u's value (loaded when it lives in a slot), broadcast to n lanes when u is a scalar and n > 1."""
+        v = self.vals.get(u)
+        if v is None:
+            raise op_error(u, f"{u.op.name} is used before the program computes it")
+        if isinstance(v, _Ptr):
+            raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+        if isinstance(v, _Slot):
+            v = self.add(mref.LoadOp.get(v.ref, []))
+        if n is not None and n > 1 and not isinstance(v.type, VectorType):
+            v = self.add(vector.BroadcastOp(v, VectorType(v.type, [n])))
+        return v
+
+    def define(self, u: UOp, v: SSAValue, escapes: bool) -> None:
+        if escapes:
+            slot = self.alloca(MemRefType(v.type, []))
+            self.add(mref.StoreOp.get(v, slot, []))
+            self.vals[u] = _Slot(slot, u.dtype)
+        else:
+            self.vals[u] = v
+
+    def ptr(self, u: UOp) -> _Ptr:
+        p = self.vals.get(u)
+        if not isinstance(p, _Ptr):
+            raise op_error(u, f"expected a pointer, got {u.op.name} : {u.dtype}")
+        return p
+
+    def index(self, u: UOp) -> SSAValue:
+        """An integer operand as an `index` value."""
+        v = self.get(u)
+        if u.dtype.count != 1:
+            raise op_error(u, f"an offset or size must be a scalar, got {u.dtype}")
+        d = u.dtype.scalar
+        if d is dtypes.index:
+            return v
+        if d.is_float or d is dtypes.bool:
+            raise op_error(u, f"an offset or size must be an integer, got {u.dtype}")
+        if d.kind == "uint":
+            if d.itemsize < 8:
+                v = self.add(X.ExtUIOp(v, i64))
+        return self.add(X.IndexCastOp(v, IndexType()))
+
+    # ---- the walk
+    def build(self) -> func.FuncOp:
+        order = schedule(self.program)
+        esc = escaping(order)
+        for u in order:
+            self.op(u, u in esc and u.op is not C.CONST)
+        if self.blocks:
+            b = self.blocks[-1][0]
+            raise op_error(b, f"{b.op.name} is never closed (no "
+                           f"{'device.endloop' if b.op is D.LOOP else 'device.endif'} in the program)")
+        while self.ids:
+            self.close_parallel()
+        for mem in self.frees:
+            self.add(mref.DeallocOp.get(mem))
+        self.add(func.ReturnOp())
+        self.finish_scope(self.scopes.pop())
+        first = self.entry.first_op
+        for op in self.consts:
+            if first is None:
+                self.entry.add_op(op)
+            else:
+                self.entry.insert_op_before(op, first)
+        f = func.FuncOp(self.name, (self.arg_types, []), Region(self.entry),
+                        arg_attrs=ArrayAttr([DictionaryAttr(a) for a in self.arg_attrs]))
+        f.attributes["uopir.kernel"] = StringAttr(self.program.arg)
+        return f
+
+    def finish_scope(self, scope: _Scope) -> None:
+        first = scope.block.first_op
+        for op in scope.prologue:
+            if first is None:
+                scope.block.add_op(op)
+            else:
+                scope.block.insert_op_before(op, first)
+
+    def op(self, u: UOp, escapes: bool) -> None:
+        op = u.op
+        if op in UNSUPPORTED:
+            raise op_error(u, f"the MLIR export cannot render {op.name}: {UNSUPPORTED[op]}")
+        if op is C.CONST:
+            if type(u.arg) is tuple and u.dtype.count == 1:
+                raise op_error(u, "a tensor-shaped const cannot be exported: lower the program to the device level")
+            if u.dtype.scalar not in _SCALAR:
+                raise op_error(u, f"the MLIR export has no type for {u.dtype}")
+            self.vals[u] = self.const_of(u.dtype, u.arg)
+        elif op is K.PARAM:
+            self.vals[u] = _Ptr(self.entry.args[u.arg], None, None, u.dtype)
+        elif op is K.VAR:
+            arg = self.entry.args[len(self.sig.params) + self.sig.vars.index(u.arg[0])]
+            t = mlir_type(u.dtype)
+            self.vals[u] = arg if isinstance(t, IndexType) else self.add(X.IndexCastOp(arg, t))
+        elif op is K.REGISTER or op is K.LOCAL:
+            self.scratch(u)
+        elif op is K.INDEX:
+            p = self.ptr(u.src[0])
+            off = self.index(u.src[1])
+            if p.off is not None:
+                off = self.add(arith.AddiOp(p.off, off))
+            gate = p.gate
+            if len(u.src) > 2:
+                g = self.get(u.src[2])
+                gate = g if gate is None else self.add(arith.AndIOp(gate, g))
+            self.vals[u] = _Ptr(p.mem, off, gate, u.dtype)
+        elif op is C.GEP:
+            self.define(u, self.gep(u), escapes)
+        elif op is C.VECTORIZE:
+            self.define(u, self.vectorize(u), escapes)
+        elif op is K.LOAD:
+            self.load(u, escapes)
+        elif op is K.STORE:
+            self.store(u)
+        elif op is D.LOOP:
+            self.open_loop(u)
+        elif op is D.SPECIAL:
+            self.special(u)
+        elif op is D.IF:
+            body = Block()
+            self.add(scf.IfOp(self.get(u.src[0]), [], Region(body)))
+            self.blocks.append((u, self.cur))
+            self.cur = body
+        elif op in (D.ENDLOOP, D.ENDIF):
+            opener = u.src[0]
+            if not self.blocks or self.blocks[-1][0] is not opener:
+                inner = f" (the innermost open block is a {self.blocks[-1][0].op.name})" if self.blocks else ""
+                raise op_error(u, f"{op.name} closes a {opener.op.name} that is not the innermost open block{inner}")
+            _, outer = self.blocks.pop()
+            self.add(scf.YieldOp())
+            self.cur = outer
+        elif op is D.ACC:
+            init = self.get(u.src[0], u.dtype.count)
+            slot = self.alloca(MemRefType(mlir_type(u.dtype), []), {"uopir.acc": IntegerAttr(u.arg, i64)})
+            self.add(mref.StoreOp.get(init, slot, []))
+            self.vals[u] = _Slot(slot, u.dtype)
+        elif op is D.ACCSTORE:
+            acc = self.vals.get(u.src[0])
+            if not isinstance(acc, _Slot):
+                raise op_error(u, "device.accstore's first operand must be a device.acc")
+            v = self.get(u.src[1], acc.dtype.count)
+            self.add(mref.StoreOp.get(v, acc.ref, []))
+            self.vals[u] = acc
+        elif op is C.CAST:
+            n = u.dtype.count
+            self.define(u, self.cast(self.get(u.src[0], n), u.src[0].dtype, u.dtype, n), escapes)
+        elif op is C.BITCAST:
+            self.define(u, self.bitcast(u), escapes)
+        elif op in C.ALU_OPS:
+            self.define(u, self.alu(u), escapes)
+        elif op in NO_VALUE:
+            pass
+        else:
+            raise op_error(u, f"the MLIR export cannot render {op.name}")
+
+    def const_of(self, d: DType, value: object) -> SSAValue:
+        """The constant of a const op's value through the semantics' carrier (exactly the interpreter's value)."""
+        t, n = mlir_type(d), d.count
+        lanes = value if n > 1 and type(value) is tuple else (value,) * n
+        vals = [_py(d.scalar, const_array(d.scalar, v).reshape(-1)[0]) for v in lanes]
+        if n == 1:
+            return self.const(t, vals[0])
+        if all(_same(v, vals[0]) for v in vals):
+            return self.const(t, vals[0])
+        return self.const_lanes(t, vals)
+
+    def scratch(self, u: UOp) -> None:
+        """kernel.register / small kernel.local: a zeroed stack array; a large kernel.local: zeroed heap memory."""
+        size = max(u.dtype.size, 1)
+        t = MemRefType(_mem_scalar(u.dtype.base), [size])
+        kind = "uopir.register" if u.op is K.REGISTER else "uopir.local"
+        heap = u.op is K.LOCAL and u.dtype.size * u.dtype.base.itemsize > STACK_SCRATCH
+        if heap:
+            alloc = mref.AllocOp.get(t.element_type, shape=[size])
+            alloc.attributes[kind] = IntegerAttr(u.arg, i64)
+            self.scopes[-1].prologue.append(alloc)
+            mem = alloc.results[0]
+            self.frees.append(mem)
+        else:
+            mem = self.alloca(t, {kind: IntegerAttr(u.arg, i64)})
+        # zero it where it is declared (the prologue of its scope)
+        c0, c1, cn = self.const(IndexType(), 0), self.const(IndexType(), 1), self.const(IndexType(), size)
+        body = Block(arg_types=[IndexType()])
+        body.add_ops([mref.StoreOp.get(self.const(t.element_type, _zero(t.element_type)), mem, [body.args[0]]),
+                      scf.YieldOp()])
+        self.scopes[-1].prologue.append(scf.ForOp(c0, cn, c1, [], Region(body)))
+        self.vals[u] = _Ptr(mem, None, None, u.dtype)
+
+    # ---- blocks
+    def open_loop(self, u: UOp) -> None:
+        end = self.index(u.src[0])
+        body = Block(arg_types=[IndexType()])
+        loop = scf.ForOp(self.const(IndexType(), 0), end, self.const(IndexType(), 1), [], Region(body))
+        loop.attributes["uopir.loop"] = IntegerAttr(u.arg, i64)
+        self.add(loop)
+        self.blocks.append((u, self.cur))
+        self.cur = body
+        self.vals[u] = body.args[0]
+
+    def special(self, u: UOp) -> None:
+        kind, dim = u.arg
+        if kind == "local_id":
+            raise op_error(u, "the MLIR export cannot render device.special {kind = local_id}: workgroups need a gpu "
+                           "target; lower for target=cpu")
+        if self.blocks:
+            raise op_error(u, f"a {kind} inside a {self.blocks[-1][0].op.name}: ids span the whole program")
+        if dim in self.id_dims:
+            raise op_error(u, f"two device.special ids on dim {dim}")
+        self.id_dims.add(dim)
+        size = self.index(u.src[0])
+        body = Block(arg_types=[IndexType()])
+        par = scf.ParallelOp([self.const(IndexType(), 0)], [size], [self.const(IndexType(), 1)], Region(body))
+        par.attributes["uopir.id"] = ArrayAttr([StringAttr(kind), IntegerAttr(dim, i64)])
+        self.add(par)
+        inner = Block()
+        scope_op = mref.AllocaScopeOp(result_types=((),), regions=(Region(inner),))
+        body.add_op(scope_op)
+        self.ids.append((self.cur, self.scopes[-1], scope_op))
+        self.scopes.append(_Scope(inner))
+        self.cur = inner
+        self.vals[u] = body.args[0]
+
+    def close_parallel(self) -> None:
+        outer, _, scope_op = self.ids.pop()
+        scope = self.scopes.pop()
+        inner = self.cur
+        body = scope_op.parent_block()
+        assert body is not None and scope_op is not None
+        if scope.prologue:  # the iteration's own allocas: keep the alloca_scope
+            self.finish_scope(scope)
+            inner.add_op(mref.AllocaScopeReturnOp(operands=((),)))
+        else:  # nothing allocated: the body is the scope's ops
+            scope_op.detach()
+            scope_op.erase()
+            for o in list(inner.ops):
+                o.detach()
+                body.add_op(o)
+        body.add_op(scf.ReduceOp())
+        self.cur = outer
+
+    # ---- memory
+    def _gate(self, u: UOp, p: _Ptr) -> SSAValue | None:
+        gate = p.gate
+        if len(u.src) == 3:
+            g = self.get(u.src[2])
+            gate = g if gate is None else self.add(arith.AndIOp(gate, g))
+        return gate
+
+    def _off(self, p: _Ptr) -> SSAValue:
+        return p.off if p.off is not None else self.const(IndexType(), 0)
+
+    def _from_mem(self, x: SSAValue, d: DType, n: int) -> SSAValue:
+        """A value read from memory in its register form (bool from a byte, bf16 rounded from its carrier)."""
+        if d.scalar is dtypes.bool:
+            return self.add(X.CmpiOp(x, self.const(_vec(i8, n), 0), "ne"))
+        if d.scalar is dtypes.bfloat16:
+            return self.add(arith.TruncFOp(x, _vec(bf16, n)))
+        return x
+
+    def _to_mem(self, x: SSAValue, d: DType, n: int) -> SSAValue:
+        if d.scalar is dtypes.bool:
+            return self.add(X.ExtUIOp(x, _vec(i8, n)))
+        if d.scalar is dtypes.bfloat16:
+            return self.add(arith.ExtFOp(x, _vec(f32, n)))
+        return x
+
+    def _raw_load(self, p: _Ptr, d: DType, n: int) -> SSAValue:
+        off = self._off(p)
+        if n == 1:
+            return self.add(mref.LoadOp.get(p.mem, [off]))
+        return self.add(vector.LoadOp(p.mem, [off], VectorType(_mem_scalar(d), [n])))
+
+    def load(self, u: UOp, escapes: bool) -> None:
+        p = self.ptr(u.src[0])
+        gate = self._gate(u, p)
+        d, n = u.dtype, u.dtype.count
+        if gate is None:
+            self.define(u, self._from_mem(self._raw_load(p, d, n), d, n), escapes)
+            return
+        alt = self.get(u.src[1], n) if len(u.src) == 3 else self.const(mlir_type(d), _zero(_SCALAR[d.scalar]))
+        if n == 1:  # the load runs only where the gate holds
+            then, other = Block(), Block()
+            outer = self.cur
+            self.cur = then
+            v = self._from_mem(self._raw_load(p, d, n), d, n)
+            self.add(scf.YieldOp(v))
+            self.cur = other
+            self.add(scf.YieldOp(alt))
+            self.cur = outer
+            self.define(u, self.add(scf.IfOp(gate, [v.type], Region(then), Region(other))), escapes)
+            return
+        mt = VectorType(_mem_scalar(d), [n])
+        mask = self.add(vector.BroadcastOp(gate, VectorType(i1, [n])))
+        raw = self.add(vector.MaskedLoadOp(p.mem, [self._off(p)], mask, self.const(mt, _zero(mt.element_type))))
+        v = self._from_mem(raw, d, n)
+        self.define(u, self.add(X.SelectOp(gate, v, alt)), escapes)
+
+    def store(self, u: UOp) -> None:
+        p = self.ptr(u.src[0])
+        gate = self._gate(u, p)
+        d = u.src[1].dtype
+        n = d.count
+        v = self.get(u.src[1], n)
+        outer = self.cur
+        if gate is not None:
+            then = Block()
+            self.add(scf.IfOp(gate, [], Region(then)))
+            self.cur = then
+        x = self._to_mem(v, d, n)
+        if n == 1:
+            self.add(mref.StoreOp.get(x, p.mem, [self._off(p)]))
+        else:
+            self.add(vector.StoreOp(x, p.mem, [self._off(p)]))
+        if gate is not None:
+            self.add(scf.YieldOp())
+            self.cur = outer
+
+    # ---- lanes
+    def gep(self, u: UOp) -> SSAValue:
+        v = self.get(u.src[0])
+        lanes = tuple(u.arg)
+        if not isinstance(v.type, VectorType):
+            return v
+        if len(lanes) == 1:
+            return self.add(vector.ExtractOp(v, [lanes[0]], v.type.element_type))
+        return self.add(vector.ShuffleOp(v, v, DenseArrayBase.from_list(i64, lanes),
+                                         result_type=VectorType(v.type.element_type, [len(lanes)])))
+
+    def vectorize(self, u: UOp) -> SSAValue:
+        t = mlir_type(u.dtype)
+        parts = [self.get(s) for s in u.src]
+        acc = self.add(vector.BroadcastOp(parts[0], t))  # type: ignore[arg-type]
+        for i, p in enumerate(parts[1:], 1):
+            if p is not parts[0]:  # a splat is the broadcast alone
+                acc = self.add(vector.InsertOp(p, acc, [i], t))
+        return acc
+
+    # ---- casts
+    def cast(self, x: SSAValue, s: DType, d: DType, n: int) -> SSAValue:
+        s, d = s.scalar, d.scalar
+        if s is d:
+            return x
+        dt = _vec(_SCALAR[d], n)
+        if d is dtypes.bool:
+            zero = self.const(x.type, _zero(_SCALAR[s]))
+            if s.is_float:
+                return self.add(X.CmpfOp(x, zero, "une"))
+            return self.add(X.CmpiOp(x, zero, "ne"))
+        if s is dtypes.bool:
+            if d.is_float:
+                return self.add(X.UIToFPOp(x, dt))
+            if d is dtypes.index:
+                return self.add(X.IndexCastOp(self.add(X.ExtUIOp(x, _vec(i64, n))), dt))
+            return self.add(X.ExtUIOp(x, dt))
+        if d.is_float and s.is_float:
+            if d is dtypes.bfloat16:
+                if s is dtypes.float64:
+                    return self.add(arith.TruncFOp(self.f64_to_f32_odd(x, n), dt))
+                if s is dtypes.float16:
+                    x = self.add(arith.ExtFOp(x, _vec(f32, n)))
+                return self.add(arith.TruncFOp(x, dt))
+            if d is dtypes.float16 and s is dtypes.float64:
+                return self.add(arith.TruncFOp(self.f64_to_f32_odd(x, n), dt))
+            if s is dtypes.bfloat16 and d is dtypes.float16:  # exact in f32, then rounded once
+                return self.add(arith.TruncFOp(self.add(arith.ExtFOp(x, _vec(f32, n))), dt))
+            if _bits(s) < _bits(d):
+                return self.add(arith.ExtFOp(x, dt))
+            return self.add(arith.TruncFOp(x, dt))
+        if d.is_float:  # int -> float, correctly rounded from the exact value
+            unsigned = s.kind == "uint"
+            if s is dtypes.index:
+                x, s = self.add(X.IndexCastOp(x, _vec(i64, n))), dtypes.int64
+            conv = X.UIToFPOp if unsigned else X.SIToFPOp
+            if d is dtypes.bfloat16:
+                if _bits(s) == 64:
+                    wide = self.int64_to_f64_sticky(x, n, not unsigned)
+                else:
+                    wide = self.add(conv(x, _vec(f64, n)))
+                return self.add(arith.TruncFOp(self.f64_to_f32_odd(wide, n), dt))
+            if d is dtypes.float16:  # exact in f32 below 2**24; beyond that f16 overflows to inf either way
+                return self.add(arith.TruncFOp(self.add(conv(x, _vec(f32, n))), dt))
+            return self.add(conv(x, dt))
+        if s.is_float:
+            return self.float_to_int(x, s, d, n)
+        # int -> int wraps
+        if s is dtypes.index or d is dtypes.index:
+            if s is dtypes.index:
+                x64 = self.add(X.IndexCastOp(x, _vec(i64, n)))
+                return self.cast(x64, dtypes.int64, d, n)
+            if _bits(s) < 64:
+                x = self.add((X.ExtUIOp if s.kind == "uint" else X.ExtSIOp)(x, _vec(i64, n)))
+            return self.add(X.IndexCastOp(x, dt))
+        sb, db = _bits(s), _bits(d)
+        if sb == db:
+            return x
+        if db < sb:
+            return self.add(X.TruncIOp(x, dt))
+        return self.add((X.ExtUIOp if s.kind == "uint" else X.ExtSIOp)(x, dt))
+
+    def float_to_int(self, x: SSAValue, s: DType, d: DType, n: int) -> SSAValue:
+        """Truncate toward zero and saturate to d's range; NaN -> 0 (fptosi/fptoui alone are poison outside)."""
+        if s in (dtypes.float16, dtypes.bfloat16):  # exact in f32
+            x, s = self.add(arith.ExtFOp(x, _vec(f32, n))), dtypes.float32
+        ft = x.type
+        target = dtypes.int64 if d is dtypes.index else d
+        it = _vec(_SCALAR[target], n)
+        bt = _vec(i1, n)
+        t = self.add(mmath.TruncOp(x))
+        lo, hi = float(target.min), float(target.max) + 1.0  # powers of two: exact in every float type
+        over = self.add(X.CmpfOp(t, self.const(ft, hi), "oge"))
+        under = self.add(X.CmpfOp(t, self.const(ft, lo), "olt"))
+        nan = self.add(X.CmpfOp(x, x, "uno"))
+        bad = self.add(arith.OrIOp(self.add(arith.OrIOp(over, under)), nan))
+        safe = self.add(X.SelectOp(bad, self.const(ft, 0.0), t))
+        conv = X.FPToUIOp if target.kind == "uint" else X.FPToSIOp
+        r = self.add(conv(safe, it))
+        r = self.add(X.SelectOp(over, self.const(it, _signed(_bits(target), int(target.max))), r))
+        r = self.add(X.SelectOp(under, self.const(it, _signed(_bits(target), int(target.min))), r))
+        del bt
+        if d is dtypes.index:
+            r = self.add(X.IndexCastOp(r, _vec(IndexType(), n)))
+        return r
+
+    def f64_to_f32_odd(self, x: SSAValue, n: int) -> SSAValue:
+        """f64 (x n) rounded to f32 with round-to-odd (a later rounding to a narrower type is then exact)."""
+        ft, it = _vec(f32, n), _vec(i32, n)
+        r = self.add(arith.TruncFOp(x, ft))
+        back = self.add(arith.ExtFOp(r, x.type))
+        inexact = self.add(X.CmpfOp(back, x, "one"))
+        away = self.add(X.CmpfOp(self.add(mmath.AbsFOp(back)), self.add(mmath.AbsFOp(x)), "ogt"))
+        bits = self.add(arith.BitcastOp(r, it))
+        one = self.const(it, 1)
+        dec = self.add(arith.AndIOp(inexact, away))
+        bits = self.add(X.SelectOp(dec, self.add(arith.SubiOp(bits, one)), bits))
+        bits = self.add(X.SelectOp(inexact, self.add(arith.OrIOp(bits, one)), bits))
+        return self.add(arith.BitcastOp(bits, ft))
+
+    def int64_to_f64_sticky(self, x: SSAValue, n: int, signed: bool) -> SSAValue:
+        """A 64-bit int (x n) as an f64 that rounds correctly to any narrower float: exact below 2**53, else with
+        the bits shifted out kept as a sticky bit."""
+        it, dt = _vec(i64, n), _vec(f64, n)
+        zero = self.const(it, 0)
+        m = x
+        neg = None
+        if signed:
+            neg = self.add(X.CmpiOp(x, zero, "slt"))
+            m = self.add(X.SelectOp(neg, self.add(arith.SubiOp(zero, x)), x))
+        big = self.add(X.CmpiOp(m, self.const(it, 1 << 53), "uge"))
+        low = self.add(arith.AndIOp(m, self.const(it, 0x7FF)))
+        sticky = self.add(X.ExtUIOp(self.add(X.CmpiOp(low, zero, "ne")), it))
+        red = self.add(arith.OrIOp(self.add(arith.ShRUIOp(m, self.const(it, 11))), sticky))
+        redf = self.add(arith.MulfOp(self.add(X.UIToFPOp(red, dt)), self.const(dt, 2048.0)))
+        mag = self.add(X.SelectOp(big, redf, self.add(X.UIToFPOp(m, dt))))
+        if neg is None:
+            return mag
+        return self.add(X.SelectOp(neg, self.add(arith.NegfOp(mag)), mag))
+
+    def bitcast(self, u: UOp) -> SSAValue:
+        """The same bits as another dtype."""
+        s, d = u.src[0].dtype, u.dtype
+        x = self.get(u.src[0])
+        if s is d:
+            return x
+        sb, db = _bits(s), _bits(d)
+        if dtypes.bool in (s.scalar, d.scalar) or dtypes.index in (s.scalar, d.scalar) or sb * s.count != db * d.count:
+            raise op_error(u, f"the MLIR export cannot bitcast {s} to {d}")
+        t = mlir_type(d)
+        if s.count == 1 and d.count == 1:
+            return self.add(arith.BitcastOp(x, t))
+        if s.count == 1:
+            x = self.add(vector.BroadcastOp(x, VectorType(x.type, [1])))
+        if d.count == 1:
+            one = self.add(vector.BitcastOp(x, VectorType(t, [1])))
+            return self.add(vector.ExtractOp(one, [0], t))
+        return self.add(vector.BitcastOp(x, t))
+
+    # ---- the ALU
+    def alu(self, u: UOp) -> SSAValue:
+        name = u.op.name
+        d, n = u.dtype.scalar, u.dtype.count
+        if name == "core.where":
+            c = self.get(u.src[0])
+            a, b = self.get(u.src[1], n), self.get(u.src[2], n)
+            return self.add(X.SelectOp(c, a, b))
+        src = u.src[0].dtype.scalar
+        args = [self.get(s, n) for s in u.src]
+        if name in _CMPI:
+            if src.is_float:
+                return self.add(X.CmpfOp(args[0], args[1], _CMPF[name]))
+            unsigned = src.kind == "uint" or src is dtypes.bool
+            return self.add(X.CmpiOp(args[0], args[1], _CMPI[name][unsigned]))
+        t = mlir_type(u.dtype)
+        if d is dtypes.bool:
+            if name in _BOOL_BIN:
+                return self.add(_BOOL_BIN[name](args[0], args[1]))
+            if name == "core.neg":
+                return self.add(arith.XOrIOp(args[0], self.const(t, True)))
+            if name == "core.mulacc":
+                return self.add(arith.OrIOp(self.add(arith.AndIOp(args[0], args[1])), args[2]))
+            raise op_error(u, f"the MLIR export cannot compute {name} on bool")
+        if d.is_float:
+            if name in _FLOAT_BIN:
+                return self.add(_FLOAT_BIN[name](args[0], args[1]))
+            if name == "core.mod":
+                return self.add(X.RemFOp(args[0], args[1]))
+            if name == "core.neg":
+                return self.add(arith.NegfOp(args[0]))
+            if name == "core.recip":
+                return self.add(arith.DivfOp(self.const(t, 1.0), args[0]))
+            if name in _FLOAT_UN:
+                return self.add(_FLOAT_UN[name](args[0]))
+            if name == "core.mulacc":  # not fused: the product is rounded, then the sum
+                return self.add(arith.AddfOp(self.add(arith.MulfOp(args[0], args[1])), args[2]))
+            raise op_error(u, f"the MLIR export cannot compute {name} on {d}")
+        bits = _bits(d)
+        unsigned = d.kind == "uint"
+        if name in _INT_BIN:  # wraps: no overflow flags
+            return self.add(_INT_BIN[name](args[0], args[1]))
+        if name == "core.neg":
+            return self.add(arith.SubiOp(self.const(t, 0), args[0]))
+        if name == "core.mulacc":
+            return self.add(arith.AddiOp(self.add(arith.MuliOp(args[0], args[1])), args[2]))
+        if name == "core.max":
+            return self.add((arith.MaxUIOp if unsigned else arith.MaxSIOp)(args[0], args[1]))
+        if name in ("core.idiv", "core.mod"):
+            return self.divmod(u, name == "core.idiv", t, unsigned, args)
+        if name in ("core.shl", "core.shr"):
+            b = u.src[1]
+            if b.op is C.CONST and b.dtype.count == 1:
+                amt = self.const(t, int(b.arg) & (bits - 1))
+            else:
+                amt = self.add(arith.AndIOp(args[1], self.const(t, bits - 1)))
+            kind = arith.ShLIOp if name == "core.shl" else arith.ShRUIOp if unsigned else arith.ShRSIOp
+            return self.add(kind(args[0], amt))
+        raise op_error(u, f"the MLIR export cannot compute {name} on {d}")
+
+    def divmod(self, u: UOp, div: bool, t: Attribute, unsigned: bool, args: list[SSAValue]) -> SSAValue:
+        """Integer division / remainder with the semantics' total rules: x/0 = x%0 = 0, MIN/-1 = MIN, MIN%-1 = 0."""
+        a, b = args
+        op = (arith.DivUIOp if div else arith.RemUIOp) if unsigned else (arith.DivSIOp if div else arith.RemSIOp)
+        c = u.src[1]
+        if c.op is C.CONST and c.dtype.count == 1 and int(c.arg) not in (0, -1):
+            return self.add(op(a, b))
+        zero_c = self.const(t, 0)
+        zero = self.add(X.CmpiOp(b, zero_c, "eq"))
+        special = zero
+        minus1 = None
+        if not unsigned:
+            minus1 = self.add(X.CmpiOp(b, self.const(t, -1), "eq"))
+            special = self.add(arith.OrIOp(zero, minus1))
+        safe = self.add(X.SelectOp(special, self.const(t, 1), b))
+        r = self.add(op(a, safe))
+        if not div:
+            return self.add(X.SelectOp(special, zero_c, r))
+        r = self.add(X.SelectOp(zero, zero_c, r))
+        if minus1 is None:
+            return r
+        return self.add(X.SelectOp(minus1, self.add(arith.SubiOp(zero_c, a)), r))
+
+
+# ---- literals --------------------------------------------------------------------------------------------------------
+def _signed(bits: int, v: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if bits > 1 and v >> (bits - 1) else v
+
+
+def _py(d: DType, v: object) -> object:
+    """A carrier scalar as the Python value of an MLIR literal (ints signed in their width, bool as bool)."""
+    if d is dtypes.bool:
+        return bool(v)
+    if d.is_float:
+        return float(v)  # type: ignore[arg-type]
+    return _signed(_bits(d), int(v))  # type: ignore[call-overload]
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    return a == b
+
+
+def _zero(t: Attribute) -> object:
+    if isinstance(t, VectorType):
+        t = t.element_type
+    if t == i1:
+        return False
+    return 0.0 if isinstance(t, Float16Type | BFloat16Type | Float32Type | Float64Type) else 0
+
+
+def _attr(t: Attribute, value: object) -> Attribute:
+    """The value attribute of an arith.constant of type t (a splat for a vector)."""
+    if isinstance(t, VectorType):
+        return DenseIntOrFPElementsAttr.from_list(t, [value] * t.get_shape()[0])  # type: ignore[list-item]
+    if isinstance(t, IndexType | IntegerType):
+        if t == i1:
+            return IntegerAttr(1 if value else 0, i1)
+        return IntegerAttr(int(value), t)  # type: ignore[call-overload]
+    return FloatAttr(float(value), t)  # type: ignore[arg-type]
+
+
+# ---- entry points ----------------------------------------------------------------------------------------------------
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        k = seen.get(n, 0)
+        seen[n] = k + 1
+        out.append(n if k == 0 else f"{n}_{k}")
+    return out
+
+
+def export_function(program: UOp, name: str | None = None) -> func.FuncOp:
+    """One device.program as a func.func (named `name`, or the program's name made an identifier)."""
+    return _Func(program, name).build()
+
+
+def export_module(root: UOp) -> ModuleOp:
+    """Every device.program of the graph (nested regions included), each as a func.func, in one builtin.module,
+    checked by xDSL's verifier. A graph with no device.program is a located error."""
+    progs = programs(root)
+    if not progs:
+        raise IRError(diagnostics=[diag_at(root, "emit-mlir: the graph has no device.program (lower it first, e.g. "
+                                           "with -p 'default{target=c}')")])
+    names = _unique([kernel_signature(p).name for p in progs])
+    module = ModuleOp([export_function(p, n) for p, n in zip(progs, names, strict=True)])
+    try:
+        module.verify()
+    except VerifyException as e:  # a defect of the exporter, reported at the program
+        raise IRError(diagnostics=[diag_at(progs[0], f"the exported MLIR does not verify: {e}")]) from None
+    return module
+
+
+def print_module(module: ModuleOp, generic: bool = False) -> str:
+    """xDSL's text of a module: the pretty form by default (mlir-opt 19 parses both)."""
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=generic).print_op(module)
+    text = out.getvalue()
+    return text if text.endswith("\n") else text + "\n"
+
+
+def export_text(root: UOp, generic: bool = False) -> str:
+    """export_module's module as MLIR text (pretty form unless generic)."""
+    return print_module(export_module(root), generic)
+
