@@ -28,6 +28,8 @@ from uopir.ir.uop import UOp
 __all__ = ["import_module", "MLIRImportError"]
 
 _COMMENT = re.compile(r"//[^\n]*")
+_UNDEFINED = re.compile(r"values used but not defined: \[(%[\w$.-]+)")
+_UNREGISTERED = re.compile(r"Operation ([\w.$]+) is not registered")
 _OP_NAME = re.compile(r'(?:%[\w.$-]+(?::\d+)?(?:\s*,\s*%[\w.$-]+(?::\d+)?)*\s*=\s*)?"?([A-Za-z_][\w$]*\.[\w.$]+)')
 
 
@@ -104,7 +106,19 @@ def _parse(src: _Text):
     try:
         module = parser.parse_module()
     except ParseError as e:
-        raise src.error(f"MLIR syntax: {_first_line(e.msg)}", e.span.start) from None
+        start = e.span.start
+        unknown = _UNREGISTERED.match(e.msg)
+        if unknown is not None:  # xDSL points past the name: point at it
+            at = src.text.rfind(unknown.group(1), 0, start + 1)
+            start = at if at >= 0 and src.line_index(at) == src.line_index(start) else start
+            raise src.error(f"unknown MLIR op '{unknown.group(1)}' (not registered in the dialects the importer "
+                            "loads: builtin, func, scf, arith, math, memref, vector)", start) from None
+        undefined = _UNDEFINED.search(e.msg)
+        if undefined is not None:  # xDSL reports them at the end of the input: point at the first use
+            use = re.search(re.escape(undefined.group(1)) + r"(?![\w$.-])", src.text)
+            start = use.start() if use is not None else start
+            raise src.error(f"value {undefined.group(1)} is used but never defined", start) from None
+        raise src.error(f"MLIR syntax: {_first_line(e.msg)}", start) from None
     except Exception as e:  # noqa: BLE001 - xDSL raises several kinds (VerifyException, ValueError...) while parsing
         span = getattr(e, "span", None)
         start = span.start if span is not None else getattr(e, "uopir_start", 0)
@@ -170,8 +184,11 @@ class _Signs:
     def __init__(self, func: Any):
         self.parent: dict[Any, Any] = {}
         self.unsigned: set[Any] = set()
+        skip, magnitudes = _sticky_ops(func)
+        self.unsigned.update(magnitudes)
         for op in func.walk():
-            self._visit(op)
+            if op not in skip:
+                self._visit(op)
         self.unsigned = {self.find(v) for v in self.unsigned}
 
     def find(self, v: Any) -> Any:
@@ -212,6 +229,36 @@ class _Signs:
 
     def is_unsigned(self, v: Any) -> bool:
         return self.find(v) in self.unsigned
+
+
+_STICKY_PARTS = frozenset(("arith.andi", "arith.shrui", "arith.cmpi", "arith.extui", "arith.ori", "arith.uitofp"))
+
+
+def _sticky_ops(func: Any) -> tuple[set[Any], list[Any]]:
+    """The ops of the exporter's exact 64-bit int -> f64 conversion (`m >= 2**53 ? (m >> 11 | sticky) * 2048 : m`
+    on the magnitude m): unsigned ops on the bits of a value of either signedness, so they say nothing of it; and
+    the unsigned values converted (m is the value itself, not `x < 0 ? -x : x`)."""
+    skip: set[Any] = set()
+    unsigned: list[Any] = []
+    for op in func.walk():
+        if op.name != "arith.cmpi" or op.predicate.value.data != 9 or _const_int(op.operands[1]) != 1 << 53:
+            continue
+        m = op.operands[0]
+        skip.add(op)
+        frontier = [m]
+        while frontier:
+            for use in frontier.pop().uses:
+                o = use.operation
+                if o.name in _STICKY_PARTS and o not in skip:
+                    skip.add(o)
+                    frontier.extend(o.results)
+        sel = _owner(m, "arith.select")
+        neg = _owner(sel.operands[1], "arith.subi") if sel is not None else None
+        if neg is not None:
+            skip.update((sel, neg))
+        else:
+            unsigned.append(m)
+    return skip, unsigned
 
 
 def _is_const(v: Any) -> bool:
@@ -297,7 +344,9 @@ class _FuncImporter:
         self.func, self.src, self.starts, self.smap = func, src, starts, smap
         self.vals: dict[Any, Any] = {}  # xDSL SSA value -> UOp | _Slot | _Masked | _Opaque
         self.order: dict[UOp, None] = {}  # the program's ops in execution order
-        self.guards: dict[UOp, set[Any]] = {}  # idiom result -> the MLIR conditions of its guard selects
+        self.guards: dict[UOp, set[Any]] = {}
+        self.after: dict[UOp, list[UOp]] = {}  # values listed right after another (retyped constants, casts)
+        self.besides: set[UOp] = set()  # idiom result -> the MLIR conditions of its guard selects
         self.signs = _Signs(func)
         self.gate: UOp | None = None  # inside the then-block of a gated store / load
         self.alt: UOp | None = None
@@ -316,6 +365,13 @@ class _FuncImporter:
                 self.smap._at.setdefault(u, self.src.line_index(off))
         return u
 
+    def beside(self, u: UOp, v: UOp) -> UOp:
+        """List v right after u, where u is computed (v: u retyped, which exports as u itself)."""
+        if v not in self.order and v not in self.besides:
+            self.after.setdefault(u, []).append(v)
+            self.besides.add(v)
+        return v
+
     def raw(self, v: Any) -> Any:
         if v not in self.vals:
             raise self.error(f"'{self.op.name}' reads a value that is not part of the imported program")
@@ -332,9 +388,9 @@ class _FuncImporter:
             raise self.error(f"'{self.op.name}' reads a memref or masked load as a value: outside the subset")
         if want is not None and u.dtype is not want:
             if u.op is C.CONST and u.dtype.count == want.count and u.dtype.itemsize == want.itemsize:
-                return self.emit(C.const(want, C.const_value(u)))
+                return self.beside(u, C.const(want, C.const_value(u)))
             if u.dtype.is_int and want.is_int and u.dtype.itemsize == want.itemsize and u.dtype.count == want.count:
-                return self.emit(UOp(C.CAST, want, (u,)))
+                return self.beside(u, UOp(C.CAST, want, (u,)))
         return u
 
     def dtype(self, v: Any) -> DType:
@@ -396,7 +452,11 @@ class _FuncImporter:
         constants stay (the exporter writes them all at the top, in this order)."""
         needed: set[UOp] = set()
         keep: list[UOp] = []
-        for u in reversed(self.order):
+        order: list[UOp] = []
+        for u in self.order:
+            order.append(u)
+            order.extend(v for v in self.after.get(u, ()) if v not in self.order)
+        for u in reversed(order):
             if u.op in _DROPPABLE and u not in needed:
                 continue
             keep.append(u)
@@ -444,6 +504,9 @@ def _binary(m: _FuncImporter, op: Any) -> None:
 
 @_handles(*_UNARY)
 def _unary(m: _FuncImporter, op: Any) -> None:
+    if isinstance(m.raw(op.operands[0]), _Opaque):
+        m.set(op.results[0], _Opaque(op))
+        return
     m.value(op.results[0], _UNARY[op.name], op.operands[0])
 
 
@@ -504,7 +567,13 @@ def _cast(m: _FuncImporter, op: Any) -> None:
         m.set(op.results[0], _Masked(x.ptr, x.gate, m.dtype(op.results[0])))
         return
     if isinstance(x, _Opaque) and op.name == "arith.truncf" and (src := _odd_source(op.operands[0])) is not None:
-        m.value(op.results[0], C.CAST, m.get(src))  # f64 -> f16 / bf16, rounded once through round-to-odd f32
+        if isinstance(m.raw(src), _Opaque):  # a 64-bit int made an exact f64 first
+            src = _sticky_source(src)
+        if src is not None:
+            m.value(op.results[0], C.CAST, m.get(src))  # f64 -> f16 / bf16, rounded once through round-to-odd f32
+            return
+    if isinstance(x, _Opaque):  # inside an idiom
+        m.set(op.results[0], _Opaque(op))
         return
     m.value(op.results[0], C.CAST, m.get(op.operands[0]))
 
@@ -547,6 +616,21 @@ def _odd_source(v: Any) -> Any:
     return r.operands[0] if r is not None else None
 
 
+def _sticky_source(v: Any) -> Any:
+    """The 64-bit int x when v is the exporter's exact f64 of it (`-mag` where x < 0 for a signed x; mag = m >= 2**53
+    ? ... : uitofp(m), m the magnitude), else None."""
+    sel = _owner(v, "arith.select")
+    if sel is not None and _owner(sel.operands[1], "arith.negf") is not None:
+        v = sel.operands[2]
+        sel = _owner(v, "arith.select")
+    conv = _owner(sel.operands[2], "arith.uitofp") if sel is not None else None
+    if conv is None:
+        return None
+    m = conv.operands[0]
+    msel = _owner(m, "arith.select")
+    return msel.operands[2] if msel is not None and _owner(msel.operands[1], "arith.subi") is not None else m
+
+
 @_handles("arith.select")
 def _select(m: _FuncImporter, op: Any) -> None:
     c, a, b = op.operands
@@ -560,7 +644,7 @@ def _select(m: _FuncImporter, op: Any) -> None:
         u = m.emit(UOp(K.LOAD, d, (masked.ptr, m.get(b, d), masked.gate)))
         m.set(op.results[0], u)
         return
-    if isinstance(m.raw(c), _Opaque):
+    if any(isinstance(m.raw(v), _Opaque) for v in (c, a, b)):
         m.set(op.results[0], _Opaque(op))
         return
     d = m.dtype(op.results[0])
