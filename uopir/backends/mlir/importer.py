@@ -115,7 +115,8 @@ def _parse(src: _Text):
                             "loads: builtin, func, scf, arith, math, memref, vector)", start) from None
         undefined = _UNDEFINED.search(e.msg)
         if undefined is not None:  # xDSL reports them at the end of the input: point at the first use
-            use = re.search(re.escape(undefined.group(1)) + r"(?![\w$.-])", src.text)
+            code = _COMMENT.sub(lambda c: " " * len(c.group()), src.text)  # not a mention in a comment
+            use = re.search(re.escape(undefined.group(1)) + r"(?![\w$.-])", code)
             start = use.start() if use is not None else start
             raise src.error(f"value {undefined.group(1)} is used but never defined", start) from None
         raise src.error(f"MLIR syntax: {_first_line(e.msg)}", start) from None
@@ -535,10 +536,19 @@ def _div(m: _FuncImporter, op: Any) -> None:
 
 
 def _const_int(v: Any) -> int | None:
-    from xdsl.dialects.builtin import IntegerAttr
+    """The value of an integer constant (or of an integer splat vector constant), else None."""
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerAttr
 
     o = _owner(v, "arith.constant")
-    return o.value.value.data if o is not None and isinstance(o.value, IntegerAttr) else None
+    if o is None:
+        return None
+    if isinstance(o.value, IntegerAttr):
+        return o.value.value.data
+    if isinstance(o.value, DenseIntOrFPElementsAttr):
+        vals = list(o.value.get_values())
+        if vals and all(x == vals[0] for x in vals) and isinstance(vals[0], int):
+            return vals[0]
+    return None
 
 
 def _is_cmp_eq(cond: Any, b: Any) -> bool:
