@@ -11,7 +11,9 @@ Substitutions available in RUN lines:
   %python      the Python running lit
 Files in `Inputs/` folders are not tests. The feature `c-compiler` (for `REQUIRES:`) is set when a C compiler ($CC,
 clang or cc) is installed, `multicore` when this process may use more than one core, `avx512` when the host has
-64-byte vectors, `llvmlite` when llvmlite imports (the llvm backend runs), `opencl` when pyopencl is.
+64-byte vectors, `llvmlite` when llvmlite imports (the llvm backend runs), `opencl` when pyopencl is, `xdsl` when
+xDSL imports (emit-mlir runs), `mlir-opt` when LLVM's mlir-opt is installed (uopir.backends.mlir.tools finds it; the
+`mlir-opt` substitution is its path).
 UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
 """
 import importlib.util
@@ -78,6 +80,20 @@ if importlib.util.find_spec("pyopencl") is not None:
 if "UOPIR_OPENCL_DEVICE" in os.environ:
     config.environment["UOPIR_OPENCL_DEVICE"] = os.environ["UOPIR_OPENCL_DEVICE"]
 
+# `xdsl`: emit-mlir runs; `mlir-opt`: LLVM's MLIR tools are installed (Debian's mlir-19-tools), found the way the
+# package finds them (tools.py, loaded by its path: the lit process does not import uopir).
+if importlib.util.find_spec("xdsl") is not None:
+    config.available_features.add("xdsl")
+_spec = importlib.util.spec_from_file_location("_uopir_mlir_tools",
+                                               os.path.join(_repo, "uopir", "backends", "mlir", "tools.py"))
+_mlir_tools = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_mlir_tools)
+_mlir_opt = _mlir_tools.find_mlir_tool("mlir-opt")
+if _mlir_opt is not None:
+    config.available_features.add("mlir-opt")
+if "UOPIR_MLIR_BIN" in os.environ:
+    config.environment["UOPIR_MLIR_BIN"] = os.environ["UOPIR_MLIR_BIN"]
+
 # A bare word that is not part of a path or a longer name.
 _word = r"(?<![\w/.%-]){}(?![\w.-])"
 config.substitutions.append(("%roundtrip", "uop-opt %s --print-generic | uop-opt -"))
@@ -86,3 +102,5 @@ config.substitutions.append((_word.format("uop-opt"), _uop_opt))
 config.substitutions.append((_word.format("uop-run"), _uop_run))
 config.substitutions.append((_word.format("filecheck"), _filecheck))
 config.substitutions.append((_word.format("FileCheck"), _filecheck))
+if _mlir_opt is not None:
+    config.substitutions.append((_word.format("mlir-opt"), f'"{_mlir_opt}"'))

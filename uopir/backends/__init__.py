@@ -14,9 +14,9 @@
     mlir/          MLIR interop through xDSL (export_module / emit-mlir; find_mlir_tool for mlir-opt)
 
 Importing this package registers every backend, each device's target description (uopir.passes.target) and the
-backends' emit passes (`emit-c`, `emit-llvm`, `emit-opencl`, `emit-cuda`, `emit-mlir`: `uop-opt --emit=LANG`), each by name only:
-a backend's modules load when it is first used, an emit pass's when a pipeline names it (a realize on `c` imports
-neither llvmlite's backend nor the gpu renderers).
+backends' emit passes (`emit-c`, `emit-llvm`, `emit-opencl`, `emit-cuda`, `emit-mlir`: `uop-opt --emit=LANG`), each
+by name only: a backend's modules load when it is first used, an emit pass's when a pipeline names it (a realize on
+`c` imports neither llvmlite's backend nor the gpu renderers).
 """
 from uopir.backends.registry import (
     BACKENDS,

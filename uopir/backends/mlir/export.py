@@ -21,7 +21,7 @@ type carries a size), then one `index` argument per `kernel.var` in name order. 
 {kind = global_id}`) is an `scf.parallel` over the rest of the program. Accumulators, values read after the block
 that computes them, and register arrays are `memref.alloca`s at the top of the function (or of the parallel body,
 inside a `memref.alloca_scope`, so each iteration owns them); large `kernel.local` arrays are `memref.alloc`ed.
-Arguments and allocas carry `uopir.*` attributes (param index, var name and range, accumulator id, dtype where the
+Arguments and allocas carry `uop.*` attributes (param index, var name and range, accumulator id, dtype where the
 memory type is a carrier) so that an importer can rebuild the uopir program.
 """
 from __future__ import annotations
@@ -189,13 +189,13 @@ class _Func:
         for i, d in enumerate(self.sig.params):
             if d is None:
                 args.append(MemRefType(i8, [0]))
-                attrs.append({"uopir.unused": IntegerAttr(i, i64)})
+                attrs.append({"uop.unused": IntegerAttr(i, i64)})
                 continue
             size = sized[i].size
             args.append(MemRefType(_mem_scalar(d), [size if size >= 0 else DYNAMIC_INDEX]))
-            a: dict[str, Attribute] = {"uopir.param": IntegerAttr(i, i64)}
+            a: dict[str, Attribute] = {"uop.param": IntegerAttr(i, i64)}
             if d.scalar in (dtypes.bool, dtypes.bfloat16):
-                a["uopir.dtype"] = StringAttr(d.scalar.name)
+                a["uop.dtype"] = StringAttr(d.scalar.name)
             attrs.append(a)
         self.var_types: dict[str, DType] = {}
         ranges: dict[str, tuple[int, int]] = {}
@@ -206,7 +206,7 @@ class _Func:
         for v in self.sig.vars:
             args.append(IndexType())
             lo, hi = ranges[v]
-            attrs.append({"uopir.var": StringAttr(v), "uopir.range": ArrayAttr([IntegerAttr(lo, i64),
+            attrs.append({"uop.var": StringAttr(v), "uop.range": ArrayAttr([IntegerAttr(lo, i64),
                                                                                 IntegerAttr(hi, i64)])})
         self.entry = Block(arg_types=args)
         self.arg_types, self.arg_attrs = args, attrs
@@ -266,6 +266,8 @@ class _Func:
         if isinstance(v, _Slot):
             v = self.add(mref.LoadOp.get(v.ref, []))
         if n is not None and n > 1 and not isinstance(v.type, VectorType):
+            if u.op is C.CONST:  # a splat constant rather than a broadcast
+                return self.const(VectorType(v.type, [n]), _py(u.dtype, const_array(u.dtype, u.arg).reshape(-1)[0]))
             v = self.add(vector.BroadcastOp(v, VectorType(v.type, [n])))
         return v
 
@@ -322,7 +324,7 @@ class _Func:
                 self.entry.insert_op_before(op, first)
         f = func.FuncOp(self.name, (self.arg_types, []), Region(self.entry),
                         arg_attrs=ArrayAttr([DictionaryAttr(a) for a in self.arg_attrs]))
-        f.attributes["uopir.kernel"] = StringAttr(self.program.arg)
+        f.attributes["uop.kernel"] = StringAttr(self.program.arg)
         return f
 
     def finish_scope(self, scope: _Scope) -> None:
@@ -388,7 +390,7 @@ class _Func:
             self.cur = outer
         elif op is D.ACC:
             init = self.get(u.src[0], u.dtype.count)
-            slot = self.alloca(MemRefType(mlir_type(u.dtype), []), {"uopir.acc": IntegerAttr(u.arg, i64)})
+            slot = self.alloca(MemRefType(mlir_type(u.dtype), []), {"uop.acc": IntegerAttr(u.arg, i64)})
             self.add(mref.StoreOp.get(init, slot, []))
             self.vals[u] = _Slot(slot, u.dtype)
         elif op is D.ACCSTORE:
@@ -425,7 +427,7 @@ class _Func:
         """kernel.register / small kernel.local: a zeroed stack array; a large kernel.local: zeroed heap memory."""
         size = max(u.dtype.size, 1)
         t = MemRefType(_mem_scalar(u.dtype.base), [size])
-        kind = "uopir.register" if u.op is K.REGISTER else "uopir.local"
+        kind = "uop.register" if u.op is K.REGISTER else "uop.local"
         heap = u.op is K.LOCAL and u.dtype.size * u.dtype.base.itemsize > STACK_SCRATCH
         if heap:
             alloc = mref.AllocOp.get(t.element_type, shape=[size])
@@ -448,7 +450,7 @@ class _Func:
         end = self.index(u.src[0])
         body = Block(arg_types=[IndexType()])
         loop = scf.ForOp(self.const(IndexType(), 0), end, self.const(IndexType(), 1), [], Region(body))
-        loop.attributes["uopir.loop"] = IntegerAttr(u.arg, i64)
+        loop.attributes["uop.loop"] = IntegerAttr(u.arg, i64)
         self.add(loop)
         self.blocks.append((u, self.cur))
         self.cur = body
@@ -467,7 +469,7 @@ class _Func:
         size = self.index(u.src[0])
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([self.const(IndexType(), 0)], [size], [self.const(IndexType(), 1)], Region(body))
-        par.attributes["uopir.id"] = ArrayAttr([StringAttr(kind), IntegerAttr(dim, i64)])
+        par.attributes["uop.id"] = ArrayAttr([StringAttr(kind), IntegerAttr(dim, i64)])
         self.add(par)
         inner = Block()
         scope_op = mref.AllocaScopeOp(result_types=((),), regions=(Region(inner),))
