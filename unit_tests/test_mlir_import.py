@@ -112,19 +112,19 @@ def test_export_import_export_is_stable_and_computes_the_same(name: str) -> None
 # ---- small programs written by hand ---------------------------------------------------------------------------------
 SUM = """\
 // a sum of 8 floats, the form emit-mlir writes
-func.func @sum(%arg0: memref<?xf32> {uopir.param = 0 : i64}, %arg1: memref<?xf32> {uopir.param = 1 : i64}) {
+func.func @sum(%arg0: memref<?xf32> {uop.param = 0 : i64}, %arg1: memref<?xf32> {uop.param = 1 : i64}) {
   %c0 = arith.constant 0 : index
   %c8 = arith.constant 8 : index
   %c1 = arith.constant 1 : index
   %zero = arith.constant 0.000000e+00 : f32
-  %acc = memref.alloca() {uopir.acc = 0 : i64} : memref<f32>
+  %acc = memref.alloca() {uop.acc = 0 : i64} : memref<f32>
   memref.store %zero, %acc[] : memref<f32>
   scf.for %i = %c0 to %c8 step %c1 {
     %a = memref.load %acc[] : memref<f32>
     %x = memref.load %arg1[%i] : memref<?xf32>
     %s = arith.addf %a, %x : f32
     memref.store %s, %acc[] : memref<f32>
-  } {uopir.loop = 0 : i64}
+  } {uop.loop = 0 : i64}
   %r = memref.load %acc[] : memref<f32>
   memref.store %r, %arg0[%c0] : memref<?xf32>
   func.return
@@ -200,7 +200,7 @@ def test_structures_outside_the_subset_are_named(tmp_path) -> None:
     lb1 = SUM.replace("scf.for %i = %c0 to", "scf.for %i = %c1 to")
     with pytest.raises(IRError, match=r"sum\.mlir:9:3: error: 'scf.for' outside the subset: from the constant 0"):
         import_module(lb1, "sum.mlir")
-    alloc = SUM.replace("memref.alloca() {uopir.acc = 0 : i64} : memref<f32>", "memref.alloc() : memref<f32>")
+    alloc = SUM.replace("memref.alloca() {uop.acc = 0 : i64} : memref<f32>", "memref.alloc() : memref<f32>")
     with pytest.raises(IRError, match=r"sum\.mlir:7:3: error: 'memref.alloc' is outside the MLIR subset"):
         import_module(alloc, "sum.mlir")
     with pytest.raises(IRError, match="no MLIR"):

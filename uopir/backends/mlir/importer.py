@@ -288,7 +288,7 @@ def _owner(v: Any, name: str) -> Any:
 
 # ---- values that are not (yet) one uopir value ----------------------------------------------------------------------
 class _Slot:
-    """A rank-0 memref.alloca: an accumulator (`uopir.acc`) or a value read after the block that computes it."""
+    """A rank-0 memref.alloca: an accumulator (`uop.acc`) or a value read after the block that computes it."""
 
     __slots__ = ("acc_id", "acc", "cur")
 
@@ -425,27 +425,27 @@ class _FuncImporter:
         attrs = [a.data for a in f.arg_attrs.data] if f.arg_attrs is not None else [{}] * len(block.args)
         for i, (arg, a) in enumerate(zip(block.args, attrs, strict=True)):
             t = arg.type
-            if isinstance(t, MemRefType) and "uopir.unused" in a:
+            if isinstance(t, MemRefType) and "uop.unused" in a:
                 continue
             if isinstance(t, MemRefType):
-                name = a.get("uopir.dtype")
+                name = a.get("uop.dtype")
                 elem = dtypes.from_name(name.data) if name is not None else \
                     _scalar_dtype(t.element_type, self.signs.is_unsigned(arg))
                 if elem is None or len(t.get_shape()) != 1:
                     raise self.error(f"'func.func' argument {i} type {t} is outside the subset (a 1-d memref of a "
                                      "scalar)")
                 size = t.get_shape()[0]
-                idx = a["uopir.param"].value.data if "uopir.param" in a else i
+                idx = a["uop.param"].value.data if "uop.param" in a else i
                 self.vals[arg] = self.emit(UOp(K.PARAM, elem.ptr("global", size if size >= 0 else -1), (), idx))
             elif isinstance(t, IndexType):
-                name = a["uopir.var"].data if "uopir.var" in a else (arg.name_hint or f"arg{i}")
-                lo, hi = (r.value.data for r in a["uopir.range"].data) if "uopir.range" in a else \
+                name = a["uop.var"].data if "uop.var" in a else (arg.name_hint or f"arg{i}")
+                lo, hi = (r.value.data for r in a["uop.range"].data) if "uop.range" in a else \
                     (0, dtypes.index.max)
                 self.vals[arg] = self.emit(UOp(K.VAR, dtypes.index, (), (name, lo, hi)))
             else:
                 raise self.error(f"'func.func' argument {i} type {t} is outside the subset (memref or index)")
         self.block(block, "func.return")
-        kname = f.attributes.get("uopir.kernel")
+        kname = f.attributes.get("uop.kernel")
         return UOp(D.PROGRAM, dtypes.void, tuple(self._live()), kname.data if kname is not None else f.sym_name.data)
 
     def _live(self) -> list[UOp]:
@@ -812,7 +812,7 @@ def _alloca(m: _FuncImporter, op: Any) -> None:
     if t.get_shape():
         raise m.error("'memref.alloca' of an array (a register or local buffer) is outside the subset the importer "
                       "reads yet")
-    acc = op.attributes.get("uopir.acc")
+    acc = op.attributes.get("uop.acc")
     m.set(op.results[0], _Slot(acc.value.data if acc is not None else None))
 
 
@@ -863,7 +863,7 @@ def _for(m: _FuncImporter, op: Any) -> None:
     if not all(isinstance(u, UOp) and u.op is C.CONST for u in (lb, step)) or C.const_value(lb) != 0 or \
             C.const_value(step) != 1 or op.iter_args:
         raise m.error("'scf.for' outside the subset: from the constant 0 by step 1, with no iter_args")
-    ident = op.attributes.get("uopir.loop")
+    ident = op.attributes.get("uop.loop")
     loop = m.emit(UOp(D.LOOP, dtypes.index, (m.get(op.ub),), ident.value.data if ident is not None else 0))
     body = op.body.blocks[0]
     m.vals[body.args[0]] = loop
@@ -874,14 +874,14 @@ def _for(m: _FuncImporter, op: Any) -> None:
 
 @_handles("scf.parallel")
 def _parallel(m: _FuncImporter, op: Any) -> None:
-    """A global id (`uopir.id = ["global_id", dim]`): the rest of the program runs once per id."""
-    ident = op.attributes.get("uopir.id")
+    """A global id (`uop.id = ["global_id", dim]`): the rest of the program runs once per id."""
+    ident = op.attributes.get("uop.id")
     if ident is None or len(op.lowerBound) != 1 or _const_int(op.lowerBound[0]) != 0 or \
             _const_int(op.step[0]) != 1:
-        raise m.error("'scf.parallel' outside the subset: one dim from 0 by step 1, marked `uopir.id`")
+        raise m.error("'scf.parallel' outside the subset: one dim from 0 by step 1, marked `uop.id`")
     kind, dim = ident.data[0].data, ident.data[1].value.data
     if kind not in D.SPECIAL_KINDS:
-        raise m.error(f"'scf.parallel': unknown uopir.id kind {kind!r}")
+        raise m.error(f"'scf.parallel': unknown uop.id kind {kind!r}")
     body = op.body.blocks[0]
     m.vals[body.args[0]] = m.emit(UOp(D.SPECIAL, dtypes.index, (m.get(op.upperBound[0]),), (kind, dim)))
     m.block(body, "scf.reduce")
