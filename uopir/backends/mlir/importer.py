@@ -290,10 +290,10 @@ def _owner(v: Any, name: str) -> Any:
 class _Slot:
     """A rank-0 memref.alloca: an accumulator (`uop.acc`) or a value read after the block that computes it."""
 
-    __slots__ = ("acc_id", "acc", "cur")
+    __slots__ = ("acc_id", "dtype", "acc", "cur")
 
-    def __init__(self, acc_id: int | None):
-        self.acc_id = acc_id
+    def __init__(self, acc_id: int | None, dtype: DType | None):
+        self.acc_id, self.dtype = acc_id, dtype
         self.acc: UOp | None = None  # the device.acc (once its init is stored)
         self.cur: UOp | None = None  # what a load reads now: the last accstore, or the stored value
 
@@ -391,7 +391,8 @@ class _FuncImporter:
             if u.op is C.CONST and u.dtype.count == want.count and u.dtype.itemsize == want.itemsize:
                 return self.beside(u, C.const(want, C.const_value(u)))
             if u.dtype.is_int and want.is_int and u.dtype.itemsize == want.itemsize and u.dtype.count == want.count:
-                return self.beside(u, UOp(C.CAST, want, (u,)))
+                cast = UOp(C.CAST, want, (u,))  # an accumulator's value may be read after its loop: cast it there
+                return self.emit(cast) if u.op is D.ACCSTORE else self.beside(u, cast)
         return u
 
     def dtype(self, v: Any) -> DType:
@@ -791,7 +792,8 @@ def _store(m: _FuncImporter, op: Any) -> None:
         if slot.acc_id is None:
             slot.cur = m.get(v)
         elif slot.acc is None:
-            slot.acc = m.emit(UOp(D.ACC, m.get(v).dtype, (m.get(v),), slot.acc_id))
+            init = m.get(v, slot.dtype)
+            slot.acc = m.emit(UOp(D.ACC, init.dtype, (init,), slot.acc_id))
         else:
             slot.cur = m.emit(UOp(D.ACCSTORE, slot.acc.dtype, (slot.acc, m.get(v, slot.acc.dtype))))
         return
@@ -813,7 +815,8 @@ def _alloca(m: _FuncImporter, op: Any) -> None:
         raise m.error("'memref.alloca' of an array (a register or local buffer) is outside the subset the importer "
                       "reads yet")
     acc = op.attributes.get("uop.acc")
-    m.set(op.results[0], _Slot(acc.value.data if acc is not None else None))
+    d = value_dtype(t.element_type, m.signs.is_unsigned(op.results[0]))
+    m.set(op.results[0], _Slot(acc.value.data if acc is not None else None, d))
 
 
 @_handles("vector.broadcast")
