@@ -209,3 +209,26 @@ def test_structures_outside_the_subset_are_named(tmp_path) -> None:
         import_module(alloc, "sum.mlir")
     with pytest.raises(IRError, match="no MLIR"):
         import_module("// nothing\n", "e.mlir")
+
+
+def test_a_program_with_a_variable_and_every_c_semantics_case_round_trips() -> None:
+    """The C backend's semantics program (a kernel.var bound, f16 and bf16 buffers, gated loads and stores, division
+    by a value that may be 0, shifts by a variable amount): the variable comes back with its name and range."""
+    from uopir.ir.parser import parse_ir
+
+    path = os.path.join(os.path.dirname(__file__), "..", "lit_tests", "backends", "c", "emit-semantics.uop")
+    with open(path, encoding="utf-8") as f:
+        (prog,) = parse_ir(f.read(), path).src
+    text = export_text(prog)
+    (imported,) = import_module(text, "semantics.mlir").src
+    assert export_text(imported) == text
+    (var,) = [u for u in imported.src if u.op is K.VAR]
+    assert var.arg == ("n", 0, 16)
+    rng = np.random.default_rng(7)
+    types = _params(prog)
+    want = _inputs([(types[i], 16) for i in range(len(types))], rng)
+    got = [a.copy() for a in want]
+    run_program(prog, want, {"n": 11})
+    run_program(imported, got, {"n": 11})
+    for w, g in zip(want, got, strict=True):
+        np.testing.assert_array_equal(g, w)
