@@ -67,7 +67,8 @@ class _ArgParser(argparse.ArgumentParser):
 def build_arg_parser() -> argparse.ArgumentParser:
     p = _ArgParser(prog=PROG, description="Parse, verify, transform and print .uop IR.",
                    epilog="Pipeline syntax: 'a,b{opt=1 flag=true list=1,2},kernel(c)'. See --list-passes.")
-    p.add_argument("input", nargs="?", default=None, help="input .uop file (or .mlir: see --input-format), or - for stdin (default)")
+    p.add_argument("input", nargs="?", default=None,
+                   help="input .uop file (or .mlir: see --input-format), or - for stdin (default)")
     p.add_argument("-o", "--output", default="-", metavar="OUT", help="output file (default stdout)")
     p.add_argument("-p", "--pass-pipeline", action="append", default=[], metavar="PIPELINE",
                    help="the passes to run, e.g. 'canonicalize,dce' (repeatable: appended)")
