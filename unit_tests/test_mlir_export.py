@@ -275,7 +275,8 @@ core.sink %p
     m = _module(text)
     (par,) = _ops(m, scf.ParallelOp)
     (scope,) = _ops(m, memref.AllocaScopeOp)
-    assert scope.parent_op() is par
+    # in an scf.execute_region (its region may hold the blocks that lowering the scope makes) in the parallel body
+    assert isinstance(scope.parent_op(), scf.ExecuteRegionOp) and scope.parent_op().parent_op() is par
     (alloca,) = _ops(m, memref.AllocaOp)
     assert alloca.parent_op() is scope and alloca.attributes["uop.acc"].value.data == 0
     (loop,) = _ops(m, scf.ForOp)
@@ -283,6 +284,23 @@ core.sink %p
     stores = [s for s in _ops(m, memref.StoreOp) if s.memref is alloca.memref]
     assert len(stores) == 2  # the init, then the update inside the loop
     assert stores[1].parent_op() is loop
+
+
+def test_a_parallel_body_without_allocas_holds_the_ops_directly():
+    # regression: moving the ops out of the unneeded alloca_scope after erasing it crashed the export
+    m = _module("""
+%out = kernel.param {idx = 0} : ptr<f32, global>
+%c4 = core.const 4 : index
+%one = core.const 1.0 : f32
+%g = device.special %c4 {kind = global_id, dim = 0} : index
+%po = kernel.index %out, %g : ptr<f32, global>
+%st = kernel.store %po, %one
+%p = device.program %out, %c4, %one, %g, %po, %st {name = "k"}
+core.sink %p
+""")
+    (par,) = _ops(m, scf.ParallelOp)
+    assert [o.name for o in par.body.block.ops] == ["memref.store", "scf.reduce"]
+    assert not _ops(m, memref.AllocaScopeOp) and not _ops(m, scf.ExecuteRegionOp)
 
 
 def test_vectors_load_compute_and_store_as_vectors():

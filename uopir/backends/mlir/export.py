@@ -20,7 +20,9 @@ Buffers are `memref<?xT>` function arguments in `kernel.param` index order (stat
 type carries a size), then one `index` argument per `kernel.var` in name order. A global id (`device.special
 {kind = global_id}`) is an `scf.parallel` over the rest of the program. Accumulators, values read after the block
 that computes them, and register arrays are `memref.alloca`s at the top of the function (or of the parallel body,
-inside a `memref.alloca_scope`, so each iteration owns them); large `kernel.local` arrays are `memref.alloc`ed.
+inside a `memref.alloca_scope` so each iteration owns them, itself inside an `scf.execute_region`: lowering the
+scope makes blocks, which scf.parallel's single-block body cannot hold; lower memref before scf then); large
+`kernel.local` arrays are `memref.alloc`ed.
 Arguments and allocas carry `uop.*` attributes (param index, var name and range, accumulator id, dtype where the
 memory type is a carrier) so that an importer can rebuild the uopir program.
 """
@@ -37,7 +39,6 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
     BFloat16Type,
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     Float16Type,
@@ -485,15 +486,18 @@ class _Func:
         inner = self.cur
         body = scope_op.parent_block()
         assert body is not None and scope_op is not None
-        if scope.prologue:  # the iteration's own allocas: keep the alloca_scope
-            self.finish_scope(scope)
+        if scope.prologue:  # the iteration's own allocas: keep the alloca_scope, inside an scf.execute_region
+            self.finish_scope(scope)  # (lowering the scope makes blocks, which only a multi-block region may hold)
             inner.add_op(mref.AllocaScopeReturnOp(operands=((),)))
-        else:  # nothing allocated: the body is the scope's ops
             scope_op.detach()
-            scope_op.erase()
+            region_block = Block([scope_op, scf.YieldOp()])
+            body.add_op(X.ExecuteRegionOp([], Region(region_block)))
+        else:  # nothing allocated: the body is the scope's ops
             for o in list(inner.ops):
                 o.detach()
                 body.add_op(o)
+            scope_op.detach()
+            scope_op.erase()
         body.add_op(scf.ReduceOp())
         self.cur = outer
 
@@ -580,15 +584,19 @@ class _Func:
         lanes = tuple(u.arg)
         if not isinstance(v.type, VectorType):
             return v
+        et = v.type.element_type
+        parts = [self.add(vector.ExtractOp(v, [k], et)) for k in lanes]
         if len(lanes) == 1:
-            return self.add(vector.ExtractOp(v, [lanes[0]], v.type.element_type))
-        return self.add(vector.ShuffleOp(v, v, DenseArrayBase.from_list(i64, lanes),
-                                         result_type=VectorType(v.type.element_type, [len(lanes)])))
+            return parts[0]
+        # lane by lane rather than vector.shuffle, whose mask attribute MLIR 19's generic form spells differently
+        return self.lanes(VectorType(et, [len(lanes)]), parts)
 
     def vectorize(self, u: UOp) -> SSAValue:
-        t = mlir_type(u.dtype)
-        parts = [self.get(s) for s in u.src]
-        acc = self.add(vector.BroadcastOp(parts[0], t))  # type: ignore[arg-type]
+        return self.lanes(mlir_type(u.dtype), [self.get(s) for s in u.src])  # type: ignore[arg-type]
+
+    def lanes(self, t: VectorType, parts: list[SSAValue]) -> SSAValue:
+        """A vector of the given lane values: a broadcast of the first, then an insert of each lane that differs."""
+        acc = self.add(vector.BroadcastOp(parts[0], t))
         for i, p in enumerate(parts[1:], 1):
             if p is not parts[0]:  # a splat is the broadcast alone
                 acc = self.add(vector.InsertOp(p, acc, [i], t))
@@ -663,7 +671,6 @@ class _Func:
         ft = x.type
         target = dtypes.int64 if d is dtypes.index else d
         it = _vec(_SCALAR[target], n)
-        bt = _vec(i1, n)
         t = self.add(mmath.TruncOp(x))
         lo, hi = float(target.min), float(target.max) + 1.0  # powers of two: exact in every float type
         over = self.add(X.CmpfOp(t, self.const(ft, hi), "oge"))
@@ -675,7 +682,6 @@ class _Func:
         r = self.add(conv(safe, it))
         r = self.add(X.SelectOp(over, self.const(it, _signed(_bits(target), int(target.max))), r))
         r = self.add(X.SelectOp(under, self.const(it, _signed(_bits(target), int(target.min))), r))
-        del bt
         if d is dtypes.index:
             r = self.add(X.IndexCastOp(r, _vec(IndexType(), n)))
         return r

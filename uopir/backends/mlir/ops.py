@@ -2,18 +2,19 @@
 
 xDSL's `arith` has no `arith.remf`; its integer casts (`extui`, `extsi`, `trunci`, `index_cast`), int <-> float
 conversions and `arith.select` take scalars only, where MLIR's take vectors too (a select's condition may be a vector
-of i1); its `arith.cmpi`/`arith.cmpf` give an i1 even for vector operands, where MLIR's give a vector of i1. These
-definitions have MLIR's names, operands and pretty syntax (`arith.select` always prints both types, `: i1, f32`,
-which MLIR's parser accepts), so the printed text is plain MLIR. `EXTRA_OPS` lists them for a reader
-(the importer) to register over xDSL's own.
+of i1); its `arith.cmpi`/`arith.cmpf` give an i1 even for vector operands, where MLIR's give a vector of i1; its
+`scf.execute_region` prints without the `scf.yield` that MLIR requires there (this one prints in the generic form,
+terminator included). These definitions have MLIR's names, operands and pretty syntax (`arith.select` always
+prints both types, `: i1, f32`, which MLIR's parser accepts), so the printed text is plain MLIR. `EXTRA_OPS` lists
+them for a reader (the importer) to register over xDSL's own.
 """
 from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, VectorType
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
@@ -29,7 +30,8 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-__all__ = ["EXTRA_OPS", "CmpiOp", "CmpfOp", "RemFOp", "SelectOp", "ExtUIOp", "ExtSIOp", "TruncIOp", "IndexCastOp",
+__all__ = ["EXTRA_OPS", "ExecuteRegionOp", "CmpiOp", "CmpfOp", "RemFOp", "SelectOp", "ExtUIOp", "ExtSIOp", "TruncIOp",
+           "IndexCastOp",
            "SIToFPOp", "UIToFPOp",
            "FPToSIOp", "FPToUIOp"]
 
@@ -58,6 +60,13 @@ class RemFOp(IRDLOperation):
     def __init__(self, lhs: SSAValue, rhs: SSAValue):
         super().__init__(operands=[lhs, rhs], result_types=[lhs.type],
                          properties={"fastmath": arith.FastMathFlagsAttr("none")})
+
+
+class ExecuteRegionOp(scf.ExecuteRegionOp):
+    """`scf.execute_region`: runs its region (which may hold several blocks) once; printed in the generic form."""
+
+    name = "scf.execute_region"
+    print = Operation.print  # the generic form: the region's terminator is printed
 
 
 CMPI_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
@@ -212,5 +221,5 @@ UIToFPOp = _cast("arith.uitofp", _int, _is_float, None, "an unsigned integer as 
 FPToSIOp = _cast("arith.fptosi", _is_float, _int, None, "a float truncated to a signed integer (poison outside)")
 FPToUIOp = _cast("arith.fptoui", _is_float, _int, None, "a float truncated to an unsigned integer (poison outside)")
 
-EXTRA_OPS: tuple[type[IRDLOperation], ...] = (CmpiOp, CmpfOp, RemFOp, SelectOp, ExtUIOp, ExtSIOp, TruncIOp,
-                                              IndexCastOp, SIToFPOp, UIToFPOp, FPToSIOp, FPToUIOp)
+EXTRA_OPS: tuple[type[IRDLOperation], ...] = (ExecuteRegionOp, CmpiOp, CmpfOp, RemFOp, SelectOp, ExtUIOp, ExtSIOp,
+                                              TruncIOp, IndexCastOp, SIToFPOp, UIToFPOp, FPToSIOp, FPToUIOp)
