@@ -345,9 +345,10 @@ class _FuncImporter:
         self.func, self.src, self.starts, self.smap = func, src, starts, smap
         self.vals: dict[Any, Any] = {}  # xDSL SSA value -> UOp | _Slot | _Masked | _Opaque
         self.order: dict[UOp, None] = {}  # the program's ops in execution order
-        self.guards: dict[UOp, set[Any]] = {}
+        self.guards: dict[UOp, set[Any]] = {}  # idiom result -> the MLIR conditions of its guard selects
         self.after: dict[UOp, list[UOp]] = {}  # values listed right after another (retyped constants, casts)
-        self.besides: set[UOp] = set()  # idiom result -> the MLIR conditions of its guard selects
+        self.besides: set[UOp] = set()
+        self.lanes: dict[Any, list[Any]] = {}  # a vector built by broadcast and inserts -> its lanes' MLIR values
         self.signs = _Signs(func)
         self.gate: UOp | None = None  # inside the then-block of a gated store / load
         self.alt: UOp | None = None
@@ -822,6 +823,7 @@ def _alloca(m: _FuncImporter, op: Any) -> None:
 @_handles("vector.broadcast")
 def _broadcast(m: _FuncImporter, op: Any) -> None:
     d = m.dtype(op.results[0])
+    m.lanes[op.results[0]] = [op.operands[0]] * d.count
     if d.count == 1:  # to a vector<1xT> (a bitcast of a scalar to a vector): the value itself
         m.set(op.results[0], m.get(op.operands[0], d))
         return
@@ -837,7 +839,27 @@ def _insert(m: _FuncImporter, op: Any) -> None:
         raise m.error("'vector.insert' outside the subset: one static position into a vector built lane by lane")
     lanes = list(vec.src)
     lanes[pos[0]] = x
+    mlir_lanes = list(m.lanes.get(op.operands[1], [None] * d.count))
+    mlir_lanes[pos[0]] = op.operands[0]
+    m.lanes[op.results[0]] = mlir_lanes
+    picked = _extracted_lanes(mlir_lanes)
+    if picked is not None:  # the exporter's multi-lane core.gep: one extract per lane, then the lanes put together
+        m.value(op.results[0], C.GEP, m.get(picked[0]), arg=picked[1])
+        return
     m.value(op.results[0], C.VECTORIZE, *lanes)
+
+
+def _extracted_lanes(lanes: list[Any]) -> tuple[Any, tuple[int, ...]] | None:
+    """(v, positions) when every lane is its own vector.extract of one vector v, else None."""
+    if any(v is None for v in lanes) or len({id(v) for v in lanes}) != len(lanes):
+        return None
+    ops = [_owner(v, "vector.extract") for v in lanes]
+    if any(o is None or len(o.operands) != 1 for o in ops) or len({id(o.operands[0]) for o in ops}) != 1:
+        return None
+    pos = [list(o.static_position.get_values()) for o in ops]
+    if any(len(p) != 1 for p in pos):
+        return None
+    return ops[0].operands[0], tuple(p[0] for p in pos)
 
 
 @_handles("vector.extract")
@@ -893,6 +915,14 @@ def _parallel(m: _FuncImporter, op: Any) -> None:
 @_handles("memref.alloca_scope")
 def _alloca_scope(m: _FuncImporter, op: Any) -> None:
     m.block(op.scope.blocks[0], "memref.alloca_scope.return")
+
+
+@_handles("scf.execute_region")
+def _execute_region(m: _FuncImporter, op: Any) -> None:
+    """The region around a parallel body's alloca_scope (one block, no results in the subset)."""
+    if op.results or len(op.region.blocks) != 1:
+        raise m.error("'scf.execute_region' outside the subset: one block, no results")
+    m.block(op.region.blocks[0], "scf.yield")
 
 
 @_handles("scf.if")
