@@ -481,7 +481,11 @@ class _FuncImporter:
         h = _HANDLERS.get(op.name)
         if h is None:
             raise self.error(f"'{op.name}' is outside the MLIR subset uop-opt reads (what emit-mlir writes)")
-        h(self, op)
+        try:
+            h(self, op)
+        except (IndexError, ValueError, KeyError, AttributeError, TypeError) as e:  # a shape xDSL accepts, we do not
+            raise self.error(f"'{op.name}' in a form outside the MLIR subset uop-opt reads ({type(e).__name__}: "
+                             f"{e})", op) from None
 
 
 # ---- arith / math ---------------------------------------------------------------------------------------------------
@@ -947,8 +951,10 @@ def _if(m: _FuncImporter, op: Any) -> None:
     d = m.dtype(op.results[0])
     m.gate, m.alt = gate, m.get(els[0].operands[0], d)
     try:
-        (out,) = m.block(op.true_region.blocks[0], "scf.yield")
-        u = m.get(out, d)
+        outs = m.block(op.true_region.blocks[0], "scf.yield")
+        if len(outs) != 1:
+            raise m.error("'scf.if' outside the subset: the then block of a gated load yields the load", op)
+        u = m.get(outs[0], d)
     finally:
         m.gate = m.alt = None
     m.op = op
