@@ -29,11 +29,15 @@ MLIR_OPT = find_mlir_tool("mlir-opt")
 
 
 # ---- the differential suite ----------------------------------------------------------------------------------------
+_GENERIC: list[str] = []  # the generic form of every 4th module the fixture exports (mlir-opt reads both forms)
+
+
 @pytest.fixture(scope="module")
 def exported() -> dict[str, list[str] | Exception]:
     """case name -> the MLIR text of each of its realized tensors (lowered for target c), or the error it raised."""
     backend = get_backend("c")
     out: dict[str, list[str] | Exception] = {}
+    n = 0
     for case in dc.CASES:
         try:
             outputs = case.build(dc.Inputs(case.name, "c"))
@@ -44,6 +48,9 @@ def exported() -> dict[str, list[str] | Exception]:
                 lowered = backend.lower(cache_key(t.uop)[0])
                 module = export_module(lowered)  # runs xDSL's verifier
                 texts.append(print_module(module))
+                if n % 4 == 0:
+                    _GENERIC.append(print_module(module, generic=True))
+                n += 1
             out[case.name] = texts
         except Exception as e:  # noqa: BLE001 - reported by the case's own test
             out[case.name] = e
@@ -68,6 +75,11 @@ def test_mlir_opt_parses_and_verifies_every_export(exported):
                          timeout=300)
     assert res.returncode == 0, res.stderr[:4000]
     assert res.stdout.count("func.func @") == sum(t.count("func.func @") for _, t in texts)
+    # and the generic form (a sample: printing costs as much as exporting)
+    assert len(_GENERIC) >= len(texts) // 4
+    res = subprocess.run([MLIR_OPT, "--split-input-file", "-"], input="\n// -----\n".join(_GENERIC),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[:4000]
 
 
 # ---- semantics: small programs ---------------------------------------------------------------------------------------
@@ -301,6 +313,33 @@ core.sink %p
     (par,) = _ops(m, scf.ParallelOp)
     assert [o.name for o in par.body.block.ops] == ["memref.store", "scf.reduce"]
     assert not _ops(m, memref.AllocaScopeOp) and not _ops(m, scf.ExecuteRegionOp)
+
+
+def test_heap_scratch_of_a_parallel_body_is_freed_in_that_body():
+    # regression (found by the mlir backend): the dealloc of a large kernel.local allocated in a parallel body was
+    # written at the function's end, where its value is out of scope
+    m = _module("""
+%out = kernel.param {idx = 0} : ptr<f32, global>
+%c4 = core.const 4 : index
+%one = core.const 1.0 : f32
+%g = device.special %c4 {kind = global_id, dim = 0} : index
+%buf = kernel.local {id = 0} : ptr<f32, local, 20000>
+%pl = kernel.index %buf, %g : ptr<f32, local, 20000>
+%s1 = kernel.store %pl, %one
+%v = kernel.load %pl : f32
+%po = kernel.index %out, %g : ptr<f32, global>
+%st = kernel.store %po, %v
+%p = device.program %out, %c4, %one, %g, %buf, %pl, %s1, %v, %po, %st {name = "k"}
+core.sink %p
+""")
+    (alloc,) = _ops(m, memref.AllocOp)
+    (free,) = _ops(m, memref.DeallocOp)
+    (scope,) = _ops(m, memref.AllocaScopeOp)
+    assert free.memref is alloc.memref and alloc.parent_op() is scope and free.parent_op() is scope
+    assert str(alloc.memref.type) == "memref<20000xf32>"
+    if MLIR_OPT is not None:
+        res = subprocess.run([MLIR_OPT, "-"], input=print_module(m), capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
 
 
 def test_vectors_load_compute_and_store_as_vectors():

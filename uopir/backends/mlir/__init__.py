@@ -1,7 +1,10 @@
 """MLIR interop through xDSL.
 
     export.py   device-level uopir -> an xDSL builtin.module (one func.func per device.program): export_module,
-                export_text
+                export_text; the walk, control flow and memory
+    alu.py      the core ops and casts as arith/math ops with uopir's exact semantics (a mixin of the exporter)
+    types.py    dtypes as MLIR types (registers, memory) and exact literals
+    ops.py      MLIR ops xDSL 0.75 lacks or restricts, with MLIR's syntax
     emit.py     the `emit-mlir` pass (`uop-opt --emit=mlir`)
     tools.py    find_mlir_tool: where LLVM's mlir-opt / mlir-translate are installed
 

@@ -1,9 +1,9 @@
 """Export device-level uopir to MLIR with xDSL: one `func.func` per `device.program`, in one `builtin.module`.
 
 The walk is the cpu renderers' (uopir.backends.cpu.program: execution order, escaping values, signature); the
-language is standard MLIR: `scf` for control flow, `arith`/`math` for the ALU, `memref` for buffers and variables,
-`vector` for vector values. docs/mlir.md has the whole mapping; the choices that keep uopir's exact semantics
-(uopir.dialects.semantics) where MLIR's differ:
+language is standard MLIR: `scf` for control flow, `arith`/`math` for the ALU (uopir.backends.mlir.alu), `memref`
+for buffers and variables, `vector` for vector values. docs/mlir.md has the whole mapping; the choices that keep
+uopir's exact semantics (uopir.dialects.semantics) where MLIR's differ:
 
 - integer divisions and remainders guard the divisor (`arith.divsi` by 0 or MIN/-1 is undefined): it is replaced by
   1 there and the result selected (x/0 = x%0 = 0, MIN/-1 = MIN, MIN%-1 = 0); shift amounts are masked to the width
@@ -33,33 +33,22 @@ import math
 import struct
 
 from xdsl.dialects import arith, func, scf, vector
-from xdsl.dialects import math as mmath
 from xdsl.dialects import memref as mref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
-    BFloat16Type,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    FloatAttr,
     IndexType,
     IntegerAttr,
-    IntegerType,
     MemRefType,
     ModuleOp,
     StringAttr,
     VectorType,
     bf16,
-    f16,
     f32,
-    f64,
     i1,
     i8,
-    i16,
-    i32,
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -79,6 +68,18 @@ from uopir.backends.cpu.program import (
 from uopir.backends.cpu.program import kernel_signature as _signature
 from uopir.backends.llvm.renderer import llvm_name
 from uopir.backends.mlir import ops as X
+from uopir.backends.mlir.alu import AluExport
+from uopir.backends.mlir.types import (
+    SCALAR,
+    const_attr,
+    mem_scalar,
+    memory_type,
+    mlir_type,
+    py_value,
+    same,
+    vec,
+    zero_of,
+)
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
@@ -95,45 +96,6 @@ def kernel_signature(program: UOp) -> KernelSignature:
     """How the exported function of `program` is called: its name (a C identifier), buffers, variables; `parallel`
     says it holds an scf.parallel (it takes no core arguments)."""
     return _signature(program, llvm_name, "MLIR")
-
-
-# ---- types -----------------------------------------------------------------------------------------------------------
-_SCALAR: dict[DType, Attribute] = {
-    dtypes.bool: i1, dtypes.int8: i8, dtypes.int16: i16, dtypes.int32: i32, dtypes.int64: i64,
-    dtypes.uint8: i8, dtypes.uint16: i16, dtypes.uint32: i32, dtypes.uint64: i64, dtypes.index: IndexType(),
-    dtypes.float16: f16, dtypes.bfloat16: bf16, dtypes.float32: f32, dtypes.float64: f64,
-}
-_WIDTH = {dtypes.index: 64}
-
-
-def _bits(d: DType) -> int:
-    return _WIDTH.get(d.scalar, d.scalar.itemsize * 8)
-
-
-def _vec(t: Attribute, n: int) -> Attribute:
-    return t if n == 1 else VectorType(t, [n])
-
-
-def mlir_type(d: DType) -> Attribute:
-    """The MLIR type of a uopir value dtype (a vector dtype is a `vector<N x T>`)."""
-    s = d.scalar
-    if s not in _SCALAR:
-        raise KeyError(d)
-    return _vec(_SCALAR[s], d.count)
-
-
-def _mem_scalar(d: DType) -> Attribute:
-    s = d.scalar
-    if s is dtypes.bool:
-        return i8
-    if s is dtypes.bfloat16:
-        return f32
-    return _SCALAR[s]
-
-
-def memory_type(d: DType) -> Attribute:
-    """The MLIR element type of a buffer of dtype d: bool is a byte (i8), bf16 its f32 carrier."""
-    return _vec(_mem_scalar(d), d.count)
 
 
 # ---- values ----------------------------------------------------------------------------------------------------------
@@ -158,26 +120,15 @@ class _Ptr:
 class _Scope:
     """Where allocas go: the function's entry block, or a parallel body's alloca_scope block."""
 
-    __slots__ = ("block", "prologue")
+    __slots__ = ("block", "prologue", "frees")
 
     def __init__(self, block: Block):
         self.block = block
         self.prologue: list[Operation] = []
+        self.frees: list[SSAValue] = []  # heap scratch allocated in the prologue, freed where the scope ends
 
 
-_CMPI = {"core.cmplt": ("slt", "ult"), "core.cmpne": ("ne", "ne"), "core.cmpeq": ("eq", "eq")}
-_CMPF = {"core.cmplt": "olt", "core.cmpne": "une", "core.cmpeq": "oeq"}
-_INT_BIN = {"core.add": arith.AddiOp, "core.sub": arith.SubiOp, "core.mul": arith.MuliOp, "core.and": arith.AndIOp,
-            "core.or": arith.OrIOp, "core.xor": arith.XOrIOp}
-_BOOL_BIN = {"core.add": arith.OrIOp, "core.mul": arith.AndIOp, "core.max": arith.OrIOp, "core.and": arith.AndIOp,
-             "core.or": arith.OrIOp, "core.xor": arith.XOrIOp}
-_FLOAT_BIN = {"core.add": arith.AddfOp, "core.sub": arith.SubfOp, "core.mul": arith.MulfOp, "core.fdiv": arith.DivfOp,
-              "core.max": arith.MaximumfOp}
-_FLOAT_UN = {"core.sqrt": mmath.SqrtOp, "core.trunc": mmath.TruncOp, "core.exp2": mmath.Exp2Op,
-             "core.log2": mmath.Log2Op, "core.sin": mmath.SinOp}
-
-
-class _Func:
+class _Func(AluExport):
     """The export of one device.program into one func.func."""
 
     def __init__(self, program: UOp, name: str | None = None):
@@ -193,7 +144,7 @@ class _Func:
                 attrs.append({"uop.unused": IntegerAttr(i, i64)})
                 continue
             size = sized[i].size
-            args.append(MemRefType(_mem_scalar(d), [size if size >= 0 else DYNAMIC_INDEX]))
+            args.append(MemRefType(mem_scalar(d), [size if size >= 0 else DYNAMIC_INDEX]))
             a: dict[str, Attribute] = {"uop.param": IntegerAttr(i, i64)}
             if d.scalar in (dtypes.bool, dtypes.bfloat16):
                 a["uop.dtype"] = StringAttr(d.scalar.name)
@@ -219,7 +170,6 @@ class _Func:
         self.blocks: list[tuple[UOp, Block]] = []  # open loops and ifs: (opener, the block they hid)
         self.ids: list[tuple[Block, _Scope | None, Operation | None]] = []  # open parallels: (outer block, ...)
         self.id_dims: set[int] = set()
-        self.frees: list[SSAValue] = []
 
     # ---- building
     def add(self, op: Operation) -> SSAValue:
@@ -233,7 +183,7 @@ class _Func:
         hit = self.const_cache.get(key)
         if hit is not None:
             return hit
-        op = arith.ConstantOp(_attr(t, value))
+        op = arith.ConstantOp(const_attr(t, value))
         self.consts.append(op)
         self.const_cache[key] = op.results[0]
         return op.results[0]
@@ -268,7 +218,8 @@ class _Func:
             v = self.add(mref.LoadOp.get(v.ref, []))
         if n is not None and n > 1 and not isinstance(v.type, VectorType):
             if u.op is C.CONST:  # a splat constant rather than a broadcast
-                return self.const(VectorType(v.type, [n]), _py(u.dtype, const_array(u.dtype, u.arg).reshape(-1)[0]))
+                value = py_value(u.dtype, const_array(u.dtype, u.arg).reshape(-1)[0])
+                return self.const(VectorType(v.type, [n]), value)
             v = self.add(vector.BroadcastOp(v, VectorType(v.type, [n])))
         return v
 
@@ -313,7 +264,7 @@ class _Func:
                            f"{'device.endloop' if b.op is D.LOOP else 'device.endif'} in the program)")
         while self.ids:
             self.close_parallel()
-        for mem in self.frees:
+        for mem in self.scopes[-1].frees:
             self.add(mref.DeallocOp.get(mem))
         self.add(func.ReturnOp())
         self.finish_scope(self.scopes.pop())
@@ -343,7 +294,7 @@ class _Func:
         if op is C.CONST:
             if type(u.arg) is tuple and u.dtype.count == 1:
                 raise op_error(u, "a tensor-shaped const cannot be exported: lower the program to the device level")
-            if u.dtype.scalar not in _SCALAR:
+            if u.dtype.scalar not in SCALAR:
                 raise op_error(u, f"the MLIR export has no type for {u.dtype}")
             self.vals[u] = self.const_of(u.dtype, u.arg)
         elif op is K.PARAM:
@@ -417,17 +368,17 @@ class _Func:
         """The constant of a const op's value through the semantics' carrier (exactly the interpreter's value)."""
         t, n = mlir_type(d), d.count
         lanes = value if n > 1 and type(value) is tuple else (value,) * n
-        vals = [_py(d.scalar, const_array(d.scalar, v).reshape(-1)[0]) for v in lanes]
+        vals = [py_value(d.scalar, const_array(d.scalar, v).reshape(-1)[0]) for v in lanes]
         if n == 1:
             return self.const(t, vals[0])
-        if all(_same(v, vals[0]) for v in vals):
+        if all(same(v, vals[0]) for v in vals):
             return self.const(t, vals[0])
         return self.const_lanes(t, vals)
 
     def scratch(self, u: UOp) -> None:
         """kernel.register / small kernel.local: a zeroed stack array; a large kernel.local: zeroed heap memory."""
         size = max(u.dtype.size, 1)
-        t = MemRefType(_mem_scalar(u.dtype.base), [size])
+        t = MemRefType(mem_scalar(u.dtype.base), [size])
         kind = "uop.register" if u.op is K.REGISTER else "uop.local"
         heap = u.op is K.LOCAL and u.dtype.size * u.dtype.base.itemsize > STACK_SCRATCH
         if heap:
@@ -435,13 +386,13 @@ class _Func:
             alloc.attributes[kind] = IntegerAttr(u.arg, i64)
             self.scopes[-1].prologue.append(alloc)
             mem = alloc.results[0]
-            self.frees.append(mem)
+            self.scopes[-1].frees.append(mem)
         else:
             mem = self.alloca(t, {kind: IntegerAttr(u.arg, i64)})
         # zero it where it is declared (the prologue of its scope)
         c0, c1, cn = self.const(IndexType(), 0), self.const(IndexType(), 1), self.const(IndexType(), size)
         body = Block(arg_types=[IndexType()])
-        body.add_ops([mref.StoreOp.get(self.const(t.element_type, _zero(t.element_type)), mem, [body.args[0]]),
+        body.add_ops([mref.StoreOp.get(self.const(t.element_type, zero_of(t.element_type)), mem, [body.args[0]]),
                       scf.YieldOp()])
         self.scopes[-1].prologue.append(scf.ForOp(c0, cn, c1, [], Region(body)))
         self.vals[u] = _Ptr(mem, None, None, u.dtype)
@@ -488,6 +439,8 @@ class _Func:
         assert body is not None and scope_op is not None
         if scope.prologue:  # the iteration's own allocas: keep the alloca_scope, inside an scf.execute_region
             self.finish_scope(scope)  # (lowering the scope makes blocks, which only a multi-block region may hold)
+            for mem in scope.frees:  # the iteration's heap scratch
+                inner.add_op(mref.DeallocOp.get(mem))
             inner.add_op(mref.AllocaScopeReturnOp(operands=((),)))
             scope_op.detach()
             region_block = Block([scope_op, scf.YieldOp()])
@@ -515,23 +468,23 @@ class _Func:
     def _from_mem(self, x: SSAValue, d: DType, n: int) -> SSAValue:
         """A value read from memory in its register form (bool from a byte, bf16 rounded from its carrier)."""
         if d.scalar is dtypes.bool:
-            return self.add(X.CmpiOp(x, self.const(_vec(i8, n), 0), "ne"))
+            return self.add(X.CmpiOp(x, self.const(vec(i8, n), 0), "ne"))
         if d.scalar is dtypes.bfloat16:
-            return self.add(arith.TruncFOp(x, _vec(bf16, n)))
+            return self.add(arith.TruncFOp(x, vec(bf16, n)))
         return x
 
     def _to_mem(self, x: SSAValue, d: DType, n: int) -> SSAValue:
         if d.scalar is dtypes.bool:
-            return self.add(X.ExtUIOp(x, _vec(i8, n)))
+            return self.add(X.ExtUIOp(x, vec(i8, n)))
         if d.scalar is dtypes.bfloat16:
-            return self.add(arith.ExtFOp(x, _vec(f32, n)))
+            return self.add(arith.ExtFOp(x, vec(f32, n)))
         return x
 
     def _raw_load(self, p: _Ptr, d: DType, n: int) -> SSAValue:
         off = self._off(p)
         if n == 1:
             return self.add(mref.LoadOp.get(p.mem, [off]))
-        return self.add(vector.LoadOp(p.mem, [off], VectorType(_mem_scalar(d), [n])))
+        return self.add(vector.LoadOp(p.mem, [off], VectorType(mem_scalar(d), [n])))
 
     def load(self, u: UOp, escapes: bool) -> None:
         p = self.ptr(u.src[0])
@@ -540,7 +493,7 @@ class _Func:
         if gate is None:
             self.define(u, self._from_mem(self._raw_load(p, d, n), d, n), escapes)
             return
-        alt = self.get(u.src[1], n) if len(u.src) == 3 else self.const(mlir_type(d), _zero(_SCALAR[d.scalar]))
+        alt = self.get(u.src[1], n) if len(u.src) == 3 else self.const(mlir_type(d), zero_of(SCALAR[d.scalar]))
         if n == 1:  # the load runs only where the gate holds
             then, other = Block(), Block()
             outer = self.cur
@@ -552,9 +505,9 @@ class _Func:
             self.cur = outer
             self.define(u, self.add(scf.IfOp(gate, [v.type], Region(then), Region(other))), escapes)
             return
-        mt = VectorType(_mem_scalar(d), [n])
+        mt = VectorType(mem_scalar(d), [n])
         mask = self.add(vector.BroadcastOp(gate, VectorType(i1, [n])))
-        raw = self.add(vector.MaskedLoadOp(p.mem, [self._off(p)], mask, self.const(mt, _zero(mt.element_type))))
+        raw = self.add(vector.MaskedLoadOp(p.mem, [self._off(p)], mask, self.const(mt, zero_of(mt.element_type))))
         v = self._from_mem(raw, d, n)
         self.define(u, self.add(X.SelectOp(gate, v, alt)), escapes)
 
@@ -601,267 +554,6 @@ class _Func:
             if p is not parts[0]:  # a splat is the broadcast alone
                 acc = self.add(vector.InsertOp(p, acc, [i], t))
         return acc
-
-    # ---- casts
-    def cast(self, x: SSAValue, s: DType, d: DType, n: int) -> SSAValue:
-        s, d = s.scalar, d.scalar
-        if s is d:
-            return x
-        dt = _vec(_SCALAR[d], n)
-        if d is dtypes.bool:
-            zero = self.const(x.type, _zero(_SCALAR[s]))
-            if s.is_float:
-                return self.add(X.CmpfOp(x, zero, "une"))
-            return self.add(X.CmpiOp(x, zero, "ne"))
-        if s is dtypes.bool:
-            if d.is_float:
-                return self.add(X.UIToFPOp(x, dt))
-            if d is dtypes.index:
-                return self.add(X.IndexCastOp(self.add(X.ExtUIOp(x, _vec(i64, n))), dt))
-            return self.add(X.ExtUIOp(x, dt))
-        if d.is_float and s.is_float:
-            if d is dtypes.bfloat16:
-                if s is dtypes.float64:
-                    return self.add(arith.TruncFOp(self.f64_to_f32_odd(x, n), dt))
-                if s is dtypes.float16:
-                    x = self.add(arith.ExtFOp(x, _vec(f32, n)))
-                return self.add(arith.TruncFOp(x, dt))
-            if d is dtypes.float16 and s is dtypes.float64:
-                return self.add(arith.TruncFOp(self.f64_to_f32_odd(x, n), dt))
-            if s is dtypes.bfloat16 and d is dtypes.float16:  # exact in f32, then rounded once
-                return self.add(arith.TruncFOp(self.add(arith.ExtFOp(x, _vec(f32, n))), dt))
-            if _bits(s) < _bits(d):
-                return self.add(arith.ExtFOp(x, dt))
-            return self.add(arith.TruncFOp(x, dt))
-        if d.is_float:  # int -> float, correctly rounded from the exact value
-            unsigned = s.kind == "uint"
-            if s is dtypes.index:
-                x, s = self.add(X.IndexCastOp(x, _vec(i64, n))), dtypes.int64
-            conv = X.UIToFPOp if unsigned else X.SIToFPOp
-            if d is dtypes.bfloat16:
-                if _bits(s) == 64:
-                    wide = self.int64_to_f64_sticky(x, n, not unsigned)
-                else:
-                    wide = self.add(conv(x, _vec(f64, n)))
-                return self.add(arith.TruncFOp(self.f64_to_f32_odd(wide, n), dt))
-            if d is dtypes.float16:  # exact in f32 below 2**24; beyond that f16 overflows to inf either way
-                return self.add(arith.TruncFOp(self.add(conv(x, _vec(f32, n))), dt))
-            return self.add(conv(x, dt))
-        if s.is_float:
-            return self.float_to_int(x, s, d, n)
-        # int -> int wraps
-        if s is dtypes.index or d is dtypes.index:
-            if s is dtypes.index:
-                x64 = self.add(X.IndexCastOp(x, _vec(i64, n)))
-                return self.cast(x64, dtypes.int64, d, n)
-            if _bits(s) < 64:
-                x = self.add((X.ExtUIOp if s.kind == "uint" else X.ExtSIOp)(x, _vec(i64, n)))
-            return self.add(X.IndexCastOp(x, dt))
-        sb, db = _bits(s), _bits(d)
-        if sb == db:
-            return x
-        if db < sb:
-            return self.add(X.TruncIOp(x, dt))
-        return self.add((X.ExtUIOp if s.kind == "uint" else X.ExtSIOp)(x, dt))
-
-    def float_to_int(self, x: SSAValue, s: DType, d: DType, n: int) -> SSAValue:
-        """Truncate toward zero and saturate to d's range; NaN -> 0 (fptosi/fptoui alone are poison outside)."""
-        if s in (dtypes.float16, dtypes.bfloat16):  # exact in f32
-            x, s = self.add(arith.ExtFOp(x, _vec(f32, n))), dtypes.float32
-        ft = x.type
-        target = dtypes.int64 if d is dtypes.index else d
-        it = _vec(_SCALAR[target], n)
-        t = self.add(mmath.TruncOp(x))
-        lo, hi = float(target.min), float(target.max) + 1.0  # powers of two: exact in every float type
-        over = self.add(X.CmpfOp(t, self.const(ft, hi), "oge"))
-        under = self.add(X.CmpfOp(t, self.const(ft, lo), "olt"))
-        nan = self.add(X.CmpfOp(x, x, "uno"))
-        bad = self.add(arith.OrIOp(self.add(arith.OrIOp(over, under)), nan))
-        safe = self.add(X.SelectOp(bad, self.const(ft, 0.0), t))
-        conv = X.FPToUIOp if target.kind == "uint" else X.FPToSIOp
-        r = self.add(conv(safe, it))
-        r = self.add(X.SelectOp(over, self.const(it, _signed(_bits(target), int(target.max))), r))
-        r = self.add(X.SelectOp(under, self.const(it, _signed(_bits(target), int(target.min))), r))
-        if d is dtypes.index:
-            r = self.add(X.IndexCastOp(r, _vec(IndexType(), n)))
-        return r
-
-    def f64_to_f32_odd(self, x: SSAValue, n: int) -> SSAValue:
-        """f64 (x n) rounded to f32 with round-to-odd (a later rounding to a narrower type is then exact)."""
-        ft, it = _vec(f32, n), _vec(i32, n)
-        r = self.add(arith.TruncFOp(x, ft))
-        back = self.add(arith.ExtFOp(r, x.type))
-        inexact = self.add(X.CmpfOp(back, x, "one"))
-        away = self.add(X.CmpfOp(self.add(mmath.AbsFOp(back)), self.add(mmath.AbsFOp(x)), "ogt"))
-        bits = self.add(arith.BitcastOp(r, it))
-        one = self.const(it, 1)
-        dec = self.add(arith.AndIOp(inexact, away))
-        bits = self.add(X.SelectOp(dec, self.add(arith.SubiOp(bits, one)), bits))
-        bits = self.add(X.SelectOp(inexact, self.add(arith.OrIOp(bits, one)), bits))
-        return self.add(arith.BitcastOp(bits, ft))
-
-    def int64_to_f64_sticky(self, x: SSAValue, n: int, signed: bool) -> SSAValue:
-        """A 64-bit int (x n) as an f64 that rounds correctly to any narrower float: exact below 2**53, else with
-        the bits shifted out kept as a sticky bit."""
-        it, dt = _vec(i64, n), _vec(f64, n)
-        zero = self.const(it, 0)
-        m = x
-        neg = None
-        if signed:
-            neg = self.add(X.CmpiOp(x, zero, "slt"))
-            m = self.add(X.SelectOp(neg, self.add(arith.SubiOp(zero, x)), x))
-        big = self.add(X.CmpiOp(m, self.const(it, 1 << 53), "uge"))
-        low = self.add(arith.AndIOp(m, self.const(it, 0x7FF)))
-        sticky = self.add(X.ExtUIOp(self.add(X.CmpiOp(low, zero, "ne")), it))
-        red = self.add(arith.OrIOp(self.add(arith.ShRUIOp(m, self.const(it, 11))), sticky))
-        redf = self.add(arith.MulfOp(self.add(X.UIToFPOp(red, dt)), self.const(dt, 2048.0)))
-        mag = self.add(X.SelectOp(big, redf, self.add(X.UIToFPOp(m, dt))))
-        if neg is None:
-            return mag
-        return self.add(X.SelectOp(neg, self.add(arith.NegfOp(mag)), mag))
-
-    def bitcast(self, u: UOp) -> SSAValue:
-        """The same bits as another dtype."""
-        s, d = u.src[0].dtype, u.dtype
-        x = self.get(u.src[0])
-        if s is d:
-            return x
-        sb, db = _bits(s), _bits(d)
-        if dtypes.bool in (s.scalar, d.scalar) or dtypes.index in (s.scalar, d.scalar) or sb * s.count != db * d.count:
-            raise op_error(u, f"the MLIR export cannot bitcast {s} to {d}")
-        t = mlir_type(d)
-        if s.count == 1 and d.count == 1:
-            return self.add(arith.BitcastOp(x, t))
-        if s.count == 1:
-            x = self.add(vector.BroadcastOp(x, VectorType(x.type, [1])))
-        if d.count == 1:
-            one = self.add(vector.BitcastOp(x, VectorType(t, [1])))
-            return self.add(vector.ExtractOp(one, [0], t))
-        return self.add(vector.BitcastOp(x, t))
-
-    # ---- the ALU
-    def alu(self, u: UOp) -> SSAValue:
-        name = u.op.name
-        d, n = u.dtype.scalar, u.dtype.count
-        if name == "core.where":
-            c = self.get(u.src[0])
-            a, b = self.get(u.src[1], n), self.get(u.src[2], n)
-            return self.add(X.SelectOp(c, a, b))
-        src = u.src[0].dtype.scalar
-        args = [self.get(s, n) for s in u.src]
-        if name in _CMPI:
-            if src.is_float:
-                return self.add(X.CmpfOp(args[0], args[1], _CMPF[name]))
-            unsigned = src.kind == "uint" or src is dtypes.bool
-            return self.add(X.CmpiOp(args[0], args[1], _CMPI[name][unsigned]))
-        t = mlir_type(u.dtype)
-        if d is dtypes.bool:
-            if name in _BOOL_BIN:
-                return self.add(_BOOL_BIN[name](args[0], args[1]))
-            if name == "core.neg":
-                return self.add(arith.XOrIOp(args[0], self.const(t, True)))
-            if name == "core.mulacc":
-                return self.add(arith.OrIOp(self.add(arith.AndIOp(args[0], args[1])), args[2]))
-            raise op_error(u, f"the MLIR export cannot compute {name} on bool")
-        if d.is_float:
-            if name in _FLOAT_BIN:
-                return self.add(_FLOAT_BIN[name](args[0], args[1]))
-            if name == "core.mod":
-                return self.add(X.RemFOp(args[0], args[1]))
-            if name == "core.neg":
-                return self.add(arith.NegfOp(args[0]))
-            if name == "core.recip":
-                return self.add(arith.DivfOp(self.const(t, 1.0), args[0]))
-            if name in _FLOAT_UN:
-                return self.add(_FLOAT_UN[name](args[0]))
-            if name == "core.mulacc":  # not fused: the product is rounded, then the sum
-                return self.add(arith.AddfOp(self.add(arith.MulfOp(args[0], args[1])), args[2]))
-            raise op_error(u, f"the MLIR export cannot compute {name} on {d}")
-        bits = _bits(d)
-        unsigned = d.kind == "uint"
-        if name in _INT_BIN:  # wraps: no overflow flags
-            return self.add(_INT_BIN[name](args[0], args[1]))
-        if name == "core.neg":
-            return self.add(arith.SubiOp(self.const(t, 0), args[0]))
-        if name == "core.mulacc":
-            return self.add(arith.AddiOp(self.add(arith.MuliOp(args[0], args[1])), args[2]))
-        if name == "core.max":
-            return self.add((arith.MaxUIOp if unsigned else arith.MaxSIOp)(args[0], args[1]))
-        if name in ("core.idiv", "core.mod"):
-            return self.divmod(u, name == "core.idiv", t, unsigned, args)
-        if name in ("core.shl", "core.shr"):
-            b = u.src[1]
-            if b.op is C.CONST and b.dtype.count == 1:
-                amt = self.const(t, int(b.arg) & (bits - 1))
-            else:
-                amt = self.add(arith.AndIOp(args[1], self.const(t, bits - 1)))
-            kind = arith.ShLIOp if name == "core.shl" else arith.ShRUIOp if unsigned else arith.ShRSIOp
-            return self.add(kind(args[0], amt))
-        raise op_error(u, f"the MLIR export cannot compute {name} on {d}")
-
-    def divmod(self, u: UOp, div: bool, t: Attribute, unsigned: bool, args: list[SSAValue]) -> SSAValue:
-        """Integer division / remainder with the semantics' total rules: x/0 = x%0 = 0, MIN/-1 = MIN, MIN%-1 = 0."""
-        a, b = args
-        op = (arith.DivUIOp if div else arith.RemUIOp) if unsigned else (arith.DivSIOp if div else arith.RemSIOp)
-        c = u.src[1]
-        if c.op is C.CONST and c.dtype.count == 1 and int(c.arg) not in (0, -1):
-            return self.add(op(a, b))
-        zero_c = self.const(t, 0)
-        zero = self.add(X.CmpiOp(b, zero_c, "eq"))
-        special = zero
-        minus1 = None
-        if not unsigned:
-            minus1 = self.add(X.CmpiOp(b, self.const(t, -1), "eq"))
-            special = self.add(arith.OrIOp(zero, minus1))
-        safe = self.add(X.SelectOp(special, self.const(t, 1), b))
-        r = self.add(op(a, safe))
-        if not div:
-            return self.add(X.SelectOp(special, zero_c, r))
-        r = self.add(X.SelectOp(zero, zero_c, r))
-        if minus1 is None:
-            return r
-        return self.add(X.SelectOp(minus1, self.add(arith.SubiOp(zero_c, a)), r))
-
-
-# ---- literals --------------------------------------------------------------------------------------------------------
-def _signed(bits: int, v: int) -> int:
-    v &= (1 << bits) - 1
-    return v - (1 << bits) if bits > 1 and v >> (bits - 1) else v
-
-
-def _py(d: DType, v: object) -> object:
-    """A carrier scalar as the Python value of an MLIR literal (ints signed in their width, bool as bool)."""
-    if d is dtypes.bool:
-        return bool(v)
-    if d.is_float:
-        return float(v)  # type: ignore[arg-type]
-    return _signed(_bits(d), int(v))  # type: ignore[call-overload]
-
-
-def _same(a: object, b: object) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return struct.pack("<d", a) == struct.pack("<d", b)
-    return a == b
-
-
-def _zero(t: Attribute) -> object:
-    if isinstance(t, VectorType):
-        t = t.element_type
-    if t == i1:
-        return False
-    return 0.0 if isinstance(t, Float16Type | BFloat16Type | Float32Type | Float64Type) else 0
-
-
-def _attr(t: Attribute, value: object) -> Attribute:
-    """The value attribute of an arith.constant of type t (a splat for a vector)."""
-    if isinstance(t, VectorType):
-        return DenseIntOrFPElementsAttr.from_list(t, [value] * t.get_shape()[0])  # type: ignore[list-item]
-    if isinstance(t, IndexType | IntegerType):
-        if t == i1:
-            return IntegerAttr(1 if value else 0, i1)
-        return IntegerAttr(int(value), t)  # type: ignore[call-overload]
-    return FloatAttr(float(value), t)  # type: ignore[arg-type]
-
 
 # ---- entry points ----------------------------------------------------------------------------------------------------
 def _unique(names: list[str]) -> list[str]:
