@@ -67,7 +67,8 @@ class _ArgParser(argparse.ArgumentParser):
 def build_arg_parser() -> argparse.ArgumentParser:
     p = _ArgParser(prog=PROG, description="Parse, verify, transform and print .uop IR.",
                    epilog="Pipeline syntax: 'a,b{opt=1 flag=true list=1,2},kernel(c)'. See --list-passes.")
-    p.add_argument("input", nargs="?", default=None, help="input .uop file, or - for stdin (default)")
+    p.add_argument("input", nargs="?", default=None,
+                   help="input .uop file (or .mlir: see --input-format; or an .onnx model), or - for stdin (default)")
     p.add_argument("-o", "--output", default="-", metavar="OUT", help="output file (default stdout)")
     p.add_argument("-p", "--pass-pipeline", action="append", default=[], metavar="PIPELINE",
                    help="the passes to run, e.g. 'canonicalize,dce' (repeatable: appended)")
@@ -97,6 +98,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
                    help="print the result as a Graphviz dot graph (regions as clusters) instead of .uop text")
     p.add_argument("--viz", metavar="FILE", default=None,
                    help="record the visualizer's trace of the run: FILE.json is the trace, FILE.html the page")
+    p.add_argument("--input-format", choices=("uop", "mlir"), default=None,
+                   help="how to read the input: uopir text, or MLIR of the subset emit-mlir writes (default: mlir for "
+                        "a .mlir file, else uop)")
     p.add_argument("--dump-pass-pipeline", action="store_true",
                    help="print the expanded pipeline with every option's value")
     p.add_argument("--run-reproducer", action="store_true",
@@ -207,7 +211,8 @@ def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Name
     from uopir.passes.manager import PassCrash
 
     try:
-        root = parse_ir(text, filename, first_line)
+        root = parse_ir(text, filename, first_line) if _input_format(args, filename) == "uop" else \
+            _import_mlir(text, filename, first_line)
     except IRError as e:
         return ChunkResult(None, e.diagnostics, True)
     diags: list[Diagnostic] = []
@@ -258,6 +263,16 @@ def _trace_sources(sources: list) -> None:
     if trace.ACTIVE is not None:  # --viz: the page shows the emitted code
         for u in sources:
             trace.ACTIVE.add_source(u.arg[1], u.arg[0], u.arg[2])
+
+
+def _input_format(args: argparse.Namespace, filename: str) -> str:
+    return args.input_format or ("mlir" if filename.endswith(".mlir") else "uop")
+
+
+def _import_mlir(text: str, filename: str, first_line: int):
+    from uopir.backends.mlir.importer import import_module
+
+    return import_module(text, filename, first_line)
 
 
 def _source_text(u) -> str:
