@@ -99,14 +99,15 @@ def _fmt(sig: tuple) -> str:
 class TinyJit(Generic[Ret]):
     """Decorator: capture the function's kernels on its second call, replay them from the third on."""
 
-    def __init__(self, fxn: Callable[..., Ret]) -> None:
+    def __init__(self, fxn: Callable[..., Ret], *, warmup: bool = True) -> None:
         self.fxn = fxn
+        self.warmup = warmup  # False: the first call captures (a function with nothing lazy to settle first)
         functools.update_wrapper(self, fxn)
         self.reset()
 
     def reset(self) -> None:
         """Forget the capture: the next call runs the function again (as a warm-up), the one after captures."""
-        self.cnt = 0
+        self.cnt = 0 if self.warmup else 1
         self.steps: list[_Step] = []
         self.n_made = 0
         self.in_sigs: list[tuple] = []
