@@ -19,7 +19,8 @@ The return value has the structure of the captured one with every Tensor (realiz
 other values come back as they were captured. Random tensors the function draws (Tensor.rand/randn/uniform/...,
 dropout masks: host data) are drawn again on each replay, from the same generator in the same order. A replay
 refuses Tensor arguments whose number, shapes, dtypes or devices differ from the capture's, and non-Tensor arguments
-that differ (they may have shaped the graph): `reset()` forgets the capture. Other host-side work of the function
+that differ (they may have shaped the graph): `reset()` forgets the capture. `TinyJit(f, warmup=False)` captures on
+the first call (uopir.onnx's plans: nothing lazy to settle first). Other host-side work of the function
 (`.item()`, data made from numpy, Python side effects) is frozen at the capture, as in tinygrad.
 """
 from __future__ import annotations

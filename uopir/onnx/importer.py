@@ -155,6 +155,8 @@ class OnnxModel:
         self.max_plans = max_plans
         # per input signature: the captured plan (a TinyJit), or None when the graph reads computed values on the host
         self._plans: dict[tuple, Any] = {}
+        # per signature whose graph reads small integer inputs on the host: their indices (plans keyed on their values)
+        self._value_inputs: dict[tuple, tuple[int, ...]] = {}
         self.stats = {"builds": 0, "captures": 0, "replays": 0, "dynamic": 0}
         self.opsets: dict[str, int] = {}
         for imp in proto.opset_import:
@@ -325,7 +327,8 @@ class OnnxModel:
         of an input signature (shapes, dtypes, device, and which initializers are overridden) captures the kernels
         it runs; later calls of that signature replay them on the new data without building the graph again. A
         graph that reads values computed from its inputs back to the host while it is built (NonZero, Compress,
-        Unique, a computed shape, a Loop/If condition) is rebuilt on every call instead."""
+        Unique, a computed shape, a Loop/If condition) keys its plans on those inputs' values when they are small
+        integer tensors, else is rebuilt on every call."""
         from uopir.frontend.tensor import Tensor
         feeds = {**(feeds or {}), **kw}
         env = self._bind_inputs(feeds)
@@ -335,10 +338,12 @@ class OnnxModel:
         ins = [env[n] for n in names]
         Tensor.realize_all(*ins)
         key = (self.device, tuple((n, tuple(t.shape), t.dtype, t.device) for n, t in zip(names, ins, strict=True)))
-        if key in self._plans:
-            plan = self._plans[key]
-            if plan is None:
-                return self._realized(self._build(dict(env)))
+        if key in self._plans and self._plans[key] is None:  # dynamic: rebuilt on every call
+            return self._realized(self._build(dict(env)))
+        vidx = self._value_inputs.get(key)
+        full = key if vidx is None else (key, _values(ins, vidx))
+        plan = self._plans.get(full)
+        if plan is not None:
             self.stats["replays"] += 1
             return dict(plan(*ins))
         return self._capture(key, names, ins, env)
@@ -350,8 +355,9 @@ class OnnxModel:
         return outs
 
     def _capture(self, key: tuple, names: list[str], ins: list[Tensor], env: dict[str, Any]) -> dict[str, Tensor]:
-        """Build and run the graph once inside a TinyJit capture; keep the plan unless a value computed from the
-        inputs was read on the host while building (then this signature always rebuilds)."""
+        """Build and run the graph once inside a TinyJit capture and keep the plan, unless a value computed from the
+        inputs was read on the host while building: keyed on the values of the inputs it came from when those are
+        small integer tensors (a shape input, a trip count), else this signature is rebuilt on every call."""
         from uopir.backends.buffers import buffer_of
         from uopir.dialects import tensor as T
         from uopir.frontend import device as D
@@ -371,23 +377,38 @@ class OnnxModel:
             outs, jit = self._realized(self._build(dict(env))), None
         finally:
             D.HOST_READS.pop()
+        full: tuple | None = None
         if jit is not None:
-            # buffers whose contents depend on the input data: the inputs' and every captured result computed from one
-            tainted = {id(buffer_of(t.uop)) for t in ins if t.uop.op is T.BUFFER}
+            # the inputs each buffer's contents depend on: the inputs' own, and every captured result computed from one
+            deps: dict[int, frozenset[int]] = {id(buffer_of(t.uop)): frozenset([i]) for i, t in enumerate(ins)
+                                               if t.uop.op is T.BUFFER}
             for st in jit.steps:
-                if any(id(b) in tainted for b in st.launch.inputs):
-                    tainted.add(id(st.launch.result))
-            if any(id(b) in tainted for b in reads):
-                jit = None
-        self.stats["captures" if jit is not None else "dynamic"] += 1
+                d = frozenset().union(*(deps.get(id(b), frozenset()) for b in st.launch.inputs))
+                if d:
+                    deps[id(st.launch.result)] = d
+            read = frozenset().union(*(deps.get(id(b), frozenset()) for b in reads))
+            vidx = self._value_inputs.get(key)
+            if not read:
+                full = key if vidx is None else (key, _values(ins, vidx))
+            elif all(_value_key_ok(ins[i]) for i in read) and (vidx is None or read <= set(vidx)):
+                # the graph read only values of small integer inputs (shapes, counts): one plan per value
+                vidx = self._value_inputs.setdefault(key, tuple(sorted(read)))
+                full = (key, _values(ins, vidx))
+        if full is None:  # dynamic: this signature is rebuilt on every call
+            self.stats["dynamic"] += 1
+            self._value_inputs.pop(key, None)
+            full, jit = key, None
+        else:
+            self.stats["captures"] += 1
         if len(self._plans) >= self.max_plans:
             self._plans.pop(next(iter(self._plans)))
-        self._plans[key] = jit
+        self._plans[full] = jit
         return outs
 
     def reset_plans(self) -> None:
         """Forget every captured plan (the next call of each signature captures again)."""
         self._plans.clear()
+        self._value_inputs.clear()
 
     def run(self, feeds: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, np.ndarray]:
         """The outputs by name as numpy arrays (bfloat16 as float32, as `Tensor.numpy`)."""
@@ -430,6 +451,15 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto | bytes, device: s
     else:
         proto = model
     return OnnxModel(proto, device, jit=jit)
+
+
+def _value_key_ok(t: Tensor) -> bool:
+    """An input whose values may key a plan: a small integer tensor (a shape, axes, a trip count)."""
+    return not t.dtype.is_float and t.numel() <= 64
+
+
+def _values(ins: list[Tensor], idx: tuple[int, ...]) -> tuple:
+    return tuple(tuple(ins[i].numpy().reshape(-1).tolist()) for i in idx)
 
 
 def _seq(x: Any) -> Sequence[Any]:
