@@ -6,6 +6,8 @@ table, the realize pipelines) lives in uopir.backends; this module only translat
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from uopir.backends import get_backend
@@ -28,9 +30,17 @@ def new_buffer(array: np.ndarray, dtype: DType, device: str) -> UOp:
     return buffer_op(get_backend(device).allocator.from_numpy(array, dtype))
 
 
+# While an ONNX model captures its plan, the buffers read back to the host are appended to the innermost list (a value
+# the graph was built from: if it was computed from the inputs, a replay of the plan would be wrong).
+HOST_READS: list[list[Any]] = []
+
+
 def buffer_data(u: UOp) -> np.ndarray:
     """A fresh host copy of a `tensor.buffer` op's contents."""
-    return buffer_of(u).numpy()
+    buf = buffer_of(u)
+    if HOST_READS:
+        HOST_READS[-1].append(buf)
+    return buf.numpy()
 
 
 def realize(root: UOp, device: str) -> UOp:

@@ -19,7 +19,8 @@ The return value has the structure of the captured one with every Tensor (realiz
 other values come back as they were captured. Random tensors the function draws (Tensor.rand/randn/uniform/...,
 dropout masks: host data) are drawn again on each replay, from the same generator in the same order. A replay
 refuses Tensor arguments whose number, shapes, dtypes or devices differ from the capture's, and non-Tensor arguments
-that differ (they may have shaped the graph): `reset()` forgets the capture. Other host-side work of the function
+that differ (they may have shaped the graph): `reset()` forgets the capture. `TinyJit(f, warmup=False)` captures on
+the first call (uopir.onnx's plans: nothing lazy to settle first). Other host-side work of the function
 (`.item()`, data made from numpy, Python side effects) is frozen at the capture, as in tinygrad.
 """
 from __future__ import annotations
@@ -99,14 +100,15 @@ def _fmt(sig: tuple) -> str:
 class TinyJit(Generic[Ret]):
     """Decorator: capture the function's kernels on its second call, replay them from the third on."""
 
-    def __init__(self, fxn: Callable[..., Ret]) -> None:
+    def __init__(self, fxn: Callable[..., Ret], *, warmup: bool = True) -> None:
         self.fxn = fxn
+        self.warmup = warmup  # False: the first call captures (a function with nothing lazy to settle first)
         functools.update_wrapper(self, fxn)
         self.reset()
 
     def reset(self) -> None:
         """Forget the capture: the next call runs the function again (as a warm-up), the one after captures."""
-        self.cnt = 0
+        self.cnt = 0 if self.warmup else 1
         self.steps: list[_Step] = []
         self.n_made = 0
         self.in_sigs: list[tuple] = []

@@ -146,10 +146,18 @@ class OnnxModel:
     """An imported ONNX model: `model({"x": array})` returns `{output name: Tensor}` (lazy; `.numpy()` realizes, or
     call `run` for realized numpy arrays). `inputs` maps each graph input to (dtype, shape with dim_param names)."""
 
-    def __init__(self, proto: onnx.ModelProto, device: str | None = None) -> None:
+    def __init__(self, proto: onnx.ModelProto, device: str | None = None, jit: bool = True,
+                 max_plans: int = 16) -> None:
         from onnx import numpy_helper
         self.proto = proto
         self.device = device or default_device()
+        self.jit = jit
+        self.max_plans = max_plans
+        # per input signature: the captured plan (a TinyJit), or None when the graph reads computed values on the host
+        self._plans: dict[tuple, Any] = {}
+        # per signature whose graph reads small integer inputs on the host: their indices (plans keyed on their values)
+        self._value_inputs: dict[tuple, tuple[int, ...]] = {}
+        self.stats = {"builds": 0, "captures": 0, "replays": 0, "dynamic": 0}
         self.opsets: dict[str, int] = {}
         for imp in proto.opset_import:
             self.opsets["" if imp.domain == "ai.onnx" else imp.domain] = int(imp.version)
@@ -299,8 +307,11 @@ class OnnxModel:
         return env
 
     def run_graph(self, feeds: Mapping[str, Any]) -> dict[str, Tensor]:
-        """The outputs as lazy Tensors."""
-        env: dict[str, Tensor | None] = dict(self._bind_inputs(feeds))
+        """The outputs as lazy Tensors (the graph is built from the nodes on every call)."""
+        return self._build(dict(self._bind_inputs(feeds)))
+
+    def _build(self, env: dict[str, Any]) -> dict[str, Tensor]:
+        self.stats["builds"] += 1
         self.last_inputs = {k: v for k, v in env.items() if v is not None}
         self._run_steps(self.nodes, env)
         out: dict[str, Tensor] = {}
@@ -312,12 +323,92 @@ class OnnxModel:
         return out
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, Tensor]:
-        """The outputs by name, realized together (one program per device)."""
+        """The outputs by name, realized together (one program per device). With `jit` (the default) the first call
+        of an input signature (shapes, dtypes, device, and which initializers are overridden) captures the kernels
+        it runs; later calls of that signature replay them on the new data without building the graph again. A
+        graph that reads values computed from its inputs back to the host while it is built (NonZero, Compress,
+        Unique, a computed shape, a Loop/If condition) keys its plans on those inputs' values when they are small
+        integer tensors, else is rebuilt on every call."""
         from uopir.frontend.tensor import Tensor
-        outs = self.run_graph({**(feeds or {}), **kw})
-        uniq = {id(t): t for t in outs.values()}
-        Tensor.realize_all(*uniq.values())
+        feeds = {**(feeds or {}), **kw}
+        env = self._bind_inputs(feeds)
+        if not self.jit:
+            return self._realized(self._build(dict(env)))
+        names = [n for n in env if n in self.inputs or n in feeds]  # graph inputs, then overridden initializers
+        ins = [env[n] for n in names]
+        Tensor.realize_all(*ins)
+        key = (self.device, tuple((n, tuple(t.shape), t.dtype, t.device) for n, t in zip(names, ins, strict=True)))
+        if key in self._plans and self._plans[key] is None:  # dynamic: rebuilt on every call
+            return self._realized(self._build(dict(env)))
+        vidx = self._value_inputs.get(key)
+        full = key if vidx is None else (key, _values(ins, vidx))
+        plan = self._plans.get(full)
+        if plan is not None:
+            self.stats["replays"] += 1
+            return dict(plan(*ins))
+        return self._capture(key, names, ins, env)
+
+    @staticmethod
+    def _realized(outs: dict[str, Tensor]) -> dict[str, Tensor]:
+        from uopir.frontend.tensor import Tensor
+        Tensor.realize_all(*{id(t): t for t in outs.values()}.values())
         return outs
+
+    def _capture(self, key: tuple, names: list[str], ins: list[Tensor], env: dict[str, Any]) -> dict[str, Tensor]:
+        """Build and run the graph once inside a TinyJit capture and keep the plan, unless a value computed from the
+        inputs was read on the host while building: keyed on the values of the inputs it came from when those are
+        small integer tensors (a shape input, a trip count), else this signature is rebuilt on every call."""
+        from uopir.backends.buffers import buffer_of
+        from uopir.dialects import tensor as T
+        from uopir.frontend import device as D
+        from uopir.frontend.jit import JitError, TinyJit
+
+        base = {k: v for k, v in env.items() if k not in names}
+
+        def graph(*ts: Tensor) -> dict[str, Tensor]:
+            return self._build({**base, **dict(zip(names, ts, strict=True))})
+
+        jit = TinyJit(graph, warmup=False)
+        reads: list[Any] = []
+        D.HOST_READS.append(reads)
+        try:
+            outs = jit(*ins)
+        except JitError:  # a capture the replay could not bind (two inputs sharing a buffer...): rebuild each call
+            outs, jit = self._realized(self._build(dict(env))), None
+        finally:
+            D.HOST_READS.pop()
+        full: tuple | None = None
+        if jit is not None:
+            # the inputs each buffer's contents depend on: the inputs' own, and every captured result computed from one
+            deps: dict[int, frozenset[int]] = {id(buffer_of(t.uop)): frozenset([i]) for i, t in enumerate(ins)
+                                               if t.uop.op is T.BUFFER}
+            for st in jit.steps:
+                d = frozenset().union(*(deps.get(id(b), frozenset()) for b in st.launch.inputs))
+                if d:
+                    deps[id(st.launch.result)] = d
+            read = frozenset().union(*(deps.get(id(b), frozenset()) for b in reads))
+            vidx = self._value_inputs.get(key)
+            if not read:
+                full = key if vidx is None else (key, _values(ins, vidx))
+            elif all(_value_key_ok(ins[i]) for i in read) and (vidx is None or read <= set(vidx)):
+                # the graph read only values of small integer inputs (shapes, counts): one plan per value
+                vidx = self._value_inputs.setdefault(key, tuple(sorted(read)))
+                full = (key, _values(ins, vidx))
+        if full is None:  # dynamic: this signature is rebuilt on every call
+            self.stats["dynamic"] += 1
+            self._value_inputs.pop(key, None)
+            full, jit = key, None
+        else:
+            self.stats["captures"] += 1
+        if len(self._plans) >= self.max_plans:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[full] = jit
+        return outs
+
+    def reset_plans(self) -> None:
+        """Forget every captured plan (the next call of each signature captures again)."""
+        self._plans.clear()
+        self._value_inputs.clear()
 
     def run(self, feeds: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, np.ndarray]:
         """The outputs by name as numpy arrays (bfloat16 as float32, as `Tensor.numpy`)."""
@@ -339,9 +430,11 @@ class OnnxModel:
         return feeds
 
 
-def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto | bytes, device: str | None = None) -> OnnxModel:
+def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto | bytes, device: str | None = None,
+              jit: bool = True) -> OnnxModel:
     """Import an ONNX model (a path, serialized bytes or a ModelProto); unsupported operators and dtypes raise
-    OnnxImportError here, before anything runs."""
+    OnnxImportError here, before anything runs. `jit=False`: every call builds the graph from the nodes again
+    (no captured plans; see `OnnxModel.__call__`)."""
     onnx = _onnx()
     if isinstance(model, str | os.PathLike):
         try:
@@ -357,7 +450,16 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto | bytes, device: s
             raise OnnxImportError(f"cannot parse ONNX model: {e}") from None
     else:
         proto = model
-    return OnnxModel(proto, device)
+    return OnnxModel(proto, device, jit=jit)
+
+
+def _value_key_ok(t: Tensor) -> bool:
+    """An input whose values may key a plan: a small integer tensor (a shape, axes, a trip count)."""
+    return not t.dtype.is_float and t.numel() <= 64
+
+
+def _values(ins: list[Tensor], idx: tuple[int, ...]) -> tuple:
+    return tuple(tuple(ins[i].numpy().reshape(-1).tolist()) for i in idx)
 
 
 def _seq(x: Any) -> Sequence[Any]:

@@ -1,0 +1,83 @@
+"""OnnxModel's captured plans (from_onnx(..., jit=True), the default): the first call of an input signature builds
+the graph and captures its kernels, later calls replay them on new data; a graph that reads values computed from its
+inputs on the host while it is built (NonZero, a computed shape) is rebuilt on every call. Each call's result is
+compared with onnxruntime / numpy on new data, and `model.stats` counts the graph builds.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import helper  # noqa: E402
+
+from uopir.onnx import from_onnx  # noqa: E402
+from uopir.onnx.testmodels import small_cnn  # noqa: E402
+
+F, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+
+
+def _model(nodes: list, inputs: list, outputs: list, inits: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:
+    from onnx import numpy_helper
+    g = helper.make_graph(nodes, "g", inputs, outputs,
+                          [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    return m
+
+
+def test_replay_matches_onnxruntime_on_new_data() -> None:
+    m, feeds = small_cnn(batch=1, size=8)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    model = from_onnx(m)
+    rng = np.random.default_rng(1)
+    outs = []
+    for _ in range(3):
+        x = rng.standard_normal(feeds["x"].shape).astype(np.float32)
+        outs.append(model(x=x)["logits"])  # kept: a replay must not overwrite an earlier result
+        np.testing.assert_allclose(outs[-1].numpy(), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert model.stats == {"builds": 1, "captures": 1, "replays": 2, "dynamic": 0}
+    assert not np.array_equal(outs[0].numpy(), outs[2].numpy())
+
+
+def test_new_shape_new_plan_and_jit_off() -> None:
+    # y = Reshape(x * w, [Shape(x)[0], -1]): the shape is read on the host but depends on the shape only
+    nodes = [helper.make_node("Mul", ["x", "w"], ["xw"]),
+             helper.make_node("Shape", ["x"], ["s"], end=1),
+             helper.make_node("Concat", ["s", "m1"], ["shp"], axis=0),
+             helper.make_node("Reshape", ["xw", "shp"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, ["n", 2, 3])],
+               [helper.make_tensor_value_info("y", F, None)],
+               {"w": np.arange(3, dtype=np.float32), "m1": np.array([-1], np.int64)})
+    model, plain = from_onnx(m), from_onnx(m, jit=False)
+    rng = np.random.default_rng(2)
+    for n in (2, 2, 3, 2, 3):
+        x = rng.standard_normal((n, 2, 3)).astype(np.float32)
+        want = (x * np.arange(3, dtype=np.float32)).reshape(n, -1)
+        np.testing.assert_allclose(model.run(x=x)["y"], want, rtol=1e-6)
+        np.testing.assert_allclose(plain.run(x=x)["y"], want, rtol=1e-6)
+    assert model.stats == {"builds": 2, "captures": 2, "replays": 3, "dynamic": 0}
+    assert plain.stats["builds"] == 5 and plain.stats["replays"] == 0
+
+
+def test_data_dependent_graphs_rebuild() -> None:
+    # NonZero: the output shape is the float data's; Reshape by a shape computed from an int input: its values shape
+    # the graph
+    nz = _model([helper.make_node("Greater", ["x", "zero"], ["pos"]), helper.make_node("NonZero", ["pos"], ["y"])],
+                [helper.make_tensor_value_info("x", F, [6])], [helper.make_tensor_value_info("y", I64, None)],
+                {"zero": np.zeros((), np.float32)})
+    rs = _model([helper.make_node("Abs", ["s"], ["sa"]), helper.make_node("Reshape", ["x", "sa"], ["y"])],
+                [helper.make_tensor_value_info("x", F, [6]), helper.make_tensor_value_info("s", I64, [2])],
+                [helper.make_tensor_value_info("y", F, None)])
+    m_nz, m_rs = from_onnx(nz), from_onnx(rs)
+    x = np.arange(6, dtype=np.float32) - 2.5
+    for i, shape in enumerate([(2, 3), (3, 2), (2, 3), (-6, 1)]):
+        xi = np.roll(x, i)
+        np.testing.assert_array_equal(m_nz.run(x=xi)["y"], np.stack(np.nonzero(xi > 0)))
+        y = m_rs.run(x=xi, s=np.array(shape, np.int64))["y"]
+        np.testing.assert_array_equal(y, xi.reshape(np.abs(shape)))
+    assert m_nz.stats == {"builds": 4, "captures": 0, "replays": 0, "dynamic": 1}
+    # the shape read on the host comes from a small int input: one plan per value of s, (2, 3) replayed
+    assert m_rs.stats == {"builds": 3, "captures": 3, "replays": 1, "dynamic": 0}
