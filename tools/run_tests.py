@@ -200,7 +200,17 @@ def _add(a: tuple[int, int, bool], b: tuple[int, int, bool]) -> tuple[int, int, 
     return a[0] + b[0], a[1] + b[1], a[2] and b[2]
 
 
+def keep_bytecode() -> None:
+    """The tests start a few hundred Python processes (uop-opt in every lit RUN line, subprocess tests): with
+    $PYTHONDONTWRITEBYTECODE set (as some CI images do), each would compile every uopir module from source again
+    (about 0.2 s a process). The runs below write bytecode, under the virtual environment (PYTHONPYCACHEPREFIX), so
+    the source tree still gets no __pycache__ folders."""
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path(sys.prefix) / "pycache"))
+
+
 def main() -> int:
+    keep_bytecode()
     debian_packages.ensure()  # the system tools some tests need (mlir-opt, ...): installed as root when missing
     counts = run_pytest_legs()
     p_pass, p_fail, p_ok = counts[0] if counts else (0, 0, True)

@@ -390,7 +390,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     import uopir.backends  # noqa: F401 - registers each device's target description (`default{target=c}`) and emit-c
     from uopir.passes.manager import PassManager, check_pass_names, list_passes_text, load_passes
 
-    load_passes(test_passes=True if args.load_test_passes else None)
+    if args.list_passes or args.load_test_passes:  # else each pass module loads when the pipeline names it
+        load_passes(test_passes=True if args.load_test_passes else None)
     if args.list_passes:
         _write_stream(out, list_passes_text(), "stdout")
         return 0
