@@ -485,11 +485,13 @@ def _run_chunks(chunks: list[tuple[int, str]], filename: str, pm, args: argparse
 def _add_emitter(pm, lang: str) -> None:
     """Append `emit-LANG` (a pass or a named pipeline) to the pipeline; UsageError when there is none."""
     from uopir.passes.manager import PASSES, PIPELINES
+    from uopir.passes.registry import load_passes, resolve
 
     if not re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*", lang):
         raise UsageError(f"--emit={lang!r}: a language name is lowercase letters and digits (e.g. --emit=c)")
     name = f"emit-{lang}"
-    if name not in PASSES and name not in PIPELINES:
+    if not resolve(name):
+        load_passes()  # the message lists every emitter
         known = sorted(n[len("emit-"):] for n in [*PASSES, *PIPELINES] if n.startswith("emit-"))
         have = f" (emitters: {', '.join(known)})" if known else ""
         raise UsageError(f"no emitter for '{lang}' is registered yet ({name}){have}")
