@@ -72,7 +72,7 @@ def test_interpolate_dtypes_and_empty():
     # uint8 linear rounds to nearest per dim (torch's fixed-point blend), so it stays within one of the float result
     lin = Tensor(u).interpolate((5, 3), mode="bilinear")
     assert lin.dtype is dtypes.uint8
-    assert np.abs(lin.numpy().astype(np.float64) - interp_ref(u, (5, 3), "linear")).max() <= 1.0
+    assert np.abs(lin.numpy().astype(np.float64) - interp_ref(u, (5, 3), "linear")).max() <= 1.0 + 1e-9  # + f64 noise
     i = rnd((2, 7), "int32")
     check(Tensor(i).interpolate((4,), mode="linear"), np.trunc(interp_ref(i, (4,), "linear")).astype(np.int32))
     check(Tensor(rnd((2, 3), "float32")).interpolate((0,)), np.zeros((2, 0), np.float32))
