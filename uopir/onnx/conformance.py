@@ -142,6 +142,7 @@ def run_case(folder: Path, name: str, meta: dict[str, Any], device: str | None =
 
     from uopir.ir.dtype import dtypes
     from uopir.onnx import OnnxImportError, OnnxOpError, from_onnx
+    from uopir.onnx.lowp import lowp_of_np
     t0 = time.perf_counter()
     res = Result(name, meta["op"], "failed")
     use_alarm = timeout_s > 0 and hasattr(signal, "SIGALRM") and _main_thread()
@@ -161,13 +162,16 @@ def run_case(folder: Path, name: str, meta: dict[str, Any], device: str | None =
         for j, nm in enumerate(names):
             want = _load_tensor(d / "test_data_set_0" / f"output_{j}.pb")
             got_t = outs[nm]
-            got_dtype = "bfloat16" if got_t.dtype == dtypes.bfloat16 else np.dtype(got_t.numpy().dtype).name
+            got = model.output_numpy(nm, got_t)  # a float8/float4/int4/int2 output as its ml_dtypes array
+            got_dtype = "bfloat16" if got_t.dtype == dtypes.bfloat16 else np.dtype(got.dtype).name
             if got_dtype != want.dtype.name:
                 problems.append(f"output {nm}: dtype {got_dtype}, expected {want.dtype.name}")
                 continue
-            got = got_t.numpy()
             if want.dtype.name == "bfloat16":
                 want = want.astype(np.float32)
+            elif lowp_of_np(want.dtype) is not None:  # compared exactly, as float32 values (NaN equal to NaN)
+                got, want = got.astype(np.float32), want.astype(np.float32)
+                meta = {**meta, "rtol": 0.0, "atol": 0.0}
             if got.shape != want.shape:
                 problems.append(f"output {nm}: shape {got.shape}, expected {want.shape}")
                 continue

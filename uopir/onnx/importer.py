@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uopir.ir.dtype import DType, dtypes
+from uopir.onnx.lowp import LOWP, LOWP_AWARE, LOWP_PASSTHROUGH, LowpType, from_storage, lowp_of_np, to_storage
 from uopir.onnx.registry import Node, OnnxImportError, lookup
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ def _onnx() -> Any:
     return onnx
 
 
-# ONNX TensorProto.DataType -> uopir dtype; the others are named in the error
+# ONNX TensorProto.DataType -> uopir dtype; the low-precision ones (uopir.onnx.lowp.LOWP) are held wider where the
+# importer tracks them (lowp_dtype), the others are named in the error
 _DTYPES: dict[int, DType] = {
     1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 4: dtypes.uint16, 5: dtypes.int16, 6: dtypes.int32,
     7: dtypes.int64, 9: dtypes.bool, 10: dtypes.float16, 11: dtypes.float64, 12: dtypes.uint32, 13: dtypes.uint64,
@@ -56,6 +58,13 @@ def onnx_dtype(elem_type: int, where: str = "") -> DType:
         name = _UNSUPPORTED_NAMES.get(elem_type, f"type {elem_type}")
         raise OnnxImportError(f"{where}unsupported dtype {name}")
     return d
+
+
+def lowp_dtype(elem_type: int, where: str = "") -> tuple[DType, LowpType | None]:
+    """(uopir dtype, LowpType) of an ONNX element type where low-precision types are allowed: a float8/float4/int4/
+    int2 type gives its storage dtype and its LowpType; an ordinary one (its dtype, None); strings etc. raise."""
+    lt = LOWP.get(elem_type)
+    return (lt.storage, lt) if lt is not None else (onnx_dtype(elem_type, where), None)
 
 
 def _np_dtype(d: DType) -> np.dtype:
@@ -115,15 +124,15 @@ def _decode_attr(a: Any) -> Any:
 
 
 def _type_check(tp: Any, where: str) -> tuple[DType, tuple[int | str | None, ...] | None]:
-    """(dtype, shape with dim_param names / None for unknown dims) of a TypeProto; OnnxImportError for a sequence,
-    map, optional or sparse type and for unsupported element types."""
+    """(dtype, shape with dim_param names / None for unknown dims) of a TypeProto (a low-precision type: its storage
+    dtype); OnnxImportError for a sequence, map, optional or sparse type and for unsupported element types."""
     kind = tp.WhichOneof("value")
     if kind != "tensor_type":
         names = {"sequence_type": "sequence", "map_type": "map", "optional_type": "optional",
                  "sparse_tensor_type": "sparse tensor"}
         raise OnnxImportError(f"{where}unsupported type: {names.get(kind, str(kind))}")
     tt = tp.tensor_type
-    d = onnx_dtype(tt.elem_type, where)
+    d = lowp_dtype(tt.elem_type, where)[0]
     if not tt.HasField("shape"):
         return d, None
     dims: list[int | str | None] = []
@@ -131,6 +140,20 @@ def _type_check(tp: Any, where: str) -> tuple[DType, tuple[int | str | None, ...
         w = dim.WhichOneof("value")
         dims.append(int(dim.dim_value) if w == "dim_value" else dim.dim_param if w == "dim_param" else None)
     return d, tuple(dims)
+
+
+def _lowp_type(tp: Any) -> LowpType | None:
+    return LOWP.get(tp.tensor_type.elem_type) if tp.WhichOneof("value") == "tensor_type" else None
+
+
+def _init_tensor(init: Any, where: str, device: str) -> tuple[Tensor, LowpType | None]:
+    """A realized Tensor of an initializer (low-precision ones decoded to their storage dtype) and its LowpType."""
+    from onnx import numpy_helper
+    d, lt = lowp_dtype(init.data_type, where)
+    arr = numpy_helper.to_array(init)
+    if lt is not None:
+        arr = to_storage(arr, lt)
+    return to_tensor(arr, d, device).realize(), lt
 
 
 @dataclass
@@ -148,7 +171,6 @@ class OnnxModel:
 
     def __init__(self, proto: onnx.ModelProto, device: str | None = None, jit: bool = True,
                  max_plans: int = 16) -> None:
-        from onnx import numpy_helper
         self.proto = proto
         self.device = device or default_device()
         self.jit = jit
@@ -166,10 +188,17 @@ class OnnxModel:
         g = proto.graph
         init_names = {i.name for i in g.initializer}
         self.inputs: dict[str, tuple[DType, tuple[int | str | None, ...] | None]] = {}
+        # values of a low-precision ONNX type (held in their storage dtype): inputs, initializers, and (known after a
+        # build) the outputs, whose `run` results are given back in the type's ml_dtypes dtype
+        self.lowp_inputs: dict[str, LowpType] = {}
+        self._lowp_inits: dict[str, LowpType] = {}
+        self.lowp_outputs: dict[str, LowpType] = {}
         for vi in g.input:
             if vi.name in init_names:
                 continue  # an initializer listed as an input (IR < 4): an overridable default, taken as constant
             self.inputs[vi.name] = _type_check(vi.type, f"graph input '{vi.name}': ")
+            if (lt := _lowp_type(vi.type)) is not None:
+                self.lowp_inputs[vi.name] = lt
         self.output_names = [o.name for o in g.output]
         self.last_inputs: dict[str, Tensor] = {}
         for vi in list(g.output) + list(g.value_info):
@@ -177,8 +206,9 @@ class OnnxModel:
                 _type_check(vi.type, f"value '{vi.name}': ")
         self.initializers: dict[str, Tensor] = {}
         for init in g.initializer:
-            d = onnx_dtype(init.data_type, f"initializer '{init.name}': ")
-            self.initializers[init.name] = to_tensor(numpy_helper.to_array(init), d, self.device).realize()
+            self.initializers[init.name], lt = _init_tensor(init, f"initializer '{init.name}': ", self.device)
+            if lt is not None:
+                self._lowp_inits[init.name] = lt
         for sp in g.sparse_initializer:
             raise OnnxImportError(f"initializer '{sp.values.name}': unsupported sparse initializer")
         self.nodes = self._compile_nodes(g)
@@ -186,7 +216,6 @@ class OnnxModel:
     def _compile_nodes(self, g: Any, prefix: str = "") -> list[tuple[Node, Any, list[str], list[str]]]:
         """Each node of graph g with its op function and decoded attributes; graph attributes are compiled into
         `Node.subgraphs` (nesting depth is the model's subgraph depth, not its node count)."""
-        from onnx import numpy_helper
         steps: list[tuple[Node, Any, list[str], list[str]]] = []
         for i, n in enumerate(g.node):
             domain = "" if n.domain == "ai.onnx" else n.domain
@@ -204,10 +233,16 @@ class OnnxModel:
                 node.attrs[a.name] = _decode_attr(a)
                 if a.type == _onnx().AttributeProto.GRAPH:
                     sub = a.g
+                    for vi in list(sub.input) + list(sub.output):
+                        if (lt := _lowp_type(vi.type)) is not None:
+                            raise node.error(f"attribute '{a.name}': subgraph {vi.name!r} of type {lt.name}: "
+                                             "low-precision values crossing a subgraph boundary are unsupported")
                     inits = {}
                     for init in sub.initializer:
-                        d = onnx_dtype(init.data_type, f"{node.where()}: subgraph initializer '{init.name}': ")
-                        inits[init.name] = to_tensor(numpy_helper.to_array(init), d, self.device).realize()
+                        inits[init.name], lt = _init_tensor(
+                            init, f"{node.where()}: subgraph initializer '{init.name}': ", self.device)
+                        if lt is not None:
+                            raise node.error(f"subgraph initializer '{init.name}' of type {lt.name}: unsupported")
                     node.subgraphs[a.name] = _Subgraph(self._compile_nodes(sub, f"{node.name}/"),
                                                        [v.name for v in sub.input], [v.name for v in sub.output],
                                                        inits)
@@ -216,7 +251,9 @@ class OnnxModel:
             steps.append((node, fn, list(n.input), list(n.output)))
         return steps
 
-    def _run_steps(self, steps: list[tuple[Node, Any, list[str], list[str]]], env: dict[str, Any]) -> None:
+    def _run_steps(self, steps: list[tuple[Node, Any, list[str], list[str]]], env: dict[str, Any],
+                   lowp: dict[str, LowpType]) -> None:
+        """Run the nodes in order; `lowp` maps the names of values of a low-precision type to it (updated)."""
         from uopir.frontend.tensor import Tensor
         for node, fn, ins, outs in steps:
             args: list[Tensor | None] = []
@@ -228,7 +265,16 @@ class OnnxModel:
                 else:
                     args.append(env[nm])
             if node.subgraphs:
-                node.runner = lambda sub, sub_ins, _env=env: self._run_subgraph(sub, _env, sub_ins)
+                node.runner = lambda sub, sub_ins, _env=env, _lowp=lowp: self._run_subgraph(sub, _env, sub_ins, _lowp)
+            node.lowp_in = [lowp.get(nm) if nm else None for nm in ins]
+            node.lowp_out = {}
+            in_types = {lt for lt in node.lowp_in if lt is not None}
+            if in_types and node.domain == "" and node.op_type not in LOWP_AWARE | LOWP_PASSTHROUGH:
+                raise node.error(f"unsupported dtype {min(in_types, key=lambda t: t.code).name} of an input "
+                                 "(only Cast, CastLike, QuantizeLinear, DequantizeLinear and data movement operators "
+                                 "take the float8/float4/int4/int2 types)")
+            if in_types and node.domain != "":
+                raise node.error(f"unsupported dtype {min(in_types, key=lambda t: t.code).name} of an input")
             try:
                 res = fn(node, args)
             except OnnxImportError:
@@ -240,19 +286,35 @@ class OnnxModel:
             finally:
                 node.runner = None
             results = [res] if isinstance(res, Tensor) else list(res)
+            out_types = dict(node.lowp_out)
+            if in_types and node.op_type in LOWP_PASSTHROUGH:
+                if len(in_types) > 1:
+                    raise node.error(f"inputs of different types {sorted(t.name for t in in_types)}")
+                lt = next(iter(in_types))
+                out_types.update({i: lt for i, r in enumerate(results) if r is not None and r.dtype == lt.storage})
             for i, nm in enumerate(outs):
                 if nm == "":
                     continue
                 if i >= len(results) or results[i] is None:
                     raise node.error(f"output {i} ('{nm}') is not produced by this importer")
                 env[nm] = results[i]
+                if i in out_types:
+                    lowp[nm] = out_types[i]
+                else:
+                    lowp.pop(nm, None)
 
-    def _run_subgraph(self, sub: _Subgraph, outer: dict[str, Any], ins: list[Any]) -> list[Any]:
+    def _run_subgraph(self, sub: _Subgraph, outer: dict[str, Any], ins: list[Any],
+                      outer_lowp: dict[str, LowpType]) -> list[Any]:
         env = {**outer, **sub.initializers}
+        lowp = {k: v for k, v in outer_lowp.items() if k not in sub.initializers and k not in sub.inputs}
         if len(ins) != len(sub.inputs):
             raise OnnxImportError(f"a subgraph with {len(sub.inputs)} inputs got {len(ins)}")
         env.update(zip(sub.inputs, ins, strict=True))
-        self._run_steps(sub.steps, env)
+        self._run_steps(sub.steps, env, lowp)
+        for o in sub.outputs:
+            if o in lowp:
+                raise OnnxImportError(f"subgraph output '{o}' is of type {lowp[o].name}: low-precision values "
+                                      "crossing a subgraph boundary are unsupported")
         missing = [o for o in sub.outputs if o not in env]
         if missing:
             raise OnnxImportError(f"subgraph output(s) {missing} are not produced")
@@ -263,12 +325,16 @@ class OnnxModel:
         """Dtypes named by attributes (Cast's `to`, `dtype`, `output_dtype`) and the element types of tensor
         attributes must be ones uopir has: checked at import."""
         onnx = _onnx()
+        # where a low-precision type may be named: Cast's `to`, QuantizeLinear's `output_dtype`, Constant's value
+        lowp_ok = (node.domain == "" and (node.op_type, a.name) in {("Cast", "to"), ("QuantizeLinear", "output_dtype"),
+                                                                    ("Constant", "value")})
+        check = (lambda code: lowp_dtype(code)) if lowp_ok else onnx_dtype
         try:
             if a.type == onnx.AttributeProto.INT and a.name in ("to", "dtype", "output_dtype"):
                 if not (a.name == "output_dtype" and a.i == 0):  # 0: "as the other input" (QuantizeLinear)
-                    onnx_dtype(int(a.i))
+                    check(int(a.i))
             elif a.type == onnx.AttributeProto.TENSOR:
-                onnx_dtype(a.t.data_type)
+                check(a.t.data_type)
         except OnnxImportError as e:
             raise node.error(f"attribute '{a.name}': {e}") from None
 
@@ -284,7 +350,14 @@ class OnnxModel:
         for name, (d, shape) in self.inputs.items():
             if name not in feeds:
                 raise OnnxImportError(f"input '{name}' is not given")
-            t = to_tensor(feeds[name], None, self.device)
+            lt = self.lowp_inputs.get(name)
+            value = feeds[name]
+            if lt is not None and not hasattr(value, "uop"):  # an array of the type's ml_dtypes dtype: decoded
+                if lowp_of_np(np.asarray(value).dtype) is not lt:
+                    raise OnnxImportError(f"input '{name}': dtype {np.asarray(value).dtype}, the model wants {lt.name} "
+                                          f"(an ml_dtypes {lt.np_dtype} array)")
+                value = to_storage(value, lt)
+            t = to_tensor(value, None, self.device)
             if t.dtype != d:
                 raise OnnxImportError(f"input '{name}': dtype {t.dtype}, the model wants {d}")
             if shape is not None:
@@ -303,7 +376,14 @@ class OnnxModel:
                                                   "earlier input")
             env[name] = t
         for name, t in self.initializers.items():
-            env[name] = to_tensor(feeds[name], t.dtype, self.device) if name in feeds else t
+            if name in feeds:
+                lt = self._lowp_inits.get(name)
+                value = feeds[name]
+                if lt is not None and not hasattr(value, "uop"):
+                    value = to_storage(value, lt)
+                env[name] = to_tensor(value, t.dtype, self.device)
+            else:
+                env[name] = t
         return env
 
     def run_graph(self, feeds: Mapping[str, Any]) -> dict[str, Tensor]:
@@ -313,12 +393,20 @@ class OnnxModel:
     def _build(self, env: dict[str, Any]) -> dict[str, Tensor]:
         self.stats["builds"] += 1
         self.last_inputs = {k: v for k, v in env.items() if v is not None}
-        self._run_steps(self.nodes, env)
+        lowp = {**self._lowp_inits, **self.lowp_inputs}
+        self._run_steps(self.nodes, env, lowp)
         out: dict[str, Tensor] = {}
+        declared = {o.name: _lowp_type(o.type) for o in self.proto.graph.output}
         for nm in self.output_names:
             t = env.get(nm)
             if t is None:
                 raise OnnxImportError(f"graph output '{nm}' is not produced by any node")
+            got, want = lowp.get(nm), declared.get(nm)
+            if want is not None and got is not want:
+                raise OnnxImportError(f"graph output '{nm}' is declared {want.name}, the graph computes "
+                                      f"{got.name if got else t.dtype}")
+            if got is not None:
+                self.lowp_outputs[nm] = got
             out[nm] = t
         return out
 
@@ -411,8 +499,15 @@ class OnnxModel:
         self._value_inputs.clear()
 
     def run(self, feeds: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, np.ndarray]:
-        """The outputs by name as numpy arrays (bfloat16 as float32, as `Tensor.numpy`)."""
-        return {k: v.numpy() for k, v in self(feeds, **kw).items()}
+        """The outputs by name as numpy arrays (bfloat16 as float32, as `Tensor.numpy`; an output of a low-precision
+        ONNX type — float8, float4, int4, int2 — in that type's ml_dtypes dtype)."""
+        return {k: self.output_numpy(k, v) for k, v in self(feeds, **kw).items()}
+
+    def output_numpy(self, name: str, t: Tensor) -> np.ndarray:
+        """Output `name`'s Tensor as numpy in its ONNX type (an ml_dtypes array for a low-precision type, whose
+        values the Tensor holds in a wider dtype)."""
+        lt = self.lowp_outputs.get(name)
+        return t.numpy() if lt is None else from_storage(t.numpy(), lt)
 
     def example_inputs(self, dim_values: Mapping[str, int] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
         """Random inputs of the declared shapes (dim_param dims from `dim_values`, else 1; unknown dims 1)."""
@@ -420,7 +515,11 @@ class OnnxModel:
         feeds: dict[str, np.ndarray] = {}
         for name, (d, shape) in self.inputs.items():
             shp = tuple(s if isinstance(s, int) else (dim_values or {}).get(s or "", 1) for s in (shape or ()))
-            if d.is_float:
+            lt = self.lowp_inputs.get(name)
+            if lt is not None:  # values of the type: small ints, or normals rounded to it
+                vals = rng.integers(0, 2, shp) if not lt.is_float else rng.standard_normal(shp)
+                arr = np.asarray(vals).astype(np.float32).astype(lt.np_dtype)
+            elif d.is_float:
                 arr = rng.standard_normal(shp).astype(_np_dtype(d))
             elif d == dtypes.bool:
                 arr = rng.integers(0, 2, shp).astype(np.bool_)

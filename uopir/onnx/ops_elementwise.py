@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from uopir.ir.dtype import dtypes
-from uopir.onnx.importer import onnx_dtype, to_tensor
+from uopir.onnx.importer import lowp_dtype, onnx_dtype, to_tensor
+from uopir.onnx.lowp import LowpType, cast_to, lowp_of_np, to_storage
 from uopir.onnx.registry import Node, OnnxImportError, onnx_op
 
 if TYPE_CHECKING:
@@ -42,6 +43,10 @@ def constant(node: Node, inputs: list) -> Tensor:
         arr = node.attr("value")
         if arr.dtype.kind in "OSUc":
             raise node.error(f"unsupported dtype {arr.dtype} of the constant")
+        lt = lowp_of_np(arr.dtype)
+        if lt is not None:  # float8/float4/int4/int2: held in the storage dtype
+            node.lowp_out[0] = lt
+            return to_tensor(to_storage(arr, lt), lt.storage, node.device)
         return to_tensor(arr, _np_to_dtype(node, arr), node.device)
     if node.has("value_float"):
         return to_tensor(np.array(node.attr("value_float"), np.float32), None, node.device)
@@ -71,16 +76,33 @@ def _to_dtype_attr(node: Node):  # noqa: ANN202
         raise node.error(str(e)) from None
 
 
+def cast_value(node: Node, x: Tensor, x_lowp: LowpType | None, d, lt: LowpType | None) -> Tensor:  # noqa: ANN001
+    """x (of low-precision type x_lowp when not None, held in its storage dtype) cast to dtype d, or to the
+    low-precision type lt (then the result holds lt's values in its storage dtype; see uopir.onnx.lowp)."""
+    if lt is None:
+        return x if x.dtype == d else x.cast(d)
+    node.lowp_out[0] = lt
+    if lt is x_lowp:
+        return x
+    saturate = bool(node.attr("saturate", 1))
+    return cast_to(x, lt, saturate, node.attr("round_mode", "up"))
+
+
 @onnx_op("Cast")
 def cast(node: Node, inputs: list) -> Tensor:
-    x, d = _req(node, inputs, 0), _to_dtype_attr(node)
-    return x if x.dtype == d else x.cast(d)
+    x = _req(node, inputs, 0)
+    try:
+        d, lt = lowp_dtype(int(node.attr("to")))
+    except OnnxImportError as e:
+        raise node.error(str(e)) from None
+    return cast_value(node, x, node.lowp_in[0] if node.lowp_in else None, d, lt)
 
 
 @onnx_op("CastLike", since=15)
 def cast_like(node: Node, inputs: list) -> Tensor:
     x, like = _req(node, inputs, 0), _req(node, inputs, 1)
-    return x if x.dtype == like.dtype else x.cast(like.dtype)
+    lin = node.lowp_in + [None] * (2 - len(node.lowp_in))
+    return cast_value(node, x, lin[0], like.dtype, lin[1])
 
 
 # ---- arithmetic --------------------------------------------------------------------------------------------------

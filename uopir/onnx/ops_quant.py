@@ -1,11 +1,13 @@
-"""ONNX linear quantization: QuantizeLinear, DequantizeLinear (per-tensor, per-axis and blocked scales, int8/uint8/
-int16/uint16/int32 types; float8 and 4-bit types are rejected at import by their dtype) and DynamicQuantizeLinear."""
+"""ONNX linear quantization: QuantizeLinear, DequantizeLinear (per-tensor, per-axis and blocked scales; int8/uint8/
+int16/uint16/int32 and the low-precision types of uopir.onnx.lowp: int4/uint4/int2/uint2, float8, float4e2m1) and
+DynamicQuantizeLinear."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from uopir.ir.dtype import dtypes
-from uopir.onnx.importer import onnx_dtype
+from uopir.onnx.importer import lowp_dtype, onnx_dtype
+from uopir.onnx.lowp import cast_to
 from uopir.onnx.ops_elementwise import _req
 from uopir.onnx.registry import Node, OnnxImportError, onnx_op
 
@@ -47,12 +49,32 @@ def quantize_linear(node: Node, inputs: list) -> Tensor:
     x, scale = _req(node, inputs, 0), _req(node, inputs, 1)
     zp = inputs[2] if len(inputs) > 2 else None
     axis, block = node.attr("axis", 1), node.attr("block_size", 0)
-    d = zp.dtype if zp is not None else (_dtype_attr(node, "output_dtype") or dtypes.uint8)
-    if d not in _RANGES:
+    lowp_in = node.lowp_in + [None] * (3 - len(node.lowp_in))
+    if zp is not None:
+        d, lt = zp.dtype, lowp_in[2]
+    elif node.attr("output_dtype", 0):
+        try:
+            d, lt = lowp_dtype(int(node.attr("output_dtype")))
+        except OnnxImportError as e:
+            raise node.error(str(e)) from None
+    else:
+        d, lt = dtypes.uint8, None
+    if lt is None and d not in _RANGES:
         raise node.error(f"unsupported quantized dtype {d}")
     prec = _dtype_attr(node, "precision")
     s = _along(node, scale, x, axis, block)
     q = x.cast(prec) / s.cast(prec) if prec is not None else x / s
+    if lt is not None:
+        node.lowp_out[0] = lt
+        if lt.is_float:  # float8: the saturating (or not) cast; float4 adds its zero point first, as the reference
+            if lt.code == 23 and zp is not None:
+                q = q + _along(node, zp, x, axis, block).cast(q.dtype)
+            return cast_to(q, lt, bool(node.attr("saturate", 1)))
+        lo, hi = lt.int_range
+        qi = q.round().cast(dtypes.int64)
+        if zp is not None:
+            qi = qi + _along(node, zp, x, axis, block).cast(dtypes.int64)
+        return qi.clip(lo, hi).cast(lt.storage)
     qi = q.round().cast(dtypes.int64)
     if zp is not None:
         qi = qi + _along(node, zp, x, axis, block).cast(dtypes.int64)
@@ -66,7 +88,8 @@ def dequantize_linear(node: Node, inputs: list) -> Tensor:
     zp = inputs[2] if len(inputs) > 2 else None
     axis, block = node.attr("axis", 1), node.attr("block_size", 0)
     dx = x.cast(dtypes.float32)
-    if zp is not None:
+    lt = node.lowp_in[0] if node.lowp_in else None
+    if zp is not None and not (lt is not None and lt.is_float):  # a float8/float4 zero point is 0 (ignored)
         dx = dx - _along(node, zp, x, axis, block).cast(dtypes.float32)
     y = dx * _along(node, scale, x, axis, block)
     out = _dtype_attr(node, "output_dtype") or scale.dtype

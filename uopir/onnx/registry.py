@@ -41,6 +41,10 @@ class Node:
     device: str | None = None  # the model's device: create new tensors with `device=node.device`
     subgraphs: dict[str, Any] = field(default_factory=dict, repr=False)  # graph attributes, compiled (If's branches)
     runner: Callable[[Any, list[Any]], list[Any]] | None = field(default=None, repr=False, compare=False)
+    # low-precision ONNX types (uopir.onnx.lowp.LowpType) of the inputs held in a wider dtype (None: an ordinary
+    # value), set for each call; an op function that makes such a value records its type in `lowp_out[i]`
+    lowp_in: list[Any] = field(default_factory=list, repr=False, compare=False)
+    lowp_out: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def where(self) -> str:
         dom = f"{self.domain}." if self.domain and self.domain != "ai.onnx" else ""
