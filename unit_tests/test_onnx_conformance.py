@@ -39,9 +39,9 @@ KNOWN_FAILURES: dict[str, str] = {
                                                                              "test_dft_inverse_opset19")},
 }
 
-# Fewer passes than this means an importer regression (or a changed onnx version: then update it): about the count
-# on the python device with onnx 1.23.2 when this was written (1,613).
-MIN_PASSED = 1600
+# Fewer passes than this means an importer regression (or a changed onnx version: then update it): the count on the
+# python device with onnx 1.23.2 when this was written (1,779: 1,615 + the 164 float8/float4/int4/int2 cases).
+MIN_PASSED = 1779
 
 
 def test_onnx_node_conformance(capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,6 +60,9 @@ def test_onnx_node_conformance(capsys: pytest.CaptureFixture[str]) -> None:
     # a skip is only the importer's clear rejection: its reason names what is unsupported
     skipped = [r for r in results if r.status == "skipped"]
     assert all(r.reason for r in skipped)
+    # the only element type still rejected is string (float8, float4, int4 and int2 are held wider: onnx/lowp.py)
+    dtype_skips = {r.reason for r in skipped if r.reason.startswith("unsupported dtype")}
+    assert dtype_skips <= {"unsupported dtype string"}, dtype_skips
     passed = sum(r.status == "passed" for r in results)
     assert passed >= MIN_PASSED, f"only {passed} ONNX node tests pass (was {MIN_PASSED})"
     assert len(results) >= 1800  # the whole suite ran (onnx 1.23 has 1,884 node tests)

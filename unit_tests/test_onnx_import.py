@@ -51,9 +51,13 @@ def test_unsupported_dtypes_and_types_are_named() -> None:
     g = helper.make_graph([helper.make_node("Identity", ["q"], ["y"])], "g", [seq], [seq])
     with pytest.raises(OnnxImportError, match="graph input 'q': unsupported type: sequence"):
         from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-    cast = helper.make_node("Cast", ["x"], ["y"], name="c8", to=TP.FLOAT8E4M3FN)
-    with pytest.raises(OnnxImportError, match="unsupported dtype float8e4m3fn"):
-        from_onnx(model([cast], [("x", F, [2])], [("y", F, [2])]))  # the output's declared type is float: Cast says so
+    cast = helper.make_node("Cast", ["x"], ["y"], name="c8", to=TP.FLOAT8E4M3FN)  # float8: held in float32
+    m8 = from_onnx(model([cast], [("x", F, [2])], [("y", F, [2])]))  # but the output is declared float
+    with pytest.raises(OnnxImportError, match="graph output 'y' is declared f32, the graph computes float8e4m3fn"):
+        m8({"x": np.zeros(2, np.float32)})
+    cast = helper.make_node("Cast", ["x"], ["y"], name="c16", to=TP.COMPLEX64)
+    with pytest.raises(OnnxImportError, match=r"'c16' \(Cast, opset 17\): attribute 'to': unsupported dtype complex64"):
+        from_onnx(model([cast], [("x", F, [2])], [("y", F, [2])]))
     m = from_onnx(model([helper.make_node("Cast", ["x"], ["y"], name="c9")], [("x", F, [2])], [("y", F, [2])]))
     with pytest.raises(OnnxImportError, match=r"node 'c9' \(Cast, opset 17\): missing required attribute 'to'"):
         m({"x": np.zeros(2, np.float32)})

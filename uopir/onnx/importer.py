@@ -396,14 +396,16 @@ class OnnxModel:
         lowp = {**self._lowp_inits, **self.lowp_inputs}
         self._run_steps(self.nodes, env, lowp)
         out: dict[str, Tensor] = {}
-        declared = {o.name: _lowp_type(o.type) for o in self.proto.graph.output}
+        declared = {o.name: o.type.tensor_type.elem_type for o in self.proto.graph.output
+                    if o.type.WhichOneof("value") == "tensor_type" and o.type.tensor_type.elem_type}
         for nm in self.output_names:
             t = env.get(nm)
             if t is None:
                 raise OnnxImportError(f"graph output '{nm}' is not produced by any node")
-            got, want = lowp.get(nm), declared.get(nm)
-            if want is not None and got is not want:
-                raise OnnxImportError(f"graph output '{nm}' is declared {want.name}, the graph computes "
+            got, code = lowp.get(nm), declared.get(nm)
+            if code is not None and (got is not None or code in LOWP) and got is not LOWP.get(code):
+                want = LOWP[code].name if code in LOWP else lowp_dtype(code)[0]
+                raise OnnxImportError(f"graph output '{nm}' is declared {want}, the graph computes "
                                       f"{got.name if got else t.dtype}")
             if got is not None:
                 self.lowp_outputs[nm] = got
