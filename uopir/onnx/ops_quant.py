@@ -92,7 +92,11 @@ def dequantize_linear(node: Node, inputs: list) -> Tensor:
     if zp is not None and not (lt is not None and lt.is_float):  # a float8/float4 zero point is 0 (ignored)
         dx = dx - _along(node, zp, x, axis, block).cast(dtypes.float32)
     y = dx * _along(node, scale, x, axis, block)
-    out = _dtype_attr(node, "output_dtype") or scale.dtype
+    out = _dtype_attr(node, "output_dtype")
+    if out is None and len(node.lowp_in) > 1 and node.lowp_in[1] is not None:
+        raise node.error(f"unsupported dtype {node.lowp_in[1].name} of the output (a scale of that type needs an "
+                         "output_dtype)")
+    out = out or scale.dtype
     return y.cast(out)
 
 
