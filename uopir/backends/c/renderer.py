@@ -395,15 +395,6 @@ class CRenderer(Renderer):
     def _bitcast(self, em: _Emitter, u: UOp, escapes: bool) -> None:
         s, d = u.src[0].dtype, u.dtype
         src = self._lanes(em, u.src[0])
-        if s.count == 1 and d.count == 1:
-            if s is d:
-                em.vals[u] = src
-                return
-            hname, helper = bitcast_helper(s, d)
-            self.use_bitcast_types(em, s, d)
-            em.use(hname, helper)
-            self._set(em, u, [f"{hname}({src.exprs[0]})"], escapes)
-            return
         if s.count == d.count:  # lane by lane (bf16 rides as a float carrier, so memcpy of the lanes would be wrong)
             ss, ds = s.scalar, d.scalar
             if ss is ds:

@@ -133,6 +133,16 @@ class _Scope:
         self.frees: list[SSAValue] = []  # heap scratch allocated in the prologue, freed where the scope ends
 
 
+def _prepend(block: Block, ops: list[Operation]) -> None:
+    """Put ops, in order, before the block's first op (the constants and allocas made while the body was built)."""
+    first = block.first_op
+    for op in ops:
+        if first is None:
+            block.add_op(op)
+        else:
+            block.insert_op_before(op, first)
+
+
 class _Func(AluExport):
     """The export of one device.program into one func.func."""
 
@@ -270,24 +280,14 @@ class _Func(AluExport):
             self.add(mref.DeallocOp.get(mem))
         self.add(func.ReturnOp())
         self.finish_scope(self.scopes.pop())
-        first = self.entry.first_op
-        for op in self.consts:
-            if first is None:
-                self.entry.add_op(op)
-            else:
-                self.entry.insert_op_before(op, first)
+        _prepend(self.entry, self.consts)
         f = func.FuncOp(self.name, (self.arg_types, []), Region(self.entry),
                         arg_attrs=ArrayAttr([DictionaryAttr(a) for a in self.arg_attrs]))
         f.attributes["uop.kernel"] = StringAttr(self.program.arg)
         return f
 
     def finish_scope(self, scope: _Scope) -> None:
-        first = scope.block.first_op
-        for op in scope.prologue:
-            if first is None:
-                scope.block.add_op(op)
-            else:
-                scope.block.insert_op_before(op, first)
+        _prepend(scope.block, scope.prologue)
 
     def op(self, u: UOp, escapes: bool) -> None:
         op = u.op
