@@ -36,6 +36,7 @@ from uopir.backends.cpu.program import (
     check_const,
     check_special,
     check_supported,
+    computed,
     escaping,
     op_error,
     schedule,
@@ -292,11 +293,8 @@ class CRenderer(Renderer):
         em.vals[u] = Lanes([name])
 
     def _lanes(self, em: _Emitter, u: UOp) -> Lanes:
-        v = em.vals.get(u)
-        if v is None:
-            raise op_error(u, f"{u.op.name} is used before the program computes it")
-        if not isinstance(v, Lanes):
-            raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+        v = computed(em.vals, u, _Ptr)
+        assert isinstance(v, Lanes)
         return v
 
     def _scalar(self, em: _Emitter, u: UOp) -> str:

@@ -12,8 +12,9 @@ a located error that names the backend (`who`: "the C backend", "the MLIR export
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from uopir.dialects import core as C
 from uopir.dialects import device as D
@@ -25,7 +26,7 @@ from uopir.ir.uop import UOp
 
 __all__ = ["KernelSignature", "kernel_signature", "MAX_PARAMS", "schedule", "escaping", "uses", "op_error",
            "UNSUPPORTED", "NO_VALUE", "STACK_SCRATCH", "check_supported", "check_const", "check_closes",
-           "check_all_closed", "check_special", "check_offset"]
+           "check_all_closed", "check_special", "check_offset", "innermost", "computed"]
 
 
 def op_error(u: UOp, msg: str) -> IRError:
@@ -146,6 +147,25 @@ def escaping(order: list[UOp]) -> set[UOp]:
 
 
 # ---- the checks every walk makes -------------------------------------------------------------------------------------
+V = TypeVar("V")
+
+
+def innermost(blocks: Sequence[tuple[UOp, Any]]) -> UOp | None:
+    """The opener of the innermost open block, from a walk's stack of (opener, what the writer keeps for it)."""
+    return blocks[-1][0] if blocks else None
+
+
+def computed(vals: Mapping[UOp, V], u: UOp, pointer: type) -> V:
+    """u's entry in a walk's values: a located error when the program reads u before computing it, or reads a
+    pointer (an instance of `pointer`, the writer's class for them) as a value."""
+    v = vals.get(u)
+    if v is None:
+        raise op_error(u, f"{u.op.name} is used before the program computes it")
+    if isinstance(v, pointer):
+        raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+    return v
+
+
 def check_supported(u: UOp, who: str) -> None:
     """A located error when u is an op a cpu cannot run (UNSUPPORTED)."""
     reason = UNSUPPORTED.get(u.op)

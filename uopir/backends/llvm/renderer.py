@@ -50,7 +50,9 @@ from uopir.backends.cpu.program import (
     check_offset,
     check_special,
     check_supported,
+    computed,
     escaping,
+    innermost,
     op_error,
     schedule,
 )
@@ -349,7 +351,7 @@ class LLVMRenderer(Renderer):
         w = _Walk(self, sig)
         for u in order:
             w.op(u, u in esc)
-        check_all_closed(w.innermost())
+        check_all_closed(innermost(w.blocks))
         while w.ids:  # the loops of global ids span the rest of the program
             w.close_loop(w.ids.pop())
         for addr in w.frees:
@@ -389,18 +391,10 @@ class _Walk:
         self.id_dims: set[int] = set()
         self.frees: list[str] = []  # heap scratch buffers, freed before returning
 
-    def innermost(self) -> UOp | None:
-        """The opener of the innermost open loop or if."""
-        return self.blocks[-1][0] if self.blocks else None
-
     # ---- values
     def get(self, u: UOp, n: int | None = None) -> _Val:
         """u's value (loaded when it lives in a slot), broadcast to n lanes when u is a scalar and n > 1."""
-        v = self.vals.get(u)
-        if v is None:
-            raise op_error(u, f"{u.op.name} is used before the program computes it")
-        if isinstance(v, _Ptr):
-            raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+        v = computed(self.vals, u, _Ptr)
         if isinstance(v, _Slot):
             v = _Val(self.f.ins(f"load {vec(v.t, v.n)}, ptr {v.addr}"), v.t, v.n)
         if n is not None and n > 1 and v.n == 1:
@@ -535,7 +529,7 @@ class _Walk:
             f.block(then)
             self.blocks.append((u, end))
         elif op in (D.ENDLOOP, D.ENDIF):
-            check_closes(u, self.innermost())
+            check_closes(u, innermost(self.blocks))
             _, info = self.blocks.pop()
             if isinstance(info, str):
                 f.emit(f"br label %{info}")
@@ -577,7 +571,7 @@ class _Walk:
         return self.f.ins(f"{'zext' if d.kind == 'uint' else 'sext'} {v.t} {v.ref} to i64")
 
     def special(self, u: UOp) -> None:
-        check_special(u, "the LLVM backend", self.innermost(), self.id_dims)
+        check_special(u, "the LLVM backend", innermost(self.blocks), self.id_dims)
         size = self.index(u.src[0])
         f = self.f
         if not self.ids:  # the first id: this core's contiguous share [n*id/count, n*(id+1)/count)

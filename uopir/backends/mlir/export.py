@@ -65,7 +65,9 @@ from uopir.backends.cpu.program import (
     check_offset,
     check_special,
     check_supported,
+    computed,
     escaping,
+    innermost,
     op_error,
     schedule,
 )
@@ -221,18 +223,10 @@ class _Func(AluExport):
         self.scopes[-1].prologue.append(op)
         return op.results[0]
 
-    def innermost(self) -> UOp | None:
-        """The opener of the innermost open loop or if."""
-        return self.blocks[-1][0] if self.blocks else None
-
     # ---- values
     def get(self, u: UOp, n: int | None = None) -> SSAValue:
         """u's value (loaded when it lives in a slot), broadcast to n lanes when u is a scalar and n > 1."""
-        v = self.vals.get(u)
-        if v is None:
-            raise op_error(u, f"{u.op.name} is used before the program computes it")
-        if isinstance(v, _Ptr):
-            raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+        v = computed(self.vals, u, _Ptr)
         if isinstance(v, _Slot):
             v = self.add(mref.LoadOp.get(v.ref, []))
         if n is not None and n > 1 and not isinstance(v.type, VectorType):
@@ -273,7 +267,7 @@ class _Func(AluExport):
         esc = escaping(order)
         for u in order:
             self.op(u, u in esc and u.op is not C.CONST)
-        check_all_closed(self.innermost())
+        check_all_closed(innermost(self.blocks))
         while self.ids:
             self.close_parallel()
         for mem in self.scopes[-1].frees:
@@ -333,7 +327,7 @@ class _Func(AluExport):
             self.blocks.append((u, self.cur))
             self.cur = body
         elif op in (D.ENDLOOP, D.ENDIF):
-            check_closes(u, self.innermost())
+            check_closes(u, innermost(self.blocks))
             _, outer = self.blocks.pop()
             self.add(scf.YieldOp())
             self.cur = outer
@@ -406,7 +400,7 @@ class _Func(AluExport):
         self.vals[u] = body.args[0]
 
     def special(self, u: UOp) -> None:
-        kind, dim = check_special(u, "the MLIR export", self.innermost(), self.id_dims)
+        kind, dim = check_special(u, "the MLIR export", innermost(self.blocks), self.id_dims)
         size = self.index(u.src[0])
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([self.const(IndexType(), 0)], [size], [self.const(IndexType(), 1)], Region(body))
