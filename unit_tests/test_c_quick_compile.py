@@ -10,8 +10,8 @@ import test_c_backend as tcb
 
 from uopir.backends.c.backend import QUICK_WORK, CBackend, quick
 from uopir.backends.c.compiler import BASE_FLAGS, QUICK_FLAGS, CCompiler, find_cc
-from uopir.backends.c.emit import programs
 from uopir.backends.cache import cache_get, cache_key
+from uopir.backends.emit import programs
 from uopir.backends.realize import cache_key as schedule_key
 from uopir.dialects.semantics import values_equal
 from uopir.frontend.tensor import Tensor

@@ -10,10 +10,10 @@ from test_c_backend import ALL, MATMUL, _binary_ops, _program, _unary_ops, edge_
 from test_opencl_backend import _global_ids_program, _local_sum_program, idx
 from test_opencl_realize import PROGRAMS, _check
 
-from uopir.backends.c.emit import programs
 from uopir.backends.cuda.backend import CUDABackend
 from uopir.backends.cuda.compiler import CUDACompiler, find_nvcc, find_nvrtc
 from uopir.backends.cuda.language import CUDA
+from uopir.backends.emit import programs
 from uopir.backends.gpu.renderer import GpuRenderer, kernel_name
 from uopir.backends.registry import get_backend
 from uopir.dialects import core as C

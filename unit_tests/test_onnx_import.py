@@ -116,6 +116,22 @@ def test_int_division_truncates_and_outputs_keep_their_dtype() -> None:
     assert out["q"].dtype == np.int32 and out["s"].dtype == np.int32 and out["s"].tolist() == [0]
 
 
+def test_exclusive_cumsum_and_cumprod_shift_the_scan_by_one() -> None:
+    """Exclusive CumSum / CumProd shift the inclusive scan by one, the identity first, forward and reversed. Guards the
+    defect where exclusive CumSum was the scan minus the input: an infinite input made its own slot NaN, not 0."""
+    x = np.array([[np.inf, 1.0, 2.0], [3.0, -np.inf, 4.0]], np.float32)
+    nodes = [helper.make_node("CumSum", ["x", "ax"], ["s"], exclusive=1),
+             helper.make_node("CumSum", ["x", "ax"], ["sr"], exclusive=1, reverse=1),
+             helper.make_node("CumProd", ["x", "ax"], ["pr"], exclusive=1, reverse=1)]
+    m = from_onnx(model(nodes, [("x", F, [2, 3])], [(n, F, [2, 3]) for n in ("s", "sr", "pr")], opset=26,
+                        inits=[("ax", np.array(1, np.int64))]))
+    out = m.run(x=x)
+    inf = np.inf
+    np.testing.assert_array_equal(out["s"], [[0, inf, inf], [0, 3, -inf]])
+    np.testing.assert_array_equal(out["sr"], [[3, 2, 0], [-inf, 4, 0]])
+    np.testing.assert_array_equal(out["pr"], [[2, 2, 1], [-inf, 4, 1]])
+
+
 def test_docs_list_every_registered_operator() -> None:
     import re
     from pathlib import Path

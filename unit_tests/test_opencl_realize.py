@@ -100,7 +100,7 @@ def test_realize_with_global_ids_matches_the_interpreter(optimized: OpenCLBacken
 
 
 def test_optimized_kernels_use_global_ids(optimized: OpenCLBackend) -> None:
-    from uopir.backends.c.emit import programs
+    from uopir.backends.emit import programs
 
     lowered = optimized.lower(PROGRAMS["pad_flip"][0]("python").uop)
     srcs = [optimized.renderer.render(p) for p in programs(lowered)]

@@ -127,18 +127,23 @@ def _pool_args(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding:
     return k, st, _tuple(dilation, nd, "dilation"), resolve_pads(padding, nd)
 
 
+def ceil_window_end(i: int, kk: int, s: int, d: int, b: int, a: int) -> int:
+    """Ceil mode on one axis (size i, kernel kk, stride s, dilation d, pads b before and a after): the output count
+    rounded up, minus a last window that would start in the padding after the input; returns how far past the input
+    and its begin padding the last window reaches (the end padding that makes the floor count that count)."""
+    span = d * (kk - 1) + 1
+    o = -(-(i + b + a - span) // s) + 1
+    if o > 1 and (o - 1) * s >= i + b:
+        o -= 1
+    return (o - 1) * s + span - (i + b)
+
+
 def _ceil_pads(sp: Sequence[int], k: tuple[int, ...], st: tuple[int, ...], dl: tuple[int, ...],
                pads: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """torch's ceil_mode: the output count rounded up, minus a last window that would start in the padding after
-    the input; the pads grow (or shrink) at the end so that the floor count of the padded input is that count."""
-    out = []
-    for i, kk, s, d, (b, a) in zip(sp, k, st, dl, pads, strict=True):
-        span = d * (kk - 1) + 1
-        o = -(-(i + b + a - span) // s) + 1
-        if o > 1 and (o - 1) * s >= i + b:
-            o -= 1
-        out.append((b, a + (o - 1) * s + span - (i + b + a)))
-    return out
+    """torch's ceil_mode: the pads grow (or shrink) at the end so that the floor count of the padded input is the
+    ceil count (ceil_window_end)."""
+    return [(b, ceil_window_end(i, kk, s, d, b, a))
+            for i, kk, s, d, (b, a) in zip(sp, k, st, dl, pads, strict=True)]
 
 
 def max_pool(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool = False,

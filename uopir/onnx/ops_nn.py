@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from uopir.frontend.nn_ops import ceil_window_end
 from uopir.frontend.shape_ops import patches
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
@@ -65,14 +66,8 @@ def _ceil_extra(sp: Sequence[int], k: Sequence[int], st: Sequence[int], dl: Sequ
                 pads: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Pads grown at the end so that the floor window count is the ceil count (a last window starting past the
     input and its begin padding dropped, as the spec says since opset 19 and onnxruntime does)."""
-    out = []
-    for i, kk, s, d, (b, a) in zip(sp, k, st, dl, pads, strict=True):
-        span = d * (kk - 1) + 1
-        o = -(-(i + b + a - span) // s) + 1
-        if o > 1 and (o - 1) * s >= i + b:
-            o -= 1
-        out.append((b, max(a, (o - 1) * s + span - (i + b))))
-    return out
+    return [(b, max(a, ceil_window_end(i, kk, s, d, b, a)))
+            for i, kk, s, d, (b, a) in zip(sp, k, st, dl, pads, strict=True)]
 
 
 # ---- convolution -----------------------------------------------------------------------------------------------------

@@ -58,6 +58,8 @@ def _same(x: Tensor, r: Tensor) -> Tensor:
 _reduce("ReduceSum", lambda x, a, k: _same(x, x.sum(a, keepdim=k)), 13)
 _reduce("ReduceMean", lambda x, a, k: _same(x, x.mean(a, keepdim=k)), 18)
 _reduce("ReduceProd", lambda x, a, k: _same(x, x.prod(a, keepdim=k)), 18)
+
+
 def _extreme(x: Tensor, a: tuple[int, ...], k: bool, largest: bool) -> Tensor:
     """max/min; over an empty axis the identity (the spec: -inf / +inf, the int type's min / max, False / True)."""
     if any(x.shape[i] == 0 for i in a):
@@ -141,39 +143,30 @@ _softmax("LogSoftmax", lambda x, a: x.log_softmax(a))
 _softmax("Hardmax", _hardmax)
 
 
-@onnx_op("CumSum", since=11)
-def cumsum(node: Node, inputs: list) -> Tensor:
-    x = _req(node, inputs, 0)
-    axis = const_ints(node, inputs[1] if len(inputs) > 1 else None, "axis")[0]
-    if x.ndim == 0:
-        raise node.error("CumSum of a 0-d tensor")
-    axis %= x.ndim
-    if node.attr("reverse", 0):
-        x = x.flip(axis)
-    y = x.cumsum(axis)
-    if node.attr("exclusive", 0):
-        y = y - x
-    if node.attr("reverse", 0):
-        y = y.flip(axis)
-    return _same(x, y)
+def _cumulative(name: str, since: int, scan, identity: int) -> None:  # noqa: ANN001
+    """CumSum / CumProd: `scan(x, axis)` is the inclusive scan; `exclusive` shifts it by one along the axis, the
+    identity first (a shift rather than undoing the last step: x - x is NaN for an infinite x); `reverse` scans from
+    the end."""
+    @onnx_op(name, since=since)
+    def op(node: Node, inputs: list) -> Tensor:
+        x = _req(node, inputs, 0)
+        axis = const_ints(node, inputs[1] if len(inputs) > 1 else None, "axis")[0]
+        if x.ndim == 0:
+            raise node.error(f"{name} of a 0-d tensor")
+        axis %= x.ndim
+        rev = bool(node.attr("reverse", 0))
+        if rev:
+            x = x.flip(axis)
+        y = scan(x, axis)
+        if node.attr("exclusive", 0):
+            pads = [(0, 0)] * x.ndim
+            pads[axis] = (1, 0)
+            y = y.pad(tuple(pads), value=identity).shrink(tuple((0, x.shape[axis]) if i == axis else (0, s)
+                                                                for i, s in enumerate(x.shape)))
+        if rev:
+            y = y.flip(axis)
+        return _same(x, y)
 
 
-@onnx_op("CumProd", since=26)
-def cumprod(node: Node, inputs: list) -> Tensor:
-    x = _req(node, inputs, 0)
-    axis = const_ints(node, inputs[1] if len(inputs) > 1 else None, "axis")[0]
-    if x.ndim == 0:
-        raise node.error("CumProd of a 0-d tensor")
-    axis %= x.ndim
-    rev = bool(node.attr("reverse", 0))
-    if rev:
-        x = x.flip(axis)
-    y = x.cumprod(axis)
-    if node.attr("exclusive", 0):  # shift by one along axis, 1 first
-        n = x.shape[axis]
-        pads = [(0, 0)] * x.ndim
-        pads[axis] = (1, 0)
-        y = y.pad(tuple(pads), value=1).shrink(tuple((0, n) if i == axis else (0, s) for i, s in enumerate(x.shape)))
-    if rev:
-        y = y.flip(axis)
-    return _same(x, y)
+_cumulative("CumSum", 11, lambda x, a: x.cumsum(a), 0)
+_cumulative("CumProd", 26, lambda x, a: x.cumprod(a), 1)

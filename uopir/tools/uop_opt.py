@@ -614,13 +614,19 @@ def _main_reporting(argv: list[str], out: TextIO | None, err: TextIO) -> int:
     except SystemExit as e:  # argparse --help
         return int(e.code or 0) if isinstance(e.code, int) else 0
     except Exception as e:  # noqa: BLE001 - never a traceback for the user
-        import traceback
+        return internal_error(PROG, e, err)
 
-        err.write(f"{PROG}: internal error: {type(e).__name__}: {escape_controls(str(e))}\n"
-                  "note: this is a bug in uopir; rerun with UOPIR_DEBUG=1 for the traceback and report it\n")
-        if os.environ.get("UOPIR_DEBUG"):
-            traceback.print_exc(file=err)
-        return 2
+
+def internal_error(prog: str, e: Exception, err: TextIO) -> int:
+    """Report an exception that bad input cannot cause (a bug in uopir) in one line, with the traceback only under
+    $UOPIR_DEBUG; returns the exit code 2."""
+    import traceback
+
+    err.write(f"{prog}: internal error: {type(e).__name__}: {escape_controls(str(e))}\n"
+              "note: this is a bug in uopir; rerun with UOPIR_DEBUG=1 for the traceback and report it\n")
+    if os.environ.get("UOPIR_DEBUG"):
+        traceback.print_exception(e, file=err)
+    return 2
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import re
 import sys
 from dataclasses import dataclass
@@ -61,7 +60,7 @@ from uopir.ir.valuerange import value_range
 from uopir.ir.verify import verify
 from uopir.passes.manager import PassManager
 from uopir.passes.pipeline import parse_pipeline
-from uopir.tools.uop_opt import UsageError, _read_input, escape_controls, format_diagnostic
+from uopir.tools.uop_opt import UsageError, _read_input, escape_controls, format_diagnostic, internal_error
 
 PROG = "uop-run"
 _NAME_AT_LINE = re.compile(r"\s*(%[A-Za-z0-9_.$-]+)\s*=")
@@ -597,16 +596,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     except SystemExit as e:  # argparse --help
         return int(e.code or 0) if isinstance(e.code, int) else 0
     except Exception as e:  # noqa: BLE001 - never a traceback for the user
-        import traceback
-
         if isinstance(e, CompileError):
             err.write(f"{PROG}: error: {escape_controls(str(e))}\n")
             return 1
-        err.write(f"{PROG}: internal error: {type(e).__name__}: {escape_controls(str(e))}\n"
-                  "note: this is a bug in uopir; rerun with UOPIR_DEBUG=1 for the traceback and report it\n")
-        if os.environ.get("UOPIR_DEBUG"):
-            traceback.print_exc(file=err)
-        return 2
+        return internal_error(PROG, e, err)
 
 
 if __name__ == "__main__":

@@ -21,18 +21,13 @@ from uopir.backends.c.prelude import (
     int_helper,
     vector_type,
 )
+from uopir.backends.cpu.program import op_error
 from uopir.dialects import core as C
 from uopir.dialects.semantics import const_array
-from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
-__all__ = ["Exprs", "Lanes", "literal", "op_error", "NATIVE_VECTOR"]
-
-
-def op_error(u: UOp, msg: str) -> IRError:
-    """An IRError located at u."""
-    return IRError(diagnostics=[diag_at(u, msg)])
+__all__ = ["Exprs", "Lanes", "literal", "NATIVE_VECTOR"]
 
 
 # ---- literals --------------------------------------------------------------------------------------------------------

@@ -25,9 +25,22 @@ from __future__ import annotations
 
 import re
 
-from uopir.backends.c.lanes import NATIVE_VECTOR, Exprs, Lanes, literal, op_error
+from uopir.backends.c.lanes import NATIVE_VECTOR, Exprs, Lanes, literal
 from uopir.backends.c.prelude import Helper, bitcast_helper, prelude, vector_max, vector_ok
-from uopir.backends.cpu.program import NO_VALUE, STACK_SCRATCH, UNSUPPORTED, KernelSignature, escaping, schedule
+from uopir.backends.cpu.program import (
+    NO_VALUE,
+    STACK_SCRATCH,
+    KernelSignature,
+    check_all_closed,
+    check_closes,
+    check_const,
+    check_special,
+    check_supported,
+    computed,
+    escaping,
+    op_error,
+    schedule,
+)
 from uopir.backends.cpu.program import kernel_signature as _signature
 from uopir.backends.interface import Renderer
 from uopir.dialects import core as C
@@ -96,6 +109,7 @@ class _Emitter(Exprs):
         self.counter = {"v": 0, "acc": 0, "ridx": 0, "reg": 0}
         self.hoisted: list[str] = []
         self.ids: list[str] = []  # the loops of global ids opened so far (the first one is split across cores)
+        self.id_dims: set[int] = set()  # their dims
         self.cleanup: list[str] = []  # statements at the function's end (freeing heap scratch buffers)
 
     # names and statements
@@ -106,10 +120,6 @@ class _Emitter(Exprs):
 
     def emit(self, line: str) -> None:
         self.lines.append("  " * self.depth + line)
-
-
-# ---- the program walk (shared with the LLVM renderer: uopir.backends.cpu.program) ------------------------------------
-_NO_VALUE, _UNSUPPORTED, _schedule, _escaping = NO_VALUE, UNSUPPORTED, schedule, escaping
 
 
 HUGE_KERNEL = 2000  # statements; a kernel larger than this is compiled at -O0 (GCC is superlinear in its size)
@@ -157,23 +167,19 @@ class CRenderer(Renderer):
 
     def walk(self, em: _Emitter, program: UOp) -> None:
         """Render the program's ops in execution order into em (statements, helpers, values)."""
-        order = _schedule(program)
-        escaping = _escaping(order)
+        order = schedule(program)
+        escapes = escaping(order)
         open_blocks: list[UOp] = []
         for u in order:
-            self._op(em, u, u in escaping, open_blocks)
-        if open_blocks:
-            raise op_error(open_blocks[-1], f"{open_blocks[-1].op.name} is never closed (no "
-                         f"{'device.endloop' if open_blocks[-1].op is D.LOOP else 'device.endif'} in the program)")
+            self._op(em, u, u in escapes, open_blocks)
+        check_all_closed(open_blocks[-1] if open_blocks else None)
 
     # each op: its value (an expression or lanes) and its statements
     def _op(self, em: _Emitter, u: UOp, escapes: bool, blocks: list[UOp]) -> None:
         op = u.op
-        if op in _UNSUPPORTED:
-            raise op_error(u, f"the {self.title} backend cannot render {op.name}: {_UNSUPPORTED[op]}")
+        check_supported(u, f"the {self.title} backend")
         if op is C.CONST:
-            if type(u.arg) is tuple and u.dtype.count == 1:
-                raise op_error(u, "a tensor-shaped const cannot be rendered: lower the program to the device level")
+            check_const(u)
             lanes = u.arg if u.dtype.count > 1 and type(u.arg) is tuple else (u.arg,) * u.dtype.count
             em.vals[u] = Lanes([literal(u.dtype.scalar, v, em.use) for v in lanes])
         elif op is K.PARAM:
@@ -225,10 +231,7 @@ class CRenderer(Renderer):
             em.depth += 1
             blocks.append(u)
         elif op in (D.ENDLOOP, D.ENDIF):
-            opener = u.src[0]
-            if not blocks or blocks[-1] is not opener:
-                inner = f" (the innermost open block is a {blocks[-1].op.name})" if blocks else ""
-                raise op_error(u, f"{op.name} closes a {opener.op.name} that is not the innermost open block{inner}")
+            check_closes(u, blocks[-1] if blocks else None)
             blocks.pop()
             em.depth -= 1
             em.emit("}")
@@ -267,7 +270,7 @@ class CRenderer(Renderer):
                 self._set_vector(em, u, f"{hname}({em.pack(srcs[0], u.dtype)}, {em.pack(srcs[1], u.dtype)})", escapes)
                 return
             self._set(em, u, [em.alu(u, [s.lane(i) for s in srcs]) for i in range(u.dtype.count)], escapes)
-        elif op in _NO_VALUE:
+        elif op in NO_VALUE:
             pass
         else:
             raise op_error(u, f"the {self.title} backend cannot render {op.name}")
@@ -275,16 +278,9 @@ class CRenderer(Renderer):
     def _special(self, em: _Emitter, u: UOp, blocks: list[UOp]) -> None:
         """A global (or group) id on a cpu: a loop over the rest of the program. The first one in the program is
         split across cores: core `core_id` of `core_count` runs its contiguous share of the ids."""
-        kind, dim = u.arg
-        if kind == "local_id":
-            raise op_error(u, "the C backend cannot render device.special {kind = local_id}: workgroups need a gpu "
-                            "target; lower for target=cpu")
-        if blocks:
-            raise op_error(u, f"a {kind} inside a {blocks[-1].op.name}: ids span the whole program")
+        _, dim = check_special(u, f"the {self.title} backend", blocks[-1] if blocks else None, em.id_dims)
         size = self._scalar(em, u.src[0])
         name = f"gidx{dim}"
-        if name in em.ids:
-            raise op_error(u, f"two device.special ids on dim {dim}")
         em.ids.append(name)
         if len(em.ids) == 1:
             n = f"gsize{dim}"
@@ -297,11 +293,8 @@ class CRenderer(Renderer):
         em.vals[u] = Lanes([name])
 
     def _lanes(self, em: _Emitter, u: UOp) -> Lanes:
-        v = em.vals.get(u)
-        if v is None:
-            raise op_error(u, f"{u.op.name} is used before the program computes it")
-        if not isinstance(v, Lanes):
-            raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+        v = computed(em.vals, u, _Ptr)
+        assert isinstance(v, Lanes)
         return v
 
     def _scalar(self, em: _Emitter, u: UOp) -> str:
@@ -400,15 +393,6 @@ class CRenderer(Renderer):
     def _bitcast(self, em: _Emitter, u: UOp, escapes: bool) -> None:
         s, d = u.src[0].dtype, u.dtype
         src = self._lanes(em, u.src[0])
-        if s.count == 1 and d.count == 1:
-            if s is d:
-                em.vals[u] = src
-                return
-            hname, helper = bitcast_helper(s, d)
-            self.use_bitcast_types(em, s, d)
-            em.use(hname, helper)
-            self._set(em, u, [f"{hname}({src.exprs[0]})"], escapes)
-            return
         if s.count == d.count:  # lane by lane (bf16 rides as a float carrier, so memcpy of the lanes would be wrong)
             ss, ds = s.scalar, d.scalar
             if ss is ds:

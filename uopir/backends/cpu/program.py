@@ -6,23 +6,27 @@ placed before its first use; `escaping` finds the values read after the block (l
 closed, which a renderer keeps in a variable declared at the function top; `kernel_signature` says how the rendered
 function is called: the `kernel.param` pointers in index order, then the `kernel.var` values in name order, then
 `core_id, core_count` when the program has a global id (each core runs its share of the ids; see runtime.py).
-`UNSUPPORTED` names the ops a cpu cannot run, with the reason a located error gives.
+`UNSUPPORTED` names the ops a cpu cannot run, with the reason a located error gives; the `check_*` functions are the
+checks every walk makes of the program's structure (blocks that close in order, ids outside every block), each raising
+a located error that names the backend (`who`: "the C backend", "the MLIR export").
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.ir.diagnostics import IRError, diag_at
-from uopir.ir.dtype import DType
+from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import OpDef
 from uopir.ir.uop import UOp
 
 __all__ = ["KernelSignature", "kernel_signature", "MAX_PARAMS", "schedule", "escaping", "uses", "op_error",
-           "UNSUPPORTED", "NO_VALUE", "STACK_SCRATCH"]
+           "UNSUPPORTED", "NO_VALUE", "STACK_SCRATCH", "check_supported", "check_const", "check_closes",
+           "check_all_closed", "check_special", "check_offset", "innermost", "computed"]
 
 
 def op_error(u: UOp, msg: str) -> IRError:
@@ -140,3 +144,77 @@ def escaping(order: list[UOp]) -> set[UOp]:
             if u.op is D.LOOP:
                 block[u] = n  # the counter lives inside its loop
     return out
+
+
+# ---- the checks every walk makes -------------------------------------------------------------------------------------
+V = TypeVar("V")
+
+
+def innermost(blocks: Sequence[tuple[UOp, Any]]) -> UOp | None:
+    """The opener of the innermost open block, from a walk's stack of (opener, what the writer keeps for it)."""
+    return blocks[-1][0] if blocks else None
+
+
+def computed(vals: Mapping[UOp, V], u: UOp, pointer: type) -> V:
+    """u's entry in a walk's values: a located error when the program reads u before computing it, or reads a
+    pointer (an instance of `pointer`, the writer's class for them) as a value."""
+    v = vals.get(u)
+    if v is None:
+        raise op_error(u, f"{u.op.name} is used before the program computes it")
+    if isinstance(v, pointer):
+        raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+    return v
+
+
+def check_supported(u: UOp, who: str) -> None:
+    """A located error when u is an op a cpu cannot run (UNSUPPORTED)."""
+    reason = UNSUPPORTED.get(u.op)
+    if reason is not None:
+        raise op_error(u, f"{who} cannot render {u.op.name}: {reason}")
+
+
+def check_const(u: UOp, verb: str = "rendered") -> None:
+    """A located error when a core.const holds a tensor-level value (a tuple for a scalar dtype)."""
+    if type(u.arg) is tuple and u.dtype.count == 1:
+        raise op_error(u, f"a tensor-shaped const cannot be {verb}: lower the program to the device level")
+
+
+def check_closes(u: UOp, innermost: UOp | None) -> None:
+    """A device.endloop / device.endif must close the innermost open block (`innermost`: its opener, None if none)."""
+    opener = u.src[0]
+    if innermost is not opener:
+        inner = f" (the innermost open block is a {innermost.op.name})" if innermost is not None else ""
+        raise op_error(u, f"{u.op.name} closes a {opener.op.name} that is not the innermost open block{inner}")
+
+
+def check_all_closed(innermost: UOp | None) -> None:
+    """After the walk no block may be open (`innermost`: the opener of the innermost one still open, None if none)."""
+    if innermost is not None:
+        end = "device.endloop" if innermost.op is D.LOOP else "device.endif"
+        raise op_error(innermost, f"{innermost.op.name} is never closed (no {end} in the program)")
+
+
+def check_special(u: UOp, who: str, innermost: UOp | None, dims: set[int]) -> tuple[str, int]:
+    """A device.special on a cpu is a loop over the rest of the program: a global or group id (workgroups need a
+    gpu), outside every loop and if (`innermost`: the opener of the innermost open block, None if none), one per dim
+    (`dims`: those seen so far; this one's is added). Returns (kind, dim)."""
+    kind, dim = u.arg
+    if kind == "local_id":
+        raise op_error(u, f"{who} cannot render device.special {{kind = local_id}}: workgroups need a gpu target; "
+                          "lower for target=cpu")
+    if innermost is not None:
+        raise op_error(u, f"a {kind} inside a {innermost.op.name}: ids span the whole program")
+    if dim in dims:
+        raise op_error(u, f"two device.special ids on dim {dim}")
+    dims.add(dim)
+    return kind, dim
+
+
+def check_offset(u: UOp) -> DType:
+    """An offset or size operand is one integer (index, int or uint); returns its scalar dtype."""
+    if u.dtype.count != 1:
+        raise op_error(u, f"an offset or size must be a scalar, got {u.dtype}")
+    d = u.dtype.scalar
+    if d.is_float or d is dtypes.bool:
+        raise op_error(u, f"an offset or size must be an integer, got {u.dtype}")
+    return d

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from uopir.backends.c.emit import programs
-from uopir.dialects import device as D
-from uopir.ir.diagnostics import IRError, diag_at
-from uopir.ir.dtype import dtypes
+from uopir.backends.emit import emit_sources
 from uopir.ir.uop import UOp
 from uopir.passes.registry import register_pass
 from uopir.passes.runner import PassContext
@@ -31,16 +28,8 @@ def _emit(root: UOp, ctx: PassContext, lang_name: str) -> UOp:
         from uopir.backends.opencl.language import OPENCL as lang
     else:
         from uopir.backends.cuda.language import CUDA as lang
-    progs = programs(root)
-    if not progs:
-        raise IRError(diagnostics=[diag_at(root, f"emit-{lang_name}: the graph has no device.program (lower it "
-                                           f"first, e.g. with -p 'default{{target={lang_name}}}')")])
     renderer = GpuRenderer(lang)
-    sources = []
-    for p in progs:
-        sources.append(UOp(D.SOURCE, dtypes.void, (), (lang_name, kernel_name(p, lang), renderer.render(p))))
-        ctx.count("sources-emitted")
-    return UOp.sink(*sources)
+    return emit_sources(root, ctx, lang_name, lambda p: (kernel_name(p, lang), renderer.render(p)))
 
 
 @register_pass("emit-opencl", summary="replace the graph by one device.source of OpenCL C per device.program (what "

@@ -30,10 +30,11 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from uopir.backends.c.lanes import Lanes, op_error
+from uopir.backends.c.lanes import Lanes
 from uopir.backends.c.prelude import Helper, prelude
 from uopir.backends.c.prelude import vector_ok as c_vector_ok
 from uopir.backends.c.renderer import CRenderer, _Emitter, _Ptr, kernel_signature, var_name
+from uopir.backends.cpu.program import op_error
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes

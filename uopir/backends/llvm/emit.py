@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from uopir.backends.c.emit import programs
-from uopir.dialects import device as D
-from uopir.ir.diagnostics import IRError, diag_at
-from uopir.ir.dtype import dtypes
+from uopir.backends.emit import emit_sources
 from uopir.ir.uop import UOp
 from uopir.passes.registry import register_pass
 from uopir.passes.runner import PassContext
@@ -30,13 +27,5 @@ class EmitLLVMOptions:
 def emit_llvm(root: UOp, options: EmitLLVMOptions, ctx: PassContext) -> UOp:
     from uopir.backends.llvm.renderer import LLVMRenderer, kernel_signature
 
-    progs = programs(root)
-    if not progs:
-        raise IRError(diagnostics=[diag_at(root, "emit-llvm: the graph has no device.program (lower it first, e.g. "
-                                           "with -p 'default{target=llvm}')")])
     renderer = LLVMRenderer(noalias=options.noalias)
-    sources = []
-    for p in progs:
-        sources.append(UOp(D.SOURCE, dtypes.void, (), ("llvm", kernel_signature(p).name, renderer.render(p))))
-        ctx.count("sources-emitted")
-    return UOp.sink(*sources)
+    return emit_sources(root, ctx, "llvm", lambda p: (kernel_signature(p).name, renderer.render(p)))

@@ -39,12 +39,20 @@ import struct
 
 import numpy as np
 
+from uopir.backends.cpu.alu import BOOL_OP, COMPARE, const_shift, unguarded_divisor
 from uopir.backends.cpu.program import (
     NO_VALUE,
     STACK_SCRATCH,
-    UNSUPPORTED,
     KernelSignature,
+    check_all_closed,
+    check_closes,
+    check_const,
+    check_offset,
+    check_special,
+    check_supported,
+    computed,
     escaping,
+    innermost,
     op_error,
     schedule,
 )
@@ -318,14 +326,9 @@ class _Math:
         return f.ins(f"{'zext' if s.kind == 'uint' else 'sext'} {st} {x} to {dt}")
 
 
-_ICMP_S = {"core.cmplt": "slt", "core.cmpne": "ne", "core.cmpeq": "eq"}
-_ICMP_U = {"core.cmplt": "ult", "core.cmpne": "ne", "core.cmpeq": "eq"}
-_FCMP = {"core.cmplt": "olt", "core.cmpne": "une", "core.cmpeq": "oeq"}
 _FLOAT_BIN = {"core.add": "fadd", "core.sub": "fsub", "core.mul": "fmul", "core.fdiv": "fdiv", "core.mod": "frem"}
 _INT_BIN = {"core.add": "add", "core.sub": "sub", "core.mul": "mul", "core.and": "and", "core.or": "or",
             "core.xor": "xor"}
-_BOOL_BIN = {"core.add": "or", "core.mul": "and", "core.max": "or", "core.and": "and", "core.or": "or",
-             "core.xor": "xor"}
 _FLOAT_UN = {"core.sqrt": "sqrt", "core.trunc": "trunc", "core.exp2": "exp2", "core.log2": "log2", "core.sin": "sin"}
 _EXACT_IN_BF16 = frozenset(("core.max", "core.neg", "core.trunc", "core.mod", "core.where"))  # no rounding needed
 
@@ -348,10 +351,7 @@ class LLVMRenderer(Renderer):
         w = _Walk(self, sig)
         for u in order:
             w.op(u, u in esc)
-        if w.blocks:
-            b = w.blocks[-1][0]
-            raise op_error(b, f"{b.op.name} is never closed (no "
-                           f"{'device.endloop' if b.op is D.LOOP else 'device.endif'} in the program)")
+        check_all_closed(innermost(w.blocks))
         while w.ids:  # the loops of global ids span the rest of the program
             w.close_loop(w.ids.pop())
         for addr in w.frees:
@@ -394,11 +394,7 @@ class _Walk:
     # ---- values
     def get(self, u: UOp, n: int | None = None) -> _Val:
         """u's value (loaded when it lives in a slot), broadcast to n lanes when u is a scalar and n > 1."""
-        v = self.vals.get(u)
-        if v is None:
-            raise op_error(u, f"{u.op.name} is used before the program computes it")
-        if isinstance(v, _Ptr):
-            raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+        v = computed(self.vals, u, _Ptr)
         if isinstance(v, _Slot):
             v = _Val(self.f.ins(f"load {vec(v.t, v.n)}, ptr {v.addr}"), v.t, v.n)
         if n is not None and n > 1 and v.n == 1:
@@ -467,11 +463,9 @@ class _Walk:
     # ---- ops
     def op(self, u: UOp, escapes: bool) -> None:
         op, f = u.op, self.f
-        if op in UNSUPPORTED:
-            raise op_error(u, f"the LLVM backend cannot render {op.name}: {UNSUPPORTED[op]}")
+        check_supported(u, "the LLVM backend")
         if op is C.CONST:
-            if type(u.arg) is tuple and u.dtype.count == 1:
-                raise op_error(u, "a tensor-shaped const cannot be rendered: lower the program to the device level")
+            check_const(u)
             if u.dtype.scalar not in _SCALAR:
                 raise op_error(u, f"the LLVM backend has no type for {u.dtype}")
             self.vals[u] = _Val(const_lit(u.dtype, u.arg), scalar_type(u.dtype), u.dtype.count)
@@ -535,10 +529,7 @@ class _Walk:
             f.block(then)
             self.blocks.append((u, end))
         elif op in (D.ENDLOOP, D.ENDIF):
-            opener = u.src[0]
-            if not self.blocks or self.blocks[-1][0] is not opener:
-                inner = f" (the innermost open block is a {self.blocks[-1][0].op.name})" if self.blocks else ""
-                raise op_error(u, f"{op.name} closes a {opener.op.name} that is not the innermost open block{inner}")
+            check_closes(u, innermost(self.blocks))
             _, info = self.blocks.pop()
             if isinstance(info, str):
                 f.emit(f"br label %{info}")
@@ -574,25 +565,13 @@ class _Walk:
     def index(self, u: UOp) -> str:
         """An index operand as an i64 ref."""
         v = self.get(u)
-        if v.n != 1:
-            raise op_error(u, f"an offset or size must be a scalar, got {u.dtype}")
+        d = check_offset(u)
         if v.t == "i64":
             return v.ref
-        d = u.dtype.scalar
-        if d.is_float or d is dtypes.bool:
-            raise op_error(u, f"an offset or size must be an integer, got {u.dtype}")
         return self.f.ins(f"{'zext' if d.kind == 'uint' else 'sext'} {v.t} {v.ref} to i64")
 
     def special(self, u: UOp) -> None:
-        kind, dim = u.arg
-        if kind == "local_id":
-            raise op_error(u, "the LLVM backend cannot render device.special {kind = local_id}: workgroups need a gpu "
-                           "target; lower for target=cpu")
-        if self.blocks:
-            raise op_error(u, f"a {kind} inside a {self.blocks[-1][0].op.name}: ids span the whole program")
-        if dim in self.id_dims:
-            raise op_error(u, f"two device.special ids on dim {dim}")
-        self.id_dims.add(dim)
+        check_special(u, "the LLVM backend", innermost(self.blocks), self.id_dims)
         size = self.index(u.src[0])
         f = self.f
         if not self.ids:  # the first id: this core's contiguous share [n*id/count, n*(id+1)/count)
@@ -711,16 +690,17 @@ class _Walk:
         src = u.src[0].dtype.scalar
         args = [self.get(s, n).ref for s in u.src]
         st = vec(scalar_type(src), n)
-        if name in _ICMP_S:
+        if name in COMPARE:
+            signed_p, unsigned_p, float_p = COMPARE[name]
             if src.is_float:
-                return f.ins(f"fcmp {_FCMP[name]} {st} {args[0]}, {args[1]}")
-            table = _ICMP_U if src.kind == "uint" or src is dtypes.bool else _ICMP_S
-            return f.ins(f"icmp {table[name]} {st} {args[0]}, {args[1]}")
+                return f.ins(f"fcmp {float_p} {st} {args[0]}, {args[1]}")
+            pred = unsigned_p if src.kind == "uint" or src is dtypes.bool else signed_p
+            return f.ins(f"icmp {pred} {st} {args[0]}, {args[1]}")
         t = scalar_type(d)
         ty = vec(t, n)
         if d is dtypes.bool:
-            if name in _BOOL_BIN:
-                return f.ins(f"{_BOOL_BIN[name]} {ty} {args[0]}, {args[1]}")
+            if name in BOOL_OP:
+                return f.ins(f"{BOOL_OP[name]} {ty} {args[0]}, {args[1]}")
             if name == "core.neg":
                 return f.ins(f"xor {ty} {args[0]}, {splat('i1', n, True)}")
             if name == "core.mulacc":
@@ -756,9 +736,9 @@ class _Walk:
         if name in ("core.idiv", "core.mod"):
             return self.divmod(u, name == "core.idiv", ty, t, n, unsigned, args)
         if name in ("core.shl", "core.shr"):
-            b = u.src[1]
-            if b.op is C.CONST and b.dtype.count == 1:
-                amt = splat(t, n, int(b.arg) & (bits - 1))
+            k = const_shift(u, bits)
+            if k is not None:
+                amt = splat(t, n, k)
             else:
                 amt = f.ins(f"and {ty} {args[1]}, {splat(t, n, bits - 1)}")
             kind = "shl" if name == "core.shl" else "lshr" if unsigned else "ashr"
@@ -770,8 +750,7 @@ class _Walk:
         f = self.f
         a, b = args
         instr = ("udiv" if div else "urem") if unsigned else ("sdiv" if div else "srem")
-        c = u.src[1]
-        if c.op is C.CONST and c.dtype.count == 1 and int(c.arg) not in (0, -1):
+        if unguarded_divisor(u):
             return f.ins(f"{instr} {ty} {a}, {b}")
         bt = vec("i1", n)
         zero = f.ins(f"icmp eq {ty} {b}, {splat(t, n, 0)}")

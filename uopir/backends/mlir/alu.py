@@ -13,21 +13,18 @@ from xdsl.dialects import math as mmath
 from xdsl.dialects.builtin import IndexType, VectorType, f32, f64, i32, i64
 from xdsl.ir import Attribute, SSAValue
 
+from uopir.backends.cpu.alu import BOOL_OP, COMPARE, const_shift, unguarded_divisor
 from uopir.backends.cpu.program import op_error
 from uopir.backends.mlir import ops as X
 from uopir.backends.mlir.types import SCALAR, bit_width, mlir_type, signed, vec, zero_of
-from uopir.dialects import core as C
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
 __all__ = ["AluExport"]
 
-_CMPI = {"core.cmplt": ("slt", "ult"), "core.cmpne": ("ne", "ne"), "core.cmpeq": ("eq", "eq")}
-_CMPF = {"core.cmplt": "olt", "core.cmpne": "une", "core.cmpeq": "oeq"}
 _INT_BIN = {"core.add": arith.AddiOp, "core.sub": arith.SubiOp, "core.mul": arith.MuliOp, "core.and": arith.AndIOp,
             "core.or": arith.OrIOp, "core.xor": arith.XOrIOp}
-_BOOL_BIN = {"core.add": arith.OrIOp, "core.mul": arith.AndIOp, "core.max": arith.OrIOp, "core.and": arith.AndIOp,
-             "core.or": arith.OrIOp, "core.xor": arith.XOrIOp}
+_BITWISE = {"or": arith.OrIOp, "and": arith.AndIOp, "xor": arith.XOrIOp}
 _FLOAT_BIN = {"core.add": arith.AddfOp, "core.sub": arith.SubfOp, "core.mul": arith.MulfOp, "core.fdiv": arith.DivfOp,
               "core.max": arith.MaximumfOp}
 _FLOAT_UN = {"core.sqrt": mmath.SqrtOp, "core.trunc": mmath.TruncOp, "core.exp2": mmath.Exp2Op,
@@ -192,15 +189,16 @@ class AluExport:
             return self.add(X.SelectOp(c, a, b))
         src = u.src[0].dtype.scalar
         args = [self.get(s, n) for s in u.src]
-        if name in _CMPI:
+        if name in COMPARE:
+            signed_p, unsigned_p, float_p = COMPARE[name]
             if src.is_float:
-                return self.add(X.CmpfOp(args[0], args[1], _CMPF[name]))
-            unsigned = src.kind == "uint" or src is dtypes.bool
-            return self.add(X.CmpiOp(args[0], args[1], _CMPI[name][unsigned]))
+                return self.add(X.CmpfOp(args[0], args[1], float_p))
+            pred = unsigned_p if src.kind == "uint" or src is dtypes.bool else signed_p
+            return self.add(X.CmpiOp(args[0], args[1], pred))
         t = mlir_type(u.dtype)
         if d is dtypes.bool:
-            if name in _BOOL_BIN:
-                return self.add(_BOOL_BIN[name](args[0], args[1]))
+            if name in BOOL_OP:
+                return self.add(_BITWISE[BOOL_OP[name]](args[0], args[1]))
             if name == "core.neg":
                 return self.add(arith.XOrIOp(args[0], self.const(t, True)))
             if name == "core.mulacc":
@@ -233,9 +231,9 @@ class AluExport:
         if name in ("core.idiv", "core.mod"):
             return self.divmod(u, name == "core.idiv", t, unsigned, args)
         if name in ("core.shl", "core.shr"):
-            b = u.src[1]
-            if b.op is C.CONST and b.dtype.count == 1:
-                amt = self.const(t, int(b.arg) & (bits - 1))
+            k = const_shift(u, bits)
+            if k is not None:
+                amt = self.const(t, k)
             else:
                 amt = self.add(arith.AndIOp(args[1], self.const(t, bits - 1)))
             kind = arith.ShLIOp if name == "core.shl" else arith.ShRUIOp if unsigned else arith.ShRSIOp
@@ -246,8 +244,7 @@ class AluExport:
         """Integer division / remainder with the semantics' total rules: x/0 = x%0 = 0, MIN/-1 = MIN, MIN%-1 = 0."""
         a, b = args
         op = (arith.DivUIOp if div else arith.RemUIOp) if unsigned else (arith.DivSIOp if div else arith.RemSIOp)
-        c = u.src[1]
-        if c.op is C.CONST and c.dtype.count == 1 and int(c.arg) not in (0, -1):
+        if unguarded_divisor(u):
             return self.add(op(a, b))
         zero_c = self.const(t, 0)
         zero = self.add(X.CmpiOp(b, zero_c, "eq"))

@@ -55,17 +55,24 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from uopir.backends.c.emit import programs
 from uopir.backends.cpu.program import (
     NO_VALUE,
     STACK_SCRATCH,
-    UNSUPPORTED,
     KernelSignature,
+    check_all_closed,
+    check_closes,
+    check_const,
+    check_offset,
+    check_special,
+    check_supported,
+    computed,
     escaping,
+    innermost,
     op_error,
     schedule,
 )
 from uopir.backends.cpu.program import kernel_signature as _signature
+from uopir.backends.emit import require_programs
 from uopir.backends.llvm.renderer import llvm_name
 from uopir.backends.mlir import ops as X
 from uopir.backends.mlir.alu import AluExport
@@ -126,6 +133,16 @@ class _Scope:
         self.block = block
         self.prologue: list[Operation] = []
         self.frees: list[SSAValue] = []  # heap scratch allocated in the prologue, freed where the scope ends
+
+
+def _prepend(block: Block, ops: list[Operation]) -> None:
+    """Put ops, in order, before the block's first op (the constants and allocas made while the body was built)."""
+    first = block.first_op
+    for op in ops:
+        if first is None:
+            block.add_op(op)
+        else:
+            block.insert_op_before(op, first)
 
 
 class _Func(AluExport):
@@ -209,11 +226,7 @@ class _Func(AluExport):
     # ---- values
     def get(self, u: UOp, n: int | None = None) -> SSAValue:
         """u's value (loaded when it lives in a slot), broadcast to n lanes when u is a scalar and n > 1."""
-        v = self.vals.get(u)
-        if v is None:
-            raise op_error(u, f"{u.op.name} is used before the program computes it")
-        if isinstance(v, _Ptr):
-            raise op_error(u, f"a pointer ({u.dtype}) cannot be used as a value here")
+        v = computed(self.vals, u, _Ptr)
         if isinstance(v, _Slot):
             v = self.add(mref.LoadOp.get(v.ref, []))
         if n is not None and n > 1 and not isinstance(v.type, VectorType):
@@ -240,13 +253,9 @@ class _Func(AluExport):
     def index(self, u: UOp) -> SSAValue:
         """An integer operand as an `index` value."""
         v = self.get(u)
-        if u.dtype.count != 1:
-            raise op_error(u, f"an offset or size must be a scalar, got {u.dtype}")
-        d = u.dtype.scalar
+        d = check_offset(u)
         if d is dtypes.index:
             return v
-        if d.is_float or d is dtypes.bool:
-            raise op_error(u, f"an offset or size must be an integer, got {u.dtype}")
         if d.kind == "uint":
             if d.itemsize < 8:
                 v = self.add(X.ExtUIOp(v, i64))
@@ -258,42 +267,27 @@ class _Func(AluExport):
         esc = escaping(order)
         for u in order:
             self.op(u, u in esc and u.op is not C.CONST)
-        if self.blocks:
-            b = self.blocks[-1][0]
-            raise op_error(b, f"{b.op.name} is never closed (no "
-                           f"{'device.endloop' if b.op is D.LOOP else 'device.endif'} in the program)")
+        check_all_closed(innermost(self.blocks))
         while self.ids:
             self.close_parallel()
         for mem in self.scopes[-1].frees:
             self.add(mref.DeallocOp.get(mem))
         self.add(func.ReturnOp())
         self.finish_scope(self.scopes.pop())
-        first = self.entry.first_op
-        for op in self.consts:
-            if first is None:
-                self.entry.add_op(op)
-            else:
-                self.entry.insert_op_before(op, first)
+        _prepend(self.entry, self.consts)
         f = func.FuncOp(self.name, (self.arg_types, []), Region(self.entry),
                         arg_attrs=ArrayAttr([DictionaryAttr(a) for a in self.arg_attrs]))
         f.attributes["uop.kernel"] = StringAttr(self.program.arg)
         return f
 
     def finish_scope(self, scope: _Scope) -> None:
-        first = scope.block.first_op
-        for op in scope.prologue:
-            if first is None:
-                scope.block.add_op(op)
-            else:
-                scope.block.insert_op_before(op, first)
+        _prepend(scope.block, scope.prologue)
 
     def op(self, u: UOp, escapes: bool) -> None:
         op = u.op
-        if op in UNSUPPORTED:
-            raise op_error(u, f"the MLIR export cannot render {op.name}: {UNSUPPORTED[op]}")
+        check_supported(u, "the MLIR export")
         if op is C.CONST:
-            if type(u.arg) is tuple and u.dtype.count == 1:
-                raise op_error(u, "a tensor-shaped const cannot be exported: lower the program to the device level")
+            check_const(u, "exported")
             if u.dtype.scalar not in SCALAR:
                 raise op_error(u, f"the MLIR export has no type for {u.dtype}")
             self.vals[u] = self.const_of(u.dtype, u.arg)
@@ -333,10 +327,7 @@ class _Func(AluExport):
             self.blocks.append((u, self.cur))
             self.cur = body
         elif op in (D.ENDLOOP, D.ENDIF):
-            opener = u.src[0]
-            if not self.blocks or self.blocks[-1][0] is not opener:
-                inner = f" (the innermost open block is a {self.blocks[-1][0].op.name})" if self.blocks else ""
-                raise op_error(u, f"{op.name} closes a {opener.op.name} that is not the innermost open block{inner}")
+            check_closes(u, innermost(self.blocks))
             _, outer = self.blocks.pop()
             self.add(scf.YieldOp())
             self.cur = outer
@@ -409,15 +400,7 @@ class _Func(AluExport):
         self.vals[u] = body.args[0]
 
     def special(self, u: UOp) -> None:
-        kind, dim = u.arg
-        if kind == "local_id":
-            raise op_error(u, "the MLIR export cannot render device.special {kind = local_id}: workgroups need a gpu "
-                           "target; lower for target=cpu")
-        if self.blocks:
-            raise op_error(u, f"a {kind} inside a {self.blocks[-1][0].op.name}: ids span the whole program")
-        if dim in self.id_dims:
-            raise op_error(u, f"two device.special ids on dim {dim}")
-        self.id_dims.add(dim)
+        kind, dim = check_special(u, "the MLIR export", innermost(self.blocks), self.id_dims)
         size = self.index(u.src[0])
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([self.const(IndexType(), 0)], [size], [self.const(IndexType(), 1)], Region(body))
@@ -574,10 +557,7 @@ def export_function(program: UOp, name: str | None = None) -> func.FuncOp:
 def export_module(root: UOp) -> ModuleOp:
     """Every device.program of the graph (nested regions included), each as a func.func, in one builtin.module,
     checked by xDSL's verifier. A graph with no device.program is a located error."""
-    progs = programs(root)
-    if not progs:
-        raise IRError(diagnostics=[diag_at(root, "emit-mlir: the graph has no device.program (lower it first, e.g. "
-                                           "with -p 'default{target=c}')")])
+    progs = require_programs(root, "emit-mlir", "c")
     names = _unique([kernel_signature(p).name for p in progs])
     module = ModuleOp([export_function(p, n) for p, n in zip(progs, names, strict=True)])
     try:

@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, VectorTyp
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     AnyAttr,
+    AttrConstraint,
     IRDLOperation,
     VarConstraint,
     irdl_op_definition,
@@ -123,31 +124,23 @@ class _Compare(IRDLOperation):
         return cls(lhs, rhs, pred)
 
 
-@irdl_op_definition
-class CmpiOp(_Compare):
-    """`arith.cmpi`: compare integers (or index values), lane-wise on vectors."""
+def _comparison(name: str, predicates: tuple[str, ...], operands: AttrConstraint, fastmath: bool,
+                doc: str) -> type[_Compare]:
+    """An `arith.cmpX` op: operands of one type that `operands` allows, a predicate among `predicates` (and a
+    `fastmath` property, always none, where MLIR's op has one)."""
+    fields: dict[str, object] = {
+        "__doc__": doc, "__module__": __name__, "__annotations__": {"PREDICATES": "ClassVar[tuple[str, ...]]"},
+        "name": name, "PREDICATES": predicates, "predicate": prop_def(IntegerAttr), "lhs": operand_def(operands),
+        "rhs": operand_def(operands), "result": result_def(), "traits": traits_def(Pure())}
+    if fastmath:
+        fields["fastmath"] = prop_def(arith.FastMathFlagsAttr, default_value=arith.FastMathFlagsAttr("none"))
+    return irdl_op_definition(type(name.split(".")[1].title() + "Op", (_Compare,), fields))
 
-    name = "arith.cmpi"
-    PREDICATES: ClassVar[tuple[str, ...]] = CMPI_PREDICATES
-    predicate = prop_def(IntegerAttr)
-    lhs = operand_def(arith.signlessIntegerLike)
-    rhs = operand_def(arith.signlessIntegerLike)
-    result = result_def()
-    traits = traits_def(Pure())
 
-
-@irdl_op_definition
-class CmpfOp(_Compare):
-    """`arith.cmpf`: compare floats (ordered or unordered predicates), lane-wise on vectors."""
-
-    name = "arith.cmpf"
-    PREDICATES: ClassVar[tuple[str, ...]] = CMPF_PREDICATES
-    predicate = prop_def(IntegerAttr)
-    lhs = operand_def(arith.floatingPointLike)
-    rhs = operand_def(arith.floatingPointLike)
-    fastmath = prop_def(arith.FastMathFlagsAttr, default_value=arith.FastMathFlagsAttr("none"))
-    result = result_def()
-    traits = traits_def(Pure())
+CmpiOp = _comparison("arith.cmpi", CMPI_PREDICATES, arith.signlessIntegerLike, False,
+                     "`arith.cmpi`: compare integers (or index values), lane-wise on vectors.")
+CmpfOp = _comparison("arith.cmpf", CMPF_PREDICATES, arith.floatingPointLike, True,
+                     "`arith.cmpf`: compare floats (ordered or unordered predicates), lane-wise on vectors.")
 
 
 @irdl_op_definition

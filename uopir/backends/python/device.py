@@ -19,7 +19,7 @@ import numpy as np
 
 from uopir.backends.python import core
 from uopir.backends.python.base import HandlerTable, Value, op_error
-from uopir.backends.python.kernel import Ptr, gather, run_kernel, scatter
+from uopir.backends.python.kernel import Ptr, gather, param_buffer, run_kernel, scatter
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
@@ -83,15 +83,7 @@ def _scalar(u: UOp, v: Value, what: str) -> int:
 
 # ---- kernel-level ops in a program -----------------------------------------------------------------------------------
 def _param(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
-    if not 0 <= u.arg < len(ctx.buffers):
-        raise op_error(u, f"kernel.param {u.arg}: the program got {len(ctx.buffers)} buffers")
-    arr = ctx.buffers[u.arg]
-    if arr.dtype != np_dtype(u.dtype.base):
-        raise op_error(u, f"kernel.param {u.arg} is {u.dtype}, but buffer {u.arg} is {arr.dtype}")
-    flat = arr.reshape(-1)
-    if arr.size and not np.shares_memory(flat, arr):
-        raise op_error(u, f"buffer {u.arg} must be contiguous to be written by a program")
-    return Ptr(flat, np.zeros((), np.int64), None)
+    return Ptr(param_buffer(u, ctx.buffers, "program"), np.zeros((), np.int64), None)
 
 
 def _scratch(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:

@@ -55,16 +55,22 @@ class KernelCtx:
 
 
 # ---- kernel ops ------------------------------------------------------------------------------------------------------
-def _param(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
-    if not 0 <= u.arg < len(ctx.buffers):
-        raise op_error(u, f"kernel.param {u.arg}: the kernel got {len(ctx.buffers)} buffers")
-    arr = ctx.buffers[u.arg]
+def param_buffer(u: UOp, buffers: list[np.ndarray], who: str) -> np.ndarray:
+    """The flat view of the buffer a kernel.param names: one of `buffers`, of the param's dtype, contiguous (so
+    stores reach it); `who` ("kernel", "program") is what got the buffers, for the located errors."""
+    if not 0 <= u.arg < len(buffers):
+        raise op_error(u, f"kernel.param {u.arg}: the {who} got {len(buffers)} buffers")
+    arr = buffers[u.arg]
     if arr.dtype != np_dtype(u.dtype.base):
         raise op_error(u, f"kernel.param {u.arg} is {u.dtype}, but buffer {u.arg} is {arr.dtype}")
-    r = Ptr(arr.reshape(-1), ctx.space(np.zeros((), np.int64)), None)
-    if not np.shares_memory(r.flat, arr) and arr.size:
-        raise op_error(u, f"buffer {u.arg} must be contiguous to be written by a kernel")
-    return r
+    flat = arr.reshape(-1)
+    if arr.size and not np.shares_memory(flat, arr):
+        raise op_error(u, f"buffer {u.arg} must be contiguous to be written by a {who}")
+    return flat
+
+
+def _param(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
+    return Ptr(param_buffer(u, ctx.buffers, "kernel"), ctx.space(np.zeros((), np.int64)), None)
 
 
 def _scratch(u: UOp, s: list[Value], ctx: KernelCtx) -> Value:
