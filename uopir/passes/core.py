@@ -40,6 +40,7 @@ def _in_regions(root: UOp, fn: Callable[[UOp], UOp]) -> UOp:
 # ---- canonicalize ----------------------------------------------------------------------------------------------------
 @dataclass
 class CanonicalizeOptions:
+    """canonicalize's options."""
     regions: bool = field(default=True, metadata={"help": "also canonicalize nested regions (kernel bodies)"})
     dialects: list[str] = field(default_factory=list, metadata={
         "help": "only the folds of these dialects (default: of every dialect present in the graph)"})
@@ -96,6 +97,7 @@ def _result_sinks(g: UOp) -> set[UOp]:
 
 @dataclass
 class DceOptions:
+    """dce's options."""
     results: bool = field(default=True, metadata={
         "help": "the root sink's value operands are results (kept); false drops pure values from it too"})
 
@@ -125,6 +127,7 @@ def dce(root: UOp, options: DceOptions, ctx: PassContext) -> UOp:
 # ---- named pipelines -------------------------------------------------------------------------------------------------
 @dataclass
 class CleanupOptions:
+    """cleanup's options."""
     dce: bool = field(default=True, metadata={"help": "run dce after canonicalize"})
 
 

@@ -23,6 +23,7 @@ __all__ = ["DefaultOptions", "default_pipeline"]
 
 @dataclass
 class DefaultOptions:
+    """The options of the `default` pipeline."""
     target: str = field(default="c", metadata={"help": "the device (or target) to compile for: c, python, cpu, gpu..."})
     per_kernel: bool = field(default=False, metadata={
         "help": "run the passes after tensor-to-kernel kernel by kernel (kernel(...)): the same result, each kernel "

@@ -12,6 +12,7 @@ a located error that names the backend (`who`: "the C backend", "the MLIR export
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -65,6 +66,20 @@ def kernel_signature(program: UOp, name: Callable[[str], str] = str, backend: st
     """The signature of the function rendered from `program`; `name` turns the program's name into the function's."""
     if program.op is not D.PROGRAM:
         raise op_error(program, f"the {backend} backend renders a device.program, got {program.op.name}")
+    got = _SIGNATURES.get(program)
+    if got is None:
+        got = _scan(program, backend)
+        _SIGNATURES[program] = got
+    params, names, parallel = got
+    return KernelSignature(name(program.arg), params, names, parallel)
+
+
+# a program's (params, vars, parallel): the C renderer, the runtime and tier 0 each ask for the same program's
+_SIGNATURES: weakref.WeakKeyDictionary[UOp, tuple[tuple[DType | None, ...], tuple[str, ...], bool]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _scan(program: UOp, backend: str) -> tuple[tuple[DType | None, ...], tuple[str, ...], bool]:
     params: dict[int, DType] = {}
     names: set[str] = set()
     parallel = False
@@ -80,7 +95,7 @@ def kernel_signature(program: UOp, name: Callable[[str], str] = str, backend: st
         big = next(u for u in program.toposort() if u.op is K.PARAM and u.arg == n - 1)
         raise op_error(big, f"kernel.param index {n - 1} is too large: the {backend} backend renders one pointer "
                             f"argument per index, at most {MAX_PARAMS}")
-    return KernelSignature(name(program.arg), tuple(params.get(i) for i in range(n)), tuple(sorted(names)), parallel)
+    return tuple(params.get(i) for i in range(n)), tuple(sorted(names)), parallel
 
 
 def uses(u: UOp) -> tuple[UOp, ...]:

@@ -152,6 +152,7 @@ DECOMPOSE = PatternMatcher([
 
 @dataclass
 class DecomposeOptions:
+    """device-decompose's options."""
     target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (python, c, ...)"})
     lacks: list[str] = field(default_factory=list, metadata={
         "help": "ops to treat as missing from the target (e.g. core.mulacc,core.exp2)"})

@@ -41,6 +41,7 @@ class _Ctx:
     def __init__(self, t: Target, width: int, next_acc: int):
         self.t, self.width, self.next_acc = t, width, next_acc
         self.acc_parts: dict[UOp, list[UOp]] = {}  # a split accumulator -> its part accumulators
+        self._parts: dict[DType, list[tuple[int, ...]] | None] = {}  # parts() of each dtype met (asked per node)
 
     def accs(self, u: UOp, parts: list[tuple[int, ...]]) -> list[UOp]:
         """The part accumulators of the wide accumulator u (made once, with fresh ids in part order)."""
@@ -58,11 +59,15 @@ class _Ctx:
         return max(1, self.width if self.width > 0 else self.t.vector_width(d.scalar))
 
     def parts(self, d: DType) -> list[tuple[int, ...]] | None:
-        """The lane indices of each part, or None when d fits."""
+        """The lane indices of each part, or None when d fits (the same list for every node of dtype d: read only)."""
+        try:
+            return self._parts[d]
+        except KeyError:
+            pass
         n, w = d.count, self.limit(d)
-        if n <= w:
-            return None
-        return [tuple(range(i, min(i + w, n))) for i in range(0, n, w)]
+        got = None if n <= w else [tuple(range(i, min(i + w, n))) for i in range(0, n, w)]
+        self._parts[d] = got
+        return got
 
 
 def gep(x: UOp, idx: tuple[int, ...]) -> UOp:
@@ -260,6 +265,7 @@ DEVECTORIZE = PatternMatcher([
 
 @dataclass
 class DevectorizeOptions:
+    """device-devectorize's options."""
     width: int = field(default=0, metadata={"help": "the most lanes a vector op may have (0: the target's width)"})
     target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (python, c, ...)"})
 

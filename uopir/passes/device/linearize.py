@@ -179,7 +179,9 @@ def linearize(kdef: UOp) -> UOp:
         """u runs after s: order the items that hold them in the first block where they differ."""
         cu, cs = chain[u], chain[s]
         k = 0
-        while k < len(cu) and k < len(cs) and cu[k] is cs[k]:
+        for a, b in zip(cu, cs, strict=False):  # the length of their common chain prefix (chains differ in length)
+            if a is not b:
+                break
             k += 1
         iu = cu[k] if k < len(cu) else u
         is_ = cs[k] if k < len(cs) else s

@@ -121,7 +121,9 @@ class _Expander:
         self.new: dict[UOp, UOp] = {}  # nodes without lane axes, rebuilt
         self.vecs: dict[UOp, UOp] = {}  # nodes with lane axes as one vector (lanes in layout order)
         self.lanes: dict[UOp, list[UOp]] = {}  # nodes with lane axes as one scalar per lane
-        self._layouts: dict[frozenset[UOp], _Lanes] = {}
+        self._layouts: dict[Layout, _Lanes] = {}
+        self._points: dict[_Lanes, list[dict[UOp, int]]] = {}  # each layout's points, made once (read only)
+        self._proj: dict[tuple[UOp, Layout], list[int]] = {}  # project(s, the points of a layout), made once
         self._own: dict[UOp, _Lanes] = {}  # each node's own lanes (project)
         self.stats: dict[str, int] = {}
         self.current = kdef  # the node being expanded (where an error is reported)
@@ -131,12 +133,24 @@ class _Expander:
 
     # layouts and projections
     def lanes_of(self, layout: Layout) -> _Lanes:
+        lanes = self._layouts.get(layout)
+        if lanes is not None:
+            return lanes
         lanes = _Lanes(layout, tuple(self.extent[r] for r in layout))
         if lanes.size > MAX_LANES:
             u = self.current
             raise _Fail(u, f"{u.op.name} would have {lanes.size} lanes (over "
                            f"{', '.join(f'axis {r.arg[0]}' for r in layout)}); kernel-expand makes at most {MAX_LANES}")
+        self._layouts[layout] = lanes
         return lanes
+
+    def points_of(self, layout: Layout) -> list[dict[UOp, int]]:
+        """The points of a layout (`_Lanes.points`), the same list for every reader: not to be changed."""
+        lanes = self.lanes_of(layout)
+        pts = self._points.get(lanes)
+        if pts is None:
+            pts = self._points[lanes] = lanes.points()
+        return pts
 
     def layout(self, u: UOp) -> Layout:
         return tuple(sorted(self.deps[u], key=lambda r: r.arg[0]))
@@ -148,6 +162,29 @@ class _Expander:
             own = self._own[s] = self.lanes_of(self.layout(s))
         return [own.index(p) for p in points]
 
+    def project_all(self, s: UOp, layout: Layout) -> list[int]:
+        """project(s, the points of layout), computed once per (s, layout) by strides rather than point by point
+        (s's lane index is the sum over its axes of the point's value times the axis's stride): read only."""
+        got = self._proj.get((s, layout))
+        if got is not None:
+            return got
+        own = self._own.get(s)
+        if own is None:
+            own = self._own[s] = self.lanes_of(self.layout(s))
+        if not set(own.layout) <= set(layout):  # a point would lack an axis of s: let project say so
+            got = self.project(s, self.points_of(layout))
+        else:
+            stride, weight = 1, {}
+            for r, n in zip(reversed(own.layout), reversed(own.extents), strict=True):
+                weight[r] = stride
+                stride *= n
+            got = [0]
+            for r in layout:  # outermost first: product order, the last axis fastest
+                w = weight.get(r, 0)
+                got = [x + i * w for x in got for i in range(self.extent[r])]
+        self._proj[s, layout] = got
+        return got
+
     # a source in the form a user needs
     def scalar(self, s: UOp, point: dict[UOp, int]) -> UOp:
         """s's scalar at one point."""
@@ -155,6 +192,17 @@ class _Expander:
             return self.new[s]
         i = self.project(s, [point])[0]
         return self.lanes[s][i] if s in self.lanes else gep(self.vecs[s], [i])
+
+    def scalars(self, s: UOp, layout: Layout) -> list[UOp]:
+        """s's scalar at each point of layout (`scalar` for each point, in order)."""
+        if not self.deps[s]:
+            return [self.new[s]] * self.lanes_of(layout).size
+        idx = self.project_all(s, layout)
+        lanes = self.lanes.get(s)
+        if lanes is not None:
+            return [lanes[i] for i in idx]
+        v = self.vecs[s]
+        return [gep(v, [i]) for i in idx]
 
     def vector(self, s: UOp, points: list[dict[UOp, int]]) -> UOp:
         """s at these points, as one vector (a scalar for one point)."""
@@ -202,12 +250,14 @@ class _Expander:
             self.load(u)
         elif op in _VECTOR_OPS and not u.dtype.is_ptr and u.dtype is not dtypes.index and \
                 any(s in self.vecs for s in u.src):
-            points = self.lanes_of(self.layout(u)).points()
+            points = self.points_of(self.layout(u))
             self.vecs[u] = rebuild(u, tuple(self.vector(s, points) for s in u.src), u.dtype.vec(len(points)))
             self.count("vector-ops")
-        else:
-            points = self.lanes_of(self.layout(u)).points()
-            self.lanes[u] = [rebuild(u, tuple(self.scalar(s, p) for s in u.src)) for p in points]
+        else:  # per-lane scalars: each source's lane at every point, then one rebuilt node per point
+            layout = self.layout(u)
+            n = self.lanes_of(layout).size
+            cols = [self.scalars(s, layout) for s in u.src]
+            self.lanes[u] = [rebuild(u, tuple(c[j] for c in cols)) for j in range(n)]
 
     def same(self, u: UOp) -> UOp:
         """u (without lane axes) on its rebuilt operands, not folded: expansion changes nothing else."""

@@ -128,12 +128,16 @@ def _compile(r: Rule) -> PatternRule:
 
 
 _TABLE = PatternMatcher([_compile(r) for r in RULES], name="kernel-simplify[rules]")
-_ONE: dict[str, PatternMatcher] = {r.name: PatternMatcher([_compile(r)], name=r.name) for r in RULES}
+_RULE_INDEX = {r.name: i for i, r in enumerate(RULES)}
+_ONE: dict[str, PatternMatcher] = {}  # one rule's matcher, made when a strategy first applies it (not at import)
 
 
 def apply_rule(name: str, instance: UOp) -> UOp | None:
     """Rule `name` of the table applied at the root of `instance` (a node built to match its lhs), or None."""
-    return _ONE[name].rewrite(instance)
+    pm = _ONE.get(name)
+    if pm is None:
+        pm = _ONE[name] = PatternMatcher([_TABLE.rules[_RULE_INDEX[name]]], name=name)
+    return pm.rewrite(instance)
 
 
 # ---- sums as terms with constant coefficients (collect-terms and the peel strategies) --------------------------------
@@ -379,6 +383,7 @@ def _merge_once(g: UOp, rewrite: Callable[[UOp], UOp]) -> UOp | None:
 # ---- the pass --------------------------------------------------------------------------------------------------------
 @dataclass
 class KernelSimplifyOptions:
+    """kernel-simplify's options."""
     merge_ranges: bool = field(default=True, metadata={
         "help": "merge two adjacent ranges into one when the index uses them only as r0*b + r1"})
 

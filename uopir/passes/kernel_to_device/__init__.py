@@ -76,6 +76,7 @@ def reduce_update(op: str, acc: UOp, x: UOp) -> UOp:
 
 @dataclass
 class _Lowering:
+    """What lowering one kernel keeps: its target, the ids of its loops, its hardware ids and the counts so far."""
     target: Target
     range_ids: dict[UOp, int]  # each range's position among the kernel's ranges (toposort): its loop's id
     specials: dict[UOp, UOp] = field(default_factory=dict)  # gpu: range -> its hardware id
@@ -270,6 +271,7 @@ def _gate_shared_stores(kdef: UOp, specials: dict[UOp, UOp]) -> UOp:
 
 @dataclass
 class KernelToDeviceOptions:
+    """kernel-to-device's options."""
     target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (python, c, ...)"})
 
 

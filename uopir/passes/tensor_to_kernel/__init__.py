@@ -13,6 +13,7 @@ __all__ = ["Kernel", "schedule", "tensor_to_kernel", "TensorToKernelOptions"]
 
 @dataclass
 class TensorToKernelOptions:
+    """tensor-to-kernel's options."""
     max_ops: int = field(default=MAX_KERNEL_OPS, metadata={
         "help": "size budget: tensor nodes rendered into one kernel before it is cut by materializing an intermediate "
                 "(at least 2)"})
