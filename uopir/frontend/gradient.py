@@ -79,8 +79,8 @@ def _reduce_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
         others = _expand(UOp(T.REDUCE, x.dtype, (zero.where(one, x),), ("mul", axes)), x.shape)
         return (g * zero.where(zeros.eq(one).where(others, 0), _expand(ret, x.shape) / x),)
     hit = x.eq(_expand(ret, x.shape))  # max/min: the extreme elements share the gradient equally
-    count = _expand(_sum_to(hit.where(_k(x, 1.0), _k(x, 0.0)), ret.arg[1]), x.shape)
-    return (hit.where(g / count, 0),)
+    count = _sum_to(hit.where(_k(x, 1.0), _k(x, 0.0)), ret.arg[1])
+    return (hit.where(_expand(ctx / count, x.shape), 0),)  # divided once per reduced element, not per element
 
 
 def _permute_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:

@@ -7,14 +7,16 @@ What is materialized (gets a buffer and a kernel): `tensor.contiguous`, `tensor.
 `tensor.assign` (into its target), the root sink's tensor results; then, found by building the kernels and looking at
 them (`_Plan.review`), a reduction that would otherwise be computed twice (read by two kernels, or at two indices in
 one) or recomputed (its value does not depend on exactly the outermost loops around it, so it could not be hoisted:
-`m.sum(0)` expanded along the rows of an output), and, for the same reason, an expensive elementwise value (exp2, log2,
-sin, sqrt, recip, fdiv) read through an expand. Size budget: a kernel whose body renders more than `MAX_KERNEL_OPS`
-tensor nodes (a 20,000-op elementwise chain) is cut: every `MAX_KERNEL_OPS // 2` nodes in rendering order, an
-elementwise node no larger than the kernel's output is materialized, so no kernel is huge (a C compiler's time grows
-faster than linearly with the size of a function) and each piece is an ordinary kernel. Everything else fuses into the
-kernel that reads it: elementwise chains, the producers of a reduction, and a reduction into its consumer when each of
-its values is computed once per the loops around it (`(x @ w + b).relu()`, softmax and layernorm rows are one kernel
-each).
+`m.sum(0)` expanded along the rows of an output, or read at an index that the loops around it reach more than twice per
+element: a max-pool gradient reads each pooled value once per pixel of its window), and, for the first reason, an
+expensive elementwise value (exp2, log2, sin, sqrt, recip, fdiv) read through an expand. Size budget: a kernel whose
+body renders more than `MAX_KERNEL_OPS` tensor nodes (a 20,000-op elementwise chain) is cut: every
+`MAX_KERNEL_OPS // 2` nodes in rendering order, an elementwise node no larger than the kernel's output is materialized,
+so no kernel is huge (a C compiler's time grows faster than linearly with the size of a function) and each piece is an
+ordinary kernel.
+Everything else fuses into the kernel that reads it: elementwise chains, the producers of a reduction, and a reduction
+into its consumer when each of its values is computed once per the loops around it (`(x @ w + b).relu()`, softmax and
+layernorm rows are one kernel each).
 
 Kernels: output ranges (kind loop) over the result's axes of size > 1, in axis order; a reduction's ranges (kind
 reduce) in axis order, the first outermost, so it accumulates in the same order as `tensor.reduce`. Movement ops are
@@ -484,7 +486,7 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
         deps = free[u]
         t = origin.get(u)
         if t is not None and t is not k.node and (t.op is tensor.REDUCE) == want_reduce and \
-                deps != frozenset(loops[:len(deps)]):
+                (deps != frozenset(loops[:len(deps)]) or (want_reduce and _repeats(deps, t))):
             return t
         if u.op is kernel.REDUCE:
             inner = loops[:len(deps)] + tuple(u.src[1:])
@@ -492,6 +494,19 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
         else:
             stack.extend((s, loops) for s in u.src if s.dtype is not dtypes.index)
     return None
+
+
+def _repeats(deps: frozenset[UOp], t: UOp) -> bool:
+    """Do the loops a value depends on run more than twice as many times as it has elements? Then most elements are
+    computed again and again (a many-to-one index: a pooling gradient reads each pooled value once per input pixel
+    of its window), which hoisting cannot save either."""
+    runs = 1
+    for r in deps:
+        n = const_value(r.src[0])
+        if type(n) is not int:
+            return False
+        runs *= n
+    return runs > 2 * math.prod(storage_shape(t.shape))
 
 
 def _reads_other_element(k: Kernel) -> bool:
