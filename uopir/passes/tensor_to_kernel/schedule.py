@@ -99,6 +99,7 @@ class Kernel:
     reads: set[UOp] = field(default_factory=set)  # input buffers read on entry, and materialized nodes read
     deps: list[int] = field(default_factory=list)  # kernels that must run first (indices into the schedule)
     origin: dict[UOp, UOp] = field(default_factory=dict, repr=False)  # rendered reduce/expensive value -> tensor node
+    gated: set[UOp] = field(default_factory=set, repr=False)  # rendered reductions read under a pad's validity gate
     ranges: tuple[UOp, ...] = ()  # the output ranges, outermost first
     vars: tuple[UOp, ...] = ()  # the tensor.bind / tensor.var operands that give the kernel's kernel.vars
 
@@ -115,6 +116,7 @@ class _Builder:
         self.plans: dict[tuple, tuple] = {}  # keys being rendered: (operand keys, finish)
         self.reads: set[UOp] = set()
         self.origin: dict[UOp, UOp] = {}  # rendered reduce / expensive value -> its tensor node
+        self.gated: set[UOp] = set()  # rendered reductions read under a gate
         self.axis = itertools.count()
         self.kernel_no = 0  # which kernel of the build this is
 
@@ -221,6 +223,8 @@ class _Builder:
             def reduce(vs: list[UOp]) -> UOp:
                 r = UOp(kernel.REDUCE, u.dtype, (vs[0], *ranges), rop)
                 self.origin.setdefault(r, u)
+                if gate is not None:
+                    self.gated.add(r)
                 return r
             return [(u.src[0], sidx, gate)], reduce
         if op is tensor.DETACH:
@@ -396,7 +400,8 @@ class _Plan:
         ast = UOp(kernel.DEF, dtypes.void, (body,), "k")
         name = _kernel_name(node, ast, tuple(d for d in shape if d != 1))
         names = sorted({x.arg[0] for x in ast.toposort() if x.op is kernel.VAR})
-        return Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, ranges=tuple(rngs),
+        return Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, gated=b.gated,
+                      ranges=tuple(rngs),
                       vars=tuple(self.var_operands[n] for n in names))
 
     def _kernels_for(self, m: UOp, ids: itertools.count) -> list[Kernel]:
@@ -486,7 +491,7 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
         deps = free[u]
         t = origin.get(u)
         if t is not None and t is not k.node and (t.op is tensor.REDUCE) == want_reduce and \
-                (deps != frozenset(loops[:len(deps)]) or (want_reduce and _repeats(deps, t))):
+                (deps != frozenset(loops[:len(deps)]) or (want_reduce and u not in k.gated and _repeats(deps, t))):
             return t
         if u.op is kernel.REDUCE:
             inner = loops[:len(deps)] + tuple(u.src[1:])
@@ -499,7 +504,8 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
 def _repeats(deps: frozenset[UOp], t: UOp) -> bool:
     """Do the loops a value depends on run more than twice as many times as it has elements? Then most elements are
     computed again and again (a many-to-one index: a pooling gradient reads each pooled value once per input pixel
-    of its window), which hoisting cannot save either."""
+    of its window), which hoisting cannot save either. (A reduction read under a pad's gate is left out: most of
+    those loops are gated off, as when `cat` pads scalar sums into one vector.)"""
     runs = 1
     for r in deps:
         n = const_value(r.src[0])
