@@ -8,6 +8,19 @@ Prints one line per model and implementation:
     train_step model=<mlp|cnn> impl=<uopir-DEVICE|tinygrad> first=<s> replay=<s> steady_ms=<ms> steps=<n>
 Each figure comes from a fresh subprocess (no compile cache is reused between models; the disk cache of earlier
 runs is, as in normal use: pass `--cold` to give each run an empty one).
+
+Then a breakdown of one small CNN (conv2d 1->8 3x3 -> relu -> max_pool2d 2 -> linear 1352->10, 28x28 inputs,
+`--batch` images, plain SGD), forward alone and a whole training step, in CPU time of the process and its children
+(the machine may be shared; wall time would count the other users). Each phase starts with an empty compile cache:
+    breakdown model=convpool impl=<label> phase=<fwd|step> kernels=<n> lower_cpu_s=<s> first_cpu_s=<s>
+              steady_cpu_ms=<ms> flops=<n> ratio_to_fwd=<r>
+    kernel model=convpool impl=<label> phase=<fwd|step> n=<i> name=<kernel> flops=<n> run_us=<us>
+lower_cpu_s is the backend's pipeline alone on the step's graph, first_cpu_s the first call (lowering, compiles,
+run), steady_cpu_ms the median of later calls (schedule cache hits), flops the work that the kernels of the same
+schedule count on the python device (uopir.backends.estimates: deterministic, device-independent), ratio_to_fwd the
+step's steady time (and flops) over the forward's. run_us is the launch's wall time as UOPIR_DEBUG=2 prints it.
+`--compare REF` runs the same breakdown on the uopir of git revision REF (exported to a temporary directory) first,
+for before/after figures.
 """
 from __future__ import annotations
 
@@ -112,13 +125,15 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--cold", action="store_true", help="an empty compile cache for each uopir run")
+    ap.add_argument("--compare", metavar="REF", help="also the convpool breakdown of git revision REF (before/after)")
+    ap.add_argument("--only-breakdown", action="store_true", help="skip the MLP/CNN steps of train_digits")
     args = ap.parse_args()
     try:
         import tinygrad  # noqa: F401
         have_tinygrad = True
     except ImportError:
         have_tinygrad = False
-    for model in ("mlp", "cnn"):
+    for model in () if args.only_breakdown else ("mlp", "cnn"):
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, UOPIR_DEVICE=args.device)
             env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -136,6 +151,109 @@ def main() -> None:
                           f"steady_ms={got[2]} steps={args.steps}", flush=True)
             else:
                 print(f"train_step model={model} impl=tinygrad skipped=not-installed", flush=True)
+    if args.compare:
+        with tempfile.TemporaryDirectory() as old:
+            got = subprocess.run(f"git -C {ROOT} archive {args.compare} uopir | tar -x -C {old}", shell=True,
+                                 capture_output=True, text=True)
+            if got.returncode != 0:
+                print(f"breakdown impl={args.compare} skipped=git-archive-failed ({got.stderr.strip()})")
+            else:
+                _breakdown(args, args.compare, old)
+    _breakdown(args, "this", None)
+
+
+BREAKDOWN = """
+import os, resource, statistics, sys, time
+import numpy as np
+from uopir import Tensor
+from uopir.backends.estimates import estimate
+from uopir.backends.realize import cache_key, compiled
+from uopir.frontend.device import get_backend
+from uopir.ir.uop import UOp
+assert os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["uopir"].__file__))) == {root!r}, "wrong uopir"
+B, phase, dev = {batch}, {phase!r}, {device!r}
+rng = np.random.default_rng(0)
+w1 = Tensor((rng.standard_normal((8, 1, 3, 3)) / 3).astype(np.float32), requires_grad=True)
+b1 = Tensor(np.zeros(8, np.float32), requires_grad=True)
+w2 = Tensor((rng.standard_normal((1352, 10)) / 37).astype(np.float32), requires_grad=True)
+b2 = Tensor(np.zeros(10, np.float32), requires_grad=True)
+params = [w1, b1, w2, b2]
+
+def cpu():
+    a, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + c.ru_utime + c.ru_stime
+
+def graph():
+    x = Tensor(rng.standard_normal((B, 1, 28, 28)).astype(np.float32))
+    y = Tensor(rng.integers(0, 10, B).astype(np.int32))
+    h = x.conv2d(w1, b1).relu().max_pool2d(2).reshape(B, -1)
+    loss = (h @ w2 + b2).sparse_categorical_crossentropy(y)
+    if phase == "fwd":
+        return [loss]
+    for p in params:
+        p.grad = None
+    loss.backward()
+    return [loss] + [p.assign(p.detach() - 0.01 * p.grad) for p in params]
+
+outs = graph()
+root = UOp.sink(*(t.uop for t in outs))
+backend = get_backend(dev)
+t = cpu()
+backend.lower(cache_key(root)[0])
+lower = cpu() - t
+progs = compiled(get_backend("python"), root)
+flops = [estimate(p.program).flops for p in progs]
+t = cpu()
+Tensor.realize_all(*outs)
+first = cpu() - t
+times = []
+for _ in range({steps}):
+    outs = graph()
+    t = cpu()
+    Tensor.realize_all(*outs)
+    times.append(cpu() - t)
+print("RESULT", len(progs), f"{{lower:.3f}}", f"{{first:.3f}}", f"{{statistics.median(times) * 1e3:.2f}}", sum(flops))
+for p, f in zip(progs, flops):
+    print("KERNEL", p.name, f)
+"""
+
+
+def _breakdown(args: argparse.Namespace, label: str, tree: str | None) -> None:
+    """The convpool breakdown (see the module docstring) for the uopir under `tree` (None: this checkout)."""
+    fwd: tuple[float, int] | None = None
+    for phase in ("fwd", "step"):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, UOPIR_DEVICE=args.device, UOPIR_DEBUG="2", UOPIR_CACHE_DIR=cache)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            if tree is not None:
+                env["PYTHONPATH"] = tree + os.pathsep + env.get("PYTHONPATH", "")
+            code = BREAKDOWN.format(root=tree or os.path.abspath(ROOT), batch=args.batch, phase=phase,
+                                    device=args.device, steps=max(3, args.steps // 4))
+            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+        lines = r.stdout.splitlines()
+        res = next((ln.split()[1:] for ln in lines if ln.startswith("RESULT ")), None)
+        if r.returncode != 0 or res is None:
+            err = r.stderr.strip().splitlines()
+            print(f"breakdown model=convpool impl={label} phase={phase} failed=({err[-1] if err else r.returncode})")
+            return
+        n, lower, first, steady, flops = res
+        ratio = "" if fwd is None else \
+            f" ratio_to_fwd={float(steady) / fwd[0]:.2f} flops_ratio_to_fwd={int(flops) / fwd[1]:.2f}"
+        print(f"breakdown model=convpool impl={label} device={args.device} batch={args.batch} phase={phase} "
+              f"kernels={n} lower_cpu_s={lower} first_cpu_s={first} steady_cpu_ms={steady} flops={flops}{ratio}",
+              flush=True)
+        if fwd is None:
+            fwd = (float(steady), int(flops))
+        # the first run's launches (UOPIR_DEBUG=2): `*** <device> <n> <name> arg <k> tm <us>us ...`
+        runs = [ln.split() for ln in lines if ln.startswith("*** ") and " tm " in ln]
+        us = {}
+        for f in runs:
+            if f[2].isdigit() and int(f[2]) not in us:
+                us[int(f[2])] = f[f.index("tm") + 1].removesuffix("us")
+        kflops = [ln.split()[1:] for ln in lines if ln.startswith("KERNEL ")]
+        for i, (name, kf) in enumerate(kflops, 1):
+            print(f"kernel model=convpool impl={label} phase={phase} n={i} name={name} flops={kf} "
+                  f"run_us={us.get(i, '?')}")
 
 
 if __name__ == "__main__":
