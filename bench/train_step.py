@@ -14,11 +14,12 @@ Then a breakdown of one small CNN (conv2d 1->8 3x3 -> relu -> max_pool2d 2 -> li
 (the machine may be shared; wall time would count the other users). Each phase starts with an empty compile cache:
     breakdown model=convpool impl=<label> phase=<fwd|step> kernels=<n> lower_cpu_s=<s> first_cpu_s=<s>
               steady_cpu_ms=<ms> flops=<n> ratio_to_fwd=<r>
-    kernel model=convpool impl=<label> phase=<fwd|step> n=<i> name=<kernel> flops=<n> run_us=<us>
+    kernel model=convpool impl=<label> phase=<fwd|step> n=<i> name=<kernel> flops=<n> run_cpu_us=<us>
 lower_cpu_s is the backend's pipeline alone on the step's graph, first_cpu_s the first call (lowering, compiles,
 run), steady_cpu_ms the median of later calls (schedule cache hits), flops the work that the kernels of the same
 schedule count on the python device (uopir.backends.estimates: deterministic, device-independent), ratio_to_fwd the
-step's steady time (and flops) over the forward's. run_us is the launch's wall time as UOPIR_DEBUG=2 prints it.
+step's steady time (and flops) over the forward's. run_cpu_us: one more call's launch of the kernel (UOPIR_DEBUG=2), in
+CPU time of the launching thread.
 `--compare REF` runs the same breakdown on the uopir of git revision REF (exported to a temporary directory) first,
 for before/after figures.
 """
@@ -164,6 +165,8 @@ def main() -> None:
 
 BREAKDOWN = """
 import os, resource, statistics, sys, time
+if {tree!r}:
+    sys.path.insert(0, {tree!r})  # before the installed uopir
 import numpy as np
 from uopir import Tensor
 from uopir.backends.estimates import estimate
@@ -212,6 +215,12 @@ for _ in range({steps}):
     t = cpu()
     Tensor.realize_all(*outs)
     times.append(cpu() - t)
+# one more call that prints its launches (UOPIR_DEBUG=2), each timed in this thread's CPU time
+import types
+import uopir.backends.realize as R
+R.time = types.SimpleNamespace(perf_counter=time.thread_time)
+os.environ["UOPIR_DEBUG"] = "2"
+Tensor.realize_all(*graph())
 print("RESULT", len(progs), f"{{lower:.3f}}", f"{{first:.3f}}", f"{{statistics.median(times) * 1e3:.2f}}", sum(flops))
 for p, f in zip(progs, flops):
     print("KERNEL", p.name, f)
@@ -223,12 +232,11 @@ def _breakdown(args: argparse.Namespace, label: str, tree: str | None) -> None:
     fwd: tuple[float, int] | None = None
     for phase in ("fwd", "step"):
         with tempfile.TemporaryDirectory() as cache:
-            env = dict(os.environ, UOPIR_DEVICE=args.device, UOPIR_DEBUG="2", UOPIR_CACHE_DIR=cache)
+            env = dict(os.environ, UOPIR_DEVICE=args.device, UOPIR_CACHE_DIR=cache)
             env.pop("PYTHONDONTWRITEBYTECODE", None)
-            if tree is not None:
-                env["PYTHONPATH"] = tree + os.pathsep + env.get("PYTHONPATH", "")
-            code = BREAKDOWN.format(root=tree or os.path.abspath(ROOT), batch=args.batch, phase=phase,
-                                    device=args.device, steps=max(3, args.steps // 4))
+            env.pop("UOPIR_DEBUG", None)
+            code = BREAKDOWN.format(tree=tree, root=tree or os.path.abspath(ROOT), batch=args.batch, phase=phase,
+                                    device=args.device, steps=args.steps)
             r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
         lines = r.stdout.splitlines()
         res = next((ln.split()[1:] for ln in lines if ln.startswith("RESULT ")), None)
@@ -244,16 +252,13 @@ def _breakdown(args: argparse.Namespace, label: str, tree: str | None) -> None:
               flush=True)
         if fwd is None:
             fwd = (float(steady), int(flops))
-        # the first run's launches (UOPIR_DEBUG=2): `*** <device> <n> <name> arg <k> tm <us>us ...`
-        runs = [ln.split() for ln in lines if ln.startswith("*** ") and " tm " in ln]
-        us = {}
-        for f in runs:
-            if f[2].isdigit() and int(f[2]) not in us:
-                us[int(f[2])] = f[f.index("tm") + 1].removesuffix("us")
+        # the last call's launches (UOPIR_DEBUG=2 lines: `*** <device> <n> <name> arg <k> tm <us>us ...`)
+        runs = [ln.split() for ln in lines if ln.startswith("*** ") and " tm " in ln][-int(n):]
+        us = {f[3]: f[f.index("tm") + 1].removesuffix("us") for f in runs}
         kflops = [ln.split()[1:] for ln in lines if ln.startswith("KERNEL ")]
         for i, (name, kf) in enumerate(kflops, 1):
             print(f"kernel model=convpool impl={label} phase={phase} n={i} name={name} flops={kf} "
-                  f"run_us={us.get(i, '?')}")
+                  f"run_cpu_us={us.get(name, '?')}")
 
 
 if __name__ == "__main__":
