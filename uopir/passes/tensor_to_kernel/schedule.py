@@ -67,6 +67,7 @@ from uopir.passes.tensor_to_kernel.indexing import (
 
 MAX_KERNEL_OPS = 2000  # tensor nodes rendered into one kernel before the scheduler cuts it (see the size budget)
 EXPENSIVE = frozenset((core.EXP2, core.LOG2, core.SIN, core.SQRT, core.RECIP, core.FDIV))
+HEAVY_LOADS = 4  # an elementwise value reading this many loads is worth a buffer rather than recomputing it in a loop
 _ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
 _VIEWS = frozenset((tensor.RESHAPE, tensor.PERMUTE, tensor.SHRINK, tensor.FLIP))
 _MOVEMENT = frozenset(tensor.MOVEMENT_OPS)
@@ -232,8 +233,7 @@ class _Builder:
         if op in _ELEMENTWISE:
             def alu(vs: list[UOp]) -> UOp:
                 r = u.replace(src=tuple(vs))
-                if op in EXPENSIVE:
-                    self.origin.setdefault(r, u)
+                self.origin.setdefault(r, u)  # the review materializes an expensive or heavy one it recomputes
                 return r
             return [(s, idx, gate) for s in u.src], alu
         raise _err(u, f"tensor-to-kernel cannot lower {n} yet")
@@ -481,6 +481,10 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
     if not any((t.op is tensor.REDUCE) == want_reduce and t is not k.node for t in origin.values()):
         return None
     free = _free_ranges(k.ast)
+    loads: dict[UOp, int] = {}
+    if not want_reduce:  # loads under each node, counted up to HEAVY_LOADS
+        for x in k.ast.toposort():
+            loads[x] = min(HEAVY_LOADS, (x.op is kernel.LOAD) + sum(loads[s] for s in x.src))
     seen: set[tuple[UOp, tuple[UOp, ...]]] = set()
     stack: list[tuple[UOp, tuple[UOp, ...]]] = [(k.ast, k.ranges)]
     while stack:
@@ -490,9 +494,13 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
         seen.add((u, loops))
         deps = free[u]
         t = origin.get(u)
-        if t is not None and t is not k.node and (t.op is tensor.REDUCE) == want_reduce and \
-                (deps != frozenset(loops[:len(deps)]) or (want_reduce and u not in k.gated and _repeats(deps, t))):
-            return t
+        if t is not None and t is not k.node and (t.op is tensor.REDUCE) == want_reduce:
+            if want_reduce:
+                if deps != frozenset(loops[:len(deps)]) or (u not in k.gated and _repeats(deps, t)):
+                    return t
+            elif deps != frozenset(loops[:len(deps)]) and (t.op in EXPENSIVE or (
+                    loads[u] >= HEAVY_LOADS and math.prod(storage_shape(t.shape)) <= _runs(deps))):
+                return t
         if u.op is kernel.REDUCE:
             inner = loops[:len(deps)] + tuple(u.src[1:])
             stack.append((u.src[0], inner))
@@ -501,18 +509,23 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
     return None
 
 
+def _runs(deps: frozenset[UOp]) -> int:
+    """How many times the loops `deps` run together (0 when one has a symbolic size)."""
+    runs = 1
+    for r in deps:
+        n = const_value(r.src[0])
+        if type(n) is not int:
+            return 0
+        runs *= n
+    return runs
+
+
 def _repeats(deps: frozenset[UOp], t: UOp) -> bool:
     """Do the loops a value depends on run more than twice as many times as it has elements? Then most elements are
     computed again and again (a many-to-one index: a pooling gradient reads each pooled value once per input pixel
     of its window), which hoisting cannot save either. (A reduction read under a pad's gate is left out: most of
     those loops are gated off, as when `cat` pads scalar sums into one vector.)"""
-    runs = 1
-    for r in deps:
-        n = const_value(r.src[0])
-        if type(n) is not int:
-            return False
-        runs *= n
-    return runs > 2 * math.prod(storage_shape(t.shape))
+    return _runs(deps) > 2 * math.prod(storage_shape(t.shape))
 
 
 def _reads_other_element(k: Kernel) -> bool:
