@@ -87,7 +87,7 @@ def test_max_pool2d_gradient_splits_ties_like_the_numpy_formula(k, stride, pad):
 def test_conv_relu_max_pool_backward_stays_small():
     # regression: the conv input gradient summed over the four repeats of the windows' expand with a division and a
     # remainder per term, and the pooling gradient recomputed everything above it once per pixel of its window
-    # (24x the forward's work in 4 kernels; now 3.2x in 7)
+    # (24x the forward's work in 4 kernels; now 3.1x in 7)
     rng = np.random.default_rng(7)
     x = Tensor(rng.standard_normal((4, 3, 12, 12)).astype(np.float32), device="python", requires_grad=True)
     w = Tensor(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), device="python", requires_grad=True)

@@ -9,8 +9,9 @@ them (`_Plan.review`), a reduction that would otherwise be computed twice (read 
 one) or recomputed (its value does not depend on exactly the outermost loops around it, so it could not be hoisted:
 `m.sum(0)` expanded along the rows of an output, or read at an index that the loops around it reach more than twice per
 element: a max-pool gradient reads each pooled value once per pixel of its window), and, for the first reason, an
-expensive elementwise value (exp2, log2, sin, sqrt, recip, fdiv) read through an expand. Size budget: a kernel whose
-body renders more than `MAX_KERNEL_OPS` tensor nodes (a 20,000-op elementwise chain) is cut: every
+elementwise value that is expensive (exp2, log2, sin, sqrt, recip, fdiv) or heavy (`HEAVY_LOADS` loads under it: a
+conv weight gradient reads the pooling gradient once per kernel tap) and no larger than its loops. Size budget: a
+kernel whose body renders more than `MAX_KERNEL_OPS` tensor nodes (a 20,000-op elementwise chain) is cut: every
 `MAX_KERNEL_OPS // 2` nodes in rendering order, an elementwise node no larger than the kernel's output is materialized,
 so no kernel is huge (a C compiler's time grows faster than linearly with the size of a function) and each piece is an
 ordinary kernel.
