@@ -5,7 +5,8 @@
 from the forward graph's values: it prints, round-trips through the parser and goes through the same passes and
 kernels as any graph. A rule receives the incoming gradient as its context and returns one gradient per operand
 (None for an operand that gets none), or a mapping {node: gradient} for a rule that matches a multi-op idiom and
-differentiates it as a whole (`abs` is a bitcast/and/bitcast on the float's bits).
+differentiates it as a whole (`abs` is a bitcast/and/bitcast on the float's bits; `windows`, the strided windows of
+conv and pool patches, is k padded rows of the gradient instead of a sum over the repeats of an expand).
 
 Only float values carry gradients: an int or bool operand (a comparison's result, an index) gets none, so the rules
 for comparisons, bit ops, integer division, trunc and bitcast return no gradient (their derivative is zero or

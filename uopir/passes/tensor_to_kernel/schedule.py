@@ -616,4 +616,4 @@ def schedule(root: UOp, max_ops: int = MAX_KERNEL_OPS) -> tuple[list[Kernel], UO
     return ordered, out
 
 
-__all__ = ["Kernel", "schedule", "base_buffer", "EXPENSIVE", "MAX_KERNEL_OPS", "strides"]
+__all__ = ["Kernel", "schedule", "base_buffer", "EXPENSIVE", "HEAVY_LOADS", "MAX_KERNEL_OPS", "strides"]
