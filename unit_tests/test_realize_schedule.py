@@ -333,7 +333,9 @@ def test_stacked_softmax_layers_lower_in_polynomial_time() -> None:
     n_kernels = len(x.schedule())
     with _Count() as c:
         got = x.numpy()
-    assert c.kernels == 23 == n_kernels  # detach nodes (softmax detaches its max) do not count in the size budget
+    # detach nodes (softmax detaches its max) do not count in the size budget; 25 since a reduction read at an index its
+    # loops repeat (each layer reads the previous one transposed) is materialized: 99,840 flops instead of 114,560
+    assert c.kernels == 25 == n_kernels
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-6)
 
 

@@ -5,7 +5,8 @@
 from the forward graph's values: it prints, round-trips through the parser and goes through the same passes and
 kernels as any graph. A rule receives the incoming gradient as its context and returns one gradient per operand
 (None for an operand that gets none), or a mapping {node: gradient} for a rule that matches a multi-op idiom and
-differentiates it as a whole (`abs` is a bitcast/and/bitcast on the float's bits).
+differentiates it as a whole (`abs` is a bitcast/and/bitcast on the float's bits; `windows`, the strided windows of
+conv and pool patches, is k padded rows of the gradient instead of a sum over the repeats of an expand).
 
 Only float values carry gradients: an int or bool operand (a comparison's result, an index) gets none, so the rules
 for comparisons, bit ops, integer division, trunc and bitcast return no gradient (their derivative is zero or
@@ -18,6 +19,8 @@ import math
 import weakref
 from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
 
 from uopir.dialects import core as C
 from uopir.dialects import tensor as T
@@ -77,8 +80,8 @@ def _reduce_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
         others = _expand(UOp(T.REDUCE, x.dtype, (zero.where(one, x),), ("mul", axes)), x.shape)
         return (g * zero.where(zeros.eq(one).where(others, 0), _expand(ret, x.shape) / x),)
     hit = x.eq(_expand(ret, x.shape))  # max/min: the extreme elements share the gradient equally
-    count = _expand(_sum_to(hit.where(_k(x, 1.0), _k(x, 0.0)), ret.arg[1]), x.shape)
-    return (hit.where(g / count, 0),)
+    count = _sum_to(hit.where(_k(x, 1.0), _k(x, 0.0)), ret.arg[1])
+    return (hit.where(_expand(ctx / count, x.shape), 0),)  # divided once per reduced element, not per element
 
 
 def _permute_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
@@ -119,6 +122,75 @@ def _pick_grad(ctx: UOp, r: UOp, m: UOp, x: UOp, e: UOp | None = None) -> dict[U
     if e is not None:
         g = _sum_to(g, tuple(i for i, (a, b) in enumerate(zip(x.shape, m.shape, strict=True)) if a != b))
     return {x: g}
+
+
+def _gather_map(top: UOp) -> tuple[UOp, int, tuple[int, int, int]] | None:
+    """A chain of reshapes and shrinks over `x.reshape(pre + (1, i)).expand(pre + (reps, i)).reshape(...)` (the
+    frontend's strided windows, `shape_ops._windows_last`) ending at `top` of shape pre + (k, out): when top[..., j, o]
+    reads x[..., b + j * d + o * s], (x, len(pre), (b, d, s)). The chain is replayed on the indices of one row."""
+    chain: list[UOp] = []
+    u = top
+    while u.op in (T.RESHAPE, T.SHRINK) and len(chain) < 16:
+        chain.append(u)
+        u = u.src[0]
+    if u.op is not T.EXPAND or not chain or u.src[0].op is not T.RESHAPE or len(top.src) != 1:
+        return None
+    x = u.src[0].src[0]
+    xs, es = x.shape, u.shape
+    if xs is None or es is None or not all(type(d) is int for d in (*xs, *es)) or len(xs) == 0:
+        return None
+    npre = len(xs) - 1
+    pre = xs[:npre]
+    if u.src[0].shape != pre + (1, xs[-1]) or es[:npre] != pre or es[-1] != xs[-1] or len(top.shape) != npre + 2:
+        return None
+    rows = np.broadcast_to(np.arange(xs[-1]), es[npre:])
+    for v in reversed(chain):
+        sh = v.shape
+        if len(v.src) != 1 or sh is None or sh[:npre] != pre:
+            return None
+        if v.op is T.RESHAPE:
+            rows = rows.reshape(sh[npre:])
+        else:
+            bounds = v.arg
+            if any(b != (0, d) for b, d in zip(bounds[:npre], pre, strict=True)):
+                return None
+            rows = rows[tuple(slice(lo, hi) for lo, hi in bounds[npre:])]
+    k, out = rows.shape
+    b = int(rows[0, 0])
+    d = int(rows[1, 0]) - b if k > 1 else 0
+    s = int(rows[0, 1]) - b if out > 1 else 1
+    if d < 0 or s < 1 or not np.array_equal(rows, b + d * np.arange(k)[:, None] + s * np.arange(out)[None, :]):
+        return None
+    return x, npre, (b, d, s)
+
+
+def _windows_grad(ctx: UOp, ret: UOp) -> dict[UOp, UOp] | None:
+    """Strided windows (conv and pool patches): the gradient of x[..., b + j * d + o * s] is, for each of the k
+    window offsets j, that row of the gradient spread out by the stride and padded into place, and the k of them
+    added. The generic chain of rules sums over the expand's repeats instead (reps x the work, with a division and a
+    remainder per element)."""
+    m = _gather_map(ret)
+    if m is None:
+        return None
+    x, npre, (b, d, s) = m
+    pre, i = x.shape[:npre], x.shape[-1]
+    k, out = ret.shape[npre:]
+    keep = ((0, 0),) * npre
+    total = None
+    for j in range(k):
+        gj = T.movement(T.RESHAPE, T.movement(T.SHRINK, ctx, tuple((0, p) for p in pre) + ((j, j + 1), (0, out))),
+                        pre + (out,))
+        if s > 1 and out > 1:
+            gj = T.movement(T.PAD, T.movement(T.RESHAPE, gj, pre + (out, 1)), keep + ((0, 0), (0, s - 1)))
+            gj = T.movement(T.RESHAPE, gj, pre + (out * s,))
+        start = b + j * d
+        n = min(gj.shape[-1], i - start)
+        if n != gj.shape[-1]:
+            gj = T.movement(T.SHRINK, gj, tuple((0, p) for p in pre) + ((0, n),))
+        if start or i - start - n:
+            gj = T.movement(T.PAD, gj, keep + ((start, i - start - n),))
+        total = gj if total is None else total + gj
+    return {x: total}
 
 
 FLOAT_POW: list[Any] = []  # (a, b) -> a ** b on float UOps: tensor.py registers Tensor._fpow (no import cycle)
@@ -185,6 +257,7 @@ GRADIENT_RULES = PatternMatcher([
     (UPat((C.CMPLT, C.CMPNE, C.CMPEQ, C.AND, C.OR, C.XOR, C.SHL, C.SHR, C.IDIV, C.TRUNC, C.BITCAST)),
      lambda ctx: _NONE, "no-gradient"),
     # movement: each op's gradient is its inverse movement (expand's is a sum)
+    (UPat((T.RESHAPE, T.SHRINK), name="ret"), _windows_grad, "windows"),
     (UPat(T.RESHAPE, name="ret"), lambda ctx, ret: (T.movement(T.RESHAPE, ctx, ret.src[0].shape),), "reshape"),
     (UPat(T.PERMUTE, name="ret"), _permute_grad, "permute"),
     (UPat(T.EXPAND, name="ret"), _expand_grad, "expand"),

@@ -59,12 +59,18 @@ def _windows_last(x: Tensor, k: int, stride: int, dilation: int, out: int) -> Te
     """(..., i) -> (..., out, k) with [..., o, j] = x[..., o * stride + j * dilation], by movement ops alone: the axis
     repeated and cut into k rows of length r = dilation + m * i (m >= 1, so that r >= out * stride), so row j starts at
     x[j * dilation] (r is dilation past a multiple of i); every stride-th column of a row is a window position.
-    (o * stride + j * dilation < i for every window that fits, so no row reads past its wrap.)"""
+    (o * stride + j * dilation < i for every window that fits, so no row reads past its wrap.)
+    Windows that do not overlap (dilation 1, stride >= k: most pooling) are rows of the axis cut into out x stride, a
+    view whose gradient is a pad instead of a sum over the repeats."""
     pre = tuple(x.shape[:-1])
     i = x.shape[-1]
+    keep = [None] * len(pre)
+    if dilation == 1 and stride >= k:
+        n = out * stride
+        y = x.shrink(keep + [(0, n)]) if n <= i else x.pad([(0, 0)] * len(pre) + [(0, n - i)])
+        return y.reshape(pre + (out, stride)).shrink(keep + [None, (0, k)])
     row = dilation + i * max(1, -(-(out * stride - dilation) // i))
     reps = -(-k * row // i)
-    keep = [None] * len(pre)
     y = x.reshape(pre + (1, i)).expand(pre + (reps, i)).reshape(pre + (reps * i,))
     y = y.shrink(keep + [(0, k * row)]).reshape(pre + (k, row))
     y = y.shrink(keep + [None, (0, out * stride)]).reshape(pre + (k, out, stride))

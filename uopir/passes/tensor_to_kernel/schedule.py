@@ -7,14 +7,17 @@ What is materialized (gets a buffer and a kernel): `tensor.contiguous`, `tensor.
 `tensor.assign` (into its target), the root sink's tensor results; then, found by building the kernels and looking at
 them (`_Plan.review`), a reduction that would otherwise be computed twice (read by two kernels, or at two indices in
 one) or recomputed (its value does not depend on exactly the outermost loops around it, so it could not be hoisted:
-`m.sum(0)` expanded along the rows of an output), and, for the same reason, an expensive elementwise value (exp2, log2,
-sin, sqrt, recip, fdiv) read through an expand. Size budget: a kernel whose body renders more than `MAX_KERNEL_OPS`
-tensor nodes (a 20,000-op elementwise chain) is cut: every `MAX_KERNEL_OPS // 2` nodes in rendering order, an
-elementwise node no larger than the kernel's output is materialized, so no kernel is huge (a C compiler's time grows
-faster than linearly with the size of a function) and each piece is an ordinary kernel. Everything else fuses into the
-kernel that reads it: elementwise chains, the producers of a reduction, and a reduction into its consumer when each of
-its values is computed once per the loops around it (`(x @ w + b).relu()`, softmax and layernorm rows are one kernel
-each).
+`m.sum(0)` expanded along the rows of an output, or read at an index that the loops around it reach more than twice per
+element: a max-pool gradient reads each pooled value once per pixel of its window), and, for the first reason, an
+elementwise value that is expensive (exp2, log2, sin, sqrt, recip, fdiv) or heavy (`HEAVY_LOADS` loads under it: a
+conv weight gradient reads the pooling gradient once per kernel tap) and no larger than its loops. Size budget: a
+kernel whose body renders more than `MAX_KERNEL_OPS` tensor nodes (a 20,000-op elementwise chain) is cut: every
+`MAX_KERNEL_OPS // 2` nodes in rendering order, an elementwise node no larger than the kernel's output is materialized,
+so no kernel is huge (a C compiler's time grows faster than linearly with the size of a function) and each piece is an
+ordinary kernel.
+Everything else fuses into the kernel that reads it: elementwise chains, the producers of a reduction, and a reduction
+into its consumer when each of its values is computed once per the loops around it (`(x @ w + b).relu()`, softmax and
+layernorm rows are one kernel each).
 
 Kernels: output ranges (kind loop) over the result's axes of size > 1, in axis order; a reduction's ranges (kind
 reduce) in axis order, the first outermost, so it accumulates in the same order as `tensor.reduce`. Movement ops are
@@ -65,6 +68,7 @@ from uopir.passes.tensor_to_kernel.indexing import (
 
 MAX_KERNEL_OPS = 2000  # tensor nodes rendered into one kernel before the scheduler cuts it (see the size budget)
 EXPENSIVE = frozenset((core.EXP2, core.LOG2, core.SIN, core.SQRT, core.RECIP, core.FDIV))
+HEAVY_LOADS = 4  # an elementwise value reading this many loads is worth a buffer rather than recomputing it in a loop
 _ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
 _VIEWS = frozenset((tensor.RESHAPE, tensor.PERMUTE, tensor.SHRINK, tensor.FLIP))
 _MOVEMENT = frozenset(tensor.MOVEMENT_OPS)
@@ -97,6 +101,7 @@ class Kernel:
     reads: set[UOp] = field(default_factory=set)  # input buffers read on entry, and materialized nodes read
     deps: list[int] = field(default_factory=list)  # kernels that must run first (indices into the schedule)
     origin: dict[UOp, UOp] = field(default_factory=dict, repr=False)  # rendered reduce/expensive value -> tensor node
+    gated: set[UOp] = field(default_factory=set, repr=False)  # rendered reductions read under a pad's validity gate
     ranges: tuple[UOp, ...] = ()  # the output ranges, outermost first
     vars: tuple[UOp, ...] = ()  # the tensor.bind / tensor.var operands that give the kernel's kernel.vars
 
@@ -113,6 +118,7 @@ class _Builder:
         self.plans: dict[tuple, tuple] = {}  # keys being rendered: (operand keys, finish)
         self.reads: set[UOp] = set()
         self.origin: dict[UOp, UOp] = {}  # rendered reduce / expensive value -> its tensor node
+        self.gated: set[UOp] = set()  # rendered reductions read under a gate
         self.axis = itertools.count()
         self.kernel_no = 0  # which kernel of the build this is
 
@@ -219,6 +225,8 @@ class _Builder:
             def reduce(vs: list[UOp]) -> UOp:
                 r = UOp(kernel.REDUCE, u.dtype, (vs[0], *ranges), rop)
                 self.origin.setdefault(r, u)
+                if gate is not None:
+                    self.gated.add(r)
                 return r
             return [(u.src[0], sidx, gate)], reduce
         if op is tensor.DETACH:
@@ -226,8 +234,7 @@ class _Builder:
         if op in _ELEMENTWISE:
             def alu(vs: list[UOp]) -> UOp:
                 r = u.replace(src=tuple(vs))
-                if op in EXPENSIVE:
-                    self.origin.setdefault(r, u)
+                self.origin.setdefault(r, u)  # the review materializes an expensive or heavy one it recomputes
                 return r
             return [(s, idx, gate) for s in u.src], alu
         raise _err(u, f"tensor-to-kernel cannot lower {n} yet")
@@ -394,7 +401,8 @@ class _Plan:
         ast = UOp(kernel.DEF, dtypes.void, (body,), "k")
         name = _kernel_name(node, ast, tuple(d for d in shape if d != 1))
         names = sorted({x.arg[0] for x in ast.toposort() if x.op is kernel.VAR})
-        return Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, ranges=tuple(rngs),
+        return Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, gated=b.gated,
+                      ranges=tuple(rngs),
                       vars=tuple(self.var_operands[n] for n in names))
 
     def _kernels_for(self, m: UOp, ids: itertools.count) -> list[Kernel]:
@@ -474,6 +482,10 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
     if not any((t.op is tensor.REDUCE) == want_reduce and t is not k.node for t in origin.values()):
         return None
     free = _free_ranges(k.ast)
+    loads: dict[UOp, int] = {}
+    if not want_reduce:  # loads under each node, counted up to HEAVY_LOADS
+        for x in k.ast.toposort():
+            loads[x] = min(HEAVY_LOADS, (x.op is kernel.LOAD) + sum(loads[s] for s in x.src))
     seen: set[tuple[UOp, tuple[UOp, ...]]] = set()
     stack: list[tuple[UOp, tuple[UOp, ...]]] = [(k.ast, k.ranges)]
     while stack:
@@ -483,15 +495,38 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
         seen.add((u, loops))
         deps = free[u]
         t = origin.get(u)
-        if t is not None and t is not k.node and (t.op is tensor.REDUCE) == want_reduce and \
-                deps != frozenset(loops[:len(deps)]):
-            return t
+        if t is not None and t is not k.node and (t.op is tensor.REDUCE) == want_reduce:
+            if want_reduce:
+                if deps != frozenset(loops[:len(deps)]) or (u not in k.gated and _repeats(deps, t)):
+                    return t
+            elif deps != frozenset(loops[:len(deps)]) and (t.op in EXPENSIVE or (
+                    loads[u] >= HEAVY_LOADS and math.prod(storage_shape(t.shape)) <= _runs(deps))):
+                return t
         if u.op is kernel.REDUCE:
             inner = loops[:len(deps)] + tuple(u.src[1:])
             stack.append((u.src[0], inner))
         else:
             stack.extend((s, loops) for s in u.src if s.dtype is not dtypes.index)
     return None
+
+
+def _runs(deps: frozenset[UOp]) -> int:
+    """How many times the loops `deps` run together (0 when one has a symbolic size)."""
+    runs = 1
+    for r in deps:
+        n = const_value(r.src[0])
+        if type(n) is not int:
+            return 0
+        runs *= n
+    return runs
+
+
+def _repeats(deps: frozenset[UOp], t: UOp) -> bool:
+    """Do the loops a value depends on run more than twice as many times as it has elements? Then most elements are
+    computed again and again (a many-to-one index: a pooling gradient reads each pooled value once per input pixel
+    of its window), which hoisting cannot save either. (A reduction read under a pad's gate is left out: most of
+    those loops are gated off, as when `cat` pads scalar sums into one vector.)"""
+    return _runs(deps) > 2 * math.prod(storage_shape(t.shape))
 
 
 def _reads_other_element(k: Kernel) -> bool:
@@ -581,4 +616,4 @@ def schedule(root: UOp, max_ops: int = MAX_KERNEL_OPS) -> tuple[list[Kernel], UO
     return ordered, out
 
 
-__all__ = ["Kernel", "schedule", "base_buffer", "EXPENSIVE", "MAX_KERNEL_OPS", "strides"]
+__all__ = ["Kernel", "schedule", "base_buffer", "EXPENSIVE", "HEAVY_LOADS", "MAX_KERNEL_OPS", "strides"]
