@@ -148,3 +148,7 @@ def test_cos_near_its_zeros_and_tan_gradient():
     x = np.float32([4.712222, -1.5707, 1.5707964, 0.3])  # 1/cos^2 is 3.6e7 at the first
     t = Tensor(x)
     check(t.tan().sum().gradient(t)[0], 1 / np.cos(x.astype(np.float64)) ** 2, rtol=1e-5, atol=0)
+    # cos's gradient is -sin(x), also where hi - x rounds by up to 0.03 (the correction term's own derivative is not)
+    x = np.float32([1e1, 1e3, 1e5, 1e6, -1e6, 4.712222, 0.3])
+    t = Tensor(x)
+    check(t.cos().sum().gradient(t)[0], -np.sin(x.astype(np.float64)), rtol=0, atol=1e-6)
