@@ -29,11 +29,8 @@ KNOWN_FAILURES: dict[str, str] = {
         "3d_causal_bf16", "4d_attn_mask_causal_bf16", "4d_causal_bf16", "4d_causal_fp16", "4d_causal_padded_kv_bf16",
         "4d_padded_kv_bf16")},
     **{f"test_attention_{n}_expanded": _HALF_EXPANDED for n in (
-        "3d_causal_bf16", "4d_attn_mask_causal_bf16", "4d_causal_bf16", "4d_causal_fp16", "4d_causal_padded_kv_bf16",
+        "3d_causal_bf16", "4d_attn_mask_causal_bf16", "4d_causal_bf16", "4d_causal_padded_kv_bf16",
         "4d_padded_kv_bf16", "4d_fp16", "4d_gqa_with_past_and_present_fp16")},
-    "test_causal_conv_with_state_silu_fp16_expanded": _HALF_EXPANDED,
-    "test_causal_conv_with_state_silu_fp16": "the float16 conv rounds once from a float32 sum (the reference "
-                                             "rounds its float16 products and sums): 2 of 64 values off by 1 ulp",
     **{n: "inverse DFT of a real-valued result: the reference's float32 FFT leaves 1.9e-7 in imaginary parts that are "
           "0 (uopir's float64 DFT gives ~3e-15), above atol 1e-7" for n in ("test_dft_inverse",
                                                                              "test_dft_inverse_opset19")},

@@ -214,6 +214,15 @@ def _sigmoid_grad(ctx: UOp, ret: UOp, x: UOp, one: UOp, log2e: UOp) -> dict[UOp,
     return {x: ctx * ret * (1.0 - ret)}
 
 
+def _cos_grad(ctx: UOp, hi: UOp, x: UOp, x2: UOp, sin_x: UOp) -> dict[UOp, UOp] | None:
+    """The frontend's cos (math_ops.cos: sin(hi - x) + d * sin(x), d the rounding error of hi - x) is -sin(x): the
+    op-by-op chain differentiates sin(hi - x) with a cos(hi - x) rounded back to sin(x), which drops the d * cos(x)
+    that the correction term adds (off by 8e-3 at x = 1e6)."""
+    if x is not x2 or not isinstance(v := C.const_value(hi), float) or abs(v - math.pi / 2) > 1e-3:
+        return None
+    return {x: -(ctx * sin_x)}
+
+
 _NONE: tuple = ()  # no gradient for any operand
 _F = UPat.var("x", dtype=lambda d: d.is_float)
 _BITS = UPat(C.BITCAST, src=(_F,))
@@ -227,8 +236,12 @@ _POW = UPat(C.WHERE, name="ret", src=(UPat(), UPat(), UPat(C.WHERE, src=(UPat(),
 _SIGMOID = UPat(C.RECIP, name="ret", src=(UPat(C.ADD, src=(UPat.cvar("one"), UPat(C.EXP2, src=(
     UPat(C.MUL, src=(UPat(C.NEG, src=(UPat.var("x"),)), UPat.cvar("log2e"))),)))),))
 
+_COS = UPat(C.ADD, src=(UPat(C.SIN, src=(UPat(C.SUB, src=(UPat.cvar("hi"), UPat.var("x"))),)),
+                        UPat(C.MUL, src=(UPat(), UPat(C.SIN, name="sin_x", src=(UPat.var("x2"),))))))
+
 GRADIENT_RULES = PatternMatcher([
     (_SIGMOID, _sigmoid_grad, "sigmoid"),
+    (_COS, _cos_grad, "cos"),
     (_POW, _pow_grad, "pow"),
     # elementwise
     (UPat(C.CAST, name="ret"), lambda ctx, ret: (ctx.cast(ret.src[0].dtype),) if ret.dtype.is_float else _NONE,

@@ -8,6 +8,10 @@ copysign, isclose and a few activations, each a decomposition into existing Tens
   subtracting from pi/2 where that cancels.
 - sinh / asinh use a short odd series near 0 (where e^x - e^-x and log(x + ...) cancel); cosh and the large-|x|
   branches are arranged so nothing overflows before the result does.
+- cos(x) = sin(pi/2 - x) with the subtraction carried exactly: pi/2 = hi + lo in x's dtype, s = hi - x rounded,
+  its rounding error recovered (TwoSum) and added to lo as d, then cos x = sin(s) + d sin(x) (first order in d, a
+  few ulps of s: the rest is below rounding). The plain sin(pi/2 - x) is off by up to 1e-3 relative near the zeros
+  away from pi/2 (3 pi/2: 4.712 - pi/2 rounds to a multiple of 2.4e-7 while cos is 1.7e-4).
 - NaN in gives NaN out; out-of-domain inputs give NaN (asin(2), acosh(0.5), atanh(2)) and the poles give
   infinities (atanh(+-1) = +-inf), as torch.
 
@@ -19,6 +23,8 @@ import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from uopir.ir.dtype import dtypes
 
@@ -85,6 +91,17 @@ def atan(x: Tensor) -> Tensor:
     r = t + t * z * p
     r = hi.where(r + _PI_2, mid.where(r + math.pi / 4, r))
     return (x < 0).where(-r, (x == 0).where(x, r))  # atan(-0.0) = -0.0
+
+
+@_half_in_f32
+def cos(x: Tensor) -> Tensor:
+    x = _as_float(x)
+    hi = float(np.float32(_PI_2)) if x.dtype is dtypes.float32 else _PI_2
+    lo = float(np.float64(_PI_2) - np.float64(hi)) if hi != _PI_2 else 6.123233995736766e-17
+    s = hi - x
+    bb = s - hi
+    d = ((hi - (s - bb)) + (-x - bb)) + lo  # hi - x == s + (the first sum) exactly (TwoSum)
+    return s.sin() + d * x.sin()
 
 
 @_half_in_f32

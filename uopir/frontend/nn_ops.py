@@ -1,7 +1,8 @@
 """Linear algebra and neural-network ops of the Tensor, as decompositions into movement, elementwise and reduce.
 
 - matmul: broadcast the operands to (..., n, m, k), multiply, reduce over k (numpy's rules for 1-d operands and
-  batch broadcasting; ints keep their dtype as in numpy, half floats accumulate in float32).
+  batch broadcasting; ints keep their dtype as in numpy; half floats multiply and accumulate in float32, rounded
+  once at the end, as numpy and torch).
 - conv / pool: each kernel offset reads a (strided, dilated) slice of the padded input; the K slices are stacked on
   a last axis, giving (N, C, *out, K) patches that a multiply-and-sum (conv) or a max/mean (pool) reduces.
 - gather / one_hot: a one-hot mask `index == arange(n)` and a reduction.
@@ -38,6 +39,14 @@ def sum_keep_dtype(x: Tensor, axis: Any) -> Tensor:
     return x.sum(axis, dtype=x.dtype)
 
 
+def sum_of_products(a: Tensor, b: Tensor, axis: Any) -> Tensor:
+    """(a * b) summed over axis in their (common) dtype. Half floats multiply in float32 too: a product of two
+    halves is exact there, so the result is rounded once (numpy's and torch's matmul), not once per product."""
+    if a.dtype in (dtypes.float16, dtypes.bfloat16):
+        return (a.float() * b.float()).sum(axis, dtype=dtypes.float32).cast(a.dtype)
+    return sum_keep_dtype(a * b, axis)
+
+
 def matmul(x: Tensor, w: Tensor) -> Tensor:
     if x.ndim == 0 or w.ndim == 0:
         raise ShapeError(f"matmul needs operands of at least 1 dim, got shapes {x.shape} and {w.shape}")
@@ -54,7 +63,7 @@ def matmul(x: Tensor, w: Tensor) -> Tensor:
     wk = min(w.ndim, 2)
     xx = x.reshape(x.shape[:-1] + (1,) * nd + x.shape[-1:])
     ww = w.reshape(w.shape[:-2] + (1,) * nd + w.shape[-wk:]).transpose(-1, -wk)
-    return sum_keep_dtype(xx * ww, -1)
+    return sum_of_products(xx, ww, -1)
 
 
 def _tuple(v: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
@@ -113,7 +122,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: 
     og = cout // groups
     xr = pt.reshape((n, groups, 1, cg) + out + (kk,))
     wr = weight.cast(d).reshape((1, groups, og, cg) + (1,) * nd + (kk,))
-    ret = sum_keep_dtype(xr * wr, (3, xr.ndim - 1)).reshape((n, cout) + out)
+    ret = sum_of_products(xr, wr, (3, xr.ndim - 1)).reshape((n, cout) + out)
     return ret + bias.reshape((1, cout) + (1,) * nd) if bias is not None else ret
 
 

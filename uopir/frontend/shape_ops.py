@@ -284,10 +284,12 @@ def einsum(formula: str, xs: Sequence[Tensor], dtype: Any) -> Tensor:
             if s != 1 or c not in size:
                 size[c] = s
     d = P.promote(*(x.dtype for _, x in ops))
+    # half floats multiply and add in float32 (exact products of two halves, one rounding at the end, as numpy)
+    wd = dtypes.float32 if d in (dtypes.float16, dtypes.bfloat16) and dtype is None else d
     aligned = []
     for lab, x in ops:
         order = sorted(range(len(lab)), key=lambda i: alphabet.index(lab[i]))
-        y = x.cast(d).permute(*order) if order != list(range(len(lab))) else x.cast(d)
+        y = x.cast(wd).permute(*order) if order != list(range(len(lab))) else x.cast(wd)
         y = y.reshape(tuple(x.shape[lab.index(c)] if c in lab else 1 for c in alphabet))
         aligned.append(y)
     prod = aligned[0]
@@ -298,10 +300,10 @@ def einsum(formula: str, xs: Sequence[Tensor], dtype: Any) -> Tensor:
     if dtype is not None:
         return prod.sum(red, dtype=dtype) if red else prod.cast(dtype)
     if not red:
-        return prod
+        return prod if wd is d else prod.cast(d)
     if d.is_bool:
         return prod.any(red)
-    if d in (dtypes.float16, dtypes.bfloat16):
+    if wd is not d:
         return prod.sum(red, dtype=dtypes.float32).cast(d)
     return prod.sum(red, dtype=d)
 

@@ -1250,7 +1250,7 @@ class Tensor:
         return self._float()._op(C.SIN)
 
     def cos(self) -> Tensor:
-        return (math.pi / 2 - self._float()).sin()
+        return math_ops.cos(self._float())
 
     def tan(self) -> Tensor:
         return self.sin() / self.cos()
