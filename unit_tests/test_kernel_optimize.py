@@ -25,6 +25,7 @@ from uopir.ir.printer import print_ir
 from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
 from uopir.ir.verify import verify
+from uopir.passes.kernel import optimize
 from uopir.passes.kernel.expand import expand_kernel
 from uopir.passes.kernel.indexmath import const_extent
 from uopir.passes.kernel.optimize import Opt, OptError, apply_opt, apply_opts, heuristic_opts
@@ -223,6 +224,27 @@ def test_small_reductions_are_unrolled_fully_and_long_ones_by_a_factor() -> None
     (red,) = [u for u in k.toposort() if u.op is kernel.REDUCE]
     assert red.src[0].dtype is dtypes.float32.vec(3) and red.dtype is dtypes.float32  # 3 lanes fold into one
     assert [kinds(k)[r.arg[0]] for r in red.src[1:]] == [(7, "reduce")]
+
+
+def _many_gathers_sum() -> Tensor:
+    rng = np.random.default_rng(5)
+    acc = None
+    for _ in range(48):  # 48 buffers read through a transposed view: every lane is a scalar load
+        x = Tensor(rng.standard_normal((16, 8)).astype(np.float32)).permute(1, 0)
+        acc = x if acc is None else acc * 0.5 + x
+    return acc.sum(1)
+
+
+def test_a_long_body_is_unrolled_only_as_far_as_the_code_size_budget_allows(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a reduction of 16 is unrolled fully, but not when its body has 48 gathers: 16 copies of it would be code size
+    # for no speed (regression: a stack of fused softmax layers took seconds per kernel to lower and compile)
+    opt, expand = "tensor-to-kernel,kernel-optimize", "tensor-to-kernel,kernel-optimize,kernel-expand"
+    assert sorted(kinds(_one_kernel(_many_gathers_sum(), opt)).values()) == \
+        [(2, "loop"), (2, "reduce"), (4, "upcast"), (8, "unroll")]
+    n_ops = len(_one_kernel(_many_gathers_sum(), expand).toposort())
+    monkeypatch.setattr(optimize, "EXPAND_MAX_OPS", 1 << 30)  # without the budget: the full unroll
+    assert sorted(kinds(_one_kernel(_many_gathers_sum(), opt)).values()) == [(2, "loop"), (4, "upcast"), (16, "unroll")]
+    assert len(_one_kernel(_many_gathers_sum(), expand).toposort()) > 1.8 * n_ops
 
 
 def test_outer_axis_goes_to_threads_when_the_target_has_them() -> None:

@@ -26,6 +26,9 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
   3. unroll: the innermost range of each reduction (the last operand of every kernel.reduce that has it) is
      unrolled fully when its extent is at most 16, else by the first of `unroll_sizes` that divides it, as long as
      the lanes of a value (upcast times unroll factors) stay within `max_upcast` times the first unroll size;
+     code size: when kernel-expand would copy the body into more than EXPAND_MAX_OPS scalar ops (an op once per
+     lane of the split ranges it depends on), the unrolls, then the upcasts, shrink to smaller divisors until it
+     does not (a long fused chain of gathers under a reduction gains nothing from a full unroll but compile time);
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
      (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations; on a gpu target
      every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can pack (5.);
@@ -65,6 +68,7 @@ NOOPT_ENV = "UOPIR_NOOPT"
 PARALLEL_MIN_WORK = 1 << 15  # iterations below which a thread split costs more than it saves
 FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
 PACK_MAX_BYTES = 1 << 26  # the largest scratch copy `pack` makes (heap memory, a panel per global iteration)
+EXPAND_MAX_OPS = 8192  # scalar ops kernel-expand may make of one kernel (the unrolled, upcast body: code size)
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
@@ -260,6 +264,7 @@ class _Kernel:
     loads: list[UOp] = field(init=False)
     stores: list[UOp] = field(init=False)
     reduces: list[UOp] = field(init=False)
+    _lane_deps: Deps | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         order = list(self.kdef.toposort())
@@ -304,6 +309,20 @@ class _Kernel:
     def out_dtype(self) -> DType:
         return self.stores[0].src[1].dtype if self.stores else dtypes.float32
 
+    def expanded_ops(self, factors: dict[UOp, int]) -> int:
+        """How many scalar ops kernel-expand can make of this kernel when each range r in `factors` becomes
+        factors[r] lanes: an op is copied once per lane of the split ranges it depends on (an upper bound; a
+        contiguous access becomes one vector op instead)."""
+        if self._lane_deps is None:
+            self._lane_deps = range_deps(self.kdef.toposort(), reduce_consumes=True)
+        total = 0
+        for rs in self._lane_deps.values():
+            n = 1
+            for r in rs:
+                n *= factors.get(r, 1)
+            total += n
+        return total
+
     def work(self) -> int:
         n = 1
         for r in self.out:
@@ -339,7 +358,6 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     if _leave_alone(kdef):
         return []
     k = _Kernel(kdef)
-    opts: list[Opt] = []
     budget = max(1, t.max_upcast)
     lanes = 1
     vw = t.vector_width(k.out_dtype())
@@ -380,11 +398,11 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
                 break
     # applied in axis order, so the new lane axes keep the order of the ranges they came from (kernel-expand lays
     # lanes out by axis: rows-major register tiles, reductions innermost)
-    opts += [Opt("upcast", r.arg[0], f) for r, f in sorted(upcast.items(), key=lambda rf: rf[0].arg[0])]
     # 3. unroll the innermost range of each reduction
     in_ends = set(k.out)
     cap = budget * (t.unroll_sizes[0] if t.unroll_sizes else 1)
     done: set[UOp] = set()
+    unroll: dict[UOp, int] = {}
     for red in k.reduces:
         r = red.src[-1] if len(red.src) > 1 else None
         if r is None or r in done or r in in_ends or r.arg[1] != "reduce":
@@ -398,8 +416,11 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         else:
             f = next((u for u in t.unroll_sizes if 2 <= u < n and n % u == 0 and lanes * u <= cap), 1)
         if f >= 2:
-            opts.append(Opt("unroll", r.arg[0], f))
+            unroll[r] = f
             lanes *= f
+    _fit_code_size(k, upcast, unroll)
+    opts: list[Opt] = [Opt("upcast", r.arg[0], f) for r, f in sorted(upcast.items(), key=lambda rf: rf[0].arg[0])]
+    opts += [Opt("unroll", r.arg[0], f) for r, f in unroll.items()]
     # loop order: a wide tile's contiguous range outermost (only when another output range is tiled too)
     loops = [r for r in k.out if upcast.get(r) != const_extent(r)]  # not entirely turned into lanes
     if wide and len(upcast) == 2 and len(loops) >= 2:
@@ -424,6 +445,27 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         if r.arg[1] == "loop" and _packs(kdef, opts + [Opt("global", r.arg[0])], r.arg[0]):
             opts += [Opt("global", r.arg[0]), Opt("pack", r.arg[0])]
     return opts
+
+
+def _fit_code_size(k: _Kernel, upcast: dict[UOp, int], unroll: dict[UOp, int]) -> None:
+    """Shrink the lane factors (unrolls last to first, then upcasts) until kernel-expand's copies of the body stay
+    within EXPAND_MAX_OPS: a long fused elementwise chain under a reduction, unrolled and upcast in full, would
+    otherwise become tens of thousands of scalar ops (seconds of lowering and of C compile) for no speed."""
+    def total() -> int:
+        return k.expanded_ops({**upcast, **unroll})
+    if total() <= EXPAND_MAX_OPS:
+        return
+    for factors in (unroll, upcast):
+        for r in reversed(list(factors)):
+            n = const_extent(r) or 1
+            while factors.get(r, 1) > 1 and total() > EXPAND_MAX_OPS:
+                f = next((d for d in range(factors[r] - 1, 0, -1) if n % d == 0), 1)
+                if f > 1:
+                    factors[r] = f
+                else:
+                    del factors[r]
+            if total() <= EXPAND_MAX_OPS:
+                return
 
 
 def _packs(kdef: UOp, opts: list[Opt], axis: int) -> bool:
