@@ -226,11 +226,11 @@ def test_small_reductions_are_unrolled_fully_and_long_ones_by_a_factor() -> None
     assert [kinds(k)[r.arg[0]] for r in red.src[1:]] == [(7, "reduce")]
 
 
-def _many_gathers_sum() -> Tensor:
+def _many_gathers_sum(rows: int) -> Tensor:
     rng = np.random.default_rng(5)
     acc = None
     for _ in range(48):  # 48 buffers read through a transposed view: every lane is a scalar load
-        x = Tensor(rng.standard_normal((16, 8)).astype(np.float32)).permute(1, 0)
+        x = Tensor(rng.standard_normal((16, rows)).astype(np.float32)).permute(1, 0)
         acc = x if acc is None else acc * 0.5 + x
     return acc.sum(1)
 
@@ -239,12 +239,19 @@ def test_a_long_body_is_unrolled_only_as_far_as_the_code_size_budget_allows(monk
     # a reduction of 16 is unrolled fully, but not when its body has 48 gathers: 16 copies of it would be code size
     # for no speed (regression: a stack of fused softmax layers took seconds per kernel to lower and compile)
     opt, expand = "tensor-to-kernel,kernel-optimize", "tensor-to-kernel,kernel-optimize,kernel-expand"
-    assert sorted(kinds(_one_kernel(_many_gathers_sum(), opt)).values()) == \
-        [(2, "loop"), (2, "reduce"), (4, "upcast"), (8, "unroll")]
-    n_ops = len(_one_kernel(_many_gathers_sum(), expand).toposort())
-    monkeypatch.setattr(optimize, "EXPAND_MAX_OPS", 1 << 30)  # without the budget: the full unroll
-    assert sorted(kinds(_one_kernel(_many_gathers_sum(), opt)).values()) == [(2, "loop"), (4, "upcast"), (16, "unroll")]
-    assert len(_one_kernel(_many_gathers_sum(), expand).toposort()) > 1.8 * n_ops
+    assert sorted(kinds(_one_kernel(_many_gathers_sum(1024), opt)).values()) == \
+        [(2, "reduce"), (4, "upcast"), (8, "unroll"), (256, "loop")]
+    n_ops = len(_one_kernel(_many_gathers_sum(1024), expand).toposort())
+    assert n_ops <= optimize.EXPAND_MAX_OPS
+    # a kernel of 8 x 16 iterations gets a budget of its own size: no unroll at all
+    small = [(2, "loop"), (4, "upcast"), (16, "reduce")]
+    assert sorted(kinds(_one_kernel(_many_gathers_sum(8), opt)).values()) == small
+    monkeypatch.setattr(optimize, "EXPAND_MAX_OPS", 1 << 30)  # without the budgets: the full unroll
+    monkeypatch.setattr(optimize, "EXPAND_SMALL_OPS", 1 << 30)
+    assert sorted(kinds(_one_kernel(_many_gathers_sum(1024), opt)).values()) == \
+        [(4, "upcast"), (16, "unroll"), (256, "loop")]
+    assert len(_one_kernel(_many_gathers_sum(1024), expand).toposort()) > 1.8 * n_ops
+    assert sorted(kinds(_one_kernel(_many_gathers_sum(8), opt)).values()) == [*small[:2], (16, "unroll")]
 
 
 def test_outer_axis_goes_to_threads_when_the_target_has_them() -> None:

@@ -26,9 +26,10 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
   3. unroll: the innermost range of each reduction (the last operand of every kernel.reduce that has it) is
      unrolled fully when its extent is at most 16, else by the first of `unroll_sizes` that divides it, as long as
      the lanes of a value (upcast times unroll factors) stay within `max_upcast` times the first unroll size;
-     code size: when kernel-expand would copy the body into more than EXPAND_MAX_OPS scalar ops (an op once per
-     lane of the split ranges it depends on), the unrolls, then the upcasts, shrink to smaller divisors until it
-     does not (a long fused chain of gathers under a reduction gains nothing from a full unroll but compile time);
+     code size: when kernel-expand would copy the body into more scalar ops (an op once per lane of the split
+     ranges it depends on) than the kernel runs iterations (at least EXPAND_SMALL_OPS) or than EXPAND_MAX_OPS, the
+     unrolls, then the upcasts, shrink to smaller divisors until it does not: a long fused chain of gathers under a
+     reduction, or a kernel that runs a few hundred iterations, gains nothing from a full unroll but compile time;
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
      (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations; on a gpu target
      every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can pack (5.);
@@ -69,6 +70,7 @@ PARALLEL_MIN_WORK = 1 << 15  # iterations below which a thread split costs more 
 FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
 PACK_MAX_BYTES = 1 << 26  # the largest scratch copy `pack` makes (heap memory, a panel per global iteration)
 EXPAND_MAX_OPS = 8192  # scalar ops kernel-expand may make of one kernel (the unrolled, upcast body: code size)
+EXPAND_SMALL_OPS = 1024  # ... and of a kernel that runs fewer iterations than EXPAND_MAX_OPS: at most its iterations
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
@@ -449,22 +451,24 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
 
 def _fit_code_size(k: _Kernel, upcast: dict[UOp, int], unroll: dict[UOp, int]) -> None:
     """Shrink the lane factors (unrolls last to first, then upcasts) until kernel-expand's copies of the body stay
-    within EXPAND_MAX_OPS: a long fused elementwise chain under a reduction, unrolled and upcast in full, would
-    otherwise become tens of thousands of scalar ops (seconds of lowering and of C compile) for no speed."""
+    within the budget (the kernel's iterations, clamped to [EXPAND_SMALL_OPS, EXPAND_MAX_OPS]): a long fused chain
+    under a reduction, unrolled and upcast in full, would otherwise become tens of thousands of scalar ops (seconds of
+    lowering and of C compile) for no speed."""
     def total() -> int:
         return k.expanded_ops({**upcast, **unroll})
-    if total() <= EXPAND_MAX_OPS:
+    budget = min(EXPAND_MAX_OPS, max(EXPAND_SMALL_OPS, k.work()))
+    if total() <= budget:
         return
     for factors in (unroll, upcast):
         for r in reversed(list(factors)):
             n = const_extent(r) or 1
-            while factors.get(r, 1) > 1 and total() > EXPAND_MAX_OPS:
+            while factors.get(r, 1) > 1 and total() > budget:
                 f = next((d for d in range(factors[r] - 1, 0, -1) if n % d == 0), 1)
                 if f > 1:
                     factors[r] = f
                 else:
                     del factors[r]
-            if total() <= EXPAND_MAX_OPS:
+            if total() <= budget:
                 return
 
 
