@@ -11,7 +11,11 @@ import numpy as np
 import pytest
 
 from uopir import Tensor
+from uopir.backends.python.device import run_program
 from uopir.ir.diagnostics import BufferTooLarge, check_buffer_size, host_memory_bytes
+from uopir.ir.parser import parse_ir
+from uopir.ir.regions import regions_of
+from uopir.passes.manager import PassManager
 from uopir.tools.uop_run import main as uop_run
 
 RELU = """\
@@ -79,6 +83,25 @@ core.sink %2
     rc, out, err = run(tmp_path, text, "-p", "default,kernel-simplify,cleanup", "--check", "--exact")
     assert rc == 0, err
     assert "tensor<0x6xf32>  (empty)" in out and "check %2: bit-exact" in out
+
+
+def test_empty_slice_past_the_end_is_not_loaded() -> None:
+    """Was: `out-of-bounds load (buffer of 5 elements)`: the range of a loop of no iterations had the value range
+    [0, 0], so kernel-simplify folded the address r + 5 to 5 and the linearizer hoisted that load out of the empty
+    loop, where it ran (a read past the end on a compiled backend; fuzz seed 777)."""
+    text = """\
+%x = tensor.buffer {id = 5, device = "python"} : tensor<5xf64>
+%d = tensor.detach %x : tensor<5xf64>
+%e = tensor.shrink %d {bounds = [[5, 5]]} : tensor<0xf64>
+core.sink %e
+"""
+    lowered = PassManager.parse("default,dce").run(parse_ir(text))
+    prog = next(r for u in lowered.toposort() for r in regions_of(u) if r.op.name == "device.program")
+    order = [u.op.name for u in prog.src]
+    assert order.index("kernel.load") > order.index("device.loop")
+    out, src = np.zeros(0, np.float64), np.arange(5, dtype=np.float64)
+    run_program(prog, [out, src])  # raised the out-of-bounds load
+    assert out.shape == (0,)
 
 
 # ---- memory ----------------------------------------------------------------------------------------------------------
