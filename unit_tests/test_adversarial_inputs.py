@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from uopir import Tensor
+from uopir.backends.c.compiler import find_cc
 from uopir.backends.python.device import run_program
 from uopir.ir.diagnostics import BufferTooLarge, check_buffer_size, host_memory_bytes
 from uopir.ir.parser import parse_ir
@@ -83,6 +84,38 @@ core.sink %2
     rc, out, err = run(tmp_path, text, "-p", "default,kernel-simplify,cleanup", "--check", "--exact")
     assert rc == 0, err
     assert "tensor<0x6xf32>  (empty)" in out and "check %2: bit-exact" in out
+
+
+CALL_TOO_FEW_BUFFERS = """\
+%0 = tensor.buffer {id = 1, device = "python"} : tensor<4xf32>
+%1 = tensor.buffer {id = 0, device = "python"} : tensor<4xf32>
+%2 = tensor.call %0, %1 {name = "E_4"} ({
+  %0 = kernel.param {idx = 0} : ptr<f32, global>
+  %1 = core.const 4 : index
+  %2 = kernel.range %1 {axis = 0} : index
+  %3 = kernel.index %0, %2 : ptr<f32, global>
+  %4 = kernel.param {idx = 2} : ptr<f32, global>
+  %5 = kernel.index %4, %2 : ptr<f32, global>
+  %6 = kernel.load %5 : f32
+  %7 = core.neg %6 : f32
+  %8 = kernel.store %3, %7
+  %9 = kernel.end %8, %2
+  kernel.def %9 {name = "E_4"}
+})
+%3 = tensor.after %0, %2 : tensor<4xf32>
+core.sink %3
+"""
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_uop_run_kernel_param_beyond_the_calls_buffers_is_located(tmp_path: Path, backend: str) -> None:
+    """Was (c): `internal error: ValueError: kernel E_4 takes 3 buffers, got 2` from the C runtime, exit 2 (a
+    mutated kernel.param index; the python backend already gave a located error)."""
+    if backend == "c" and find_cc() is None:
+        pytest.skip("no C compiler")
+    rc, _, err = run(tmp_path, CALL_TOO_FEW_BUFFERS, "--backend", backend)
+    assert rc == 1 and "internal" not in err, err
+    assert "prog.uop:8:3: error:" in err and "kernel.param" in err and "2 buffer" in err
 
 
 def test_empty_slice_past_the_end_is_not_loaded() -> None:

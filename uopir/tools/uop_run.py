@@ -348,6 +348,19 @@ def _stage_pipeline(backend: Backend, stage: str) -> str:
     return ",".join(s.text() for s in steps[names.index(done) + 1:])
 
 
+def _check_params(call: UOp, args: list[UOp]) -> None:
+    """A located error when the kernel's params do not match the call's buffers (a compiled runtime would only say
+    'takes N buffers, got M', or read a buffer as another dtype); the interpreter checks the same as it runs."""
+    for x in call.arg[0].toposort():
+        if x.op is K.PARAM:
+            if not 0 <= x.arg < len(args):
+                raise IRError(diagnostics=[diag_at(x, f"the kernel reads kernel.param {{idx = {x.arg}}}, but the "
+                                                         f"call passes {len(args)} buffer(s)")])
+            if x.dtype.kind == "ptr" and x.dtype.base is not args[x.arg].dtype:
+                raise IRError(diagnostics=[diag_at(x, f"kernel.param {{idx = {x.arg}}} is {x.dtype}, but the "
+                                                         f"call's buffer {x.arg} holds {args[x.arg].dtype}")])
+
+
 def run_schedule(backend: Backend, lowered: UOp, arrays: dict[int, np.ndarray],
                  var_vals: dict[str, int]) -> list[np.ndarray]:
     """Run the tensor.calls of a lowered graph kernel by kernel on `backend`, then read its outputs (the sink's
@@ -369,8 +382,9 @@ def run_schedule(backend: Backend, lowered: UOp, arrays: dict[int, np.ndarray],
         if u.arg[0] not in compiled:
             compiled[u.arg[0]] = backend.compile(u.arg[0], u.arg[1])
     for u in calls:
-        backend.runtime.launch(compiled[u.arg[0]], [bufs[x.arg[0]] for x in u.src if x.op is T.BUFFER],
-                               var_vals=var_vals)
+        args = [x for x in u.src if x.op is T.BUFFER]
+        _check_params(u, args)
+        backend.runtime.launch(compiled[u.arg[0]], [bufs[x.arg[0]] for x in args], var_vals=var_vals)
     backend.runtime.synchronize()
     # the calls have run: read the outputs from the buffers as they are now
     done = {u: u.src[0] for u in order if u.op is T.AFTER}
