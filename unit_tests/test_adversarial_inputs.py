@@ -176,6 +176,15 @@ def test_pool_kernel_and_stride_must_be_positive_ints() -> None:
     np.testing.assert_array_equal(x.max_pool2d(2, stride=np.int64(2)).numpy().reshape(-1), [5, 7, 13, 15])
 
 
+def test_constant_shift_amount_must_fit_the_width() -> None:
+    """Was: `int32 << -1` gave [-2147483648, 0] for [1, 2] (the amount taken mod 32; numpy gives 0, C is undefined)."""
+    t = Tensor(np.array([1, 2], np.int32))
+    for y in (-1, 32):
+        with pytest.raises(ValueError, match=rf"shift amount {y} is out of range for i32 \(0 to 31\)"):
+            t << y
+    np.testing.assert_array_equal((t << 31).numpy(), np.array([1, 2], np.int32) << 31)
+
+
 # ---- ONNX ----------------------------------------------------------------------------------------------------
 def _model(nodes: list, inputs: list, outputs: list, inits: tuple = ()) -> bytes:
     onnx = pytest.importorskip("onnx")

@@ -1151,6 +1151,9 @@ class Tensor:
         d = self._first(a, b).dtype
         if not d.is_int:
             raise DTypeError(f"shifts need int tensors, got {d!r}")
+        if not reverse and isinstance(y, int) and not 0 <= y < d.bits:
+            # a shift by a negative amount or by the width or more has no one meaning (C: undefined, numpy: 0)
+            raise ValueError(f"shift amount {y} is out of range for {d.name} (0 to {d.bits - 1})")
         return self._binary(op, y, reverse)
 
     def lshift(self, y: Any) -> Tensor:
