@@ -185,6 +185,22 @@ def test_constant_shift_amount_must_fit_the_width() -> None:
     np.testing.assert_array_equal((t << 31).numpy(), np.array([1, 2], np.int32) << 31)
 
 
+def test_cast_to_a_pointer_vector_or_void_dtype_is_a_type_error() -> None:
+    """Was: the cast built lazily and realizing it failed inside the C renderer with `KeyError: ptr<f32, global>`."""
+    from uopir.ir.dtype import dtypes
+    t = Tensor(np.ones(2, np.float32))
+    for d in (dtypes.float32.ptr(), dtypes.float32.vec(4), dtypes.void):
+        with pytest.raises(TypeError, match=r"is not a tensor element dtype"):
+            t.cast(d)
+    np.testing.assert_array_equal(t.cast(dtypes.int32).numpy(), [1, 1])
+
+
+def test_dropout_probability_outside_0_1_is_an_error() -> None:
+    """Was: dropout(1.5) returned the input outside training and scaled by 1/(1-p) = -2 in training."""
+    with pytest.raises(ValueError, match=r"dropout probability must be between 0 and 1, got 1.5"):
+        Tensor.ones(3).dropout(1.5)
+
+
 # ---- ONNX ----------------------------------------------------------------------------------------------------
 def _model(nodes: list, inputs: list, outputs: list, inits: tuple = ()) -> bytes:
     onnx = pytest.importorskip("onnx")

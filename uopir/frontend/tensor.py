@@ -2076,6 +2076,8 @@ class Tensor:
 
     def dropout(self, p: float = 0.5) -> Tensor:
         """Identity unless Tensor.training (then a host-drawn keep mask, scaled by 1/(1-p))."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be between 0 and 1, got {p}")
         if not Tensor.training or p == 0:
             return self
         keep = Tensor.rand(*self.shape, device=self.device) >= p  # a random buffer: a TinyJit replay draws it again
