@@ -24,6 +24,7 @@ import numpy as np
 
 from uopir.backends.cache import cache_get, cache_key, cache_put
 from uopir.dialects.semantics import np_dtype
+from uopir.ir.diagnostics import check_buffer_size
 from uopir.ir.dtype import DType
 from uopir.ir.uop import UOp
 from uopir.passes.target import Target
@@ -73,7 +74,9 @@ class Allocator:
     device: str = ""
 
     def alloc(self, dtype: DType, shape: tuple[int, ...]) -> Buffer:
-        """An uninitialized buffer; its memory is released when the Buffer object is collected."""
+        """An uninitialized buffer; its memory is released when the Buffer object is collected. BufferTooLarge
+        (before allocating) when it needs more than this machine's memory."""
+        check_buffer_size(tuple(shape), dtype.itemsize, f"a buffer of {dtype.name} on {self.device or 'the host'}")
         handle = self._alloc(dtype, tuple(shape))
         buf = Buffer(self, dtype, tuple(shape), handle)
         if type(self)._free is not Allocator._free:

@@ -155,7 +155,10 @@ AFTER = def_op("kernel.after", (2, None), traits=Trait.PURE, verify=_verify_afte
 
 
 # ---- value ranges ----------------------------------------------------------------------------------------------------
-# A range runs over [0, end - 1]; a variable over its declared [min, max] (uopir.ir.valuerange).
+# A range runs over [0, end - 1]; a variable over its declared [min, max] (uopir.ir.valuerange). A range that may run
+# no iteration (end <= 0) gets no bound: a singleton [0, 0] would fold the addresses it indexes to constants, and a
+# load at such an address (past the end of an empty slice) is then hoisted out of the loop and read although the loop
+# never runs.
 
-register_range(RANGE, lambda _, s: (0, max(0, s[0][1] - 1)))
+register_range(RANGE, lambda _, s: (0, s[0][1] - 1) if s[0][1] >= 1 else None)
 register_range(VAR, lambda u, _: (u.arg[1], u.arg[2]))

@@ -90,7 +90,11 @@ def from_np(npd: np.dtype | type) -> DType:
 def to_dtype(d: DType | str | np.dtype | type | None) -> DType | None:
     """Accept a DType, a name (`'float32'`, `'f32'`, tinygrad's `'int'` = int32, `'half'`), a numpy dtype/type, or
     the Python types bool, int (the default int) and float (the default float)."""
-    if d is None or isinstance(d, DType):
+    if d is None:
+        return d
+    if isinstance(d, DType):
+        if d.kind == "ptr" or d.count > 1 or d is dtypes.void:
+            raise TypeError(f"{d.name} is not a tensor element dtype (a scalar: bool, an int or a float)")
         return d
     if isinstance(d, str) and (r := dtypes.from_name(d) or dtypes.from_name(d.lower())) is not None:
         return r

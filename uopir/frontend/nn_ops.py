@@ -14,6 +14,7 @@ convert their arguments to tensors before they call in here.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,19 @@ def _tuple(v: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
     return tuple(v)
 
 
+def _positive(v: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
+    """`_tuple` for a stride, dilation or kernel size: every entry an int >= 1 (a stride of 0 would divide by 0)."""
+    try:
+        t = tuple(operator.index(e) for e in ((v,) * n if not isinstance(v, Sequence) else v))
+    except TypeError:
+        raise ValueError(f"{what} {v!r} must be an int >= 1 or {n} of them") from None
+    if len(t) != n:
+        raise ValueError(f"{what} {t} needs {n} entries")
+    if any(e < 1 or isinstance(e, bool) for e in t):
+        raise ValueError(f"{what} {t} must be ints >= 1")
+    return t
+
+
 def resolve_pads(padding: int | Sequence[int], nd: int) -> list[tuple[int, int]]:
     """Per spatial dim (before, after): an int, one int per dim (both sides), or torch's flat (left, right, top,
     bottom, ...) which starts at the last dim."""
@@ -113,7 +127,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: 
     if bias is not None and bias.shape != (cout,):
         raise ValueError(f"conv bias shape {bias.shape} must be ({cout},) for weight shape {weight.shape}")
     k = weight.shape[2:]
-    st, dl = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
+    st, dl = _positive(stride, nd, "conv stride"), _positive(dilation, nd, "conv dilation")
     d = P.promote(x.dtype, weight.dtype)
     xp = x.cast(d).pad([(0, 0), (0, 0)] + resolve_pads(padding, nd))
     pt = patches(xp, k, st, dl)  # (N, Cin, *out, K)
@@ -130,10 +144,11 @@ def _pool_args(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding:
                ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], list[tuple[int, int]]]:
     k = _tuple(kernel_size, 2, "kernel_size") if isinstance(kernel_size, int) else tuple(kernel_size)
     nd = len(k)
+    k = _positive(k, nd, "pooling kernel_size")
     if x.ndim < nd:
         raise ValueError(f"pooling with kernel {k} needs at least {nd} dims, got shape {x.shape}")
-    st = k if stride is None else _tuple(stride, nd, "stride")
-    return k, st, _tuple(dilation, nd, "dilation"), resolve_pads(padding, nd)
+    st = k if stride is None else _positive(stride, nd, "pooling stride")
+    return k, st, _positive(dilation, nd, "pooling dilation"), resolve_pads(padding, nd)
 
 
 def ceil_window_end(i: int, kk: int, s: int, d: int, b: int, a: int) -> int:
@@ -215,9 +230,9 @@ def max_unpool(x: Tensor, indices: Tensor, kernel_size: Any, stride: Any, dilati
     bs, c, *sp = x.shape
     nd = len(sp)
     if output_size is None:
-        k = _tuple(kernel_size, nd, "kernel_size")
-        st = k if stride is None else _tuple(stride, nd, "stride")
-        dl = _tuple(dilation, nd, "dilation")
+        k = _positive(kernel_size, nd, "max_unpool2d kernel_size")
+        st = k if stride is None else _positive(stride, nd, "max_unpool2d stride")
+        dl = _positive(dilation, nd, "max_unpool2d dilation")
         pads = resolve_pads(padding, nd)
         out = tuple((i - 1) * s - (b + a) + d * (kk - 1) + 1
                     for i, kk, s, d, (b, a) in zip(sp, k, st, dl, pads, strict=True))

@@ -1151,6 +1151,9 @@ class Tensor:
         d = self._first(a, b).dtype
         if not d.is_int:
             raise DTypeError(f"shifts need int tensors, got {d!r}")
+        if not reverse and isinstance(y, int) and not 0 <= y < d.bits:
+            # a shift by a negative amount or by the width or more has no one meaning (C: undefined, numpy: 0)
+            raise ValueError(f"shift amount {y} is out of range for {d.name} (0 to {d.bits - 1})")
         return self._binary(op, y, reverse)
 
     def lshift(self, y: Any) -> Tensor:
@@ -2073,6 +2076,8 @@ class Tensor:
 
     def dropout(self, p: float = 0.5) -> Tensor:
         """Identity unless Tensor.training (then a host-drawn keep mask, scaled by 1/(1-p))."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be between 0 and 1, got {p}")
         if not Tensor.training or p == 0:
             return self
         keep = Tensor.rand(*self.shape, device=self.device) >= p  # a random buffer: a TinyJit replay draws it again

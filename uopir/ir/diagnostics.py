@@ -279,3 +279,37 @@ class ArgumentError(RuntimeError, ValueError):
 class DTypeError(RuntimeError, TypeError):
     """A Tensor op that tinygrad and torch refuse for an operand's dtype with RuntimeError (shifts of floats, an
     integer tensor to a negative integer power); a TypeError too."""
+
+
+class BufferTooLarge(MemoryError):
+    """A buffer larger than this machine's memory, refused before anything is allocated (numpy would either fail
+    with an allocation error or, with memory overcommit, succeed and let the process be killed on first write)."""
+
+
+def host_memory_bytes() -> int | None:
+    """The physical memory of this machine in bytes, or None where the OS does not say."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_buffer_size(shape: tuple[int, ...], itemsize: int, what: str) -> None:
+    """Raise BufferTooLarge when `shape` elements of `itemsize` bytes need more than this machine's memory."""
+    n = itemsize
+    for d in shape:
+        n *= int(d)
+    limit = host_memory_bytes()
+    if limit is not None and n > limit:
+        raise BufferTooLarge(f"{what} of shape {tuple(shape)} needs {_human_bytes(n)}, more than this machine's "
+                             f"memory ({_human_bytes(limit)})")
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024:
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n:.1f} EiB"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uopir.ir.diagnostics import BufferTooLarge, check_buffer_size
 from uopir.ir.dtype import DType, dtypes
 from uopir.onnx.lowp import LOWP, LOWP_AWARE, LOWP_PASSTHROUGH, LowpType, from_storage, lowp_of_np, to_storage
 from uopir.onnx.registry import Node, OnnxImportError, lookup
@@ -138,6 +139,8 @@ def _type_check(tp: Any, where: str) -> tuple[DType, tuple[int | str | None, ...
     dims: list[int | str | None] = []
     for dim in tt.shape.dim:
         w = dim.WhichOneof("value")
+        if w == "dim_value" and dim.dim_value < 0:
+            raise OnnxImportError(f"{where}dim {len(dims)} is {dim.dim_value} (a dim is a size >= 0 or a name)")
         dims.append(int(dim.dim_value) if w == "dim_value" else dim.dim_param if w == "dim_param" else None)
     return d, tuple(dims)
 
@@ -200,6 +203,8 @@ class OnnxModel:
             if (lt := _lowp_type(vi.type)) is not None:
                 self.lowp_inputs[vi.name] = lt
         self.output_names = [o.name for o in g.output]
+        if not self.output_names:
+            raise OnnxImportError("the model's graph has no outputs (an empty or truncated file?)")
         self.last_inputs: dict[str, Tensor] = {}
         for vi in list(g.output) + list(g.value_info):
             if vi.type.WhichOneof("value") is not None:
@@ -217,12 +222,17 @@ class OnnxModel:
         """Each node of graph g with its op function and decoded attributes; graph attributes are compiled into
         `Node.subgraphs` (nesting depth is the model's subgraph depth, not its node count)."""
         steps: list[tuple[Node, Any, list[str], list[str]]] = []
+        defined = {v.name: "a graph input" for v in g.input} | {v.name: "an initializer" for v in g.initializer}
         for i, n in enumerate(g.node):
             domain = "" if n.domain == "ai.onnx" else n.domain
             node = Node(name=n.name or f"{prefix}{n.op_type}_{i}", op_type=n.op_type, domain=domain,
                         opset=self.opsets.get(domain, 0), n_outputs=len(n.output), device=self.device)
             if domain not in self.opsets:
                 raise node.error(f"the model imports no opset for domain '{domain}'")
+            for out in n.output:
+                if out and out in defined:
+                    raise node.error(f"output '{out}' is already {defined[out]} (a value is defined once in ONNX)")
+                defined[out] = f"an output of node '{node.name}'"
             fn = lookup(n.op_type, domain, node.opset)
             if fn is None:
                 raise node.error("unsupported operator")
@@ -517,6 +527,10 @@ class OnnxModel:
         feeds: dict[str, np.ndarray] = {}
         for name, (d, shape) in self.inputs.items():
             shp = tuple(s if isinstance(s, int) else (dim_values or {}).get(s or "", 1) for s in (shape or ()))
+            try:
+                check_buffer_size(shp, 8, f"graph input '{name}'")  # drawn as float64/int64 first
+            except BufferTooLarge as e:
+                raise OnnxImportError(f"cannot make a random example input: {e}") from None
             lt = self.lowp_inputs.get(name)
             if lt is not None:  # values of the type: small ints, or normals rounded to it
                 vals = rng.integers(0, 2, shp) if not lt.is_float else rng.standard_normal(shp)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from uopir.dialects import core
 from uopir.ir.dtype import dtypes
 from uopir.ir.folds import EffectCache, FoldContext, fold_matcher
-from uopir.ir.ops import Trait
+from uopir.ir.ops import DIALECTS, Trait
 from uopir.ir.pattern import graph_rewrite
 from uopir.ir.uop import UOp, gc_paused
 from uopir.passes.manager import PassContext, map_regions, register_pass, register_pipeline
@@ -44,6 +44,11 @@ class CanonicalizeOptions:
     regions: bool = field(default=True, metadata={"help": "also canonicalize nested regions (kernel bodies)"})
     dialects: list[str] = field(default_factory=list, metadata={
         "help": "only the folds of these dialects (default: of every dialect present in the graph)"})
+
+    def __post_init__(self) -> None:
+        unknown = [d for d in self.dialects if d not in DIALECTS]
+        if unknown:
+            raise ValueError(f"unknown dialect '{unknown[0]}' in dialects (dialects: {', '.join(sorted(DIALECTS))})")
 
 
 @register_pass("canonicalize", summary="fold constants and apply the canonicalization patterns each dialect declares",

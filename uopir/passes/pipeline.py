@@ -40,6 +40,8 @@ def build_options(kind: str, name: str, cls: type | None, infos: tuple[OptionInf
     values: dict[str, Any] = {}
     for key, val, col in given:
         info = by_name.get(key)
+        if info is not None and info.field in values:
+            raise _perr(f"option '{info.name}' of {kind} '{name}' is given twice", text, col)
         if info is None:
             if not infos:
                 raise _perr(f"{kind} '{name}' takes no options (got '{key}')", text, col)
@@ -51,7 +53,12 @@ def build_options(kind: str, name: str, cls: type | None, infos: tuple[OptionInf
             shown = "no value" if val is None else f"'{val}'"
             hint = getattr(e, "hint", "")
             raise _perr(f"option '{info.name}' of {kind} '{name}': {e}, got {shown}{hint}", text, col) from None
-    return cls(**values) if cls is not None else None
+    if cls is None:
+        return None
+    try:
+        return cls(**values)
+    except ValueError as e:  # a range or consistency check of the options class (its __post_init__)
+        raise _perr(f"{kind} '{name}': {e}", text, given[0][2] if given else 0) from None
 
 
 # ---- pipeline elements ---------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.dialects import tensor as T
 from uopir.dialects.semantics import bf16_round, cast_array, np_dtype
-from uopir.ir.diagnostics import IRError, diag_at, get_loc, source_line
+from uopir.ir.diagnostics import IRError, check_buffer_size, diag_at, get_loc, source_line
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.parser import parse_ir
 from uopir.ir.regions import regions_of
@@ -71,6 +71,17 @@ class _ArgParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _seed(text: str) -> int:
+    """A --seed value: an integer >= 0 (numpy's generators take no negative seed)."""
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
+    return v
+
+
 def build_arg_parser() -> argparse.ArgumentParser:
     p = _ArgParser(prog=PROG, description="Run a .uop program (tensor, kernel or device level) on a backend.")
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input .uop file, or - for stdin (default)")
@@ -83,7 +94,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                    help="the contents of a buffer (id, param index or %%name) from a .npy file (repeatable)")
     p.add_argument("--var", action="append", default=[], metavar="NAME=N", help="the value of a variable")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--check", action="store_true", help="compare with the reference interpreter; exit 1 on mismatch")
     p.add_argument("--exact", action="store_true", help="with --check: require bit-exact results")
     p.add_argument("-o", "--output", default=None, metavar="OUT",
@@ -241,11 +252,13 @@ def _wrap_kernel(body: UOp, device: str, given_sizes: dict[int, int]) -> Prepare
 
 # ---- inputs --------------------------------------------------------------------------------------------------------
 def _parse_pairs(items: list[str], what: str) -> list[tuple[str, str]]:
-    out = []
+    out: list[tuple[str, str]] = []
     for it in items:
         name, eq, val = it.partition("=")
         if not eq or not name.strip() or not val:
             raise UsageError(f"--{what} {it!r}: expected NAME=VALUE")
+        if any(n == name.strip() for n, _ in out):
+            raise UsageError(f"--{what} {name.strip()}: given twice")
         out.append((name.strip(), val))
     return out
 
@@ -295,6 +308,7 @@ def _fit(arr: np.ndarray, slot: Slot, path: str) -> np.ndarray:
 
 def random_array(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """Test data: normal floats (rounded to the dtype), small integers, fair bools."""
+    check_buffer_size(tuple(shape), 8, f"a random {dtype.name} input")  # drawn as float64/int64 first
     if dtype is dtypes.bool:
         return rng.random(shape) < 0.5
     if dtype.is_float:
@@ -333,6 +347,19 @@ def _stage_pipeline(backend: Backend, stage: str) -> str:
     return ",".join(s.text() for s in steps[names.index(done) + 1:])
 
 
+def _check_params(call: UOp, args: list[UOp]) -> None:
+    """A located error when the kernel's params do not match the call's buffers (a compiled runtime would only say
+    'takes N buffers, got M', or read a buffer as another dtype); the interpreter checks the same as it runs."""
+    for x in call.arg[0].toposort():
+        if x.op is K.PARAM:
+            if not 0 <= x.arg < len(args):
+                raise IRError(diagnostics=[diag_at(x, f"the kernel reads kernel.param {{idx = {x.arg}}}, but the "
+                                                         f"call passes {len(args)} buffer(s)")])
+            if x.dtype.kind == "ptr" and x.dtype.base is not args[x.arg].dtype:
+                raise IRError(diagnostics=[diag_at(x, f"kernel.param {{idx = {x.arg}}} is {x.dtype}, but the "
+                                                         f"call's buffer {x.arg} holds {args[x.arg].dtype}")])
+
+
 def run_schedule(backend: Backend, lowered: UOp, arrays: dict[int, np.ndarray],
                  var_vals: dict[str, int]) -> list[np.ndarray]:
     """Run the tensor.calls of a lowered graph kernel by kernel on `backend`, then read its outputs (the sink's
@@ -354,8 +381,9 @@ def run_schedule(backend: Backend, lowered: UOp, arrays: dict[int, np.ndarray],
         if u.arg[0] not in compiled:
             compiled[u.arg[0]] = backend.compile(u.arg[0], u.arg[1])
     for u in calls:
-        backend.runtime.launch(compiled[u.arg[0]], [bufs[x.arg[0]] for x in u.src if x.op is T.BUFFER],
-                               var_vals=var_vals)
+        args = [x for x in u.src if x.op is T.BUFFER]
+        _check_params(u, args)
+        backend.runtime.launch(compiled[u.arg[0]], [bufs[x.arg[0]] for x in args], var_vals=var_vals)
     backend.runtime.synchronize()
     # the calls have run: read the outputs from the buffers as they are now
     done = {u: u.src[0] for u in order if u.op is T.AFTER}
@@ -451,6 +479,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
             raise UsageError(f"--backend={args.backend}: {why}")
         if args.exact and not args.check:
             raise UsageError("--exact only applies with --check")
+    if args.output is not None and not args.output.endswith((".npz", ".npy")):
+        raise UsageError(f"-o {args.output}: the output file must end in .npz (every output) or .npy (a single one)")
     inputs = _parse_pairs(args.input, "input")
     if args.file.lower().endswith(".onnx"):
         return _run_onnx(args, backend, inputs, out)
@@ -481,13 +511,20 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     arrays: dict[int, np.ndarray] = {}
     for name, (arr, path) in loaded.items():
         slot = _find_slot(prep.slots, name, "--input")
+        if slot.key in arrays:
+            raise UsageError(f"--input {name}: buffer {slot.label} is given twice")
         arrays[slot.key] = _fit(arr, slot, path)
     for s in prep.slots:
         if s.key not in arrays:
             arrays[s.key] = random_array(s.dtype, s.shape, rng)
-    missing = sorted(_var_names(prep.graph) - set(var_vals))
+    free = _var_names(prep.graph)
+    missing = sorted(free - set(var_vals))
     if missing:
         raise UsageError(f"the program has variable(s) {', '.join(missing)}: give each a value with --var NAME=N")
+    unknown = sorted(set(var_vals) - free)
+    if unknown:
+        raise UsageError(f"--var {unknown[0]}: the program has no such variable (its variables: "
+                         f"{', '.join(sorted(free)) or 'none'})")
     classes = [tolerance.op_class(u) for _, u in prep.outputs]
     if every:
         return _run_every(root, sizes, prep, arrays, var_vals, classes, args.exact, out, err)
@@ -587,6 +624,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         return 1
     except IRError as e:
         err.write("\n".join(format_diagnostic(d) for d in e.diagnostics) + "\n")
+        return 1
+    except MemoryError as e:  # BufferTooLarge: a buffer beyond this machine's memory, refused before allocating
+        err.write(f"{PROG}: error: {escape_controls(str(e) or 'out of memory')}\n")
         return 1
     except KeyboardInterrupt:
         err.write(f"{PROG}: interrupted\n")

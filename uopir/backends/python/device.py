@@ -291,9 +291,9 @@ def _control(u: UOp, pc: int, ops: tuple[UOp, ...], match: dict[int, int], seq: 
         end = np.asarray(vals[u.src[0]], np.int64)
         n = int(end.max()) if end.size else 0
         ragged = end.size > 1 and bool(np.any(end != n))
+        if n <= 0:  # no iteration: skip the body (a vectorized loop's empty axis would not reach ops that do not use
+            return match[pc] + 1  # its index, e.g. a store at a constant address)
         if u in seq:
-            if n <= 0:
-                return match[pc] + 1
             counters[pc] = [1, n]
             vals[u] = np.zeros((), np.int64)
         else:

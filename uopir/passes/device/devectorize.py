@@ -269,13 +269,14 @@ class DevectorizeOptions:
     width: int = field(default=0, metadata={"help": "the most lanes a vector op may have (0: the target's width)"})
     target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (python, c, ...)"})
 
+    def __post_init__(self) -> None:
+        if self.width < 0:
+            raise ValueError(f"width must be >= 0 (0: the target's), got {self.width}")
+
 
 @register_pass("device-devectorize", summary="split vector ops wider than the target allows into narrower ones",
                consumes=("core", "kernel", "device"), produces=("core", "kernel", "device"), options=DevectorizeOptions)
 def device_devectorize(root: UOp, options: DevectorizeOptions, ctx: PassContext) -> UOp:
-    if options.width < 0:
-        ctx.error(root, f"device-devectorize: width must be >= 0 (0: the target's), got {options.width}")
-        return root
     t = resolve_target(options.target, root, ctx)
     if t is None:
         return root

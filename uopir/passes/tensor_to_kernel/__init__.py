@@ -18,6 +18,10 @@ class TensorToKernelOptions:
         "help": "size budget: tensor nodes rendered into one kernel before it is cut by materializing an intermediate "
                 "(at least 2)"})
 
+    def __post_init__(self) -> None:
+        if self.max_ops < 2:
+            raise ValueError(f"max-ops must be at least 2, got {self.max_ops}")
+
 
 def tensor_to_kernel(root: UOp) -> UOp:
     """The scheduled program: tensor.calls of kernels on buffers, results as tensor.after reads."""
