@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uopir.onnx.importer import OnnxModel, from_onnx
+from uopir.onnx.lowp import LowpType, lowp_of_np
+from uopir.onnx.registry import OnnxImportError
 
 if TYPE_CHECKING:
     from uopir.frontend.tensor import Tensor
@@ -38,12 +40,43 @@ def model_ir(model: OnnxModel, feeds: Mapping[str, Any] | None = None) -> str:
 
 
 def load_feeds(model: OnnxModel, pairs: list[tuple[str, np.ndarray]], seed: int = 0) -> dict[str, Any]:
-    """The given inputs (name -> array) completed with random ones of the declared shapes."""
+    """The given inputs (name -> array) completed with random ones of the declared shapes. An input of a
+    low-precision ONNX type (float8, float4, int4, int2) may be given as `as_lowp` takes it."""
     names = set(model.inputs) | set(model.initializers)
     for name, _ in pairs:
         if name not in names:
             raise KeyError(f"the model has no input '{name}'; its inputs are {', '.join(model.inputs) or 'none'}")
-    feeds: dict[str, Any] = dict(pairs)
+    lowp = {**model._lowp_inits, **model.lowp_inputs}
+    feeds: dict[str, Any] = {n: (as_lowp(a, lowp[n], n) if n in lowp else a) for n, a in pairs}
     for k, v in model.example_inputs(seed=seed).items():
         feeds.setdefault(k, v)
     return feeds
+
+
+def as_lowp(arr: np.ndarray, lt: LowpType, name: str) -> np.ndarray:
+    """`arr` as an array of `lt`'s ml_dtypes dtype, for input `name`: an array of that dtype as it is; the raw
+    bytes np.save writes for one (np.load gives them back as 1-byte void, `|V1`) read as that dtype; a float, int
+    or uint array whose every value the type holds exactly (NaN only where the type has one). Anything else is an
+    OnnxImportError naming the first value the type cannot hold."""
+    arr = np.asarray(arr)
+    if lowp_of_np(arr.dtype) is lt:
+        return arr
+    if arr.dtype.kind == "V" and arr.dtype.itemsize == lt.np_dtype.itemsize and arr.dtype.fields is None:
+        return arr.view(lt.np_dtype)
+    if arr.dtype.kind not in "fiu" or lowp_of_np(arr.dtype) is not None:
+        raise OnnxImportError(f"input '{name}': dtype {arr.dtype}, the model wants {lt.name} (an ml_dtypes "
+                              f"{lt.np_dtype} array, or float values that {lt.name} holds exactly)")
+    with np.errstate(all="ignore"):
+        conv = arr.astype(lt.np_dtype)
+        back = conv.astype(np.float64)
+    want = arr.astype(np.float64)
+    same = (back == want) | (np.isnan(back) & np.isnan(want))
+    if arr.dtype.kind in "iu":  # float64 rounds an int beyond 2^53: compare those exactly
+        for i in np.argwhere(same & (np.abs(want) >= 2.0 ** 53)):
+            same[tuple(i)] = int(back[tuple(i)]) == int(arr[tuple(i)])
+    if not same.all():
+        at = tuple(int(i) for i in np.argwhere(~same)[0])
+        raise OnnxImportError(f"input '{name}': the {arr.dtype} value {arr[at]!s} at index {list(at)} is no "
+                              f"{lt.name} value (give values {lt.name} holds exactly, or an ml_dtypes {lt.np_dtype} "
+                              "array)")
+    return conv

@@ -44,6 +44,7 @@ from uopir.backends import tolerance
 from uopir.backends.c.compiler import CompileError
 from uopir.backends.differential import backend_status, check_outputs, verdict_line
 from uopir.backends.interface import Backend, Buffer, Program
+from uopir.backends.params import written_params
 from uopir.backends.python.interpreter import evaluate
 from uopir.backends.registry import DEVICES, get_backend
 from uopir.dialects import core
@@ -215,14 +216,7 @@ def _wrap_kernel(body: UOp, device: str, given_sizes: dict[int, int]) -> Prepare
         if u.op is K.PARAM:
             params.setdefault(u.arg, u)
     sizes = _param_sizes(body)
-    stored = set()
-    for u in body.toposort():
-        if u.op is K.STORE:
-            p = u.src[0]
-            while p.op is K.INDEX:
-                p = p.src[0]
-            if p.op is K.PARAM:
-                stored.add(p.arg)
+    stored = written_params(body)
     slots, bufs = [], []
     for i in range(max(params) + 1 if params else 0):
         p = params.get(i)
@@ -402,9 +396,10 @@ def reference(prep: Prepared, arrays: dict[int, np.ndarray], var_vals: dict[str,
 
 
 # ---- reporting -----------------------------------------------------------------------------------------------------
-def _type_text(arr: np.ndarray, dtype: DType) -> str:
+def _type_text(arr: np.ndarray, dtype: DType | str) -> str:
+    """tensor<SHAPExDTYPE> of an output (a str dtype: an ONNX type with no uopir dtype, float8e4m3fn...)."""
     shape = "x".join(str(d) for d in arr.shape)
-    return f"tensor<{shape + 'x' if shape else ''}{dtype.name}>"
+    return f"tensor<{shape + 'x' if shape else ''}{dtype if isinstance(dtype, str) else dtype.name}>"
 
 
 def summary(arr: np.ndarray) -> str:
@@ -603,10 +598,19 @@ def _run_onnx(args: argparse.Namespace, backend: Backend, inputs: list[tuple[str
         raise UsageError(f"cannot open '{args.file}': no such file") from None
     except (OSError, KeyError, OnnxImportError) as e:
         raise UsageError(f"{args.file}: {e.args[0] if isinstance(e, KeyError) else e}") from None
-    results = [(name, t.numpy(), t.dtype) for name, t in outs.items()]
-    out.write("\n".join(f"{escape_controls(n)}: {_type_text(a, d)}  {summary(a)}" for n, a, d in results) + "\n")
+    lines, saved = [], []
+    for name, t in outs.items():
+        a, lt = t.numpy(), model.lowp_outputs.get(name)
+        # a float8/float4/int4/int2 output: printed as its ONNX type (the values are its storage's, exact); np.save
+        # cannot keep an ml_dtypes dtype (np.load gives raw bytes, |V1), so -o holds the storage values
+        line = f"{escape_controls(name)}: {_type_text(a, lt.name if lt else t.dtype)}  {summary(a)}"
+        if lt is not None and args.output is not None:
+            line += f"  (-o: saved as its {t.dtype.name} storage values, which are {lt.name} values)"
+        lines.append(line)
+        saved.append((name, a))
+    out.write("\n".join(lines) + "\n")
     if args.output is not None:
-        _write_output(args.output, [(n, a) for n, a, _ in results])
+        _write_output(args.output, saved)
     return 0
 
 

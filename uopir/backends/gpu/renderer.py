@@ -40,7 +40,7 @@ from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
-__all__ = ["Language", "GpuRenderer", "kernel_name", "written_params"]
+__all__ = ["Language", "GpuRenderer", "kernel_name"]
 
 
 @dataclass(frozen=True)
@@ -163,19 +163,6 @@ class GpuRenderer(CRenderer):
 
 
 # ---- what the runtime needs from a program ---------------------------------------------------------------------------
-def written_params(program: UOp) -> frozenset[int]:
-    """The indices of the buffers a program stores to (the others need no copy back from a device)."""
-    out: set[int] = set()
-    for u in program.toposort():
-        if u.op is K.STORE:
-            p = u.src[0]
-            while p.op is K.INDEX:
-                p = p.src[0]
-            if p.op is K.PARAM:
-                out.add(p.arg)
-    return frozenset(out)
-
-
 def kernel_name(program: UOp, lang: Language) -> str:
     """The name the rendered kernel has (the program's, made an identifier that is no keyword of the language)."""
     name = kernel_signature(program, lang.title).name

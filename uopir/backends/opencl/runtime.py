@@ -26,9 +26,10 @@ import numpy as np
 
 from uopir.backends.c.renderer import kernel_signature
 from uopir.backends.gpu.launch import LaunchSpec, launch_arguments, launch_spec
-from uopir.backends.gpu.renderer import kernel_name, written_params
+from uopir.backends.gpu.renderer import kernel_name
 from uopir.backends.interface import Allocator, Buffer, Compiler, LaunchBuffers, Program, Runtime
 from uopir.backends.opencl.language import OPENCL
+from uopir.backends.params import written_params
 from uopir.dialects.semantics import np_dtype
 from uopir.ir.dtype import DType
 from uopir.ir.uop import UOp
