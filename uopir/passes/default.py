@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from uopir.passes.registry import register_pipeline, resolve
+from uopir.passes.target import check_target_option
 
 __all__ = ["DefaultOptions", "default_pipeline"]
 
@@ -28,6 +29,9 @@ class DefaultOptions:
     per_kernel: bool = field(default=False, metadata={
         "help": "run the passes after tensor-to-kernel kernel by kernel (kernel(...)): the same result, each kernel "
                 "finished before the next starts (a backend compiles it meanwhile)"})
+
+    def __post_init__(self) -> None:
+        check_target_option(self.target)
 
 
 def default_pipeline(options: DefaultOptions) -> list[str]:

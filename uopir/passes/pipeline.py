@@ -58,7 +58,9 @@ def build_options(kind: str, name: str, cls: type | None, infos: tuple[OptionInf
     try:
         return cls(**values)
     except ValueError as e:  # a range or consistency check of the options class (its __post_init__)
-        raise _perr(f"{kind} '{name}': {e}", text, given[0][2] if given else 0) from None
+        # at the option the error names (its `option`, a field name) when that was given, else at the first one
+        cols = [c for k, _, c in given if by_name[k].field == getattr(e, "option", None)]
+        raise _perr(f"{kind} '{name}': {e}", text, cols[0] if cols else given[0][2] if given else 0) from None
 
 
 # ---- pipeline elements ---------------------------------------------------------------------------------------------

@@ -21,9 +21,10 @@ from typing import Literal
 from uopir.dialects import core as C
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import OpDef
+from uopir.passes.errors import did_you_mean
 
-__all__ = ["Target", "UnknownTargetError", "target", "targets", "register_target", "host_cpu", "CPU", "GPU",
-           "ALL_DTYPES"]
+__all__ = ["Target", "UnknownTargetError", "target", "targets", "check_target_option", "register_target", "host_cpu",
+           "CPU", "GPU", "ALL_DTYPES"]
 
 TargetKind = Literal["cpu", "gpu"]
 
@@ -129,6 +130,16 @@ def register_target(t: Target | Callable[[], Target], name: str | None = None, *
 def targets() -> list[str]:
     """The registered target names, sorted."""
     return sorted(set(_TARGETS) | set(_FACTORIES))
+
+
+def check_target_option(name: str) -> None:
+    """For the `__post_init__` of a pass's options: an UnknownTargetError when no target is registered as `name`. Its
+    `option` ("target") lets the pipeline parser point at that option in the pipeline text."""
+    if name not in _TARGETS and name not in _FACTORIES:
+        e = UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(targets())}"
+                               f"{did_you_mean(name, targets())}")
+        e.option = "target"  # type: ignore[attr-defined]
+        raise e
 
 
 def target(name: str) -> Target:

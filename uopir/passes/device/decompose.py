@@ -37,6 +37,7 @@ from uopir.ir.uop import UOp
 from uopir.ir.valuerange import vmin
 from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.target import check_target_option
 
 __all__ = ["DecomposeOptions", "device_decompose", "DECOMPOSE"]
 
@@ -156,6 +157,9 @@ class DecomposeOptions:
     target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (python, c, ...)"})
     lacks: list[str] = field(default_factory=list, metadata={
         "help": "ops to treat as missing from the target (e.g. core.mulacc,core.exp2)"})
+
+    def __post_init__(self) -> None:
+        check_target_option(self.target)
 
 
 def _uncomputable(u: UOp, computes: frozenset[DType]) -> DType | None:

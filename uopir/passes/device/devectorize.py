@@ -32,7 +32,7 @@ from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite, is_vector
 from uopir.ir.uop import UOp
 from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.manager import PassContext, register_pass
-from uopir.passes.target import Target
+from uopir.passes.target import Target, check_target_option
 
 __all__ = ["DevectorizeOptions", "device_devectorize", "DEVECTORIZE", "GEP_FOLDS", "gep", "join", "at_offset"]
 
@@ -272,6 +272,7 @@ class DevectorizeOptions:
     def __post_init__(self) -> None:
         if self.width < 0:
             raise ValueError(f"width must be >= 0 (0: the target's), got {self.width}")
+        check_target_option(self.target)
 
 
 @register_pass("device-devectorize", summary="split vector ops wider than the target allows into narrower ones",

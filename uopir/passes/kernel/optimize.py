@@ -60,7 +60,7 @@ from uopir.passes.kernel.anchors import is_kernel_body
 from uopir.passes.kernel.gpu_threads import gpu_thread_opts
 from uopir.passes.kernel.indexmath import Deps, const_extent, linear_coeffs, range_deps
 from uopir.passes.manager import PassContext, register_pass
-from uopir.passes.target import Target, UnknownTargetError, target
+from uopir.passes.target import Target, UnknownTargetError, check_target_option, target
 
 __all__ = ["Opt", "OptError", "apply_opt", "apply_opts", "heuristic_opts", "optimize_kernel", "PARALLEL_MIN_WORK",
            "NOOPT_ENV", "PACK_MAX_BYTES"]
@@ -498,6 +498,9 @@ class KernelOptimizeOptions:
         "help": f"how opts are chosen (heuristic: from the target description; none: no change; {NOOPT_ENV}=1 in "
                 f"the environment makes heuristic none)"})
     target: str = field(default="cpu", metadata={"help": "the target description to read (cpu, gpu, a device)"})
+
+    def __post_init__(self) -> None:
+        check_target_option(self.target)
 
 
 @register_pass("kernel-optimize", summary="choose upcast/unroll/thread opts per kernel from the target description",

@@ -42,7 +42,7 @@ from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.kernel.indexmath import const_extent, range_deps
 from uopir.passes.kernel_to_device.lanes import pick_lanes
 from uopir.passes.manager import PassContext, register_pass
-from uopir.passes.target import Target
+from uopir.passes.target import Target, check_target_option
 
 __all__ = ["kernel_to_device", "KernelToDeviceOptions", "reduce_identity", "reduce_update"]
 
@@ -273,6 +273,9 @@ def _gate_shared_stores(kdef: UOp, specials: dict[UOp, UOp]) -> UOp:
 class KernelToDeviceOptions:
     """kernel-to-device's options."""
     target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (python, c, ...)"})
+
+    def __post_init__(self) -> None:
+        check_target_option(self.target)
 
 
 @register_pass("kernel-to-device", summary="reductions to accumulators, ranges to loops (cpu) or hardware ids (gpu)",
