@@ -136,7 +136,10 @@ def check_target_option(name: str) -> None:
     """For the `__post_init__` of a pass's options: an UnknownTargetError when no target is registered as `name`. Its
     `option` ("target") lets the pipeline parser point at that option in the pipeline text."""
     if name not in _TARGETS and name not in _FACTORIES:
-        e = UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(targets())}"
+        import sys
+        why = "" if "uopir.backends" in sys.modules else " (a device's target is registered when uopir.backends is " \
+                                                         "imported; it is not yet)"
+        e = UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(targets())}{why}"
                                f"{did_you_mean(name, targets())}")
         e.option = "target"  # type: ignore[attr-defined]
         raise e
