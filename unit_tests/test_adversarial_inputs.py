@@ -4,11 +4,11 @@ docstring says what happened before.
 """
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_uop_run import run  # uop-run on a .uop text, in process: (exit code, stdout, stderr)
 
 from uopir import Tensor
 from uopir.backends.c.compiler import find_cc
@@ -17,7 +17,6 @@ from uopir.ir.diagnostics import BufferTooLarge, check_buffer_size, host_memory_
 from uopir.ir.parser import parse_ir
 from uopir.ir.regions import regions_of
 from uopir.passes.manager import PassManager
-from uopir.tools.uop_run import main as uop_run
 
 RELU = """\
 %0 = tensor.buffer {id = 0, device = "python"} : tensor<4xi32>
@@ -25,14 +24,6 @@ RELU = """\
 %2 = core.max %0, %1 : tensor<4xi32>
 core.sink %2
 """
-
-
-def run(tmp_path: Path, text: str, *args: str) -> tuple[int, str, str]:
-    f = tmp_path / "prog.uop"
-    f.write_text(text)
-    out, err = io.StringIO(), io.StringIO()
-    rc = uop_run([str(f), *args], out, err)
-    return rc, out.getvalue(), err.getvalue()
 
 
 # ---- uop-run ---------------------------------------------------------------------------------------------------------
