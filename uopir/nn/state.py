@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from uopir.frontend.nn.state import (
+    StateFileError,
     get_parameters,
     get_state_dict,
     load_state_dict,
@@ -10,4 +11,5 @@ from uopir.frontend.nn.state import (
     safe_save,
 )
 
-__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata"]
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
+           "StateFileError"]

@@ -92,10 +92,25 @@ def to_tensor(value: Any, dtype: DType | None = None, device: str | None = None)
     return Tensor(np.require(arr, requirements="C"), dtype=dtype, device=device)
 
 
-def _decode_attr(a: Any) -> Any:
-    """The Python value of an AttributeProto (tensors as numpy arrays, graphs as GraphProto)."""
+def _tensor_values(tp: Any, where: str) -> np.ndarray:
+    """A TensorProto's values, read by onnx. Data still in an external file is refused: onnx.load(path) has read the
+    files beside a model loaded from its path, and any other model would read them relative to the current folder.
+    Data onnx cannot read (a size that does not match the dims, ...) is an OnnxImportError, not numpy's error."""
     onnx = _onnx()
     from onnx import numpy_helper
+    if tp.data_location == onnx.TensorProto.EXTERNAL:
+        loc = next((e.value for e in tp.external_data if e.key == "location"), "?")
+        raise OnnxImportError(f"{where}its data is in the external file {loc!r}, which is read only for a model "
+                              "loaded from its path (from_onnx(path)), from beside it")
+    try:
+        return numpy_helper.to_array(tp)
+    except Exception as e:  # onnx's and numpy's errors vary (ValidationError, ValueError, ...): the one clear error
+        raise OnnxImportError(f"{where}its data cannot be read: {e}") from None
+
+
+def _decode_attr(a: Any, where: str = "") -> Any:
+    """The Python value of an AttributeProto (tensors as numpy arrays, graphs as GraphProto)."""
+    onnx = _onnx()
     t = onnx.AttributeProto
     if a.type == t.FLOAT:
         return float(a.f)
@@ -104,7 +119,7 @@ def _decode_attr(a: Any) -> Any:
     if a.type == t.STRING:
         return a.s.decode("utf-8", errors="replace")
     if a.type == t.TENSOR:
-        return numpy_helper.to_array(a.t)
+        return _tensor_values(a.t, f"{where}attribute '{a.name}': ")
     if a.type == t.GRAPH:
         return a.g
     if a.type == t.FLOATS:
@@ -114,7 +129,7 @@ def _decode_attr(a: Any) -> Any:
     if a.type == t.STRINGS:
         return [s.decode("utf-8", errors="replace") for s in a.strings]
     if a.type == t.TENSORS:
-        return [numpy_helper.to_array(x) for x in a.tensors]
+        return [_tensor_values(x, f"{where}attribute '{a.name}': ") for x in a.tensors]
     if a.type == t.GRAPHS:
         return list(a.graphs)
     if a.type == t.SPARSE_TENSOR:
@@ -151,9 +166,8 @@ def _lowp_type(tp: Any) -> LowpType | None:
 
 def _init_tensor(init: Any, where: str, device: str) -> tuple[Tensor, LowpType | None]:
     """A realized Tensor of an initializer (low-precision ones decoded to their storage dtype) and its LowpType."""
-    from onnx import numpy_helper
     d, lt = lowp_dtype(init.data_type, where)
-    arr = numpy_helper.to_array(init)
+    arr = _tensor_values(init, where)
     if lt is not None:
         arr = to_storage(arr, lt)
     return to_tensor(arr, d, device).realize(), lt
@@ -240,7 +254,7 @@ class OnnxModel:
                 if a.ref_attr_name:
                     raise node.error(f"attribute '{a.name}' refers to a function attribute: unsupported")
                 self._check_attr_dtype(node, a)
-                node.attrs[a.name] = _decode_attr(a)
+                node.attrs[a.name] = _decode_attr(a, f"{node.where()}: ")
                 if a.type == _onnx().AttributeProto.GRAPH:
                     sub = a.g
                     for vi in list(sub.input) + list(sub.output):
