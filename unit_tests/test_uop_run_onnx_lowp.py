@@ -70,7 +70,8 @@ def test_lowp_input_as_ml_dtypes_bytes_and_rejected_values(tmp_path: Path) -> No
     rc, out, err = _run(str(m), "--input", f"x={tmp_path / 'bad.npy'}")
     assert rc == 1 and out == ""
     assert err == (f"uop-run: error: {m}: input 'x': the float32 value 0.1 at index [0, 1] is no float8e4m3fn value "
-                   "(give values float8e4m3fn holds exactly, or an ml_dtypes float8_e4m3fn array)\n")
+                   f"(give values float8e4m3fn holds exactly, or an ml_dtypes float8_e4m3fn array) "
+                   f"(--input x={tmp_path / 'bad.npy'})\n")
     np.save(tmp_path / "q.npy", np.array([8, 0, 0], np.int64))  # int4 holds -8..7
     rc, out, err = _run(str(m), "--input", f"q={tmp_path / 'q.npy'}")
     assert rc == 1 and "input 'q': the int64 value 8 at index [0] is no int4 value" in err

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 
 from uopir.backends.interface import Backend, Buffer, HostAllocator, Runtime
+from uopir.ir.once import FirstUse
 from uopir.ir.uop import UOp
 from uopir.passes.target import Target, register_target, target
 
@@ -29,6 +30,7 @@ PREFERENCE: tuple[str, ...] = ("cuda", "c", "llvm", "opencl", "python")
 
 _FACTORIES: dict[str, Callable[[], Backend]] = {}
 _INSTANCES: dict[str, Backend] = {}
+_FIRST_USE = FirstUse("backend")  # threads asking for a backend first: one instance, made once
 
 
 class PendingBackend(Backend):
@@ -53,7 +55,8 @@ class PendingBackend(Backend):
 
 
 def register_backend(name: str, factory: Callable[[], Backend], *, replace: bool = False) -> None:
-    """Make `name` a backend; `factory()` builds it on first use (once per process)."""
+    """Make `name` a backend; `factory()` builds it on first use (once per process, also when several threads use it
+    first at the same time)."""
     if name in _FACTORIES and not replace:
         raise ValueError(f"backend {name!r} is already registered (pass replace=True to redefine it)")
     _FACTORIES[name] = factory
@@ -68,10 +71,7 @@ def get_backend(name: str) -> Backend:
     key = name.strip().lower() if isinstance(name, str) else name
     if key not in _FACTORIES:
         raise ValueError(f"unknown backend {name!r}; registered backends: {', '.join(_FACTORIES)}")
-    b = _INSTANCES.get(key)
-    if b is None:
-        b = _INSTANCES[key] = _FACTORIES[key]()
-    return b
+    return _FIRST_USE.get(_INSTANCES, key, _FACTORIES[key])
 
 
 def available() -> list[str]:

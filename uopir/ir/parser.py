@@ -19,7 +19,7 @@ from uopir.ir.ops import ANY, DIALECTS, DYN, REGISTRY, REQUIRED, AttrError, Iden
 from uopir.ir.printer import fmt_type
 from uopir.ir.uop import UOp, gc_paused
 
-__all__ = ["parse_ir", "split_input", "parse_type"]
+__all__ = ["parse_ir", "parse_with_source_map", "split_input", "parse_type"]
 
 MAX_REGION_DEPTH = 64
 MAX_LIST_DEPTH = 64
@@ -755,6 +755,16 @@ def parse_ir(text: str, filename: str = "<string>", first_line: int = 1) -> UOp:
 
     `first_line` is the file line of the text's first line (for a chunk of `split_input`), so errors and the
     UOps' locations point at the real file line."""
+    return parse_with_source_map(text, filename, first_line)[0]
+
+
+def parse_with_source_map(text: str, filename: str = "<string>", first_line: int = 1) -> tuple[UOp, SourceMap]:
+    """`parse_ir`, and the SourceMap of this parse (where each op is written in this text).
+
+    Hash-consing makes the graphs of two files that write the same ops one object, so the root alone cannot say
+    which file a diagnostic about it should point into (without more, the newest parse of it wins). Give the map
+    to `verify(root, source=...)` and `PassManager.run(root, source=...)`, or make it current with
+    `with located(smap):`."""
     if not isinstance(text, str):
         raise IRError(f"expected text, got {type(text).__name__}", Location(filename, first_line, 1))
     p = _Parser(text, filename, first_line)
@@ -763,7 +773,7 @@ def parse_ir(text: str, filename: str = "<string>", first_line: int = 1) -> UOp:
         with gc_paused():  # parsing allocates no cycles; the collector would rescan the growing graph
             root = p.block(0, 0, None)[0]
         register_parse(root, p.smap)
-        return root
+        return root, p.smap
     except IRError:
         raise
     except RecursionError:

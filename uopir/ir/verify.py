@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from uopir.ir.diagnostics import Diagnostic, IRError, ShapeError, diag_at, located
+from uopir.ir.diagnostics import Diagnostic, IRError, ShapeError, SourceMap, diag_at, located
 from uopir.ir.dtype import DType
 from uopir.ir.ops import REGISTRY, AttrError, OpDef, RegionAttr, fmt_literal
 from uopir.ir.uop import UOp
@@ -182,12 +182,13 @@ class _Verifier:
                 self.graph(values[a.name])
 
 
-def collect_diagnostics(root: UOp) -> list[Diagnostic]:
+def collect_diagnostics(root: UOp, source: SourceMap | None = None) -> list[Diagnostic]:
     """Every problem in the graph (and its regions), sources first; an empty list means valid.
 
-    Locations point into the parse that returned `root` (unless a `located` block already says which)."""
+    Locations point into `source` (the map of the parse the caller holds: `parse_with_source_map`), else into the
+    parse a `located` block made current, else into the newest parse that returned `root`."""
     v = _Verifier()
-    with located(root if isinstance(root, UOp) else None):
+    with located(source if source is not None else root if isinstance(root, UOp) else None):
         try:
             v.graph(root)
         except Exception as e:  # noqa: BLE001 - last resort: the verifier reports, it never crashes
@@ -195,8 +196,8 @@ def collect_diagnostics(root: UOp) -> list[Diagnostic]:
     return v.diags
 
 
-def verify(root: UOp) -> None:
-    """Raise IRError holding every located diagnostic if the graph is invalid."""
-    diags = collect_diagnostics(root)
+def verify(root: UOp, source: SourceMap | None = None) -> None:
+    """Raise IRError holding every located diagnostic if the graph is invalid (located as `collect_diagnostics`)."""
+    diags = collect_diagnostics(root, source)
     if diags:
         raise IRError(diagnostics=diags)

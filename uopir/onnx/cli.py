@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uopir.ir.dtype import dtypes
 from uopir.onnx.importer import OnnxModel, from_onnx
 from uopir.onnx.lowp import LowpType, lowp_of_np
 from uopir.onnx.registry import OnnxImportError
@@ -41,12 +42,22 @@ def model_ir(model: OnnxModel, feeds: Mapping[str, Any] | None = None) -> str:
 
 def load_feeds(model: OnnxModel, pairs: list[tuple[str, np.ndarray]], seed: int = 0) -> dict[str, Any]:
     """The given inputs (name -> array) completed with random ones of the declared shapes. An input of a
-    low-precision ONNX type (float8, float4, int4, int2) may be given as `as_lowp` takes it."""
+    low-precision ONNX type (float8, float4, int4, int2) may be given as `as_lowp` takes it; any other array must
+    have a dtype uopir has (OnnxImportError naming the input otherwise)."""
     names = set(model.inputs) | set(model.initializers)
     for name, _ in pairs:
         if name not in names:
             raise KeyError(f"the model has no input '{name}'; its inputs are {', '.join(model.inputs) or 'none'}")
     lowp = {**model._lowp_inits, **model.lowp_inputs}
+    for name, a in pairs:
+        if name in lowp:  # as_lowp checks it
+            continue
+        d = np.asarray(a).dtype
+        try:
+            dtypes.from_numpy(d)
+        except TypeError:  # text, records, complex numbers, raw bytes...
+            want = f", the model wants {model.inputs[name][0]}" if name in model.inputs else ""
+            raise OnnxImportError(f"input '{name}': numpy dtype {d} is not a type uopir has{want}") from None
     feeds: dict[str, Any] = {n: (as_lowp(a, lowp[n], n) if n in lowp else a) for n, a in pairs}
     for k, v in model.example_inputs(seed=seed).items():
         feeds.setdefault(k, v)

@@ -150,7 +150,7 @@ register_lazy("uopir.passes.device.linearize", "device-linearize")
 # ---- loading -------------------------------------------------------------------------------------------------------
 _loaded = False
 _test_loaded = False
-_lazy_loaded: set[str] = set()  # the modules of LAZY that load_passes imported
+_lazy_loaded: set[str] = set()  # the modules of LAZY imported (to completion) by resolve or load_passes
 _loading = False  # a load_passes call is importing the modules (its thread holds the lock)
 _LOAD_LOCK = threading.RLock()
 
@@ -173,13 +173,20 @@ def _import(mod: str) -> None:
 
 def resolve(name: str) -> bool:
     """Make sure `name` is registered if any module registers it: the module `LAZY` names for it first, else every
-    pass module (load_passes). Whether it is a registered pass, pipeline or anchor now."""
-    if name in PASSES or name in PIPELINES or name in ANCHORS:
-        return True
+    pass module (load_passes). Whether it is a registered pass, pipeline or anchor now.
+
+    A name counts once the import of its module has completed: a module registers its passes while it runs, so
+    another thread importing it may have registered the name before the globals the pass uses exist. The first
+    lookup of a name of `LAZY` therefore imports its module under the lock (waiting for a thread that is importing
+    it); later lookups take no lock."""
     mod = LAZY.get(name)
+    if name in PASSES or name in PIPELINES or name in ANCHORS:
+        if mod is None or mod in _lazy_loaded:
+            return True
     if mod is not None:
         with _LOAD_LOCK:
             _import(mod)
+            _lazy_loaded.add(mod)
         if name in PASSES or name in PIPELINES or name in ANCHORS:
             return True
     load_passes()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from uopir.ir import trace
-from uopir.ir.diagnostics import Diagnostic, IRError, Severity, diag_at, located
+from uopir.ir.diagnostics import Diagnostic, IRError, Severity, SourceMap, diag_at, located
 from uopir.ir.pattern import RewriteStats
 from uopir.ir.regions import map_regions, region_name
 from uopir.ir.uop import UOp
@@ -132,8 +132,12 @@ class PassManager:
         return out
 
     # --- the run ------------------------------------------------------------------------------------------------------
-    def run(self, root: UOp, *, instruments: Sequence[PassInstrumentation] | None = None, **keywords: Any) -> UOp:
+    def run(self, root: UOp, *, instruments: Sequence[PassInstrumentation] | None = None,
+            source: SourceMap | None = None, **keywords: Any) -> UOp:
         """Run the pipeline on `root` and return the new root.
+
+        source: the SourceMap of the parse `root` came from (`parse_with_source_map`): diagnostics point into that
+          file (without it: into the parse a `located` block made current, else the newest parse of `root`).
 
         instruments: the observers of the run, called in list order (see uopir.passes.instruments). Without it,
           the keywords build the standard list (`standard_instruments`): verify=True (verify after every pass),
@@ -158,7 +162,7 @@ class PassManager:
         for inst in insts:
             inst.run_before_pipeline(root, self.report)
         t0 = time.perf_counter()
-        with located(root):  # diagnostics of every pass point into the file this root was parsed from
+        with located(source if source is not None else root):  # diagnostics point into the file root came from
             try:
                 for i, step in enumerate(self.steps):
                     try:

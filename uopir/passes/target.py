@@ -20,6 +20,7 @@ from typing import Literal
 
 from uopir.dialects import core as C
 from uopir.ir.dtype import DType, dtypes
+from uopir.ir.once import FirstUse
 from uopir.ir.ops import OpDef
 from uopir.passes.errors import did_you_mean
 
@@ -101,8 +102,9 @@ GPU = Target(name="gpu", kind="gpu", max_vector_bytes=16, has_local=True, local_
              max_threads_per_block=1024, max_local_dims=(1024, 1024, 64), warp_size=32, upcast_sizes=(4, 2),
              unroll_sizes=(4,), max_upcast=16, reassociate_float_reductions=True)
 
-_TARGETS: dict[str, Target] = {}
-_FACTORIES: dict[str, Callable[[], Target]] = {}
+_TARGETS: dict[str, Target] = {}  # built or registered descriptions
+_FACTORIES: dict[str, Callable[[], Target]] = {}  # name -> what builds it (kept after the build: `targets()` lists it)
+_FIRST_USE = FirstUse("target")  # several threads asking for a target first: its factory runs once
 
 
 def register_target(t: Target | Callable[[], Target], name: str | None = None, *, replace: bool = False) -> None:
@@ -156,11 +158,14 @@ def target(name: str) -> Target:
     if make is None:
         raise UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(targets())} (a device's "
                                  f"target is registered when uopir.backends is imported)")
+    return _FIRST_USE.get(_TARGETS, name, lambda: _built(name, make))
+
+
+def _built(name: str, make: Callable[[], Target]) -> Target:
     t = make()
-    if t.name != name:
-        raise ValueError(f"the factory of target {name!r} built a target named {t.name!r}")
-    _TARGETS[name] = t
-    del _FACTORIES[name]
+    if not isinstance(t, Target) or t.name != name:
+        what = f"a target named {t.name!r}" if isinstance(t, Target) else f"a {type(t).__name__}"
+        raise ValueError(f"the factory of target {name!r} built {what}")
     return t
 
 

@@ -18,12 +18,9 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from uopir.ir.diagnostics import Diagnostic, IRError, Location, source_line
+from uopir.tools.common import UsageError, check_output_file
 
 PROG = "uop-opt"
-
-
-class UsageError(Exception):
-    """Bad command-line arguments: one `uop-opt: error: ...` line, exit 1."""
 
 
 # Characters never echoed raw to a terminal: C0 and C1 controls (a tab only outside source lines), DEL, lone
@@ -205,23 +202,27 @@ class ChunkResult:
 
 def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Namespace, err: TextIO) -> ChunkResult:
     from uopir.dialects import device
-    from uopir.ir.parser import parse_ir
+    from uopir.ir.diagnostics import source_map
+    from uopir.ir.parser import parse_with_source_map
     from uopir.ir.printer import print_ir
     from uopir.ir.verify import collect_diagnostics
     from uopir.passes.manager import PassCrash
 
-    try:
-        root = parse_ir(text, filename, first_line) if _input_format(args, filename) == "uop" else \
-            _import_mlir(text, filename, first_line)
+    try:  # diagnostics point into this parse, also when another file (another thread) parsed to the same graph
+        if _input_format(args, filename) == "uop":
+            root, smap = parse_with_source_map(text, filename, first_line)
+        else:
+            root = _import_mlir(text, filename, first_line)
+            smap = source_map(root)
     except IRError as e:
         return ChunkResult(None, e.diagnostics, True)
     diags: list[Diagnostic] = []
     if not args.no_verify:
-        diags = collect_diagnostics(root)
+        diags = collect_diagnostics(root, smap)
         if any(d.severity == "error" for d in diags):
             return ChunkResult(None, diags, True)
     try:
-        out = pm.run(root, verify=not args.no_verify, print_ir_before=args.print_ir_before,
+        out = pm.run(root, source=smap, verify=not args.no_verify, print_ir_before=args.print_ir_before,
                      print_ir_after=args.print_ir_after, print_ir_before_all=args.print_ir_before_all,
                      print_ir_after_all=args.print_ir_after_all, print_ir_after_change=args.print_ir_after_change,
                      print_ir_after_failure=args.print_ir_after_failure, timing=args.timing,
@@ -387,6 +388,12 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args.input = "-"
     if args.run_reproducer:
         return _main(_replay_argv(argv, args), out, err)
+    if args.output != "-":
+        check_output_file(args.output, "-o")
+    if args.reproducer not in (None, "none") and not os.path.isdir(args.reproducer):  # a folder: a new file in it
+        check_output_file(args.reproducer, "--reproducer")
+    if args.viz is not None:
+        check_output_file(args.viz, "--viz")
     import uopir.backends  # noqa: F401 - registers each device's target description (`default{target=c}`) and emit-c
     from uopir.passes.manager import PassManager, check_pass_names, list_passes_text, load_passes
 

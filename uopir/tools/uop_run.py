@@ -52,16 +52,17 @@ from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.dialects import tensor as T
 from uopir.dialects.semantics import bf16_round, cast_array, np_dtype
-from uopir.ir.diagnostics import IRError, check_buffer_size, diag_at, get_loc, source_line
+from uopir.ir.diagnostics import IRError, check_buffer_size, diag_at, get_loc, located, source_line
 from uopir.ir.dtype import DType, dtypes
-from uopir.ir.parser import parse_ir
+from uopir.ir.parser import parse_with_source_map
 from uopir.ir.regions import regions_of
 from uopir.ir.uop import UOp
 from uopir.ir.valuerange import value_range
 from uopir.ir.verify import verify
 from uopir.passes.manager import PassManager
 from uopir.passes.pipeline import parse_pipeline
-from uopir.tools.uop_opt import UsageError, _read_input, escape_controls, format_diagnostic, internal_error
+from uopir.tools.common import UsageError, check_output_file
+from uopir.tools.uop_opt import _read_input, escape_controls, format_diagnostic, internal_error
 
 PROG = "uop-run"
 _NAME_AT_LINE = re.compile(r"\s*(%[A-Za-z0-9_.$-]+)\s*=")
@@ -265,7 +266,14 @@ def _find_slot(slots: list[Slot], name: str, flag: str) -> Slot:
     raise UsageError(f"{flag} {name}: the program has no such buffer (buffers: {known})")
 
 
-def _load_npy(path: str) -> np.ndarray:
+# what an array of a numpy dtype kind holds, for the error of an --input that holds no numbers
+_NOT_NUMBERS = {"U": "text", "S": "byte strings", "c": "complex numbers", "M": "dates", "m": "time spans",
+                "O": "Python objects"}
+
+
+def _load_npy(path: str, name: str, raw_bytes: bool = False) -> np.ndarray:
+    """The array of `--input NAME=PATH`: a UsageError naming both for an unreadable file or one that holds no
+    numbers (bool, integers, floats; `raw_bytes`: also raw bytes, np.save's form of an ONNX low-precision array)."""
     try:
         arr = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -274,7 +282,12 @@ def _load_npy(path: str) -> np.ndarray:
         raise UsageError(f"cannot read '{path}' as a .npy array: {e}") from None
     if not isinstance(arr, np.ndarray):
         raise UsageError(f"'{path}' holds several arrays (.npz); give one .npy file per buffer")
-    return arr
+    d = arr.dtype
+    if d.kind in "biuf" or (raw_bytes and d.kind == "V" and d.fields is None):
+        return arr
+    what = _NOT_NUMBERS.get(d.kind) or (f"records with fields {', '.join(d.names)}" if d.names else "raw bytes")
+    raise UsageError(f"--input {name}: '{path}' holds {what} (numpy dtype {d}); uop-run takes arrays of bool, integer "
+                     "or float values")
 
 
 def _fit(arr: np.ndarray, slot: Slot, path: str) -> np.ndarray:
@@ -476,6 +489,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
             raise UsageError("--exact only applies with --check")
     if args.output is not None and not args.output.endswith((".npz", ".npy")):
         raise UsageError(f"-o {args.output}: the output file must end in .npz (every output) or .npy (a single one)")
+    if args.output is not None:
+        check_output_file(args.output, "-o")
     inputs = _parse_pairs(args.input, "input")
     if args.file.lower().endswith(".onnx"):
         return _run_onnx(args, backend, inputs, out)
@@ -486,12 +501,18 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         except ValueError:
             raise UsageError(f"--var {name}={val}: the value must be an integer") from None
     text, filename = _read_input(args.file)  # uop-opt's reading rules (UTF-8, '-' for stdin)
-    root = parse_ir(text, filename)
+    root, smap = parse_with_source_map(text, filename)
+    with located(smap):  # every diagnostic points into this file, also when another parse made the same graph
+        return _run_program(args, root, backend, every, inputs, var_vals, out, err)
+
+
+def _run_program(args: argparse.Namespace, root: UOp, backend: Backend, every: bool, inputs: list[tuple[str, str]],
+                 var_vals: dict[str, int], out: TextIO, err: TextIO) -> int:
     if not args.no_verify:
         verify(root)
     loaded = {}
     for name, path in inputs:
-        loaded[name] = (_load_npy(path), path)
+        loaded[name] = (_load_npy(path, name), path)
     # sizes of kernel params given by --input (a kernel's buffers have no declared shape)
     sizes = {int(n): a.size for n, (a, _) in loaded.items() if n.isdigit()}
     body = _unwrap(root)
@@ -590,9 +611,14 @@ def _run_onnx(args: argparse.Namespace, backend: Backend, inputs: list[tuple[str
         from uopir.onnx.registry import OnnxImportError
     except ImportError as e:
         raise UsageError(f"cannot run '{args.file}': {e}") from None
+    arrays = [(n, _load_npy(p, n, raw_bytes=True)) for n, p in inputs]
     try:
         model = load(args.file, backend.device)
-        feeds = load_feeds(model, [(n, _load_npy(p)) for n, p in inputs], args.seed)
+        try:
+            feeds = load_feeds(model, arrays, args.seed)
+        except OnnxImportError as e:  # about one input: say which file gave it
+            given = [f" (--input {n}={p})" for n, p in inputs if str(e).startswith(f"input '{n}'")]
+            raise OnnxImportError(f"{e}{given[0] if given else ''}") from None
         outs = model(feeds)
     except FileNotFoundError:
         raise UsageError(f"cannot open '{args.file}': no such file") from None

@@ -14,6 +14,7 @@ import http.server
 import sys
 from pathlib import Path
 
+from uopir.tools.common import UsageError, check_output_file
 from uopir.viz import TraceError, load_trace, render_page, write_page
 
 
@@ -42,13 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 to serve on (default: any free port)")
     args = ap.parse_args(argv)
     try:
+        if args.output:
+            check_output_file(args.output, "-o")
         trace = load_trace(args.trace)
         if args.output:
             out = write_page(trace, args.output)
             print(f"uop-viz: wrote {out} ({len(trace['passes'])} passes); open it in a browser")
             return 0
         page = render_page(trace).encode("utf-8")
-    except TraceError as e:
+    except (TraceError, UsageError) as e:
         print(f"uop-viz: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:

@@ -62,17 +62,21 @@ _SCRATCH_ADDR = ctypes.addressof(_SCRATCH)
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_SIZE = 0
+_POOL_LOCK = threading.Lock()
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
-    """The process's worker threads for parallel kernels (grown on demand, never shrunk)."""
+    """The process's worker threads for parallel kernels (made once, grown on demand, never shrunk). A smaller pool
+    it replaces is dropped, not shut down: another thread may still be submitting to it (a shut-down pool raises
+    there); its threads end when the last reference to it goes."""
     global _POOL, _POOL_SIZE
-    if _POOL is None or _POOL_SIZE < workers:
-        old = _POOL
-        _POOL, _POOL_SIZE = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="uopir-cpu"), workers
-        if old is not None:
-            old.shutdown(wait=False)
-    return _POOL
+    pool = _POOL
+    if pool is not None and _POOL_SIZE >= workers:
+        return pool
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_SIZE < workers:
+            _POOL, _POOL_SIZE = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="uopir-cpu"), workers
+        return _POOL
 
 
 class PooledHostAllocator(HostAllocator):
@@ -118,10 +122,15 @@ class PooledHostAllocator(HostAllocator):
 
 
 def bind(sig: KernelSignature, fn: Any) -> Any:
-    """Give a ctypes function (or the address of one) the argument types of `sig`."""
+    """Give a ctypes function (or the address of one, or a JIT's code object with an `address`) the argument types
+    of `sig`. A function made from a code object holds it (`code`), so the code lives as long as the function."""
     argtypes = [ctypes.c_void_p] * len(sig.params) + [ctypes.c_int64] * (len(sig.vars) + (2 if sig.parallel else 0))
-    if isinstance(fn, int):
-        return ctypes.CFUNCTYPE(None, *argtypes)(fn)
+    addr = getattr(fn, "address", fn)
+    if isinstance(addr, int):
+        f = ctypes.CFUNCTYPE(None, *argtypes)(addr)
+        if addr is not fn:
+            f.code = fn
+        return f
     fn.argtypes = argtypes
     fn.restype = None
     return fn

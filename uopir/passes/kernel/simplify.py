@@ -30,6 +30,7 @@ from uopir.dialects.core import const_value
 from uopir.ir.corenames import core_op
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.folds import FoldContext, fold_matcher
+from uopir.ir.once import FirstUse
 from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from uopir.ir.pattern_compiler import Rule as PatternRule
 from uopir.ir.uop import UOp
@@ -37,7 +38,7 @@ from uopir.ir.valuerange import value_range
 from uopir.passes.kernel.simplify_rules import RULES, App, K, Lit, LoConst, QEnv, Rule, Term, V, subterms
 from uopir.passes.manager import PassContext, map_regions, register_pass
 
-__all__ = ["kernel_simplify", "simplify_kernel", "KernelSimplifyOptions", "SIMPLIFY", "int_scope"]
+__all__ = ["kernel_simplify", "simplify_kernel", "KernelSimplifyOptions", "SIMPLIFY", "int_scope", "one_rule_matcher"]
 
 
 # ---- the table's rules as patterns -----------------------------------------------------------------------------------
@@ -130,14 +131,20 @@ def _compile(r: Rule) -> PatternRule:
 _TABLE = PatternMatcher([_compile(r) for r in RULES], name="kernel-simplify[rules]")
 _RULE_INDEX = {r.name: i for i, r in enumerate(RULES)}
 _ONE: dict[str, PatternMatcher] = {}  # one rule's matcher, made when a strategy first applies it (not at import)
+_ONE_FIRST_USE = FirstUse("one-rule matcher")
+
+
+def one_rule_matcher(name: str) -> PatternMatcher:
+    """The matcher of rule `name` of the table alone: made once, when first asked for (from any thread)."""
+    pm = _ONE.get(name)
+    if pm is None:
+        pm = _ONE_FIRST_USE.get(_ONE, name, lambda: PatternMatcher([_TABLE.rules[_RULE_INDEX[name]]], name=name))
+    return pm
 
 
 def apply_rule(name: str, instance: UOp) -> UOp | None:
     """Rule `name` of the table applied at the root of `instance` (a node built to match its lhs), or None."""
-    pm = _ONE.get(name)
-    if pm is None:
-        pm = _ONE[name] = PatternMatcher([_TABLE.rules[_RULE_INDEX[name]]], name=name)
-    return pm.rewrite(instance)
+    return one_rule_matcher(name).rewrite(instance)
 
 
 # ---- sums as terms with constant coefficients (collect-terms and the peel strategies) --------------------------------
