@@ -4,7 +4,7 @@ vectors, global ids, group/local ids with local memory and barriers), and realiz
 values as the reference interpreter.
 
 The edge-value kernels are the C backend's (test_c_backend): the same program, compared the same way. Skipped when
-pyopencl or an OpenCL device is missing.
+pyopencl or an OpenCL device is missing, or the device cannot build a trivial kernel (test_opencl_probe).
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from uopir.ir.ops import get_op
 from uopir.ir.uop import UOp
 
 pytestmark = pytest.mark.skipif(not get_backend("opencl").available,
-                                reason=f"no OpenCL device: {get_backend('opencl').reason}")
+                                reason=f"the opencl device is unavailable: {get_backend('opencl').reason}")
 
 
 @pytest.fixture(scope="module")

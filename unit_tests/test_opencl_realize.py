@@ -4,7 +4,7 @@ Each program is built twice from the same host arrays, on `python` (the referenc
 bit for bit, except programs with exp2/log2 (softmax, ...) whose float results may differ in the last ulps between
 the OpenCL library and numpy. Every program also runs through the pipeline with kernel-optimize and kernel-expand
 (global ids: the kernels run as a grid of work items, register tiles rendered lane by lane). Skipped when there is no
-OpenCL device.
+OpenCL device that builds kernels (test_opencl_probe).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from uopir.backends.registry import get_backend
 from uopir.dialects.semantics import values_equal
 
 pytestmark = pytest.mark.skipif(not get_backend("opencl").available,
-                                reason=f"no OpenCL device: {get_backend('opencl').reason}")
+                                reason=f"the opencl device is unavailable: {get_backend('opencl').reason}")
 
 OPTIMIZED = ("canonicalize,tensor-to-kernel,kernel-optimize{target=opencl},kernel-expand,"
              "kernel-to-device{target=opencl},device-decompose{target=opencl},device-devectorize{target=opencl},"

@@ -1,8 +1,9 @@
 """The OpenCL runtime: the device, its buffers, program builds (cached) and kernel launches, through pyopencl.
 
 - `cl_device()` picks the device once per process: `$UOPIR_OPENCL_DEVICE` (`P:D`, platform and device index), else
-  the first GPU, else the first device of any kind (pocl's CPU device where there is no GPU). `OpenCLUnavailable`
-  says why there is none.
+  the first GPU, else the first device of any kind (pocl's CPU device where there is no GPU), and offers it only once
+  it has built a trivial kernel (`probe_build`; one tiny build per process, pocl's kernel cache makes later ones
+  cheap). `OpenCLUnavailable` says why there is none, with the compiler's reason when the probe build fails.
 - `OpenCLAllocator` keeps each buffer in device memory (`cl.Buffer`, at least one element: a branch-free gated load
   reads element 0 of an empty buffer); bf16 rides in float32, bool in bytes, as on the host.
 - `OpenCLCompiler` builds OpenCL C and returns the device's program binary; `compile_cached` keeps binaries in the
@@ -34,10 +35,23 @@ from uopir.dialects.semantics import np_dtype
 from uopir.ir.dtype import DType
 from uopir.ir.uop import UOp
 
-__all__ = ["OpenCLUnavailable", "ClDevice", "cl_device", "OpenCLAllocator", "OpenCLCompiler", "OpenCLRuntime",
-           "CompileError", "DEVICE_ENV"]
+__all__ = ["OpenCLUnavailable", "ClDevice", "cl_device", "open_device", "probe_build", "build_failure_reason",
+           "PROBE_SOURCE", "OpenCLAllocator", "OpenCLCompiler", "OpenCLRuntime", "CompileError", "DEVICE_ENV"]
 
 DEVICE_ENV = "UOPIR_OPENCL_DEVICE"
+
+# The kernel a device must build before it is offered. A platform can list a device whose compiler builds nothing:
+# pocl 3.0 (pocl-binary-distribution 3.0, the newest on PyPI, LLVM 14) asks LLVM for the host CPU's name, gets
+# "generic" for a CPU newer than LLVM 14 (AMD Zen 5, cpu family 26) and passes `-target-cpu generic`, which its clang
+# rejects ("unknown target CPU 'generic'"): every build fails. No environment variable or build option of that pocl
+# chooses another CPU (its option list refuses -target-cpu/-mcpu and it puts its own last; POCL_LLVM_CPU_NAME came in
+# pocl 5), so such a device is reported unavailable with the compiler's reason instead.
+PROBE_SOURCE = "__kernel void uopir_probe(__global int *out) { out[get_global_id(0)] = 1; }\n"
+# pyopencl's own lines around a build log (the log holds the compiler's words)
+_BOILERPLATE = ("clBuildProgram failed", "clCompileProgram failed", "Build on ", "(options:")
+_REASON_CHARS = 400
+_UNKNOWN_CPU_HINT = ("the OpenCL driver's compiler does not know this CPU model: a newer driver is needed, e.g. pocl 5 "
+                     "or later, which also takes POCL_LLVM_CPU_NAME=<an LLVM CPU name>")
 
 
 class OpenCLUnavailable(RuntimeError):
@@ -88,24 +102,63 @@ def _pick(cl: Any) -> Any:
     return (gpus or devices)[0]
 
 
+def build_failure_reason(message: str) -> str:
+    """The compiler's words in a failed build's message, on one line: pyopencl wraps the build log in its own lines
+    (the failed call, the device, the options), which say nothing about why. Its diagnostics ("error: ...") when it
+    has any, else what is left; the message's first line when nothing is."""
+    lines = [ln.strip() for ln in message.splitlines()]
+    words = [ln for ln in lines if ln and not ln.startswith(_BOILERPLATE)]
+    errors = [ln for ln in words if "error" in ln.lower()]
+    first = next((ln for ln in lines if ln), "the build failed (no build log)")
+    reason = "; ".join(errors or words) or first
+    if len(reason) > _REASON_CHARS:
+        reason = reason[: _REASON_CHARS - 3] + "..."
+    if "unknown target cpu" in reason.lower():
+        reason += f" ({_UNKNOWN_CPU_HINT})"
+    return reason
+
+
+def open_device() -> ClDevice:
+    """A new context and queue on the device `cl_device()` would pick, without its probe build (OpenCLUnavailable
+    when there is no device)."""
+    try:
+        import pyopencl as cl
+    except ImportError as e:
+        raise OpenCLUnavailable(f"pyopencl is not installed (pip install 'uopir[opencl]'): {e}") from None
+    try:
+        dev = _pick(cl)
+        ctx = cl.Context([dev])
+        return ClDevice(cl, dev, ctx, cl.CommandQueue(ctx, dev))
+    except OpenCLUnavailable:
+        raise
+    except Exception as e:  # a broken ICD raises pyopencl's own errors
+        raise OpenCLUnavailable(f"OpenCL could not be initialized: {e}") from None
+
+
+def probe_build(dev: ClDevice, source: str = PROBE_SOURCE) -> str | None:
+    """None when `dev` builds `source`, else why not: the compiler's reason (`build_failure_reason`)."""
+    try:
+        dev.cl.Program(dev.context, source).build(devices=[dev.device])
+    except dev.cl.Error as e:
+        return build_failure_reason(str(e))
+    return None
+
+
 def cl_device() -> ClDevice:
-    """The process's OpenCL device (chosen once); OpenCLUnavailable when there is none."""
+    """The process's OpenCL device (chosen and probed once); OpenCLUnavailable when there is none, or when it cannot
+    build a trivial kernel (`PROBE_SOURCE`)."""
     global _DEVICE
     with _DEVICE_LOCK:
         if _DEVICE is None:
             try:
-                import pyopencl as cl
-            except ImportError as e:
-                _DEVICE = OpenCLUnavailable(f"pyopencl is not installed (pip install 'uopir[opencl]'): {e}")
+                dev = open_device()
+            except OpenCLUnavailable as e:
+                _DEVICE = e
             else:
-                try:
-                    dev = _pick(cl)
-                    ctx = cl.Context([dev])
-                    _DEVICE = ClDevice(cl, dev, ctx, cl.CommandQueue(ctx, dev))
-                except OpenCLUnavailable as e:
-                    _DEVICE = e
-                except Exception as e:  # a broken ICD raises pyopencl's own errors
-                    _DEVICE = OpenCLUnavailable(f"OpenCL could not be initialized: {e}")
+                why = probe_build(dev, PROBE_SOURCE)
+                _DEVICE = dev if why is None else OpenCLUnavailable(
+                    f"OpenCL device {dev.device.name.strip()!r} ({dev.device.platform.name.strip()}) cannot build "
+                    f"a trivial kernel: {why}")
         if isinstance(_DEVICE, OpenCLUnavailable):
             raise _DEVICE
         return _DEVICE
