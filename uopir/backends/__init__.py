@@ -7,6 +7,7 @@
     python/        the reference interpreter (handler tables per dialect) and its backend
     c/             the C backend (renderer, prelude of exact-semantics helpers, compiler, ctypes runtime)
     llvm/          the LLVM backend (llvmlite: O3 for the host cpu, MCJIT, ctypes)
+    codegen/       what every emitter shares: the identifier and escaping rule of each output language (names.py)
     cpu/           what the host-cpu backends share: the program walk, the ctypes runtime
     gpu/           the C-style renderer for gpu dialects (a Language per dialect), launch sizes, emit-opencl/cuda
     opencl/        the OpenCL backend (pyopencl; pocl's CPU device where there is no GPU)

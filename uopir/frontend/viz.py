@@ -34,10 +34,9 @@ def viz_paths(value: str) -> tuple[Path, Path]:
 
 
 def save(data: dict[str, Any], json_path: Path | None, html_path: Path | None) -> list[Path]:
-    """Write the trace as JSON and/or the page; returns the files written."""
+    """Write the trace as JSON and/or the page (into existing folders: none is made); returns the files written."""
     written: list[Path] = []
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(data), encoding="utf-8")
         written.append(json_path)
     if html_path is not None:
@@ -61,6 +60,11 @@ def from_env() -> trace.Tracer | None:
     value = os.environ.get(VIZ_ENV, "")
     if value in ("", "0") or trace.ACTIVE is not None:
         return trace.ACTIVE
+    folder = viz_paths(value)[0].parent
+    if not folder.is_dir():  # as the tools' output files: refused at once, never a folder made
+        print(f"uopir: {VIZ_ENV}: cannot write '{value}': the folder '{folder}' does not exist (create it first); "
+              "nothing is recorded", file=sys.stderr)
+        return None
     tracer = trace.start(Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "uopir")
     atexit.register(_write_at_exit, tracer, value)
     return tracer

@@ -5,20 +5,40 @@ operand order (`taillabel` is the operand's position); every region (a kernel bo
 """
 from __future__ import annotations
 
+import re
+
 from uopir.ir.printer import fmt_type
 from uopir.ir.regions import regions_of
 from uopir.ir.trace import format_arg
 from uopir.ir.uop import UOp
 
-__all__ = ["to_dot", "DIALECT_COLORS"]
+__all__ = ["to_dot", "dot_string", "DIALECT_COLORS", "MAX_DOT_TEXT"]
 
 DIALECT_COLORS = {"core": "#dbe9f6", "tensor": "#fde2c4", "kernel": "#d9f0d3", "device": "#e8dcf0"}
 _OTHER = "#eeeeee"
 _LABEL_ARG = 40  # characters of an arg shown in a node's label
+MAX_DOT_TEXT = 1000  # characters of a text in a dot string (escaped, at most 7 bytes each: under Graphviz's 16384)
 
 
-def _q(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+# what a quoted dot string cannot show as itself: a line break other than \n (CR, U+0085, U+2028/2029), NUL and the
+# other controls, lone surrogates (no UTF-8 holds them); each is written as visible text (`\x0d`, `\u2028`)
+_DOT_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _visible(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\\\x{c:02x}" if c < 0x100 else f"\\\\u{c:04x}"
+
+
+def dot_string(text: str) -> str:
+    """`text` as a quoted dot string (a graph name, a label, a color) that shows exactly it: `\\` and `"` escaped
+    (so no dot escape such as `\\N` or `\\l` and no end quote comes from the text), a newline as dot's line break,
+    other line breaks and controls as visible `\\xNN` / `\\uNNNN` text; past `MAX_DOT_TEXT` characters, cut with
+    `...` (Graphviz reads no quoted string over 16384 bytes)."""
+    if len(text) > MAX_DOT_TEXT:
+        text = text[:MAX_DOT_TEXT - 3] + "..."
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + _DOT_UNSAFE.sub(_visible, text).replace("\n", "\\n") + '"'
 
 
 def _type(u: UOp) -> str:
@@ -33,7 +53,7 @@ def to_dot(root: UOp, name: str = "uop") -> str:
     """The dot text of the graph rooted at root: every node reachable through sources, regions as clusters (a region
     shared by several ops is drawn once, in the cluster of the first; a node shared by blocks, where first seen)."""
     ids: dict[UOp, str] = {}
-    lines = [f"digraph {_q(name)} {{", "  rankdir=BT;",
+    lines = [f"digraph {dot_string(name)} {{", "  rankdir=BT;",
              '  node [shape=box, style="rounded,filled", fontname="monospace", fontsize=10];', "  edge [fontsize=8];"]
     holders: list[tuple[UOp, UOp]] = []  # (region root, op holding it)
     drawn: set[UOp] = {root}
@@ -45,7 +65,7 @@ def to_dot(root: UOp, name: str = "uop") -> str:
         ind = "  " * depth
         if what == "open":
             lines.append(f"{ind}subgraph cluster_{nclusters} {{")
-            lines.append(f"{ind}  label={_q(str(x))}; style=dashed;")
+            lines.append(f"{ind}  label={dot_string(str(x))}; style=dashed;")
             nclusters += 1
             continue
         if what == "close":
@@ -62,7 +82,8 @@ def to_dot(root: UOp, name: str = "uop") -> str:
             label = f"{u.op.name} : {_type(u)}"
             if arg is not None:
                 label += "\n" + (arg if len(arg) <= _LABEL_ARG else arg[:_LABEL_ARG - 3] + "...")
-            lines.append(f"{ind}{ids[u]} [label={_q(label)}, fillcolor={_q(DIALECT_COLORS.get(dialect, _OTHER))}];")
+            color = DIALECT_COLORS.get(dialect, _OTHER)
+            lines.append(f"{ind}{ids[u]} [label={dot_string(label)}, fillcolor={dot_string(color)}];")
             for r in regions_of(u):
                 holders.append((r, u))
                 if r not in drawn:
@@ -73,7 +94,7 @@ def to_dot(root: UOp, name: str = "uop") -> str:
             stack += [("close", None, depth), ("block", r, depth + 1), ("open", label, depth)]
     for u, nid in ids.items():
         for i, s in enumerate(u.src):
-            lines.append(f"  {ids[s]} -> {nid} [taillabel={_q(str(i))}];")
+            lines.append(f"  {ids[s]} -> {nid} [taillabel={dot_string(str(i))}];")
     for r, u in holders:
         lines.append(f"  {ids[r]} -> {ids[u]} [style=dashed, label=region];")
     lines.append("}")

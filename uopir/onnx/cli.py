@@ -1,12 +1,14 @@
 """What uop-opt and uop-run do with an .onnx file: the model's tensor-level IR as .uop text, and running it."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uopir.ir.dtype import dtypes
+from uopir.ir.ops import quote
 from uopir.onnx.importer import OnnxModel, from_onnx
 from uopir.onnx.lowp import LowpType, lowp_of_np
 from uopir.onnx.registry import OnnxImportError
@@ -21,6 +23,12 @@ def load(path: str, device: str | None = None) -> OnnxModel:
     return from_onnx(path, device)
 
 
+def _comment_name(name: str) -> str:
+    """A model's name for a `//` comment of the .uop text: as it is when plain, else as a .uop string literal (so a
+    line break in it cannot end the comment and make the rest IR)."""
+    return name if re.fullmatch(r"[\w.:/\-]*", name) else quote(name)
+
+
 def model_ir(model: OnnxModel, feeds: Mapping[str, Any] | None = None) -> str:
     """The tensor-level .uop text of the model: its outputs in one core.sink, each graph input and initializer a
     tensor.buffer (named in the header comments). dim_param dims are 1 unless `feeds` give the inputs."""
@@ -30,13 +38,13 @@ def model_ir(model: OnnxModel, feeds: Mapping[str, Any] | None = None) -> str:
     example = model.example_inputs()
     outs: dict[str, Tensor] = model.run_graph({k: given.get(k, v) for k, v in example.items()})
     env = model.last_inputs
-    lines = [f"// ONNX model: {model.proto.graph.name or '(unnamed graph)'}, opsets "
+    lines = [f"// ONNX model: {_comment_name(model.proto.graph.name) or '(unnamed graph)'}, opsets "
              + ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(model.opsets.items()))]
     for name, t in env.items():
         kind = "initializer" if name in model.initializers else "input"
         bid = t.uop.arg[0] if t.uop.op.name == "tensor.buffer" else "?"
-        lines.append(f"// {kind} {name}: buffer id {bid} {tuple(t.shape)} {t.dtype.name}")
-    lines.append("// outputs (the sink's operands, in order): " + ", ".join(outs))
+        lines.append(f"// {kind} {_comment_name(name)}: buffer id {bid} {tuple(t.shape)} {t.dtype.name}")
+    lines.append("// outputs (the sink's operands, in order): " + ", ".join(_comment_name(o) for o in outs))
     return "\n".join(lines) + "\n" + print_ir(UOp.sink(*(t.uop for t in outs.values())))
 
 

@@ -1,6 +1,7 @@
 """Checks a rewrite trace (version 1) and assembles the visualizer page from it and the files in static/."""
 from __future__ import annotations
 
+import html
 import json
 import re
 from importlib import resources
@@ -83,6 +84,25 @@ def load_trace(path: str | Path) -> dict:
     return validate_trace(trace, str(p))
 
 
+# inside a <script> element's JSON: what could end the element or start a comment (`</script`, `<!--`), what an
+# HTML-aware tool may read as markup (`>`, `&`), the line separators older JavaScript parsers end a line at
+# (U+2028/2029), and lone surrogates (no UTF-8 encodes them): each as its JSON escape \uXXXX, the same string
+_SCRIPT_UNSAFE = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
+
+
+def script_json(value: Any) -> str:
+    """`value` as JSON text that can sit inside a <script> element of a UTF-8 page and parses back to the same value
+    (every string in it, a user's names included, escaped as above)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _SCRIPT_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def html_text(text: str) -> str:
+    """`text` as HTML character data or a quoted attribute value: `& < > " '` as references, a lone surrogate
+    (which no UTF-8 page can hold) as U+FFFD."""
+    return html.escape(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"), quote=True)
+
+
 def _script_safe(text: str) -> str:
     # inside <script>, "</script" (any case) and "<!--" would end or confuse the element; both can only occur in
     # string or regex literals, where the escape \u003c means the same character
@@ -92,20 +112,19 @@ def _script_safe(text: str) -> str:
 def render_page(trace: dict) -> str:
     """The page's HTML text for a (checked) trace."""
     validate_trace(trace)
-    data = json.dumps(trace, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
+    data = script_json(trace)
     dagre = _static("dagre.min.js")
     dagre = re.sub(r"^//# sourceMappingURL=.*$", "", dagre, flags=re.MULTILINE)  # the map is not shipped
     dagre = f"/*! @dagrejs/dagre {DAGRE_VERSION}, MIT license:\n{_static('dagre.LICENSE').strip()}\n*/\n{dagre}"
     title = str(trace.get("title") or "trace")
-    html_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    parts = {"TITLE": html_title, "CSS": _static("page.css"), "TRACE": data, "DAGRE": _script_safe(dagre),
+    parts = {"TITLE": html_text(title), "CSS": _static("page.css"), "TRACE": data, "DAGRE": _script_safe(dagre),
              "JS": _script_safe(_static("page.js"))}
     return re.sub(r"@(TITLE|CSS|TRACE|DAGRE|JS)@", lambda m: parts[m.group(1)], _static("page.html"))
 
 
 def write_page(trace: dict, path: str | Path) -> Path:
-    """Writes the self-contained page for `trace` to `path` (parent folders made) and returns the path."""
+    """Writes the self-contained page for `trace` to `path` (its folder must exist: no folder is made) and returns
+    the path."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(render_page(trace), encoding="utf-8")
     return p

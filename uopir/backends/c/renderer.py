@@ -18,15 +18,16 @@ rest of the program; the first one is split across cores: the function takes `co
 contiguous share of the ids (see runtime.py). Local ids (workgroups) are an error on a cpu.
 
 Function signature: `void NAME(T0* restrict data0, ..., int64_t var..., [int64_t core_id, int64_t core_count])`:
-the `kernel.param` pointers in index order, then the `kernel.var` values in name order (`kernel_signature`). Ops that
-C on a cpu cannot run (local ids, barriers, tensor cores, local memory) are located errors.
+the `kernel.param` pointers in index order, then the `kernel.var` values in name order (`kernel_signature`). NAME and
+the variables' parameters are the names of the IR made identifiers by uopir.backends.codegen.names (a comment above
+the function says what a changed name was). Ops that C on a cpu cannot run (local ids, barriers, tensor cores, local
+memory) are located errors.
 """
 from __future__ import annotations
 
-import re
-
 from uopir.backends.c.lanes import NATIVE_VECTOR, Exprs, Lanes, literal
 from uopir.backends.c.prelude import Helper, bitcast_helper, prelude, vector_max, vector_ok
+from uopir.backends.codegen.names import c_comment, c_ident
 from uopir.backends.cpu.program import (
     NO_VALUE,
     STACK_SCRATCH,
@@ -49,42 +50,15 @@ from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
-__all__ = ["CRenderer", "KernelSignature", "kernel_signature", "c_name"]
-
-_IDENT = re.compile(r"[^A-Za-z0-9_]")
-_C_KEYWORDS = frozenset((
-    "auto break case char const continue default do double else enum extern float for goto if inline int long "
-    "register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while "
-    "bool true false half bf16").split())
-
-
-def c_name(name: str, prefix: str = "k_") -> str:
-    """`name` as a C identifier: other characters become '_', a leading digit or a keyword gets `prefix`."""
-    s = _IDENT.sub("_", name) or "_"
-    return prefix + s if s[0].isdigit() or s in _C_KEYWORDS else s
-
-
-_OUR_NAMES = re.compile(r"(data|unused|v|acc|ridx|reg)[0-9][0-9_]*"  # our locals and parameters
-                        r"|[a-z0-9]+_(f16|f32|f64|bf16|bits|odd|round|sticky)\w*")  # prelude helpers
-
-
-def _unclashed(name: str, prefix: str) -> str:
-    """`name` as a C identifier that cannot clash with a local or a prelude helper of ours."""
-    s = c_name(name, prefix)
-    return prefix + s if _OUR_NAMES.fullmatch(s) or s.startswith(("idiv_", "mod_", "f2i_", "max_", "bitcast_")) \
-        else s
-
-
-def var_name(name: str) -> str:
-    """The C parameter of a kernel.var: its name (made an identifier, `var_` in front if it could clash)."""
-    return _unclashed(name, "var_")
+__all__ = ["CRenderer", "CEmitter", "CPtr", "KernelSignature", "kernel_signature"]
 
 
 def kernel_signature(program: UOp, backend: str = "C") -> KernelSignature:
-    return _signature(program, lambda n: _unclashed(n, "k_"), backend)
+    """How the C function of `program` is called; its name is the program's through c_ident."""
+    return _signature(program, c_ident, backend)
 
 
-class _Ptr:
+class CPtr:
     """A pointer value: the C base pointer, an element offset expression and an optional gate expression."""
 
     __slots__ = ("base", "off", "gate", "dtype")
@@ -97,7 +71,7 @@ class _Ptr:
         return f"{self.base}[{off}]"
 
 
-class _Emitter(Exprs):
+class CEmitter(Exprs):
     """One rendering: the helpers used, the statements, the value of every op."""
 
     def __init__(self, restrict: bool):
@@ -105,7 +79,7 @@ class _Emitter(Exprs):
         self.restrict = restrict
         self.lines: list[str] = []
         self.depth = 1
-        self.vals: dict[UOp, Lanes | _Ptr] = {}
+        self.vals: dict[UOp, Lanes | CPtr] = {}
         self.counter = {"v": 0, "acc": 0, "ridx": 0, "reg": 0}
         self.hoisted: list[str] = []
         self.ids: list[str] = []  # the loops of global ids opened so far (the first one is split across cores)
@@ -138,6 +112,7 @@ class CRenderer(Renderer):
     language = "c"
     title = "C"  # the backend's name in error messages
     vector_ok = staticmethod(vector_ok)  # which vector dtypes live in native vector types (C: GCC vector types)
+    ident = staticmethod(c_ident)  # a program's or variable's name as an identifier of the language
 
     def __init__(self, restrict: bool = True):
         self.restrict = restrict
@@ -152,7 +127,7 @@ class CRenderer(Renderer):
                 args.append(f"void* unused{i}")
             else:
                 args.append(f"{em.ctype(d)}* {'restrict ' if self.restrict else ''}data{i}")
-        args.extend(f"int64_t {var_name(v)}" for v in sig.vars)
+        args.extend(f"int64_t {self.ident(v)}" for v in sig.vars)
         if sig.parallel:
             args.extend(("int64_t core_id", "int64_t core_count"))
         while em.depth > 1:  # the loops of global ids span the rest of the program
@@ -168,14 +143,19 @@ class CRenderer(Renderer):
             head += (f"/* {len(em.lines)} statements: -O1 with one-region register allocation (GCC is superlinear "
                      f"in a function's size) */\n{HUGE_PRAGMA}\n")
         body = [*("  " + h for h in em.hoisted), *em.lines]
-        return f"{head}\nvoid {sig.name}({', '.join(args) or 'void'}) {{\n" + "\n".join(body) + ("\n" if body else "") \
-            + "}\n"
+        return f"{head}\n{self.renamed(program, sig)}void {sig.name}({', '.join(args) or 'void'}) {{\n" \
+            + "\n".join(body) + ("\n" if body else "") + "}\n"
 
-    def emitter(self) -> _Emitter:
+    def renamed(self, program: UOp, sig: KernelSignature) -> str:
+        """A comment line for each name the kernel could not keep (the program's, a variable's), saying what it was."""
+        names = ((n, self.ident(n)) for n in (program.arg, *sig.vars))
+        return "".join(f"/* {c_comment(old)} is {new} here */\n" for old, new in names if new != old)
+
+    def emitter(self) -> CEmitter:
         """A fresh rendering state (a C-style renderer for another language returns its own subclass)."""
-        return _Emitter(self.restrict)
+        return CEmitter(self.restrict)
 
-    def walk(self, em: _Emitter, program: UOp) -> None:
+    def walk(self, em: CEmitter, program: UOp) -> None:
         """Render the program's ops in execution order into em (statements, helpers, values)."""
         order = schedule(program)
         escapes = escaping(order)
@@ -185,7 +165,7 @@ class CRenderer(Renderer):
         check_all_closed(open_blocks[-1] if open_blocks else None)
 
     # each op: its value (an expression or lanes) and its statements
-    def _op(self, em: _Emitter, u: UOp, escapes: bool, blocks: list[UOp]) -> None:
+    def _op(self, em: CEmitter, u: UOp, escapes: bool, blocks: list[UOp]) -> None:
         op = u.op
         check_supported(u, f"the {self.title} backend")
         if op is C.CONST:
@@ -193,23 +173,23 @@ class CRenderer(Renderer):
             lanes = u.arg if u.dtype.count > 1 and type(u.arg) is tuple else (u.arg,) * u.dtype.count
             em.vals[u] = Lanes([literal(u.dtype.scalar, v, em.use) for v in lanes])
         elif op is K.PARAM:
-            em.vals[u] = _Ptr(f"data{u.arg}", "0", None, u.dtype)
+            em.vals[u] = CPtr(f"data{u.arg}", "0", None, u.dtype)
         elif op is K.VAR:
-            em.vals[u] = Lanes([var_name(u.arg[0])])
+            em.vals[u] = Lanes([self.ident(u.arg[0])])
         elif op is K.REGISTER or (op is K.LOCAL and u.dtype.size * u.dtype.base.itemsize <= STACK_SCRATCH):
             name = em.fresh("reg")
             em.hoisted.append(f"{em.ctype(u.dtype.base)} {name}[{max(u.dtype.size, 1)}] = {{0}};")
-            em.vals[u] = _Ptr(name, "0", None, u.dtype)
+            em.vals[u] = CPtr(name, "0", None, u.dtype)
         elif op is K.LOCAL:  # a large scratch buffer (kernel-optimize's packed panels): zeroed heap memory per call
             name, t = em.fresh("reg"), em.ctype(u.dtype.base)
             em.use("stdlib", Helper("", includes=("stdlib.h",)))
             em.hoisted.append(f"{t}* {name} = ({t}*)calloc({u.dtype.size}, sizeof({t}));")
             em.hoisted.append(f"if (!{name}) abort();")
             em.cleanup.append(f"free({name});")
-            em.vals[u] = _Ptr(name, "0", None, u.dtype)
+            em.vals[u] = CPtr(name, "0", None, u.dtype)
         elif op is K.INDEX:
             p = em.vals[u.src[0]]
-            assert isinstance(p, _Ptr)
+            assert isinstance(p, CPtr)
             off = self._scalar(em, u.src[1])
             if p.off != "0":
                 off = f"{p.off} + {off}"
@@ -217,7 +197,7 @@ class CRenderer(Renderer):
             if len(u.src) > 2:
                 g = self._scalar(em, u.src[2])
                 gate = g if gate is None else f"{gate} && {g}"
-            em.vals[u] = _Ptr(p.base, off, gate, u.dtype)
+            em.vals[u] = CPtr(p.base, off, gate, u.dtype)
         elif op is C.GEP:
             src = self._lanes(em, u.src[0])
             em.vals[u] = Lanes([src.lane(i) for i in u.arg])
@@ -285,7 +265,7 @@ class CRenderer(Renderer):
         else:
             raise op_error(u, f"the {self.title} backend cannot render {op.name}")
 
-    def _special(self, em: _Emitter, u: UOp, blocks: list[UOp]) -> None:
+    def _special(self, em: CEmitter, u: UOp, blocks: list[UOp]) -> None:
         """A global (or group) id on a cpu: a loop over the rest of the program. The first one in the program is
         split across cores: core `core_id` of `core_count` runs its contiguous share of the ids."""
         _, dim = check_special(u, f"the {self.title} backend", blocks[-1] if blocks else None, em.id_dims)
@@ -302,15 +282,15 @@ class CRenderer(Renderer):
         em.depth += 1
         em.vals[u] = Lanes([name])
 
-    def _lanes(self, em: _Emitter, u: UOp) -> Lanes:
-        v = computed(em.vals, u, _Ptr)
+    def _lanes(self, em: CEmitter, u: UOp) -> Lanes:
+        v = computed(em.vals, u, CPtr)
         assert isinstance(v, Lanes)
         return v
 
-    def _scalar(self, em: _Emitter, u: UOp) -> str:
+    def _scalar(self, em: CEmitter, u: UOp) -> str:
         return self._lanes(em, u).lane(0)
 
-    def _define(self, em: _Emitter, u: UOp, exprs: list[str], escapes: bool, kind: str = "v",
+    def _define(self, em: CEmitter, u: UOp, exprs: list[str], escapes: bool, kind: str = "v",
                 const: bool = True) -> list[str]:
         """Statements assigning each lane to a fresh local; hoisted to the function top when the value escapes."""
         t = em.ctype(u.dtype.scalar)
@@ -324,10 +304,10 @@ class CRenderer(Renderer):
                 em.emit(f"{'const ' if const else ''}{t} {name} = {e};")
         return names
 
-    def _set(self, em: _Emitter, u: UOp, exprs: list[str], escapes: bool) -> None:
+    def _set(self, em: CEmitter, u: UOp, exprs: list[str], escapes: bool) -> None:
         em.vals[u] = Lanes(self._define(em, u, exprs, escapes))
 
-    def _set_vector(self, em: _Emitter, u: UOp, expr: str, escapes: bool, kind: str = "v",
+    def _set_vector(self, em: CEmitter, u: UOp, expr: str, escapes: bool, kind: str = "v",
                     const: bool = True) -> None:
         """A local of u's vector type assigned `expr` (hoisted to the function top when the value escapes)."""
         t = em.vtype(u.dtype)
@@ -339,13 +319,13 @@ class CRenderer(Renderer):
             em.emit(f"{'const ' if const else ''}{t} {name} = {expr};")
         em.vals[u] = Lanes.of_vector(name, u.dtype.count)
 
-    def _ptr(self, em: _Emitter, u: UOp) -> _Ptr:
+    def _ptr(self, em: CEmitter, u: UOp) -> CPtr:
         p = em.vals.get(u)
-        if not isinstance(p, _Ptr):
+        if not isinstance(p, CPtr):
             raise op_error(u, f"expected a pointer, got {u.op.name} : {u.dtype}")
         return p
 
-    def _load(self, em: _Emitter, u: UOp, escapes: bool) -> None:
+    def _load(self, em: CEmitter, u: UOp, escapes: bool) -> None:
         p = self._ptr(em, u.src[0])
         gate = p.gate
         if len(u.src) == 3:
@@ -382,7 +362,7 @@ class CRenderer(Renderer):
             raw.append(em.down(name, u.dtype) if u.dtype.scalar is dtypes.bfloat16 else name)
         self._set(em, u, [f"{g} ? {raw[i]} : {alt.lane(i)}" for i in range(n)], escapes)
 
-    def _store(self, em: _Emitter, u: UOp) -> None:
+    def _store(self, em: CEmitter, u: UOp) -> None:
         p = self._ptr(em, u.src[0])
         val = self._lanes(em, u.src[1])
         gate = p.gate
@@ -400,7 +380,7 @@ class CRenderer(Renderer):
         else:
             em.emit(f"if ({gate}) {{ {' '.join(stmts)} }}")
 
-    def _bitcast(self, em: _Emitter, u: UOp, escapes: bool) -> None:
+    def _bitcast(self, em: CEmitter, u: UOp, escapes: bool) -> None:
         s, d = u.src[0].dtype, u.dtype
         src = self._lanes(em, u.src[0])
         if s.count == d.count:  # lane by lane (bf16 rides as a float carrier, so memcpy of the lanes would be wrong)
@@ -424,6 +404,6 @@ class CRenderer(Renderer):
         self._set(em, u, [f"{out}[{i}]" for i in range(d.count)], escapes)
 
     @staticmethod
-    def use_bitcast_types(em: _Emitter, s: DType, d: DType) -> None:
+    def use_bitcast_types(em: CEmitter, s: DType, d: DType) -> None:
         em.ctype(s)
         em.ctype(d)

@@ -10,6 +10,7 @@ in a float, so buffers keep numpy's layouts. Compile with `--fmad=false` (no a*b
 from __future__ import annotations
 
 from uopir.backends.c.prelude import HELPERS, Helper
+from uopir.backends.codegen.names import cuda_ident
 from uopir.backends.gpu.renderer import Language
 
 __all__ = ["CUDA"]
@@ -112,7 +113,5 @@ CUDA = Language(
             "  return x != x ? f32_from_bits((f32_bits(x) & 0xffff0000u) | 0x00400000u)\n"
             "                : __bfloat162float(__float2bfloat16_rn(x));\n}", "bf16_round"), ("bf16", "f32_bits")),
     },
-    keywords=frozenset(("half", "bfloat16", "new", "delete", "class", "template", "this", "operator", "namespace",
-                        "private", "public", "protected", "virtual", "friend", "using", "typename", "try", "catch",
-                        "throw", "explicit", "mutable", "export", "bool", "true", "false")),
+    ident=cuda_ident,
 )

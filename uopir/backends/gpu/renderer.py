@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from uopir.backends.c.lanes import Lanes
 from uopir.backends.c.prelude import Helper, prelude
 from uopir.backends.c.prelude import vector_ok as c_vector_ok
-from uopir.backends.c.renderer import CRenderer, _Emitter, _Ptr, kernel_signature, var_name
-from uopir.backends.cpu.program import op_error
+from uopir.backends.c.renderer import CEmitter, CPtr, CRenderer
+from uopir.backends.codegen.names import c_ident
+from uopir.backends.cpu.program import kernel_signature, op_error
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes
@@ -62,13 +63,14 @@ class Language:
     # f32/f64 vectors of 2..16 lanes in the language's own vector types (its helpers define the C renderer's vector
     # typedefs, loads, stores and max); False: every vector is rendered lane by lane
     vectors: bool = False
-    keywords: frozenset[str] = frozenset()  # names a kernel may not take (prefixed `k_`)
+    # a program's or variable's name as an identifier of the dialect (uopir.backends.codegen.names)
+    ident: Callable[[str], str] = c_ident
 
     def special(self, kind: str, dim: int) -> str:
         return self.ids[kind].format(dim=dim, xyz="xyz"[dim])
 
 
-class _GpuEmitter(_Emitter):
+class _GpuEmitter(CEmitter):
     """The C emitter whose helpers come from the language first (and their dependencies too)."""
 
     def __init__(self, lang: Language):
@@ -104,16 +106,17 @@ class GpuRenderer(CRenderer):
         super().__init__(restrict=False)
         self.lang = lang
         self.language, self.title = lang.name, lang.title
+        self.ident = lang.ident  # type: ignore[assignment]
 
     def vector_ok(self, d: DType) -> bool:  # type: ignore[override]
         """Whether a vector value lives in one of the language's vector types (else lane by lane)."""
         return self.lang.vectors and d.count in (2, 4, 8, 16) and c_vector_ok(d)
 
-    def emitter(self) -> _Emitter:
+    def emitter(self) -> CEmitter:
         return _GpuEmitter(self.lang)
 
     def render(self, program: UOp) -> str:
-        sig = kernel_signature(program, self.title)
+        sig = kernel_signature(program, self.ident, self.title)
         em = self.emitter()
         assert isinstance(em, _GpuEmitter)
         self.walk(em, program)
@@ -122,22 +125,22 @@ class GpuRenderer(CRenderer):
         for i, d in enumerate(sig.params):
             t = "uint8_t" if d is None else lang.bool_buffer if d is dtypes.bool else em.ctype(d)
             args.append(lang.buffer.format(t=t, name=f"unused{i}" if d is None else f"data{i}"))
-        args.extend(f"{lang.var_type} {var_name(v)}" for v in sig.vars)
+        args.extend(f"{lang.var_type} {self.ident(v)}" for v in sig.vars)
         helpers = _INCLUDE.sub("", prelude(em.helpers)).replace("static inline ", lang.helper_qualifier + " ")
         body = [*("  " + h for h in em.locals), *("  " + h for h in em.hoisted), *em.lines]
-        name = kernel_name(program, lang)
-        text = f"{lang.kernel_head} {name}({', '.join(args)}) {{\n" + "\n".join(body) + ("\n" if body else "") + "}\n"
-        head = lang.header(helpers + text)
-        return f"{head}{helpers}\n{text}"
+        text = f"{lang.kernel_head} {sig.name}({', '.join(args)}) {{\n" + "\n".join(body) + ("\n" if body else "") \
+            + "}\n"
+        head = lang.header(helpers + text)  # before the renaming comment, whose names the header must not read
+        return f"{head}{helpers}\n{self.renamed(program, sig)}{text}"
 
-    def _op(self, em: _Emitter, u: UOp, escapes: bool, blocks: list[UOp]) -> None:
+    def _op(self, em: CEmitter, u: UOp, escapes: bool, blocks: list[UOp]) -> None:
         assert isinstance(em, _GpuEmitter)
         if u.op is K.LOCAL:
             if u.dtype.size <= 0:
                 raise op_error(u, f"local memory needs a size (ptr<T, local, N>), got {u.dtype}")
             name = f"lmem{u.arg}"
             em.locals.append(self.lang.local.format(t=em.ctype(u.dtype.base), name=name, n=u.dtype.size))
-            em.vals[u] = _Ptr(name, "0", None, u.dtype)
+            em.vals[u] = CPtr(name, "0", None, u.dtype)
         elif u.op is D.BARRIER:
             em.emit(self.lang.barrier)
         elif u.op is D.AFTER:
@@ -147,7 +150,7 @@ class GpuRenderer(CRenderer):
         else:
             super()._op(em, u, escapes, blocks)
 
-    def _special(self, em: _Emitter, u: UOp, blocks: list[UOp]) -> None:
+    def _special(self, em: CEmitter, u: UOp, blocks: list[UOp]) -> None:
         """A hardware id: the language's id expression; a global id returns early past its size."""
         kind, dim = u.arg
         prefix = {"global_id": "gidx", "group_id": "gid", "local_id": "lidx"}[kind]
@@ -164,6 +167,5 @@ class GpuRenderer(CRenderer):
 
 # ---- what the runtime needs from a program ---------------------------------------------------------------------------
 def kernel_name(program: UOp, lang: Language) -> str:
-    """The name the rendered kernel has (the program's, made an identifier that is no keyword of the language)."""
-    name = kernel_signature(program, lang.title).name
-    return "k_" + name if name in lang.keywords else name
+    """The name the rendered kernel has: the program's, through the language's identifier rule."""
+    return kernel_signature(program, lang.ident, lang.title).name

@@ -30,15 +30,17 @@ semantics fixes (NaN and inf inputs, -0.0, sequential reductions, unfused mulacc
 A global id (`device.special {kind = global_id}`) is a loop over the rest of the program; the first is split across
 cores (the function takes `core_id, core_count`; uopir.backends.cpu.runtime calls it once per core). Buffer pointers
 are `noalias` (the runtime runs a variant rendered with `noalias=False` when two buffers overlap). The function
-carries the host's `target-cpu`/`target-features` and, on AVX-512, `"prefer-vector-width"="512"`.
+carries the host's `target-cpu`/`target-features` and, on AVX-512, `"prefer-vector-width"="512"`. Names from the IR
+reach the text only through uopir.backends.codegen.names: the function's name is the program's through `llvm_ident`,
+and the header comment names the program and its variables through `llvm_comment`.
 """
 from __future__ import annotations
 
-import re
 import struct
 
 import numpy as np
 
+from uopir.backends.codegen.names import llvm_comment, llvm_ident
 from uopir.backends.cpu.alu import BOOL_OP, COMPARE, const_shift, unguarded_divisor
 from uopir.backends.cpu.program import (
     NO_VALUE,
@@ -65,20 +67,13 @@ from uopir.dialects.semantics import const_array, np_dtype
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
-__all__ = ["LLVMRenderer", "kernel_signature", "llvm_name"]
-
-_IDENT = re.compile(r"[^A-Za-z0-9_]")
-
-
-def llvm_name(name: str) -> str:
-    """The function name of a kernel: `name` with other characters than [A-Za-z0-9_] made '_' (a leading digit
-    gets `k_`), so it is also a C identifier for ctypes and the object file's symbol table."""
-    s = _IDENT.sub("_", name) or "_"
-    return "k_" + s if s[0].isdigit() else s
+__all__ = ["LLVMRenderer", "kernel_signature"]
 
 
 def kernel_signature(program: UOp) -> KernelSignature:
-    return _signature(program, llvm_name, "LLVM")
+    """How the function of `program` is called; its name is the program's through llvm_ident (a C identifier too,
+    for ctypes and the object file's symbol table)."""
+    return _signature(program, llvm_ident, "LLVM")
 
 
 # ---- types and literals ----------------------------------------------------------------------------------------------
@@ -370,7 +365,8 @@ class LLVMRenderer(Renderer):
             attrs.append(f'"target-features"="{self.features}"')
         if self.wide_vectors:
             attrs.append('"prefer-vector-width"="512"')
-        head = [f"; kernel {program.arg}: {len(sig.params)} buffers, vars ({', '.join(sig.vars)})"
+        head = [f"; kernel {llvm_comment(program.arg)}: {len(sig.params)} buffers, "
+                f"vars ({', '.join(llvm_comment(v) for v in sig.vars)})"
                 f"{', split across cores' if sig.parallel else ''}"]
         head += sorted(w.f.declares.values())
         body = ["entry:", *("  " + a for a in w.f.allocas), *w.f.lines]

@@ -24,7 +24,9 @@ inside a `memref.alloca_scope` so each iteration owns them, itself inside an `sc
 scope makes blocks, which scf.parallel's single-block body cannot hold; lower memref before scf then); large
 `kernel.local` arrays are `memref.alloc`ed.
 Arguments and allocas carry `uop.*` attributes (param index, var name and range, accumulator id, dtype where the
-memory type is a carrier) so that an importer can rebuild the uopir program.
+memory type is a carrier) so that an importer can rebuild the uopir program. A function is named after its program
+through `mlir_ident` (uopir.backends.codegen.names); the names themselves ride in `uop.kernel` / `uop.var` string
+attributes, which xDSL's printer escapes.
 """
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
+from uopir.backends.codegen.names import mlir_ident, mlir_text
 from uopir.backends.cpu.program import (
     NO_VALUE,
     STACK_SCRATCH,
@@ -73,7 +76,6 @@ from uopir.backends.cpu.program import (
 )
 from uopir.backends.cpu.program import kernel_signature as _signature
 from uopir.backends.emit import require_programs
-from uopir.backends.llvm.renderer import llvm_name
 from uopir.backends.mlir import ops as X
 from uopir.backends.mlir.alu import AluExport
 from uopir.backends.mlir.types import (
@@ -100,9 +102,9 @@ __all__ = ["export_module", "export_function", "export_text", "kernel_signature"
 
 
 def kernel_signature(program: UOp) -> KernelSignature:
-    """How the exported function of `program` is called: its name (a C identifier), buffers, variables; `parallel`
-    says it holds an scf.parallel (it takes no core arguments)."""
-    return _signature(program, llvm_name, "MLIR")
+    """How the exported function of `program` is called: its name (the program's through mlir_ident), buffers,
+    variables; `parallel` says it holds an scf.parallel (it takes no core arguments)."""
+    return _signature(program, mlir_ident, "MLIR")
 
 
 # ---- values ----------------------------------------------------------------------------------------------------------
@@ -175,7 +177,7 @@ class _Func(AluExport):
         for v in self.sig.vars:
             args.append(IndexType())
             lo, hi = ranges[v]
-            attrs.append({"uop.var": StringAttr(v), "uop.range": ArrayAttr([IntegerAttr(lo, i64),
+            attrs.append({"uop.var": StringAttr(mlir_text(v)), "uop.range": ArrayAttr([IntegerAttr(lo, i64),
                                                                                 IntegerAttr(hi, i64)])})
         self.entry = Block(arg_types=args)
         self.arg_types, self.arg_attrs = args, attrs
@@ -277,7 +279,7 @@ class _Func(AluExport):
         _prepend(self.entry, self.consts)
         f = func.FuncOp(self.name, (self.arg_types, []), Region(self.entry),
                         arg_attrs=ArrayAttr([DictionaryAttr(a) for a in self.arg_attrs]))
-        f.attributes["uop.kernel"] = StringAttr(self.program.arg)
+        f.attributes["uop.kernel"] = StringAttr(mlir_text(self.program.arg))
         return f
 
     def finish_scope(self, scope: _Scope) -> None:
@@ -540,12 +542,16 @@ class _Func(AluExport):
 
 # ---- entry points ----------------------------------------------------------------------------------------------------
 def _unique(names: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
+    """The names with `_1`, `_2`, ... added where one repeats, never taking a name another program has or got."""
+    taken, out = set(names), []
+    used: set[str] = set()
     for n in names:
-        k = seen.get(n, 0)
-        seen[n] = k + 1
-        out.append(n if k == 0 else f"{n}_{k}")
+        cand, k = n, 0
+        while cand in used or (cand != n and cand in taken):
+            k += 1
+            cand = f"{n}_{k}"
+        used.add(cand)
+        out.append(cand)
     return out
 
 

@@ -286,6 +286,12 @@ def _owner(v: Any, name: str) -> Any:
     return o if getattr(o, "name", None) == name else None
 
 
+def _text(attr: Any) -> str:
+    """A string attribute's value as text (xDSL gives bytes for a literal whose escapes are not ASCII)."""
+    data = attr.data
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+
 # ---- values that are not (yet) one uopir value ----------------------------------------------------------------------
 class _Slot:
     """A rank-0 memref.alloca: an accumulator (`uop.acc`) or a value read after the block that computes it."""
@@ -440,7 +446,7 @@ class _FuncImporter:
                 idx = a["uop.param"].value.data if "uop.param" in a else i
                 self.vals[arg] = self.emit(UOp(K.PARAM, elem.ptr("global", size if size >= 0 else -1), (), idx))
             elif isinstance(t, IndexType):
-                name = a["uop.var"].data if "uop.var" in a else (arg.name_hint or f"arg{i}")
+                name = _text(a["uop.var"]) if "uop.var" in a else (arg.name_hint or f"arg{i}")
                 lo, hi = (r.value.data for r in a["uop.range"].data) if "uop.range" in a else \
                     (0, dtypes.index.max)
                 self.vals[arg] = self.emit(UOp(K.VAR, dtypes.index, (), (name, lo, hi)))
@@ -448,7 +454,7 @@ class _FuncImporter:
                 raise self.error(f"'func.func' argument {i} type {t} is outside the subset (memref or index)")
         self.block(block, "func.return")
         kname = f.attributes.get("uop.kernel")
-        return UOp(D.PROGRAM, dtypes.void, tuple(self._live()), kname.data if kname is not None else f.sym_name.data)
+        return UOp(D.PROGRAM, dtypes.void, tuple(self._live()), _text(kname) if kname is not None else f.sym_name.data)
 
     def _live(self) -> list[UOp]:
         """The program's ops without the pure ones nothing reads any more (the parts of recognized idioms);

@@ -9,6 +9,7 @@ Bool buffers are `uchar` (OpenCL forbids bool in a kernel's parameters).
 from __future__ import annotations
 
 from uopir.backends.c.prelude import Helper
+from uopir.backends.codegen.names import opencl_ident
 from uopir.backends.gpu.renderer import Language
 
 __all__ = ["OPENCL"]
@@ -90,7 +91,5 @@ OPENCL = Language(
     },
     vectors=True,
     bool_buffer="uchar",
-    keywords=frozenset(("kernel", "global", "local", "constant", "private", "image2d_t", "image3d_t", "sampler_t",
-                        "event_t", "read_only", "write_only", "read_write", "half", "uchar", "ushort", "uint",
-                        "ulong", "vec_step", "complex", "imaginary")),
+    ident=opencl_ident,
 )
