@@ -219,7 +219,8 @@ class ZlibCompiler(Compiler):
 
 
 def _entries(root) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    """The cache folder's files but its size estimate (USAGE_FILE)."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != cache_mod.USAGE_FILE)
 
 
 def test_cache_dir_resolution(monkeypatch, tmp_path):
@@ -241,7 +242,7 @@ def test_compile_cache_hits_misses_and_keys(monkeypatch, tmp_path):
     first = c.compile_cached(src)
     assert zlib.decompress(first).decode() == src and c.calls == 1
     key = cache_mod.cache_key("zlib-1", ("-6",), src)
-    assert _entries(tmp_path) == [f"zlib-1/{key[:2]}/{key}"]  # atomic write left no temporary file
+    assert _entries(tmp_path) == [f"zlib-1/{key[:2]}/{key}{cache_mod.ENTRY_SUFFIX}"]  # no temporary file left
     again = ZlibCompiler()  # a new process would find it too
     assert again.compile_cached(src) == first and again.calls == 0
     c9 = ZlibCompiler(9)  # other flags: another entry
@@ -271,7 +272,7 @@ def test_compile_cache_entry_is_replaced_atomically(monkeypatch, tmp_path):
     monkeypatch.setenv(cache_mod.CACHE_DIR_ENV, str(tmp_path))
     monkeypatch.delenv(cache_mod.DISABLE_ENV, raising=False)
     p = cache_mod.cache_put("ns", "abcd", b"one")
-    assert p is not None and p.read_bytes() == b"one"
+    assert p is not None and cache_mod.unseal("abcd", p.read_bytes()) == b"one"
     ino = os.stat(p).st_ino
     cache_mod.cache_put("ns", "abcd", b"two")
     assert cache_mod.cache_get("ns", "abcd") == b"two"

@@ -21,6 +21,7 @@ from test_tensor_to_kernel import _Gen, _input_arrays
 from uopir.backends.c.backend import CBackend
 from uopir.backends.c.compiler import BASE_FLAGS, CCompiler, find_cc
 from uopir.backends.c.renderer import CRenderer, kernel_signature
+from uopir.backends.cache import ENTRY_SUFFIX, USAGE_FILE, seal, unseal
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
@@ -505,9 +506,10 @@ def test_compile_cache_hits_on_disk(tmp_path, monkeypatch: pytest.MonkeyPatch) -
     cc = CCompiler()
     src = "int f(int x) { return x + 1; }\n"
     first = cc.compile_cached(src)
-    files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert len(files) == 1 and files[0].read_bytes() == first
-    files[0].write_bytes(b"marker")  # a second compile of the same source and flags reads the cache
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != USAGE_FILE]
+    key = files[0].name.removesuffix(ENTRY_SUFFIX)
+    assert len(files) == 1 and unseal(key, files[0].read_bytes()) == first
+    files[0].write_bytes(seal(key, b"marker"))  # a second compile of the same source and flags reads the cache
     assert cc.compile_cached(src) == b"marker"
     assert CCompiler(flags=("-O1", "-fPIC", "-shared")).compile_cached(src) != b"marker"
 

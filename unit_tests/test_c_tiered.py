@@ -24,7 +24,7 @@ from uopir.backends.c.backend import CBackend
 from uopir.backends.c.compiler import CCompiler, DetachedCompile, find_cc
 from uopir.backends.c.runtime import CKernel, TieredKernel
 from uopir.backends.c.tiered import TIERED_ENV, llvm_available, tier0_address, tiered_enabled
-from uopir.backends.cache import cache_key, cache_path
+from uopir.backends.cache import ENTRY_SUFFIX, USAGE_FILE, cache_key, cache_path, unseal
 from uopir.dialects import core as C
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import get_op
@@ -203,7 +203,7 @@ def test_a_cold_compile_is_tiered_and_fills_the_cache(tmp_path, monkeypatch) -> 
     src = be.renderer.render(prog)
     cc = be.quick_compiler
     entry = cache_path(cc.name, cache_key(cc.name, cc.flags, src))
-    assert entry.read_bytes() == p.binary
+    assert unseal(entry.name.removesuffix(ENTRY_SUFFIX), entry.read_bytes()) == p.binary  # a checked entry
     assert [f.name for f in entry.parent.iterdir()] == [entry.name]
     again = CBackend().compile(prog)
     assert type(again.entry) is CKernel and again.binary == p.binary
@@ -236,13 +236,13 @@ def test_exit_abandons_the_compile_and_the_entry_appears_whole(tmp_path) -> None
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     for _ in range(600):  # the detached compile finishes on its own
-        files = [f for f in tmp_path.rglob("*") if f.is_file()]
+        files = [f for f in tmp_path.rglob("*") if f.is_file() and f.name != USAGE_FILE]
         if files and not any(f.name.startswith(".tmp-") for f in files):
             break
         time.sleep(0.1)
-    files = [f for f in tmp_path.rglob("*") if f.is_file()]
-    assert len(files) == 1 and not files[0].name.startswith(".tmp-")
-    assert files[0].read_bytes()[:4] == b"\x7fELF"
+    files = [f for f in tmp_path.rglob("*") if f.is_file() and f.name != USAGE_FILE]
+    assert len(files) == 1 and files[0].name.endswith(ENTRY_SUFFIX)
+    assert unseal(files[0].name.removesuffix(ENTRY_SUFFIX), files[0].read_bytes())[:4] == b"\x7fELF"
 
 
 def test_detached_compiles_run_at_most_one_per_core(tmp_path, monkeypatch) -> None:

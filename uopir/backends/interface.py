@@ -174,6 +174,19 @@ class Program:
     binary: bytes | None  # the compiled bytes (None for the interpreter)
     entry: Callable[..., Any]  # the runtime's callable; Runtime.launch knows its signature
 
+    def binary_callback(self) -> Callable[[bytes], None]:
+        """What a runtime's kernel calls when its background compile delivers the binary: fills `binary`, holding
+        this Program weakly (the kernel is the Program's `entry`: a strong reference back would make a cycle, which
+        only the cyclic collector frees, so an evicted kernel's native code would stay until a full collection)."""
+        ref = weakref.ref(self)
+
+        def got(binary: bytes) -> None:
+            prog = ref()
+            if prog is not None:
+                prog.binary = binary
+
+        return got
+
 
 LaunchBuffers = Sequence[Buffer] | Mapping[int, Buffer]
 

@@ -11,8 +11,10 @@ every `tensor.bind` by its variable (the bound value goes to the launch as a var
 UOps, so two programs share an entry exactly when they are the same graph up to the renaming of their inputs: the
 cache compares whole graphs, never a digest. A hit skips the lowering and the compiles and only binds the new
 buffers to the plan's slots. The pipeline runs on the key itself, so a cached plan holds no data of the run that
-built it. Per backend, least recently used first out after `CACHE_SIZE` programs. `UOPIR_SCHEDULE_CACHE=0` turns
-it off.
+built it. Per backend, least recently used first out after `CACHE_SIZE` programs ($UOPIR_SCHEDULE_CACHE_SIZE), and
+compiled kernels likewise after `PROGRAM_CACHE_SIZE` ($UOPIR_PROGRAM_CACHE_SIZE) besides those a live plan holds: an
+evicted kernel's memory, native code included, is freed once no plan or TinyJit holds it. `UOPIR_SCHEDULE_CACHE=0`
+turns the schedule cache off.
 
 Debug output (`UOPIR_DEBUG=n`, as tinygrad's DEBUG): at 2 and above one line per launched kernel (device, running
 count, name, buffers, time of the run alone, GFLOP/s and GB/s from the work `estimates.estimate` counts in the
@@ -59,13 +61,19 @@ if TYPE_CHECKING:
     from uopir.backends.interface import Allocator, Backend, Buffer, Program
 
 __all__ = ["realize", "compiled", "cache_key", "plan", "debug_level", "print_compiled", "schedule_cache_enabled",
-           "clear_schedule_cache", "STATS", "RealizeStats", "CACHE_SIZE", "DEBUG_ENV", "SCHEDULE_CACHE_ENV", "Launch",
-           "capture", "run_plan"]
+           "clear_schedule_cache", "STATS", "RealizeStats", "CACHE_SIZE", "PROGRAM_CACHE_SIZE", "DEBUG_ENV",
+           "SCHEDULE_CACHE_ENV", "SCHEDULE_CACHE_SIZE_ENV", "PROGRAM_CACHE_SIZE_ENV", "schedule_cache_size",
+           "program_cache_size", "cached_counts", "Launch", "capture", "run_plan"]
 
 DEBUG_ENV = "UOPIR_DEBUG"
 SCHEDULE_CACHE_ENV = "UOPIR_SCHEDULE_CACHE"
-CACHE_SIZE = 512  # programs kept per backend
-PROGRAM_CACHE_SIZE = 4096  # compiled kernels kept per backend
+# The bounds of the in-memory caches, per backend. A compiled kernel costs about 10-50 KB (its IR, source and binary,
+# and native memory: an LLVM engine's share or a dlopen'ed library), so full caches stay under about 20 MB; an entry
+# past a bound is dropped least recently used first, and its native memory is freed once nothing else holds it.
+CACHE_SIZE = 256  # plans (executable schedules) kept per backend; $UOPIR_SCHEDULE_CACHE_SIZE overrides
+PROGRAM_CACHE_SIZE = 256  # compiled kernels kept per backend besides those of live plans; $UOPIR_PROGRAM_CACHE_SIZE
+SCHEDULE_CACHE_SIZE_ENV = "UOPIR_SCHEDULE_CACHE_SIZE"
+PROGRAM_CACHE_SIZE_ENV = "UOPIR_PROGRAM_CACHE_SIZE"
 INPUT_TAG = "realize.input"  # the tag of the placeholder buffers in a schedule-cache key
 
 
@@ -91,6 +99,30 @@ def print_compiled(program: UOp, name: str, source: str, language: str, comment:
 
 def schedule_cache_enabled() -> bool:
     return os.environ.get(SCHEDULE_CACHE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _limit(env: str, default: int) -> int:
+    v = os.environ.get(env, "").strip()
+    if not v:
+        return default
+    try:
+        n = int(v)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"${env} must be a number of entries (an integer >= 0), got {v!r}")
+    return n
+
+
+def schedule_cache_size() -> int:
+    """How many plans the schedule cache keeps per backend: $UOPIR_SCHEDULE_CACHE_SIZE, else CACHE_SIZE."""
+    return _limit(SCHEDULE_CACHE_SIZE_ENV, CACHE_SIZE)
+
+
+def program_cache_size() -> int:
+    """How many compiled kernels each backend keeps besides those of live plans: $UOPIR_PROGRAM_CACHE_SIZE, else
+    PROGRAM_CACHE_SIZE."""
+    return _limit(PROGRAM_CACHE_SIZE_ENV, PROGRAM_CACHE_SIZE)
 
 
 @dataclass
@@ -132,11 +164,23 @@ class Plan:
 
 
 class _Cache:
-    """One backend's compiled kernels and cached plans."""
+    """One backend's cached plans and compiled kernels, each an LRU with its bound. `live` finds a kernel that is
+    still held elsewhere (by a cached plan, a TinyJit's capture, a realize running now), so a kernel is never compiled
+    and loaded twice while one copy lives."""
 
     def __init__(self) -> None:
         self.plans: OrderedDict[tuple[UOp, str], Plan] = OrderedDict()  # (key, pipeline and UOPIR_NOOPT) -> plan
         self.programs: OrderedDict[UOp, Program] = OrderedDict()
+        self.live: weakref.WeakValueDictionary[UOp, Program] = weakref.WeakValueDictionary()
+
+    def keep(self, kdef: UOp, prog: Program) -> None:
+        """Make `prog` the most recently used kernel, dropping the least recently used past the bound (under _LOCK)."""
+        self.live[kdef] = prog
+        self.programs[kdef] = prog
+        self.programs.move_to_end(kdef)
+        limit = program_cache_size()
+        while len(self.programs) > limit:
+            self.programs.popitem(last=False)
 
 
 _CACHES: weakref.WeakKeyDictionary[Backend, _Cache] = weakref.WeakKeyDictionary()
@@ -154,6 +198,14 @@ def clear_schedule_cache() -> None:
     """Forget every cached plan and compiled kernel (of every backend)."""
     with _LOCK:
         _CACHES.clear()
+
+
+def cached_counts(backend: Backend) -> tuple[int, int]:
+    """(plans, compiled kernels) the caches of `backend` hold now (the second counts the program cache's entries,
+    not the kernels that only live plans hold)."""
+    with _LOCK:
+        c = _CACHES.get(backend)
+        return (0, 0) if c is None else (len(c.plans), len(c.programs))
 
 
 def _err(u: UOp, msg: str) -> IRError:
@@ -203,9 +255,9 @@ def _input_buffers(inputs: list[UOp]) -> list[Buffer]:
 
 def _compile(backend: Backend, cache: _Cache, kdef: UOp, name: str) -> Program:
     with _LOCK:
-        prog = cache.programs.get(kdef)
+        prog = cache.programs.get(kdef) or cache.live.get(kdef)
         if prog is not None:
-            cache.programs.move_to_end(kdef)
+            cache.keep(kdef, prog)
             return prog
     if debug_level() >= 5:
         print(print_ir(kdef))
@@ -214,31 +266,33 @@ def _compile(backend: Backend, cache: _Cache, kdef: UOp, name: str) -> Program:
         trace.ACTIVE.add_source(name, backend.device, prog.source)
     with _LOCK:
         STATS.compiles += 1
-        cache.programs[kdef] = prog
-        if len(cache.programs) > PROGRAM_CACHE_SIZE:
-            cache.programs.popitem(last=False)
+        cache.keep(kdef, prog)
     return prog
 
 
 class _CompileAhead(PassInstrumentation):
     """Compiles each kernel as soon as a pass has made it a device.program (with a lowering that runs kernel by
     kernel, `default{per-kernel=true}`, while the next kernel lowers: the C compiler runs in the background). A
-    program it cannot compile is left to the plan, which compiles it again and reports the error there."""
+    program it cannot compile is left to the plan, which compiles it again and reports the error there. `held` keeps
+    what it compiled until the plan takes it (the program cache may drop a kernel of a schedule larger than itself)."""
 
-    def __init__(self, backend: Backend, cache: _Cache):
-        self.backend, self.cache = backend, cache
+    def __init__(self, backend: Backend, cache: _Cache, held: list[Program] | None = None):
+        self.backend, self.cache, self.held = backend, cache, held
 
     def run_after_pass(self, event: PassEvent, before: UOp, after: UOp) -> None:
         if after.op is device.PROGRAM and before is not after and self.backend.compiler is not None:
             try:
-                _compile(self.backend, self.cache, after, after.arg if isinstance(after.arg, str) else "program")
+                prog = _compile(self.backend, self.cache, after, after.arg if isinstance(after.arg, str) else "program")
             except Exception:  # noqa: BLE001 - reported by the plan's own compile of this kernel
-                pass
+                return
+            if self.held is not None:
+                self.held.append(prog)
 
 
 def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> Plan:
     """Lower the key with the backend's pipeline and make its schedule executable."""
-    lowered = backend.lower(key, instruments=[_CompileAhead(backend, cache)])
+    held: list[Program] = []  # the kernels compiled during the lowering, until the plan holds them
+    lowered = backend.lower(key, instruments=[_CompileAhead(backend, cache, held)])
     res = lowered.src[0] if lowered.op is core.SINK else lowered
     slots: dict[UOp, int] = {}
     temps: list[tuple[DType, tuple[int, ...]]] = []
@@ -351,7 +405,8 @@ def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
         STATS.lowerings += 1
         if on:
             cache.plans[ck] = p
-            if len(cache.plans) > CACHE_SIZE:
+            limit = schedule_cache_size()
+            while len(cache.plans) > limit:
                 cache.plans.popitem(last=False)
     return p
 

@@ -16,12 +16,14 @@ function does not run: each recorded plan runs again (`realize.run_plan`) with i
   step) update it again on every replay.
 
 The return value has the structure of the captured one with every Tensor (realized at capture) rebound the same way;
-other values come back as they were captured. Random tensors the function draws (Tensor.rand/randn/uniform/...,
-dropout masks: host data) are drawn again on each replay, from the same generator in the same order. A replay
-refuses Tensor arguments whose number, shapes, dtypes or devices differ from the capture's, and non-Tensor arguments
-that differ (they may have shaped the graph): `reset()` forgets the capture. `TinyJit(f, warmup=False)` captures on
-the first call (uopir.onnx's plans: nothing lazy to settle first). Other host-side work of the function
-(`.item()`, data made from numpy, Python side effects) is frozen at the capture, as in tinygrad.
+other values come back as they were captured. Random tensors the function draws (Tensor.rand/randn/uniform/..., dropout
+masks: host data) are drawn again on each replay, from the same generator in the same order. A replay refuses Tensor
+arguments whose number, shapes, dtypes or devices differ from the capture's, and non-Tensor arguments that differ (they
+may have shaped the graph): `reset()` forgets the capture. `TinyJit(f, warmup=False)` captures on the first call
+(uopir.onnx's plans: nothing lazy to settle first). A capture holds its plans, and so their compiled kernels, until
+`reset()` or until the TinyJit is dropped: the realize module's bounded caches may evict them meanwhile without a
+recompile (a kernel still held is found again), and memory goes when the TinyJit does. Other host-side work of the
+function (`.item()`, data made from numpy, Python side effects) is frozen at the capture, as in tinygrad.
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ bound values are the same graph); UOp.unbind_all does both at once, as in tinygr
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Union
 
@@ -42,7 +43,9 @@ def has_symbols(dims: Iterable[object]) -> bool:
 
 
 # ---- canonical form --------------------------------------------------------------------------------------------------
-_KEYS: dict[UOp, str] = {}
+# weak keys: a memo must not keep a node alive (bound values make new nodes on every call of a loop: a strong table
+# grew the hash-cons table by two nodes per value)
+_KEYS: weakref.WeakKeyDictionary[UOp, str] = weakref.WeakKeyDictionary()
 
 
 def _key(u: UOp) -> str:

@@ -50,6 +50,12 @@ except ImportError:  # pragma: no cover - other interpreters
                 del d[key]
 
 
+def live_nodes() -> int:
+    """How many hash-consed nodes are alive now (the table's size: an entry goes when its node is freed). Memory
+    checks compare it before and after a loop: what nothing references must not stay."""
+    return len(_ucache)
+
+
 class _CacheRef(weakref.ref):
     """The cache's weak reference to a UOp; it knows its key, so the UOp's death removes its own entry only."""
 

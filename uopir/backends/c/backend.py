@@ -12,6 +12,7 @@ Its target description is the host cpu's (`host_cpu("c")`: vector width from the
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 from uopir.backends.c.compiler import QUICK_FLAGS, CCompiler
 from uopir.backends.c.renderer import CRenderer
@@ -108,8 +109,8 @@ class CBackend(Backend):
                 prefetch()
                 return self.runtime.load_tiered(name or program.arg, program, src, cc.compile_detached(src),
                                                 lambda: tier0_address(program))
-            return self.runtime.load(name or program.arg, program, src, binary)
-        return self.runtime.load(name or program.arg, program, src, cc.compile_async(src))
+            return self.runtime.load(name or program.arg, program, src, binary, partial(cc.recompile, src))
+        return self.runtime.load(name or program.arg, program, src, cc.compile_async(src), partial(cc.recompile, src))
 
     def realize(self, root: UOp) -> Buffer:
         """The value of a tensor-level graph: lowered by `default{target=c}`, its kernels compiled and run one by one

@@ -11,8 +11,10 @@ test_c_backend.py holds the kernel). Our kernels carry their own vector types fr
 matmul and elementwise figures in bench/c_backend.py are the same without it.
 
 A tiered first launch (uopir.backends.c.tiered) compiles in a detached process instead (`compile_detached`): the
-compiler writes a temporary file in the cache folder, renamed onto the entry when it succeeds, so a process that exits
-before the compile ends neither waits for it nor leaves a torn entry, and the next process finds the binary.
+compiler writes a temporary file in the cache folder, which `python cache.py seal` (uopir.backends.cache) then writes
+as a checked entry (header and digest, a temporary file renamed onto the entry) when the compile succeeds, so a
+process that exits before the compile ends neither waits for it nor leaves a torn or unchecked entry, and the next
+process finds the binary.
 
 The cache key is the compiler's identity (its path and `--version` line, and the host's cpu flags, since
 `-march=native` binaries are not portable), the flags and the source (uopir.backends.cache).
@@ -32,8 +34,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
-from uopir.backends.cache import cache_enabled, cache_get, cache_key, cache_path
+from uopir.backends.cache import cache_enabled, cache_evict, cache_get, cache_key, cache_path, read_entry, seal_command
 from uopir.backends.interface import Compiler
+from uopir.ir.once import once
 
 __all__ = ["CCompiler", "CompileError", "DetachedCompile", "find_cc", "is_gcc", "BASE_FLAGS", "QUICK_FLAGS",
            "GCC_WORKAROUND_FLAGS"]
@@ -47,19 +50,16 @@ QUICK_FLAGS: tuple[str, ...] = ("-O1", *BASE_FLAGS[1:])
 GCC_WORKAROUND_FLAGS: tuple[str, ...] = ("-fno-tree-slp-vectorize",)
 
 
-_POOL: ThreadPoolExecutor | None = None
-
-
+@once
 def _compile_pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="uopir-cc")
-    return _POOL
+    """The process's compile threads: one pool, also when several threads compile their first kernels at once."""
+    return ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="uopir-cc")
 
 
-# the detached compile: `sh -c SCRIPT sh OUT DST SRC CC ARGS...` runs the compiler, renames its output onto the cache
-# entry (one folder: an atomic rename) and removes its temporary files, whatever happens to the process that started it
-_DETACHED_SCRIPT = 'out=$1; dst=$2; src=$3; shift 3; "$@" && mv -f "$out" "$dst"; rc=$?; rm -f "$src" "$out"; exit $rc'
+# the detached compile: `sh -c SCRIPT sh CC ARGS...` runs the compiler, seals its output as the cache entry (SEAL:
+# uopir.backends.cache's `seal_command`, a temporary file renamed onto the entry) and removes its temporary files
+# (SRC OUT), whatever happens to the process that started it
+_DETACHED_SCRIPT = '"$@" && {seal}; rc=$?; rm -f {src} {out}; exit $rc'
 _RUNNING: set[subprocess.Popen[bytes]] = set()  # detached compiles not yet reaped (kept referenced until then)
 _QUEUE: queue.SimpleQueue[DetachedCompile] = queue.SimpleQueue()
 _LAUNCHER: threading.Thread | None = None
@@ -94,13 +94,13 @@ def _enqueue(job: DetachedCompile) -> None:
 class DetachedCompile:
     """A compile in its own process (session), writing its binary into the disk cache: queued, and started by a
     launcher thread when fewer compiles than cores run. `done()` polls it; `result()` starts it at once if it is
-    still queued, waits for it and reads the binary (on a failure, or when the entry cannot be read, the compile
-    runs again in this process, so a compiler error is raised with its diagnostics). The process is never waited
-    for at exit: it finishes on its own and the next process finds its binary in the cache (a compile still queued
-    then has written nothing and is dropped)."""
+    still queued, waits for it and reads the binary through the cache's check (on a failure, or when the entry
+    cannot be read or fails its check, the compile runs again in this process, so a compiler error is raised with
+    its diagnostics). The process is never waited for at exit: it finishes on its own and the next process finds
+    its binary in the cache (a compile still queued then has written nothing and is dropped)."""
 
-    def __init__(self, compiler: CCompiler, source: str, path: Path):
-        self.compiler, self.source, self.path = compiler, source, path
+    def __init__(self, compiler: CCompiler, source: str, path: Path, key: str):
+        self.compiler, self.source, self.path, self.key = compiler, source, path, key
         self.proc: subprocess.Popen[bytes] | None = None
         self._failed = False  # the process could not be started: result() compiles in process
         self._binary: bytes | None = None
@@ -118,8 +118,13 @@ class DetachedCompile:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     f.write(self.source)
                 out = src_path[:-2] + ".so"
-                args = ["/bin/sh", "-c", _DETACHED_SCRIPT, "sh", out, str(self.path), src_path, *self.compiler.cmd,
-                        "-x", "c", src_path, *self.compiler.flags, "-o", out, "-lm"]
+                sealer = seal_command(out, self.path, self.key)
+                if sealer is None:
+                    raise OSError("no Python executable to seal the entry with")
+                script = _DETACHED_SCRIPT.format(seal=shlex.join(sealer), src=shlex.quote(src_path),
+                                                 out=shlex.quote(out))
+                args = ["/bin/sh", "-c", script, "sh", *self.compiler.cmd, "-x", "c", src_path, *self.compiler.flags,
+                        "-o", out, "-lm"]
                 self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                              stderr=subprocess.DEVNULL, start_new_session=True)
                 _RUNNING.add(self.proc)
@@ -145,10 +150,7 @@ class DetachedCompile:
                 rc = self.proc.wait()
                 _RUNNING.discard(self.proc)
                 if rc == 0:
-                    try:
-                        binary = self.path.read_bytes()
-                    except OSError:
-                        binary = None
+                    binary = read_entry(self.path)  # checked (a damaged entry is deleted, and compiled below)
             self._binary = binary if binary is not None else self.compiler.compile_cached(self.source)
         return self._binary
 
@@ -235,15 +237,21 @@ class CCompiler(Compiler):
         """Start compiling `source` in a detached process that puts the binary in the disk cache (DetachedCompile);
         with the cache off, or when its folder cannot be written, a Future of a compile on a worker thread."""
         if self.cmd is not None and cache_enabled():
-            dst = cache_path(self.name, cache_key(self.name, self.flags, source))
+            key = cache_key(self.name, self.flags, source)
+            dst = cache_path(self.name, key)
             try:
                 dst.parent.mkdir(parents=True, exist_ok=True)
             except OSError:
                 return _compile_pool().submit(self.compile_cached, source)
-            job = DetachedCompile(self, source, dst)
+            job = DetachedCompile(self, source, dst, key)
             _enqueue(job)
             return job
         return _compile_pool().submit(self.compile_cached, source)
+
+    def recompile(self, source: str, why: str) -> bytes:
+        """The binary of `source` compiled again, its cache entry (which failed to load: `why`) deleted first."""
+        cache_evict(self.name, cache_key(self.name, self.flags, source), why)
+        return self.compile_cached(source)
 
     def compile(self, source: str) -> bytes:
         if self.cmd is None:

@@ -11,13 +11,16 @@ checks, aliasing, the split across cores) and the pooled allocator are shared wi
 """
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import os
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 
@@ -28,40 +31,79 @@ from uopir.backends.interface import Program
 from uopir.backends.realize import debug_level
 from uopir.ir.uop import UOp
 
-__all__ = ["CRuntime", "CKernel", "TieredKernel", "Pending", "PooledHostAllocator", "load_library"]
+__all__ = ["CRuntime", "CKernel", "TieredKernel", "Pending", "PooledHostAllocator", "load_library", "library_function",
+           "LibraryFunction"]
 
 Pending = Future[bytes] | DetachedCompile  # a C binary still compiling: done() and result()
 
 
 def load_library(binary: bytes) -> ctypes.CDLL:
-    """dlopen the shared object `binary` (written to a private temporary file, removed once loaded)."""
+    """dlopen the shared object `binary` (written to a private temporary file, removed once loaded). It is dlclosed
+    when the CDLL object is collected; take its functions with `library_function`, which hold it."""
     fd, path = tempfile.mkstemp(prefix="uopir-", suffix=".so")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(binary)
-        return ctypes.CDLL(path, mode=getattr(os, "RTLD_LOCAL", 0) | getattr(os, "RTLD_NOW", 2))
+        lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_LOCAL", 0) | getattr(os, "RTLD_NOW", 2))
     finally:
         try:
             os.unlink(path)
         except OSError:
             pass
+    if _DLCLOSE is not None:
+        weakref.finalize(lib, _DLCLOSE, lib._handle).atexit = False  # at exit a daemon thread may still run it
+    return lib
+
+
+_DLCLOSE = getattr(_ctypes, "dlclose", None)  # POSIX
+
+
+class LibraryFunction:
+    """A function of a loaded library: its `address` is valid while this object lives (it holds the library);
+    `bind` makes a ctypes function that holds it, so the library is closed only after the last such function."""
+
+    __slots__ = ("library", "address")
+
+    def __init__(self, library: ctypes.CDLL, address: int):
+        self.library, self.address = library, address
+
+
+def library_function(binary: bytes, name: str) -> LibraryFunction:
+    """The function `name` of the shared object `binary`, loaded now (OSError when it does not load or lacks the
+    name). Taken by address: a function ctypes takes from a library (`lib[name]`) refers to itself, a cycle that
+    keeps the library open until the cyclic collector runs."""
+    lib = load_library(binary)
+    dlsym = getattr(_ctypes, "dlsym", None)
+    addr = dlsym(lib._handle, name) if dlsym is not None else ctypes.cast(lib[name], ctypes.c_void_p).value
+    return LibraryFunction(lib, addr)
 
 
 class CKernel(HostKernel):
     """One kernel: the C function and how to call it (uopir.backends.cpu.runtime.HostKernel). The binary may still
-    be compiling (a Future): it is loaded on the first call, and `on_binary` gets it then."""
+    be compiling (a Future): it is loaded on the first call, and `on_binary` gets it then. A binary given as bytes (a
+    disk cache hit) that does not load (dlopen fails, or it lacks the kernel) is replaced by `recompile(why)`, once."""
 
-    def __init__(self, sig: KernelSignature, binary: bytes | Future[bytes], alias_fn: Callable[[], ctypes._CFuncPtr],
-                 threads: int = 1, on_binary: Callable[[bytes], None] | None = None):
+    def __init__(self, sig: KernelSignature, binary: bytes | Future[bytes], alias_fn: Callable[[], LibraryFunction],
+                 threads: int = 1, on_binary: Callable[[bytes], None] | None = None,
+                 recompile: Callable[[str], bytes] | None = None):
         super().__init__(sig, alias_fn, threads)
         self._binary, self._on_binary = binary, on_binary
+        self._recompile = recompile if isinstance(binary, bytes) else None  # a Future is a fresh compile
         if not isinstance(binary, Future):
             self._load()
 
     def _load(self) -> ctypes._CFuncPtr:
         b = self._binary
         binary = b if isinstance(b, bytes) else b.result()
-        self._fn = bind(self.sig, getattr(load_library(binary), self.sig.name))
+        try:
+            fn = library_function(binary, self.sig.name)
+        except (OSError, AttributeError) as e:
+            if self._recompile is None:
+                raise
+            binary = self._binary = self._recompile(str(e).splitlines()[0] if str(e) else type(e).__name__)
+            fn = library_function(binary, self.sig.name)
+        self._recompile = None
+        self._fn = bind(self.sig, fn)
         if self._on_binary is not None:
             self._on_binary(binary)
         return self._fn
@@ -69,15 +111,16 @@ class CKernel(HostKernel):
 
 class TieredKernel(CKernel):
     """A kernel whose C binary is still compiling (uopir.backends.c.tiered): a launch before the binary is built runs
-    the kernel compiled in process by LLVM (`tier0()`: its address, or None when LLVM cannot compile it: then the
-    launch waits for the binary); the first launch that finds the binary built switches to it for good. `tier` is
-    "" (nothing loaded yet), "llvm" or "c"; `ready()` loads whichever is available now, `finish()` waits for the C
-    binary."""
+    the kernel compiled in process by LLVM (`tier0()`: its code, freed when the kernel switches to C, or None when LLVM
+    cannot compile it: then the launch waits for the binary); the first launch that finds the binary built switches to
+    it for good. `tier` is "" (nothing loaded yet), "llvm" or "c"; `ready()` loads whichever is available now,
+    `finish()` waits for the C binary."""
 
-    def __init__(self, sig: KernelSignature, binary: Pending, alias_fn: Callable[[], ctypes._CFuncPtr],
-                 threads: int, on_binary: Callable[[bytes], None] | None, tier0: Callable[[], int | None]):
+    def __init__(self, sig: KernelSignature, binary: Pending, alias_fn: Callable[[], LibraryFunction],
+                 threads: int, on_binary: Callable[[bytes], None] | None, tier0: Callable[[], Any]):
         HostKernel.__init__(self, sig, alias_fn, threads)
         self._binary, self._on_binary, self._tier0 = binary, on_binary, tier0
+        self._recompile: Callable[[str], bytes] | None = None  # its binary is a fresh compile
         self.tier = ""
         self.tier0_launches = 0
         self._lock = threading.Lock()
@@ -129,34 +172,34 @@ class CRuntime(HostRuntime):
         self.compile_variant = compile_variant  # program -> binary rendered without restrict
         self.threads = threads  # cores a parallel kernel is split across
 
-    def load(self, name: str, program: UOp, source: str | None, binary: bytes | Future[bytes] | None) -> Program:
+    def load(self, name: str, program: UOp, source: str | None, binary: bytes | Future[bytes] | None,
+             recompile: Callable[[str], bytes] | None = None) -> Program:
         """A Program for a compiled shared object; `binary` may be a Future of one still compiling (loaded at the
-        first launch; Program.binary is filled then)."""
+        first launch; Program.binary is filled then). `recompile(why)` replaces a cached binary that fails to load
+        (CKernel)."""
         if binary is None:
             raise ValueError("the C runtime loads compiled shared objects (binary is None)")
         prog, sig, alias_fn, got = self._program(name, program, source)
-        prog.entry = CKernel(sig, binary, alias_fn, self.threads, got)
+        prog.entry = CKernel(sig, binary, alias_fn, self.threads, got, recompile)
         return prog
 
     def _program(self, name: str, program: UOp, source: str | None) -> tuple[
-            Program, KernelSignature, Callable[[], ctypes._CFuncPtr], Callable[[bytes], None]]:
+            Program, KernelSignature, Callable[[], LibraryFunction], Callable[[bytes], None]]:
         sig = kernel_signature(program)
         variant = self.compile_variant
 
-        def alias_fn() -> ctypes._CFuncPtr:
+        def alias_fn() -> LibraryFunction:
             if variant is None:
                 raise RuntimeError(f"kernel {sig.name}: its buffers overlap and no no-restrict variant is available")
-            return getattr(load_library(variant(program)), sig.name)
+            return library_function(variant(program), sig.name)
 
         prog = Program(name, self.device, program, source, None, None)  # type: ignore[arg-type]
-
-        def got(b: bytes) -> None:
-            prog.binary = b
+        got = prog.binary_callback()
 
         return prog, sig, alias_fn, got
 
     def load_tiered(self, name: str, program: UOp, source: str, binary: Pending,
-                    tier0: Callable[[], int | None]) -> Program:
+                    tier0: Callable[[], Any]) -> Program:
         """A Program whose C binary is still compiling (`binary`), run meanwhile by `tier0` (TieredKernel)."""
         prog, sig, alias_fn, got = self._program(name, program, source)
         prog.entry = TieredKernel(sig, binary, alias_fn, self.threads, got, tier0)

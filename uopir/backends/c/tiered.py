@@ -89,10 +89,10 @@ def cache_is_cold() -> bool:
         return True
 
 
-def tier0_address(program: UOp) -> int | None:
-    """The address of `program`'s kernel compiled in process by LLVM (tier 0), with the C kernel's calling
-    convention; None when LLVM cannot compile it here (no llvmlite, an op its renderer lacks, a different
-    signature): the caller waits for the C binary then."""
+def tier0_address(program: UOp) -> Any:
+    """The code of `program`'s kernel compiled in process by LLVM (tier 0: a `JITCode`, whose address is valid while it
+    lives; `bind` makes a function holding it), with the C kernel's calling convention; None when LLVM cannot compile it
+    here (no llvmlite, an op its renderer lacks, a different signature): the caller waits for the C binary then."""
     from uopir.backends.c.renderer import kernel_signature as c_signature
     from uopir.backends.llvm.compiler import llvm_host, symbol
     from uopir.backends.llvm.renderer import LLVMRenderer, kernel_signature
@@ -107,7 +107,7 @@ def tier0_address(program: UOp) -> int | None:
             return None
         ir = LLVMRenderer(True, cpu=host.cpu, features=host.features, wide_vectors=host.avx512).render(program)
         obj = _compiler().compile(ir)
-        return JIT.get().address(symbol(sig.name, ir), obj)
+        return JIT.get().load(symbol(sig.name, ir), obj)  # freed once the kernel runs its C binary
     except Exception as e:  # noqa: BLE001 - any failure: the C binary runs instead
         from uopir.backends.realize import debug_level
 

@@ -10,6 +10,8 @@ Available when llvmlite imports (the `test` extra installs it). Its target descr
 """
 from __future__ import annotations
 
+from functools import partial
+
 from uopir.backends.cpu.runtime import PooledHostAllocator, host_target
 from uopir.backends.cpu.runtime import threads as cpu_threads
 from uopir.backends.interface import Backend, Buffer, Program
@@ -69,7 +71,8 @@ class LLVMBackend(Backend):
             raise RuntimeError(f"device 'llvm' cannot compile programs: {self.reason}")
         src = self.renderer.render(program)
         print_compiled(program, name or program.arg, src, "LLVM IR", ";")
-        return self.runtime.load(name or program.arg, program, src, self.compiler.compile_async(src))
+        return self.runtime.load(name or program.arg, program, src, self.compiler.compile_async(src),
+                                 partial(self.compiler.recompile, src))
 
     def realize(self, root: UOp) -> Buffer:
         """The value of a tensor-level graph: lowered by `default{target=llvm}`, its kernels compiled and run one by

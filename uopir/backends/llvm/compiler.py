@@ -9,7 +9,9 @@ digest of the source) so that kernels of one name from different programs never 
 them all.
 
 The object code is what is cached on disk (uopir.backends.cache), keyed by the source and namespaced by llvmlite's
-and LLVM's versions, the host triple, cpu name and features: a hit skips LLVM entirely (the JIT only links it).
+and LLVM's versions, the host triple, cpu name and features: a hit skips LLVM entirely (the JIT only links it). The
+cache checks an entry's digest before returning it: LLVM's linker trusts an object file, and a damaged one crashes
+the process (SIGSEGV).
 """
 from __future__ import annotations
 
@@ -21,10 +23,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from uopir.backends.cache import cache_get, cache_key, cache_put
+from uopir.backends.cache import cache_evict, cache_get, cache_key, cache_put
 from uopir.backends.interface import Compiler
+from uopir.ir.once import once
 
-__all__ = ["LLVMCompiler", "LLVMHost", "CompileError", "llvm_host", "symbol"]
+__all__ = ["LLVMCompiler", "LLVMHost", "CompileError", "llvm_host", "symbol", "run_pipeline"]
 
 _INIT_LOCK = threading.Lock()
 
@@ -77,15 +80,28 @@ def symbol(name: str, source: str) -> str:
     return f"{name}.{hashlib.sha256(source.encode()).hexdigest()[:16]}"
 
 
-_POOL: ThreadPoolExecutor | None = None
+def run_pipeline(llvm: Any, pb: Any, mod: Any) -> None:
+    """Run the pass builder's per-module pipeline on `mod`, then free the pass manager. llvmlite (0.45 to 0.50 at
+    least) never frees a ModulePassManager: the empty `ObjectRef._dispose` precedes `NewPassManager._dispose` in its
+    MRO, so every run would keep its passes for the life of the process (about 55 KB at O3: 110 MB for 2000 kernels)."""
+    mpm = pb.getModulePassManager()
+    try:
+        mpm.run(mod, pb)
+    finally:
+        if type(mpm)._dispose is llvm.ffi.ObjectRef._dispose:
+            llvm.ffi.lib.LLVMPY_DisposeNewModulePassManger(mpm)
+            mpm.detach()
+        else:  # a fixed llvmlite frees it itself
+            mpm.close()
+
+
 _LOCAL = threading.local()
 
 
+@once
 def _compile_pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="uopir-llvm")
-    return _POOL
+    """The process's compile threads: one pool, also when several threads compile their first kernels at once."""
+    return ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="uopir-llvm")
 
 
 class LLVMCompiler(Compiler):
@@ -131,7 +147,7 @@ class LLVMCompiler(Compiler):
         pto = llvm.create_pipeline_tuning_options(speed_level=self.opt)
         pto.loop_vectorization = pto.slp_vectorization = self.opt >= 2
         pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        run_pipeline(llvm, pb, mod)
         mod._uopir_context = ctx  # noqa: SLF001 - the context must outlive the module
         return mod
 
@@ -142,6 +158,11 @@ class LLVMCompiler(Compiler):
             raise CompileError(f"an LLVM kernel module defines one function, this one {len(fns)}")
         fns[0].name = symbol(fns[0].name, source)
         return bytes(self._tm().emit_object(mod))
+
+    def recompile(self, source: str, why: str) -> bytes:
+        """The object code of `source` compiled again, its cache entry (which failed to load: `why`) deleted first."""
+        cache_evict(self.name, cache_key(self.name, self.flags, source), why)
+        return self.compile_cached(source)
 
     def compile_async(self, source: str) -> bytes | Future[bytes]:
         """The object code: bytes on a cache hit, else a Future of a compile running on a worker thread (so a

@@ -98,12 +98,10 @@ class MLIRRuntime(HostRuntime):
         sym = symbol(fname, source)
 
         def same_binary() -> Any:  # no noalias marks: the kernel itself serves overlapping buffers
-            return JIT.get().address(sym, binary.result() if isinstance(binary, Future) else binary)
+            return JIT.get().load(sym, binary.result() if isinstance(binary, Future) else binary)
 
         prog = Program(name, self.device, program, source, None, None)  # type: ignore[arg-type]
-
-        def got(b: bytes) -> None:
-            prog.binary = b
+        got = prog.binary_callback()
 
         prog.entry = LLVMKernel(sig, sym, binary, same_binary, self.threads, got)
         return prog
