@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A standing fuzz target: run it for minutes while developing, CI runs a short derandomized slice of it.
 
-Three targets, each with a per-case timeout; every failing input is written to the output folder with what was
+Five targets, each with a per-case timeout; every failing input is written to the output folder with what was
 wrong, so it can be replayed (`uop-opt FILE -p PIPELINE`, or the printed Python for a Tensor program):
 
   text      mutated .uop inputs (the lit files and printed random graphs, with tokens and characters deleted,
@@ -11,6 +11,12 @@ wrong, so it can be replayed (`uop-opt FILE -p PIPELINE`, or the printed Python 
             and parses back to the same graph, and wherever the reference interpreter can evaluate the input, it
             evaluates the output to bit-identical values (and the same written buffers).
   tensor    random Tensor programs (elementwise, broadcasting, reductions, movement) against numpy.
+  names     hostile program and variable names (unit_tests/fuzz_names.py) through a random emitter: the source still
+            compiles or parses with the real tool, the program still computes the right values, and the raw name
+            appears nowhere unescaped.
+  cache     random faults in the on-disk compile cache (unit_tests/fuzz_cache.py: truncation, flipped bytes, swapped
+            or forged entries, a folder in an entry's place, a garbled size index), then fresh processes: each exits
+            0 with the right values, warns once per damaged entry, and leaves a healthy cache.
 
     python unit_tests/fuzz.py --seconds 300                  # all targets, a fresh seed
     python unit_tests/fuzz.py --target tensor --seed 7 --iterations 500 --out fuzz-failures
@@ -41,6 +47,9 @@ ROOT = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # graphgen lives beside this file
 
+from fuzz_cache import cache_case  # noqa: E402 - the cache-fault target, beside this file
+from fuzz_names import names_case  # noqa: E402 - the hostile-name target, beside this file
+
 import uopir  # noqa: E402,F401 - registers the dialects
 from uopir.ir.diagnostics import IRError  # noqa: E402
 from uopir.ir.dtype import dtypes  # noqa: E402
@@ -48,7 +57,7 @@ from uopir.ir.parser import parse_ir  # noqa: E402
 from uopir.ir.printer import print_ir  # noqa: E402
 from uopir.ir.uop import UOp  # noqa: E402
 
-TARGETS = ("text", "pipeline", "tensor")
+TARGETS = ("text", "pipeline", "tensor", "names", "cache")
 _DIRECTIVE = re.compile(r"^\s*//\s*(RUN|CHECK|[A-Z]+(-NEXT|-SAME|-NOT|-DAG|-LABEL|-EMPTY)?):")
 
 
@@ -443,8 +452,12 @@ def run(targets: tuple[str, ...] = TARGETS, seed: int = 0, iterations: int | Non
                     inp, pipeline, why = text_case(case_rng, corpus, pipelines)
                 elif target == "pipeline":
                     inp, pipeline, why = pipeline_case(case_rng, pipelines)
-                else:
+                elif target == "tensor":
                     inp, pipeline, why = tensor_case(case_rng)
+                elif target == "names":
+                    inp, pipeline, why = names_case(case_rng)
+                else:
+                    inp, pipeline, why = cache_case(case_rng)
         except CaseTimeout as e:
             why = str(e)
         except Exception as e:  # noqa: BLE001 - the fuzzer itself must keep going
@@ -462,7 +475,7 @@ def run(targets: tuple[str, ...] = TARGETS, seed: int = 0, iterations: int | Non
 
 def save_failure(out_dir: Path, seed: int, f: Failure) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    ext = ".py.txt" if f.target == "tensor" else ".uop"
+    ext = ".uop" if f.target in ("text", "pipeline", "names") else ".py.txt"
     path = out_dir / f"{f.target}-seed{seed}-case{f.case}{ext}"
     header = json.dumps({"target": f.target, "seed": seed, "case": f.case, "pipeline": f.pipeline})
     why = "\n".join("// " + ln for ln in f.why.splitlines())
