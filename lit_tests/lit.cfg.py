@@ -19,6 +19,7 @@ UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 
 import lit.formats
@@ -73,12 +74,19 @@ except OSError:
     pass
 if importlib.util.find_spec("llvmlite") is not None:  # the llvm backend runs (uop-run --backend=llvm)
     config.available_features.add("llvmlite")
-# `opencl` where pyopencl is installed (the test extra brings pocl's CPU device with it); the device choice follows
-# the user's environment.
-if importlib.util.find_spec("pyopencl") is not None:
-    config.available_features.add("opencl")
+# `opencl` where the opencl device runs: pyopencl is installed (the test extra brings pocl's CPU device with it) and
+# the device builds a trivial kernel (uopir.backends.opencl.runtime's probe: pocl 3.0 cannot target a CPU its LLVM
+# does not know). The device choice follows the user's environment, so the probe runs with it.
 if "UOPIR_OPENCL_DEVICE" in os.environ:
     config.environment["UOPIR_OPENCL_DEVICE"] = os.environ["UOPIR_OPENCL_DEVICE"]
+if importlib.util.find_spec("pyopencl") is not None:
+    _probe = subprocess.run([sys.executable, "-c", "from uopir.backends import get_backend; b = get_backend('opencl'); "
+                             "print('yes' if b.available else b.reason)"], capture_output=True, text=True,
+                            env={**os.environ, **config.environment}, timeout=300)
+    if _probe.stdout.strip() == "yes":
+        config.available_features.add("opencl")
+    else:
+        lit_config.note(f"the opencl tests are unsupported here: {(_probe.stdout + _probe.stderr).strip()[-300:]}")
 
 # `xdsl`: emit-mlir runs; `mlir-opt`: LLVM's MLIR tools are installed (Debian's mlir-19-tools), found the way the
 # package finds them (tools.py, loaded by its path: the lit process does not import uopir).

@@ -280,3 +280,30 @@ def test_a_shared_object_is_closed_with_its_kernel() -> None:
         assert mapped() == 0
     finally:
         gc.enable()
+
+
+def test_runtime_build_cache_keeps_its_bound_least_recently_used_first_out():
+    """The opencl and cuda runtimes keep built programs in a BoundedCache: one that grew with every distinct program
+    a long process builds was a leak of driver objects."""
+    from uopir.backends.interface import BoundedCache
+
+    c = BoundedCache(limit=3)
+    for i in range(5):
+        c.put(f"k{i}", i)
+    assert len(c) == 3 and c.get("k0") is None and c.get("k1") is None
+    assert c.get("k2") == 2  # now the most recently used: the next put drops k3
+    c.put("k5", 5)
+    assert c.get("k3") is None and [c.get(k) for k in ("k2", "k4", "k5")] == [2, 4, 5]
+
+
+def test_every_backend_compile_error_is_the_shared_one():
+    """uop-run reports a kernel a device's compiler rejects as an error of the program (exit 1) by catching the shared
+    CompileError: a backend whose own class stood apart ended in 'internal error', exit 2."""
+    from uopir.backends.c.compiler import CompileError as CError
+    from uopir.backends.cuda.compiler import CompileError as CudaError
+    from uopir.backends.interface import CompileError
+    from uopir.backends.llvm.compiler import CompileError as LLVMError
+    from uopir.backends.mlir.compiler import MLIRCompileError
+    from uopir.backends.opencl.runtime import CompileError as CLError
+
+    assert all(issubclass(e, CompileError) for e in (CError, CudaError, LLVMError, MLIRCompileError, CLError))

@@ -281,7 +281,7 @@ def test_builds_are_cached_in_memory_and_on_disk(backend, tmp_path, monkeypatch)
     comp = OpenCLCompiler()
     binary = comp.compile_cached(src)
     assert binary and any(p.is_file() for p in tmp_path.rglob("*"))
-    assert comp.build(src) is comp.built[src]
+    assert comp.build(src) is comp.built.get(src)
     fresh = OpenCLCompiler()
     assert fresh.compile_cached(src) == binary and src not in fresh.built
     p = OpenCLRuntime(fresh, backend.allocator).load("mm", prog, src, binary)

@@ -15,7 +15,9 @@ the program itself into a closure (see backends/python).
 from __future__ import annotations
 
 import os
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,7 +35,46 @@ if TYPE_CHECKING:
     from uopir.passes.instruments import PassInstrumentation
 
 __all__ = ["Buffer", "Allocator", "HostAllocator", "Renderer", "Compiler", "Program", "Runtime", "Backend",
-           "LaunchBuffers"]
+           "LaunchBuffers", "CompileError", "BoundedCache", "RUNTIME_CACHE_SIZE"]
+
+# how many built programs a runtime keeps by source or binary (opencl, cuda) beside the kernels realize caches: a hit
+# saves a driver build; a program still in use is held by its kernels, not by this cache
+RUNTIME_CACHE_SIZE = 64
+
+
+class CompileError(RuntimeError):
+    """A device's compiler rejected a kernel (the message holds its log); each backend's compile error is one, so a
+    tool reports any of them as an error of the program, not of uopir."""
+
+
+class BoundedCache:
+    """A thread-safe least-recently-used map with at most `limit` entries: what a runtime keeps to skip a rebuild,
+    without growing with every distinct program a long process compiles."""
+
+    def __init__(self, limit: int = RUNTIME_CACHE_SIZE):
+        self.limit = limit
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        """The value of `key` (now the most recently used), or None."""
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> Any:
+        """Keep `value` for `key`, dropping the least recently used entries past the bound; returns `value`."""
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 # ---- memory ----------------------------------------------------------------------------------------------------------

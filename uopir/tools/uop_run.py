@@ -41,9 +41,8 @@ from typing import TextIO
 import numpy as np
 
 from uopir.backends import tolerance
-from uopir.backends.c.compiler import CompileError
 from uopir.backends.differential import backend_status, check_outputs, verdict_line
-from uopir.backends.interface import Backend, Buffer, Program
+from uopir.backends.interface import Backend, Buffer, CompileError, Program
 from uopir.backends.params import written_params
 from uopir.backends.python.interpreter import evaluate
 from uopir.backends.registry import DEVICES, get_backend

@@ -35,6 +35,7 @@ from functools import cache
 from pathlib import Path
 
 from uopir.backends.cache import cache_enabled, cache_evict, cache_get, cache_key, cache_path, read_entry, seal_command
+from uopir.backends.interface import CompileError as BaseCompileError
 from uopir.backends.interface import Compiler
 from uopir.ir.once import once
 
@@ -155,7 +156,7 @@ class DetachedCompile:
         return self._binary
 
 
-class CompileError(RuntimeError):
+class CompileError(BaseCompileError):
     """The C compiler rejected a rendered kernel (a bug in the renderer): the message holds its diagnostics."""
 
 

@@ -21,6 +21,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from uopir.backends.interface import CompileError as BaseCompileError
 from uopir.backends.interface import Compiler
 
 __all__ = ["CUDACompiler", "CompileError", "find_nvrtc", "find_nvcc", "cuda_include_dirs", "default_arch",
@@ -32,7 +33,7 @@ FLAGS = ("--fmad=false", "--prec-div=true", "--prec-sqrt=true", "-std=c++17")
 _ARCH = re.compile(r"sm_\d+[a-z]?")
 
 
-class CompileError(RuntimeError):
+class CompileError(BaseCompileError):
     """NVRTC or nvcc rejected a kernel (the message holds its log)."""
 
 

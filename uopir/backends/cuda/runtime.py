@@ -24,7 +24,7 @@ from uopir.backends.c.renderer import kernel_signature
 from uopir.backends.cuda.language import CUDA
 from uopir.backends.gpu.launch import LaunchSpec, launch_arguments, launch_spec
 from uopir.backends.gpu.renderer import kernel_name
-from uopir.backends.interface import Allocator, Buffer, LaunchBuffers, Program, Runtime
+from uopir.backends.interface import Allocator, BoundedCache, Buffer, LaunchBuffers, Program, Runtime
 from uopir.backends.params import written_params
 from uopir.dialects.semantics import np_dtype
 from uopir.ir.dtype import DType
@@ -128,7 +128,7 @@ class CUDARuntime(Runtime):
 
     def __init__(self, allocator: CUDAAllocator):
         self.allocator = allocator
-        self._modules: dict[bytes, Any] = {}
+        self._modules = BoundedCache()  # PTX -> loaded module (a kernel holds its own module while it lives)
 
     def load(self, name: str, program: UOp, source: str | None, binary: bytes | None) -> Program:
         if binary is None:
@@ -136,7 +136,7 @@ class CUDARuntime(Runtime):
         c = cuda_context()
         mod = self._modules.get(binary)
         if mod is None:
-            mod = self._modules[binary] = c.drv.module_from_buffer(binary)
+            mod = self._modules.put(binary, c.drv.module_from_buffer(binary))
         sig = kernel_signature(program)
         fn = mod.get_function(kernel_name(program, CUDA))
         entry = CuKernel(fn, mod, len(sig.params), sig.vars, launch_spec(program), written_params(program))

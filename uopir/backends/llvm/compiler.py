@@ -24,6 +24,7 @@ from functools import cache
 from typing import Any
 
 from uopir.backends.cache import cache_evict, cache_get, cache_key, cache_put
+from uopir.backends.interface import CompileError as BaseCompileError
 from uopir.backends.interface import Compiler
 from uopir.ir.once import once
 
@@ -32,7 +33,7 @@ __all__ = ["LLVMCompiler", "LLVMHost", "CompileError", "llvm_host", "symbol", "r
 _INIT_LOCK = threading.Lock()
 
 
-class CompileError(RuntimeError):
+class CompileError(BaseCompileError):
     """LLVM rejected the IR (the message names the line)."""
 
 

@@ -28,7 +28,8 @@ import numpy as np
 from uopir.backends.c.renderer import kernel_signature
 from uopir.backends.gpu.launch import LaunchSpec, launch_arguments, launch_spec
 from uopir.backends.gpu.renderer import kernel_name
-from uopir.backends.interface import Allocator, Buffer, Compiler, LaunchBuffers, Program, Runtime
+from uopir.backends.interface import Allocator, BoundedCache, Buffer, Compiler, LaunchBuffers, Program, Runtime
+from uopir.backends.interface import CompileError as BaseCompileError
 from uopir.backends.opencl.language import OPENCL
 from uopir.backends.params import written_params
 from uopir.dialects.semantics import np_dtype
@@ -58,7 +59,7 @@ class OpenCLUnavailable(RuntimeError):
     """No OpenCL device can be used here (the message says why)."""
 
 
-class CompileError(RuntimeError):
+class CompileError(BaseCompileError):
     """The OpenCL compiler rejected a kernel (the message holds its build log)."""
 
 
@@ -197,8 +198,7 @@ class OpenCLCompiler(Compiler):
 
     def __init__(self, flags: Sequence[str] | None = None):
         self._flags = None if flags is None else tuple(flags)
-        self.built: dict[str, Any] = {}  # source -> built program, in memory (the runtime loads from here first)
-        self._lock = threading.Lock()
+        self.built = BoundedCache()  # source -> built program, in memory (the runtime loads from here first)
 
     @property
     def flags(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -214,8 +214,7 @@ class OpenCLCompiler(Compiler):
 
     def build(self, source: str) -> Any:
         """The built program of `source` (CompileError with the build log when the compiler rejects it)."""
-        with self._lock:
-            prg = self.built.get(source)
+        prg = self.built.get(source)
         if prg is not None:
             return prg
         dev = cl_device()
@@ -224,9 +223,7 @@ class OpenCLCompiler(Compiler):
         except dev.cl.Error as e:
             raise CompileError(f"the OpenCL compiler ({dev.device.name}) failed:\n{e}\n--- source ---\n{source}") \
                 from None
-        with self._lock:
-            self.built[source] = prg
-        return prg
+        return self.built.put(source, prg)
 
     def compile(self, source: str) -> bytes:
         return bytes(self.build(source).binaries[0])
@@ -254,8 +251,7 @@ class OpenCLRuntime(Runtime):
 
     def _built(self, source: str, binary: bytes | None) -> Any:
         c = self.compiler
-        with c._lock:
-            prg = c.built.get(source)
+        prg = c.built.get(source)
         if prg is not None:
             return prg
         dev = cl_device()
@@ -266,9 +262,7 @@ class OpenCLRuntime(Runtime):
                 prg = None  # a binary the driver no longer accepts: build from source
         if prg is None:
             return c.build(source)
-        with c._lock:
-            c.built[source] = prg
-        return prg
+        return c.built.put(source, prg)
 
     def load(self, name: str, program: UOp, source: str | None, binary: bytes | None) -> Program:
         if source is None:
