@@ -177,3 +177,13 @@ def test_uopir_viz_naming_a_missing_folder_records_nothing(tmp_path: Path, monke
                                        f"'{tmp_path / 'missing'}' does not exist (create it first); nothing is "
                                        "recorded\n")
     assert not os.path.exists(tmp_path / "missing")
+
+
+def test_uop_viz_errors_escape_control_characters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace file named with a newline and an escape sequence is reported on one line, its controls shown escaped:
+    a name from outside cannot forge further lines or drive the terminal."""
+    bad = tmp_path / "x\n\x1b[31mforged.json"
+    bad.write_text("not json", encoding="utf-8")
+    assert uop_viz.main([str(bad), "-o", str(tmp_path / "p.html")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "\\x0a" in err and "uop-viz: error:" in err

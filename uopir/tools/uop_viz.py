@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from uopir.tools.common import UsageError, check_output_file
+from uopir.tools.uop_opt import escape_controls
 from uopir.viz import TraceError, load_trace, render_page, write_page
 
 
@@ -52,10 +53,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         page = render_page(trace).encode("utf-8")
     except (TraceError, UsageError) as e:
-        print(f"uop-viz: error: {e}", file=sys.stderr)
+        print(f"uop-viz: error: {escape_controls(str(e))}", file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"uop-viz: error: {args.output}: {e.strerror or e}", file=sys.stderr)
+        print(f"uop-viz: error: {escape_controls(f'{args.output}: {e.strerror or e}')}", file=sys.stderr)
         return 1
     try:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), _handler(page))
