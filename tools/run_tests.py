@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run pytest (unit_tests/) and lit (lit_tests/) and close with ONE line: `N passed, N failed`.
+"""Run pytest (unit_tests/) and lit (lit_tests/) and close with ONE line: `N passed, N failed, N skipped`.
 
 Two pytest legs: the whole unit suite with the frontend on the reference device (UOPIR_DEVICE=python), and the
 frontend suite (FRONTEND_TESTS: the tests that run Tensor programs on the default device) again on the C backend
@@ -15,10 +15,11 @@ will skip. When they are all there this is a few PATH lookups.
 
 Why a script: the two runners report in different formats and exit codes; CI reads only the last line and the
 exit status. Counting rules:
-  * pytest: passed = passed tests; failed = failed + errors. Skips and xfails count as neither.
+  * pytest: passed = passed tests; failed = failed + errors; skipped = skips (and xfails, which the suite has none
+    of: pytest's report counts them as skips).
     Exit code 5 ("no tests collected") counts as 0 passed and is reported, not treated as a crash.
-  * lit: passed = Passed + Expectedly Failed; failed = Failed + Unresolved + Unexpectedly Passed + Timed Out.
-    Unsupported/Skipped/Excluded count as neither.
+  * lit: passed = Passed + Expectedly Failed; failed = Failed + Unresolved + Unexpectedly Passed + Timed Out;
+    skipped = Unsupported + Skipped (a feature the machine lacks). Excluded counts as none of them.
 The exit status is non-zero when anything failed, when a runner itself errored (crash, usage error, a count it
 could not read), or when nothing at all passed.
 """
@@ -84,8 +85,8 @@ class PytestLeg:
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT if self.log else None)
 
-    def finish(self) -> tuple[int, int, bool]:
-        """Wait for the leg; (passed, failed, runner_ok)."""
+    def finish(self) -> Counts:
+        """Wait for the leg; (passed, failed, skipped, runner_ok)."""
         rc = self.proc.wait()
         try:
             if self.log is not None:
@@ -98,13 +99,17 @@ class PytestLeg:
             self.tmp.cleanup()
 
 
-def _pytest_counts(rc: int, xml: Path) -> tuple[int, int, bool]:
+Counts = tuple[int, int, int, bool]  # passed, failed, skipped, whether the runner itself worked
+NONE: Counts = (0, 0, 0, True)
+
+
+def _pytest_counts(rc: int, xml: Path) -> Counts:
     if rc == 5:
         print("run_tests: WARNING: pytest collected no tests (exit 5); counting 0 passed")
-        return 0, 0, True
+        return NONE
     if not xml.exists():
         print(f"run_tests: pytest exited {rc} without a report")
-        return 0, 0, False
+        return 0, 0, 0, False
     tests = failures = errors = skipped = 0
     for suite in ET.parse(xml).getroot().iter("testsuite"):
         tests += int(suite.get("tests", 0))
@@ -113,24 +118,25 @@ def _pytest_counts(rc: int, xml: Path) -> tuple[int, int, bool]:
         skipped += int(suite.get("skipped", 0))
     passed, failed = tests - failures - errors - skipped, failures + errors
     ok = rc in (0, 1) and not (rc == 1 and failed == 0)  # rc 2/3/4: interrupted, internal or usage error
-    return passed, failed, ok
+    return passed, failed, skipped, ok
 
 
 _LIT_PASS = ("Passed", "Expectedly Failed")
 _LIT_FAIL = ("Failed", "Unresolved", "Unexpectedly Passed", "Timed Out")
+_LIT_SKIP = ("Unsupported", "Skipped")
 _LIT_LINE = re.compile(r"^\s*(Passed|Expectedly Failed|Failed|Unresolved|Unexpectedly Passed|Timed Out|Unsupported|"
                        r"Skipped|Excluded)\s*(?:Tests)?\s*(?:\(\d+\))?\s*:\s*(\d+)")
 
 
-def run_lit(extra: list[str]) -> tuple[int, int, bool]:
+def run_lit(extra: list[str]) -> Counts:
     lit_dir = ROOT / "lit_tests"
     if not lit_dir.is_dir():
         print("run_tests: no lit_tests/ directory; lit counts 0")
-        return 0, 0, True
+        return NONE
     lit = BIN / "lit" if (BIN / "lit").exists() else shutil.which("lit")
     if lit is None:
         print("run_tests: lit is not installed (pip install -e '.[test]')")
-        return 0, 0, False
+        return 0, 0, 0, False
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     proc = subprocess.Popen([str(lit), "-sv", str(lit_dir), *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -147,16 +153,17 @@ def run_lit(extra: list[str]) -> tuple[int, int, bool]:
     rc = proc.wait()
     passed = sum(counts.get(k, 0) for k in _LIT_PASS)
     failed = sum(counts.get(k, 0) for k in _LIT_FAIL)
+    skipped = sum(counts.get(k, 0) for k in _LIT_SKIP)
     if no_tests and not counts:
         print("run_tests: WARNING: lit discovered no tests; counting 0 passed")
-        return 0, 0, True
+        return NONE
     ok = bool(counts) and (rc == 0 or failed > 0)
     if not ok:
         print(f"run_tests: lit exited {rc} and its counts could not be read")
-    return passed, failed, ok
+    return passed, failed, skipped, ok
 
 
-def run_pytest_legs() -> list[tuple[int, int, bool]]:
+def run_pytest_legs() -> list[Counts]:
     """Leg 1: everything but BACKEND_TESTS, the frontend on the reference device (unless UOPIR_DEVICE asks
     otherwise). Leg 2: the frontend suite on c, then leg 3: BACKEND_TESTS, both beside leg 1 unless
     UOPIR_TEST_SERIAL=1. Returns the counts of (leg 1 + leg 3, leg 2)."""
@@ -168,7 +175,7 @@ def run_pytest_legs() -> list[tuple[int, int, bool]]:
     if not has_c:
         if has_c is False:
             print("run_tests: no C compiler: the frontend suite runs on python only")
-        return [PytestLeg().finish(), (0, 0, has_c is False)]
+        return [PytestLeg().finish(), (0, 0, 0, has_c is False)]
     serial = os.environ.get("UOPIR_TEST_SERIAL", "") not in ("", "0")
     backend = backend_tests()
     skip_backend = tuple(a for f in backend for a in ("--ignore", f))
@@ -183,7 +190,7 @@ def run_pytest_legs() -> list[tuple[int, int, bool]]:
     if serial:
         first = PytestLeg(extra=skip_backend).finish()
         print("run_tests: the compiled backends' tests")
-        third = backend_leg().finish() if backend else (0, 0, True)
+        third = backend_leg().finish() if backend else NONE
         print("run_tests: the frontend suite on device c")
         return [_add(first, third), c_leg().finish()]
     python_leg, second_leg = PytestLeg(extra=skip_backend), c_leg()
@@ -192,12 +199,12 @@ def run_pytest_legs() -> list[tuple[int, int, bool]]:
           "backends' tests")
     third_leg = backend_leg() if backend else None
     first = python_leg.finish()
-    third = third_leg.finish() if third_leg is not None else (0, 0, True)
+    third = third_leg.finish() if third_leg is not None else NONE
     return [_add(first, third), second]
 
 
-def _add(a: tuple[int, int, bool], b: tuple[int, int, bool]) -> tuple[int, int, bool]:
-    return a[0] + b[0], a[1] + b[1], a[2] and b[2]
+def _add(a: Counts, b: Counts) -> Counts:
+    return a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] and b[3]
 
 
 def keep_bytecode() -> None:
@@ -213,17 +220,17 @@ def main() -> int:
     keep_bytecode()
     debian_packages.ensure()  # the system tools some tests need (mlir-opt, ...): installed as root when missing
     counts = run_pytest_legs()
-    p_pass, p_fail, p_ok = counts[0] if counts else (0, 0, True)
-    c_pass, c_fail, c_ok = counts[1] if len(counts) > 1 else (0, 0, True)
-    l_pass, l_fail, l_ok = run_lit([])
-    passed, failed = p_pass + c_pass + l_pass, p_fail + c_fail + l_fail
-    print(f"run_tests: pytest {p_pass} passed, {p_fail} failed; frontend on c {c_pass} passed, {c_fail} failed; "
-          f"lit {l_pass} passed, {l_fail} failed")
+    p_pass, p_fail, p_skip, p_ok = counts[0] if counts else NONE
+    c_pass, c_fail, c_skip, c_ok = counts[1] if len(counts) > 1 else NONE
+    l_pass, l_fail, l_skip, l_ok = run_lit([])
+    passed, failed, skipped = p_pass + c_pass + l_pass, p_fail + c_fail + l_fail, p_skip + c_skip + l_skip
+    print(f"run_tests: pytest {p_pass} passed, {p_fail} failed, {p_skip} skipped; frontend on c {c_pass} passed, "
+          f"{c_fail} failed, {c_skip} skipped; lit {l_pass} passed, {l_fail} failed, {l_skip} skipped")
     ok = p_ok and c_ok and l_ok
     bad = failed > 0 or not ok or passed == 0
     if not ok:
         print("run_tests: a test runner errored (see above)")
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if bad else 0
 
 

@@ -381,5 +381,5 @@ def test_readme_opens_with_the_two_setup_commands() -> None:
     first = _text(ROOT / "README.md").split("```")[1]
     assert first.splitlines()[1:3] == [
         'make demo   # installs into .venv, then takes a small MLP through every stage that exists and runs it',
-        'make test   # installs into .venv, runs pytest and lit; ends with one line "N passed, N failed"',
+        'make test   # installs into .venv, runs pytest and lit; ends with one line "N passed, N failed, N skipped"',
     ]
