@@ -5,15 +5,13 @@ the qk_matmul_output selected by qk_matmul_output_mode."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
+from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
 from uopir.onnx.importer import onnx_dtype
 from uopir.onnx.ops_elementwise import _req
+from uopir.onnx.ops_shape import opt, req
 from uopir.onnx.registry import Node, OnnxImportError, onnx_op
-
-if TYPE_CHECKING:
-    from uopir.frontend.tensor import Tensor
 
 
 def _opt(inputs: list, i: int) -> Tensor | None:
@@ -37,7 +35,6 @@ def _masked_softmax(x: Tensor) -> Tensor:
 
 @onnx_op("Attention", since=23)
 def attention(node: Node, inputs: list) -> list[Tensor | None]:
-    from uopir.frontend.tensor import Tensor
     q, k, v = _req(node, inputs, 0), _req(node, inputs, 1), _req(node, inputs, 2)
     mask, past_k, past_v = _opt(inputs, 3), _opt(inputs, 4), _opt(inputs, 5)
     nonpad = _opt(inputs, 6)
@@ -182,3 +179,70 @@ def rotary_embedding(node: Node, inputs: list) -> Tensor:
     out = rot.cat(keep, dim=-1) if rd < hs else rot
     out = out.reshape(shape) if len(shape) == 3 else out.permute(0, 2, 1, 3)
     return out.cast(x.dtype) if out.dtype != x.dtype else out
+
+
+@onnx_op("LinearAttention", since=27)
+def linear_attention(node: Node, inputs: list) -> list[Tensor]:
+    """The reference's recurrence, one step per position (unrolled: T is the sequence length of the call)."""
+    q, k, v = req(node, inputs, 0), req(node, inputs, 1, "key"), req(node, inputs, 2, "value")
+    past, decay, beta = opt(inputs, 3), opt(inputs, 4), opt(inputs, 5)
+    rule = node.attr("update_rule", "gated_delta")
+    hq, hk = node.attr("q_num_heads"), node.attr("kv_num_heads")
+    if rule not in ("linear", "gated", "delta", "gated_delta") or hq % hk:
+        raise node.error(f"update_rule {rule!r} with q_num_heads {hq}, kv_num_heads {hk} is not supported")
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if gating != (decay is not None) or delta != (beta is not None):
+        raise node.error(f"update_rule {rule!r} needs {'decay ' if gating else ''}{'beta' if delta else ''} inputs "
+                         "(and no others)")
+    b, t, _ = q.shape
+    dk, dv = q.shape[-1] // hq, v.shape[-1] // hk
+    f32 = dtypes.float32
+
+    def heads(x: Tensor, h: int) -> Tensor:
+        return x.reshape(b, t, h, -1).transpose(1, 2).cast(f32)
+
+    q4, k4, v4 = heads(q, hq), heads(k, hk), heads(v, hk)
+    d4 = (decay.reshape(b, t, hk, 1).transpose(1, 2) if decay.shape[-1] == hk else heads(decay, hk)).cast(f32) \
+        if decay is not None else None
+    b4 = beta.reshape(b, t, beta.shape[-1], 1).transpose(1, 2).cast(f32) if beta is not None else None
+    state = past.cast(f32) if past is not None else Tensor.zeros(b, hk, dk, dv, dtype=f32, device=q.device)
+    scale = node.attr("scale", 0.0) or 1 / math.sqrt(dk)
+    outs = []
+    for i in range(t):
+        qt, kt, vt = q4[:, :, i, :], k4[:, :, i, :], v4[:, :, i, :]
+        if d4 is not None:
+            state = state * d4[:, :, i, :].exp().unsqueeze(-1)
+        if b4 is not None:
+            retrieved = (state * kt.unsqueeze(-1)).sum(2)
+            vt = b4[:, :, i, :] * (vt - retrieved)
+        state = state + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+        read = state.repeat_interleave(hq // hk, 1) if hq != hk else state
+        outs.append((qt.unsqueeze(-1) * read).sum(2) * scale)
+    out = Tensor.stack(*outs, dim=2) if len(outs) > 1 else outs[0].unsqueeze(2)
+    y = out.transpose(1, 2).reshape(b, t, hq * dv).cast(q.dtype)
+    return [y, state.cast(past.dtype if past is not None else q.dtype)]
+
+
+@onnx_op("FlexAttention", domain="ai.onnx.preview")
+def flex_attention(node: Node, inputs: list) -> Tensor:
+    """scores = Q K^T * scale (in softmax_precision: float32, or float64 for float64 inputs), the score_mod subgraph,
+    softmax, the prob_mod subgraph, then @ V; K/V heads shared by contiguous groups of query heads."""
+    q, k, v = req(node, inputs, 0), req(node, inputs, 1, "K"), req(node, inputs, 2, "V")
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise node.error(f"Q, K, V must be rank 4, got {q.shape}, {k.shape}, {v.shape}")
+    hq, hk = q.shape[1], k.shape[1]
+    if hq % hk:
+        raise node.error(f"{hq} query heads are not a multiple of {hk} key/value heads")
+    if hq != hk:
+        k, v = k.repeat_interleave(hq // hk, 1), v.repeat_interleave(hq // hk, 1)
+    prec = node.attr("softmax_precision", None)
+    cd = onnx_dtype(prec) if prec is not None else (dtypes.float64 if q.dtype == dtypes.float64 else dtypes.float32)
+    scale = node.attr("scale", None)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = (q.cast(cd) @ k.cast(cd).transpose(-1, -2)) * scale
+    if node.has("score_mod"):
+        s = node.run_subgraph("score_mod", [s])[0]
+    p = s.softmax(-1)
+    if node.has("prob_mod"):
+        p = node.run_subgraph("prob_mod", [p])[0]
+    return (p @ v.cast(cd)).cast(q.dtype)

@@ -14,6 +14,7 @@ import numpy as np
 from uopir.ir.dtype import dtypes
 from uopir.onnx.importer import lowp_dtype, onnx_dtype, to_tensor
 from uopir.onnx.lowp import LowpType, cast_to, lowp_of_np, to_storage
+from uopir.onnx.ops_shape import req
 from uopir.onnx.registry import Node, OnnxImportError, onnx_op
 
 if TYPE_CHECKING:
@@ -314,6 +315,12 @@ def swish(node: Node, inputs: list) -> Tensor:
     return x * (x * node.attr("alpha", 1.0)).sigmoid()
 
 
+@onnx_op("SwiGLU", since=28)
+def swiglu(node: Node, inputs: list) -> Tensor:
+    a, b = req(node, inputs, 0), req(node, inputs, 1, "B")
+    return a * (a * node.attr("alpha", 1.0)).sigmoid() * b
+
+
 @onnx_op("Shrink", since=9)
 def shrink(node: Node, inputs: list) -> Tensor:
     x = _req(node, inputs, 0)
@@ -329,26 +336,6 @@ def bitcast(node: Node, inputs: list) -> Tensor:
     if d.itemsize != x.dtype.itemsize:
         raise node.error(f"BitCast between element sizes {x.dtype.itemsize} and {d.itemsize} is unsupported")
     return x.bitcast(d)
-
-
-def _window(name: str, f) -> None:  # noqa: ANN001
-    """Hann/Hamming/Blackman windows: the size is a scalar input read at import; the values are computed on the host
-    in float64 as onnx's reference does and cast to output_datatype."""
-    @onnx_op(name, since=17)
-    def op(node: Node, inputs: list) -> Tensor:
-        from uopir.frontend.dtype_promotion import to_np
-        from uopir.onnx.registry import const_ints
-        size = const_ints(node, inputs[0] if inputs else None, "size")[0]
-        n_1 = size if node.attr("periodic", 1) else size - 1
-        d = onnx_dtype(int(node.attr("output_datatype", 1)))
-        ni = np.arange(size, dtype=to_np(d) if d != dtypes.bfloat16 else np.float32)
-        return to_tensor(np.asarray(f(ni, n_1)), d, node.device)
-
-
-_window("HannWindow", lambda n, N: np.sin(n * np.pi / N) ** 2)
-_window("HammingWindow", lambda n, N: 25.0 / 46.0 - np.cos(n * np.pi * 2 / N) * (1 - 25.0 / 46.0))
-_window("BlackmanWindow", lambda n, N: np.cos((n * (np.pi * 2)) / N) * -0.5 + np.cos((n * (np.pi * 4)) / N) * 0.08
-        + 0.42)
 
 
 @onnx_op("LpNormalization")

@@ -7,8 +7,11 @@ the Tensor op runs unpadded, except AveragePool whose divisor needs to know the 
 """
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from uopir.frontend.nn_ops import ceil_window_end
 from uopir.frontend.shape_ops import patches
@@ -25,6 +28,12 @@ def _float(x: Tensor) -> Tensor:
 def _compute(x: Tensor) -> Tensor:
     """x in the dtype normalizations compute in (half floats in float32)."""
     return x.cast(dtypes.float32) if x.dtype in (dtypes.float16, dtypes.bfloat16) else _float(x)
+
+
+def float_t(t: Tensor) -> Tensor:
+    """t as float32 unless it is float32 or float64 (the dtype GridSample, Col2Im, DeformConv and RoiAlign
+    compute in)."""
+    return t if t.dtype in (dtypes.float32, dtypes.float64) else t.cast(dtypes.float32)
 
 
 # ---- windows ---------------------------------------------------------------------------------------------------------
@@ -127,6 +136,80 @@ def conv_transpose(node: Node, inputs: list) -> Tensor:
     if any(c != (0, 0) for c in cut):
         y = y.pad(cut)
     return y + b.reshape((1, -1) + (1,) * nd) if b is not None else y
+
+
+@onnx_op("Col2Im", since=18)
+def col2im(node: Node, inputs: list) -> Tensor:
+    x = req(node, inputs, 0)
+    image = const_ints(node, req(node, inputs, 1, "image_shape"), "image_shape")
+    block = const_ints(node, req(node, inputs, 2, "block_shape"), "block_shape")
+    nd = len(image)
+    dl = list(node.attr("dilations", [1] * nd))
+    st = list(node.attr("strides", [1] * nd))
+    pads = list(node.attr("pads", [0] * (2 * nd)))
+    n, ck, L = x.shape
+    k = math.prod(block)
+    if ck % k:
+        raise node.error(f"input dim 1 ({ck}) is not a multiple of the block size {k}")
+    c = ck // k
+    counts = [(image[i] + pads[i] + pads[i + nd] - dl[i] * (block[i] - 1) - 1) // st[i] + 1 for i in range(nd)]
+    if math.prod(counts) != L:
+        raise node.error(f"input has {L} blocks, the image shape and attributes give {math.prod(counts)}")
+    m = np.zeros((k, L, math.prod(image)), np.float32)
+    for bi, boff in enumerate(itertools.product(*(range(b) for b in block))):
+        for li, lpos in enumerate(itertools.product(*(range(cn) for cn in counts))):
+            pos = [lpos[i] * st[i] + boff[i] * dl[i] - pads[i] for i in range(nd)]
+            if all(0 <= pos[i] < image[i] for i in range(nd)):
+                m[bi, li, int(np.ravel_multi_index(pos, image))] = 1.0
+    mt = Tensor(m.reshape(k * L, -1), device=x.device)
+    y = float_t(x).reshape(n, c, k * L) @ mt
+    return y.reshape((n, c) + tuple(image)).cast(x.dtype)
+
+
+@onnx_op("DeformConv", since=19)
+def deform_conv(node: Node, inputs: list) -> Tensor:
+    """Each kernel tap reads x at its offset position by bilinear interpolation (0 outside), scaled by the mask;
+    the taps' weights form a (positions, H*W) matrix per (batch, offset group, tap) applied by a matmul."""
+    x, w, off = req(node, inputs, 0), req(node, inputs, 1, "W"), req(node, inputs, 2, "offset")
+    b, mask = opt(inputs, 3), opt(inputs, 4)
+    if x.ndim != 4:
+        raise node.error(f"only 2-D DeformConv is supported, got input shape {x.shape}")
+    n, ic, ih, iw = x.shape
+    oc = w.shape[0]
+    kh, kw = node.attr("kernel_shape", list(w.shape[2:]))
+    sth, stw = node.attr("strides", [1, 1])
+    dh, dw = node.attr("dilations", [1, 1])
+    pads = node.attr("pads", [0, 0, 0, 0])
+    group, og = node.attr("group", 1), node.attr("offset_group", 1)
+    oh, ow = off.shape[2:]
+    k, p, hw = kh * kw, oh * ow, ih * iw
+    offs = float_t(off).reshape(n, og, k, 2, p)
+    base_h = (np.arange(kh) * dh).repeat(kw).reshape(1, 1, k, 1) + (np.arange(oh) * sth - pads[0]).repeat(ow).reshape(
+        1, 1, 1, p)
+    base_w = np.tile(np.arange(kw) * dw, kh).reshape(1, 1, k, 1) + np.tile(np.arange(ow) * stw - pads[1], oh).reshape(
+        1, 1, 1, p)
+    ph = offs[:, :, :, 0, :] + Tensor(base_h.astype(np.float32), device=x.device)  # (N, og, K, P)
+    pw = offs[:, :, :, 1, :] + Tensor(base_w.astype(np.float32), device=x.device)
+    h0, w0 = ph.floor(), pw.floor()
+    th, tw = ph - h0, pw - w0
+    flat = Tensor.arange(hw, dtype=dtypes.int64, device=x.device).reshape(1, 1, 1, 1, hw)
+    wts: Tensor | None = None
+    for hh, wh in ((h0, 1 - th), (h0 + 1, th)):
+        for ww, wwt in ((w0, 1 - tw), (w0 + 1, tw)):
+            ok = (hh >= 0) & (hh <= ih - 1) & (ww >= 0) & (ww <= iw - 1)
+            idx = hh.cast(dtypes.int64) * iw + ww.cast(dtypes.int64)
+            tap = (idx.unsqueeze(-1) == flat).where(ok.where(wh * wwt, 0.0).unsqueeze(-1), 0.0)
+            wts = tap if wts is None else wts + tap
+    if mask is not None:
+        wts = wts * float_t(mask).reshape(n, og, k, p, 1)  # type: ignore[operator]
+    xs = float_t(x).reshape(n, og, 1, ic // og, hw)  # (N, og, 1, C/og, HW)
+    samp = xs @ wts.reshape(n, og, k, p, hw).transpose(-1, -2)  # type: ignore[union-attr]  # (N, og, K, C/og, P)
+    samp = samp.permute(0, 1, 3, 2, 4).reshape(n, group, ic // group, k, p)
+    wr = float_t(w).reshape(1, group, oc // group, ic // group, k, 1)
+    y = (samp.unsqueeze(2) * wr).sum((3, 4)).reshape(n, oc, oh, ow)
+    if b is not None:
+        y = y + float_t(b).reshape(1, oc, 1, 1)
+    return y.cast(x.dtype)
 
 
 # ---- pools -----------------------------------------------------------------------------------------------------------
@@ -398,6 +481,37 @@ def einsum(node: Node, inputs: list) -> Tensor:
         eq += "->" + ("..." if "..." in eq else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     ts = [t for t in inputs if t is not None]
     return Tensor.einsum(eq, *ts)
+
+
+@onnx_op("Det", since=11)
+def det(node: Node, inputs: list) -> Tensor:
+    """Gaussian elimination with partial pivoting, in float64 (pivot rows chosen by one-hot masks, no data read)."""
+    x = req(node, inputs, 0)
+    n = x.shape[-1]
+    if x.ndim < 2 or x.shape[-2] != n:
+        raise node.error(f"input must be (..., n, n), got shape {x.shape}")
+    a = x.cast(dtypes.float64)
+    batch = tuple(x.shape[:-2])
+    d = Tensor.ones(*batch, dtype=dtypes.float64, device=x.device) if batch else Tensor(1.0, dtype=dtypes.float64,
+                                                                                         device=x.device)
+    rows = Tensor.arange(n, dtype=dtypes.int64, device=x.device)
+    for k in range(n):
+        col = a[..., :, k].abs()
+        col = (rows >= k).where(col, -1.0)
+        p = col.argmax(-1)  # (batch,)
+        hot_p = (rows == p.unsqueeze(-1)).unsqueeze(-1)  # (..., n, 1)
+        hot_k = (rows == k).reshape(n, 1)
+        row_p = hot_p.where(a, 0.0).sum(-2, keepdim=True)
+        row_k = a[..., k:k + 1, :]
+        swapped = p != k
+        a = hot_k.where(row_p, hot_p.where(row_k, a))
+        d = swapped.where(-d, d)
+        piv = a[..., k, k]
+        d = d * piv
+        safe = (piv == 0).where(1.0, piv)
+        f = (rows > k).reshape(n, 1).where(a[..., :, k:k + 1] / safe.reshape(batch + (1, 1)), 0.0)
+        a = a - f * a[..., k:k + 1, :]
+    return d.cast(x.dtype)
 
 
 # ---- dropout ---------------------------------------------------------------------------------------------------------

@@ -3,16 +3,14 @@ int16/uint16/int32 and the low-precision types of uopir.onnx.lowp: int4/uint4/in
 DynamicQuantizeLinear."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
 from uopir.onnx.importer import lowp_dtype, onnx_dtype
 from uopir.onnx.lowp import cast_to
 from uopir.onnx.ops_elementwise import _req
+from uopir.onnx.ops_nn import conv_integer
+from uopir.onnx.ops_shape import opt, req
 from uopir.onnx.registry import Node, OnnxImportError, onnx_op
-
-if TYPE_CHECKING:
-    from uopir.frontend.tensor import Tensor
 
 _RANGES = {dtypes.uint8: (0, 255), dtypes.int8: (-128, 127), dtypes.uint16: (0, 65535), dtypes.int16: (-32768, 32767),
            dtypes.int32: (-(2 ** 31), 2 ** 31 - 1)}
@@ -108,3 +106,50 @@ def dynamic_quantize_linear(node: Node, inputs: list) -> list[Tensor]:
     zp = (0.0 - rmin / scale).round().clip(0, 255)
     y = ((x / scale).round() + zp).clip(0, 255).cast(dtypes.uint8)
     return [y, scale, zp.cast(dtypes.uint8)]
+
+
+# ---- quantized linear algebra ----------------------------------------------------------------------------------------
+def _requant(node: Node, acc: Tensor, scale: Tensor, zp: Tensor | None, like: Tensor | None) -> Tensor:
+    """round-half-even(acc * scale) + zero point, saturated to the output's int type (the zero point's dtype)."""
+    d = zp.dtype if zp is not None else (like.dtype if like is not None else dtypes.uint8)
+    y = (acc.cast(dtypes.float32) * scale.cast(dtypes.float32))
+    r = y.round()  # Tensor.round rounds half to even (torch)
+    if zp is not None:
+        r = r + zp.cast(dtypes.float32)
+    return r.clip(d.min, d.max).cast(d)
+
+
+def _per(t: Tensor | None, nd: int, row: bool) -> Tensor | int:
+    """A zero point / scale per tensor, per row (a) or per column (b), shaped to broadcast."""
+    if t is None:
+        return 0
+    if t.numel() == 1:
+        return t.reshape(())
+    if t.ndim == 1:
+        return t.reshape(-1, 1) if row else t
+    return t
+
+
+@onnx_op("QLinearMatMul", since=10)
+def qlinear_matmul(node: Node, inputs: list) -> Tensor:
+    a, sa, za = req(node, inputs, 0), req(node, inputs, 1, "a_scale"), opt(inputs, 2)
+    b, sb, zb = req(node, inputs, 3, "b"), req(node, inputs, 4, "b_scale"), opt(inputs, 5)
+    sy, zy = req(node, inputs, 6, "y_scale"), opt(inputs, 7)
+    ai = a.cast(dtypes.int32) - _per(za, a.ndim, True)
+    bi = b.cast(dtypes.int32) - _per(zb, b.ndim, False)
+    acc = ai.cast(dtypes.float32) @ bi.cast(dtypes.float32)  # exact below 2^24, as the float reference
+    scale = _per(sa, a.ndim, True) * _per(sb, b.ndim, False) / sy.reshape(())
+    return _requant(node, acc, scale if isinstance(scale, Tensor) else Tensor(scale, device=a.device), zy, a)
+
+
+@onnx_op("QLinearConv", since=10)
+def qlinear_conv(node: Node, inputs: list) -> Tensor:
+    x, sx, zx = req(node, inputs, 0), req(node, inputs, 1, "x_scale"), req(node, inputs, 2, "x_zero_point")
+    w, sw, zw = req(node, inputs, 3, "w"), req(node, inputs, 4, "w_scale"), req(node, inputs, 5, "w_zero_point")
+    sy, zy, b = req(node, inputs, 6, "y_scale"), req(node, inputs, 7, "y_zero_point"), opt(inputs, 8)
+    acc = conv_integer(node, [x, w, zx, zw])
+    if b is not None:
+        acc = acc + b.cast(dtypes.int32).reshape((1, -1) + (1,) * (x.ndim - 2))
+    swc = sw.reshape((1, -1) + (1,) * (x.ndim - 2)) if sw.numel() > 1 else sw.reshape(())
+    scale = sx.reshape(()).cast(dtypes.float32) * swc.cast(dtypes.float32) / sy.reshape(()).cast(dtypes.float32)
+    return _requant(node, acc, scale, zy, x)

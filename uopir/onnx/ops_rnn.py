@@ -170,3 +170,22 @@ def gru(node: Node, inputs: list) -> list[Tensor]:
 @onnx_op("LSTM", since=7)
 def lstm(node: Node, inputs: list) -> list[Tensor]:
     return _run(node, inputs, 4, ["Sigmoid", "Tanh", "Tanh"], _lstm_cell(bool(node.attr("input_forget", 0))))
+
+
+@onnx_op("CausalConvWithState", since=27)
+def causal_conv_with_state(node: Node, inputs: list) -> list[Tensor]:
+    x, w, b, past = req(node, inputs, 0), req(node, inputs, 1, "weight"), opt(inputs, 2), opt(inputs, 3)
+    act = node.attr("activation", "none")
+    if act not in ("none", "silu", "swish"):
+        raise node.error(f"unsupported activation {act!r}")
+    if x.ndim != 3 or w.ndim != 3:
+        raise node.error(f"input {x.shape} and weight {w.shape} must be rank 3")
+    n, c, _ = x.shape
+    k = w.shape[2]
+    pad = past if past is not None else Tensor.zeros(n, c, k - 1, dtype=x.dtype, device=x.device)
+    full = pad.cat(x, dim=2) if k > 1 else x
+    y = full.conv2d(w, b, c, 1, 1, 0).cast(x.dtype)
+    if act != "none":
+        yf = y.cast(dtypes.float32)
+        y = (yf * yf.sigmoid()).cast(x.dtype)
+    return [y, full[:, :, full.shape[2] - (k - 1):]]

@@ -343,6 +343,20 @@ def pad(node: Node, inputs: list) -> Tensor:
     return _pad(node, x, pads, value, node.attr("mode", "constant"), axes)
 
 
+@onnx_op("CenterCropPad", since=18)
+def center_crop_pad(node: Node, inputs: list) -> Tensor:
+    x = req(node, inputs, 0)
+    shape = const_ints(node, req(node, inputs, 1, "shape"), "shape")
+    axes = [axis_of(node, a, x.ndim) for a in node.attr("axes", list(range(x.ndim)))]
+    if len(axes) != len(shape):
+        raise node.error(f"shape {shape} needs one entry per axis {axes}")
+    pairs = [(0, 0)] * x.ndim
+    for a, t in zip(axes, shape, strict=True):
+        d = x.shape[a] - t
+        pairs[a] = (-(d // 2), -(d - d // 2)) if d >= 0 else ((-d) // 2, -d - (-d) // 2)
+    return x.pad(pairs)
+
+
 # ---- gather / scatter ------------------------------------------------------------------------------------------------
 @onnx_op("Gather")
 def gather(node: Node, inputs: list) -> Tensor:
@@ -432,6 +446,24 @@ def scatter_nd(node: Node, inputs: list) -> Tensor:
     index = lin.reshape(un, 1).expand(un, r)  # type: ignore[union-attr]
     out = _scatter_elements(node, x.reshape(m, r), index, upd.reshape(un, r), 0, red)
     return out.reshape(x.shape)
+
+
+@onnx_op("TensorScatter", since=24)
+def tensor_scatter(node: Node, inputs: list) -> Tensor:
+    past, upd, wi = req(node, inputs, 0), req(node, inputs, 1, "update"), opt(inputs, 2)
+    axis = axis_of(node, node.attr("axis", -2), past.ndim)
+    if axis == 0:
+        raise node.error("axis 0 is the batch axis")
+    m, s = past.shape[axis], upd.shape[axis]
+    shp = [1] * past.ndim
+    shp[axis] = s
+    seq = Tensor.arange(s, dtype=dtypes.int64, device=past.device).reshape(tuple(shp))
+    start = (wi.cast(dtypes.int64).reshape((-1,) + (1,) * (past.ndim - 1)) if wi is not None else 0)
+    idx = seq + start
+    if node.attr("mode", "linear") == "circular":
+        idx = idx % m
+    idx = idx.expand(tuple(upd.shape)) if isinstance(idx, Tensor) else idx
+    return past.scatter(axis, idx, upd)
 
 
 # ---- shape queries and creation --------------------------------------------------------------------------------------
@@ -579,6 +611,28 @@ def reverse_sequence(node: Node, inputs: list) -> Tensor:
     ln = lens.cast(dtypes.int64).reshape(tuple(lshape))
     src = (tt < ln).where(ln - 1 - tt, tt).expand(tuple(x.shape))
     return x.gather(ta, src)
+
+
+@onnx_op("Unique", since=11)
+def unique(node: Node, inputs: list) -> list[Tensor]:
+    x = req(node, inputs, 0)
+    arr = host(x)
+    axis = node.attr("axis", None)
+    srt = bool(node.attr("sorted", 1))
+    if axis is not None:
+        axis = axis_of(node, axis, arr.ndim)
+    y, idx, inv, cnt = np.unique(arr, return_index=True, return_inverse=True, return_counts=True, axis=axis)
+    inv = inv.reshape(-1)
+    if not srt:
+        order = np.argsort(idx, kind="stable")
+        y = np.take(y, order, axis=axis if axis is not None else 0)
+        idx, cnt = idx[order], cnt[order]
+        remap = np.empty_like(order)
+        remap[order] = np.arange(len(order))
+        inv = remap[inv]
+    dev = x.device
+    return [Tensor(np.array(y, order="C"), dtype=x.dtype, device=dev), const_tensor(idx.astype(np.int64), dev),
+            const_tensor(inv.astype(np.int64), dev), const_tensor(cnt.astype(np.int64), dev)]
 
 
 # ---- depth / space ---------------------------------------------------------------------------------------------------
