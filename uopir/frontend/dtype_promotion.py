@@ -24,6 +24,8 @@ from uopir.dialects.semantics import bf16_round
 from uopir.ir.dtype import DType, dtypes
 
 Scalar = bool | int | float
+# the unsigned int of a float's size, to work on its bits (abs clears the sign bit, pick moves values bit for bit)
+UINT_OF_SIZE = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 
 
 class UnknownDTypeError(TypeError, AttributeError):

@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uopir.frontend import dtype_promotion as P
 from uopir.frontend import variable as V
-from uopir.frontend.shapes import broadcast_shape
+from uopir.frontend.shapes import broadcast_shape, norm_axis
+from uopir.ir.diagnostics import ArgumentError, ShapeError
 from uopir.ir.dtype import dtypes
 from uopir.ir.symbolic import render, sadd, smax, smin, ssub
 from uopir.ir.uop import UOp
@@ -57,7 +59,6 @@ def _as_index_tensor(x: Tensor, i: Any) -> Tensor:
     return t if t.dtype.itemsize >= 4 and not t.dtype.is_unsigned else t.cast(dtypes.int64)
 
 
-_UINT_OF_SIZE = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 
 
 def pick(values: Tensor, onehot: Tensor, axes: tuple[int, ...]) -> Tensor:
@@ -69,7 +70,7 @@ def pick(values: Tensor, onehot: Tensor, axes: tuple[int, ...]) -> Tensor:
     d = values.dtype
     if d.is_bool:
         return onehot.where(values, False).any(axes)
-    bits = values.bitcast(_UINT_OF_SIZE[d.itemsize]) if d.is_float else values
+    bits = values.bitcast(P.UINT_OF_SIZE[d.itemsize]) if d.is_float else values
     out = onehot.where(bits, 0).cast(bits.dtype).sum(axes, dtype=bits.dtype)
     return out.bitcast(d) if d.is_float else out
 
@@ -231,3 +232,43 @@ def _advanced(x: Tensor, tensor_dims: list[tuple[int, Tensor, int]], adjacent: b
         order = list(range(nb, nb + insert_at)) + list(range(nb)) + list(range(nb + insert_at, nb + nr))
         out = out.permute(order)
     return out
+
+
+class Indexing:
+    """Tensor's indexing: `t[...]`, gather, one_hot."""
+
+    __slots__ = ()
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return getitem(self, index)
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """out[..., i, ...] = self[..., index[..., i, ...], ...] along dim (torch.gather)."""
+        if not isinstance(index, type(self)):
+            index = type(self)(index, device=self.device)
+        x = self
+        if not index.dtype.is_int:
+            raise TypeError(f"gather index must be an integer tensor, got {index.dtype!r}")
+        if index.ndim != x.ndim:
+            raise ShapeError(f"gather index shape {index.shape} must have the rank of the input shape {x.shape}")
+        d = norm_axis(dim, x.ndim, x.shape)
+        for i, (a, b) in enumerate(zip(index.shape, x.shape, strict=True)):
+            if i != d and a > b:
+                raise ShapeError(f"gather index shape {index.shape} exceeds input shape {x.shape} at dim {i}")
+        n = x.shape[d]
+        xs = x.shrink(tuple(None if i == d else (0, s) for i, s in enumerate(index.shape)))
+        xe = xs.unsqueeze(-1).transpose(d, -1).expand(index.shape + (n,))
+        index = index if index.dtype.itemsize >= 4 and not index.dtype.is_unsigned else index.cast(dtypes.int64)
+        idx = (index < 0).where(index + n, index)
+        mask = idx.unsqueeze(-1) == type(x).arange(n, device=x.device)
+        return pick(xe, mask, (xe.ndim - 1,))
+
+    def one_hot(self, num_classes: int) -> Tensor:
+        """int32 one-hot along a new last axis. A negative count (torch's -1, "from the data") is a ValueError, as in
+        tinygrad and jax: the count fixes the shape, which must be known without running the graph."""
+        x = self
+        if not x.dtype.is_int:
+            raise TypeError(f"one_hot needs an integer tensor, got {x.dtype!r}")
+        if num_classes < 0:
+            raise ArgumentError(f"one_hot num_classes must be >= 0, got {num_classes} (no count from the data)")
+        return (x.unsqueeze(-1) == type(x).arange(num_classes, device=x.device)).where(1, 0)

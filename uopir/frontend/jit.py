@@ -38,7 +38,8 @@ from uopir.backends import realize as R
 from uopir.backends.buffers import buffer_of, buffer_op
 from uopir.dialects import tensor as T
 from uopir.frontend import dtype_promotion as P
-from uopir.frontend import tensor as tensor_module
+from uopir.frontend.creation import RANDOM_SOURCES
+from uopir.frontend.realization import FRESH_TARGETS
 from uopir.frontend.tensor import Tensor
 
 __all__ = ["TinyJit", "JitError"]
@@ -165,16 +166,16 @@ class TinyJit(Generic[Ret]):
                            f"buffer at the capture, so a replay could not tell them apart; pass distinct tensors")
         fresh: list[Any] = []
         randoms: list[tuple[Any, Any, tuple[int, ...]]] = []
-        tensor_module.FRESH_TARGETS.append(fresh)
-        tensor_module.RANDOM_SOURCES.append(randoms)
+        FRESH_TARGETS.append(fresh)
+        RANDOM_SOURCES.append(randoms)
         try:
             with R.capture() as launches:
                 ret = self.fxn(*args, **kwargs)
                 outs = _flatten(ret)
                 Tensor.realize_all(*outs)
         finally:
-            tensor_module.FRESH_TARGETS.pop()
-            tensor_module.RANDOM_SOURCES.pop()
+            FRESH_TARGETS.pop()
+            RANDOM_SOURCES.pop()
         where: dict[int, _Slot] = {id(b): _Slot("in", i) for i, b in enumerate(inputs)}
         fresh_ids = {id(b): b for b in fresh}
         random_ids = {id(b): (gen, shp) for b, gen, shp in randoms}

@@ -5,7 +5,6 @@
   once at the end, as numpy and torch).
 - conv / pool: each kernel offset reads a (strided, dilated) slice of the padded input; the K slices are stacked on
   a last axis, giving (N, C, *out, K) patches that a multiply-and-sum (conv) or a max/mean (pool) reduces.
-- gather / one_hot: a one-hot mask `index == arange(n)` and a reduction.
 
 This module imports no Tensor: its functions work through the public methods of the tensors they are given and
 build new ones with `type(x)` (tensor.py imports this module, never the other way round). The Tensor methods
@@ -24,7 +23,7 @@ from uopir.frontend import dtype_promotion as P
 from uopir.frontend.indexing import pick
 from uopir.frontend.shape_ops import TensorArgError, patches
 from uopir.frontend.shapes import broadcast_shape, norm_axis
-from uopir.ir.diagnostics import ArgumentError, ShapeError
+from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import dtypes
 
 if TYPE_CHECKING:
@@ -354,35 +353,6 @@ def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
     return pick(xe, type(x)(hot, device=x.device), (ax + 1,))
 
 
-def one_hot(x: Tensor, num_classes: int) -> Tensor:
-    """int32 one-hot along a new last axis. A negative count (torch's -1, "from the data") is a ValueError, as in
-    tinygrad and jax: the count fixes the shape, which must be known without running the graph."""
-    if not x.dtype.is_int:
-        raise TypeError(f"one_hot needs an integer tensor, got {x.dtype!r}")
-    if num_classes < 0:
-        raise ArgumentError(f"one_hot num_classes must be >= 0, got {num_classes} (no count from the data)")
-    return (x.unsqueeze(-1) == type(x).arange(num_classes, device=x.device)).where(1, 0)
-
-
-def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
-    """out[..., i, ...] = x[..., index[..., i, ...], ...] along dim (torch.gather)."""
-    if not index.dtype.is_int:
-        raise TypeError(f"gather index must be an integer tensor, got {index.dtype!r}")
-    if index.ndim != x.ndim:
-        raise ShapeError(f"gather index shape {index.shape} must have the rank of the input shape {x.shape}")
-    d = norm_axis(dim, x.ndim, x.shape)
-    for i, (a, b) in enumerate(zip(index.shape, x.shape, strict=True)):
-        if i != d and a > b:
-            raise ShapeError(f"gather index shape {index.shape} exceeds input shape {x.shape} at dim {i}")
-    n = x.shape[d]
-    xs = x.shrink(tuple(None if i == d else (0, s) for i, s in enumerate(index.shape)))
-    xe = xs.unsqueeze(-1).transpose(d, -1).expand(index.shape + (n,))
-    index = index if index.dtype.itemsize >= 4 and not index.dtype.is_unsigned else index.cast(dtypes.int64)
-    idx = (index < 0).where(index + n, index)
-    mask = idx.unsqueeze(-1) == type(x).arange(n, device=x.device)
-    return pick(xe, mask, (xe.ndim - 1,))
-
-
 def batchnorm(x: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
               axis: int | tuple[int, ...]) -> Tensor:
     axes = tuple(norm_axis(a, x.ndim, x.shape) for a in ((axis,) if isinstance(axis, int) else axis))
@@ -508,23 +478,95 @@ def normalize(x: Tensor, p: float, d: int, eps: float) -> Tensor:
     return x / den.maximum(eps)
 
 
-def multinomial(w: Tensor, u: Tensor, num_samples: int, replacement: bool) -> Tensor:
-    """Indices drawn with probabilities proportional to the rows of w ((n,) or (rows, n)), int32 (tinygrad), with
-    the uniform draws u (rows, num_samples) or (rows, n) given. With replacement: the count of cdf entries each
-    draw passes; without: Efraimidis-Spirakis keys log(u) / w, the num_samples largest in descending order (the rank
-    of each key from an n x n comparison, then a one-hot read per rank)."""
-    x = w.unsqueeze(0) if w.ndim == 1 else w
-    n = x.shape[1]
-    x = x.cast(P.float_of(x.dtype)) if not x.dtype.is_float else x
-    if replacement or num_samples == 1:
-        cdf = x.cumsum(1)
-        cdf = cdf / cdf[:, n - 1:n]
-        idx = (u.unsqueeze(-1) >= cdf.unsqueeze(1)).sum(-1).minimum(n - 1)
-    else:
-        keys = u.log() / x  # (rows, n)
-        rank = (keys.unsqueeze(1) > keys.unsqueeze(2)).sum(2)  # keys larger than key i
-        ar = type(w).arange(n, device=w.device)
-        hot = rank.unsqueeze(1) == ar[:num_samples].reshape(1, num_samples, 1)
-        idx = hot.where(ar.reshape(1, 1, n), 0).sum(2)
-    idx = idx.cast(dtypes.int32)
-    return idx.reshape(idx.shape[1:]) if w.ndim == 1 else idx
+class NNOps:
+    """Tensor's linear algebra and neural-network ops."""
+
+    __slots__ = ()
+
+    def dot(self, w: Tensor) -> Tensor:
+        return self.matmul(w)
+
+    def matmul(self, w: Tensor, reverse: bool = False) -> Tensor:
+        if not isinstance(w, type(self)):
+            w = type(self)(w, device=self.device)
+        return matmul(w, self) if reverse else matmul(self, w)
+
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """x @ weight + bias, weight of shape (in, out) as tinygrad (a 1-d weight scales elementwise)."""
+        x = self * weight if weight.ndim == 1 else self.dot(weight)
+        return x + bias if bias is not None else x
+
+    def sequential(self, layers: Sequence[Any]) -> Tensor:
+        x = self
+        for f in layers:
+            x = f(x)
+        return x
+
+    def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1,
+               dilation: Any = 1, padding: Any = 0) -> Tensor:
+        return conv2d(self, weight, bias, groups, stride, dilation, padding)
+
+    def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
+                   ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        return max_pool(self, kernel_size, stride, dilation, padding, ceil_mode, return_indices)
+
+    def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
+                   ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+        return avg_pool(self, kernel_size, stride, dilation, padding, count_include_pad, ceil_mode)
+
+    def max_unpool2d(self, indices: Tensor, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1,
+                     padding: Any = 0, output_size: Any = None) -> Tensor:
+        return max_unpool(self, indices, kernel_size, stride, dilation, padding, output_size)
+
+    def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1,
+                         dilation: Any = 1, padding: Any = 0, output_padding: Any = 0) -> Tensor:
+        return conv_transpose(self, weight, bias, groups, stride, dilation, padding, output_padding)
+
+    def interpolate(self, size: Any, mode: str = "linear", align_corners: bool = False) -> Tensor:
+        return interpolate(self, size, mode, align_corners)
+
+    def nll_loss(self, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None,  # noqa: N803
+                 reduction: str = "mean") -> Tensor:
+        return nll_loss(self, Y, weight, ignore_index, reduction)
+
+    def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+        return normalize(self, p, dim, eps)
+
+    def layernorm(self, axis: Any = -1, eps: float = 1e-5) -> Tensor:
+        """(x - mean) / sqrt(var + eps) over axis (biased variance), no affine part (tinygrad)."""
+        x = self._float()
+        y = x - x.mean(axis, keepdim=True)
+        return y * ((y * y).mean(axis, keepdim=True) + eps).rsqrt()
+
+    def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
+                  axis: int | tuple[int, ...] = 1) -> Tensor:
+        """Inference batchnorm: (x - mean) * weight * invstd + bias, the 1-d parameters along `axis`."""
+        return batchnorm(self, weight, bias, mean, invstd, axis)
+
+    def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                     dropout_p: float = 0.0, is_causal: bool = False,
+                                     enable_gqa: bool = False) -> Tensor:
+        return scaled_dot_product_attention(self, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+
+    def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:  # noqa: N803
+        return cross_entropy(self, Y, reduction, label_smoothing)
+
+    def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1,  # noqa: N803
+                                        label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
+        return sparse_categorical_crossentropy(self, Y, ignore_index, label_smoothing, reduction)
+
+    def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:  # noqa: N803
+        return reduce_loss(-(Y * self.log() + (1 - Y) * (1 - self).log()), reduction)
+
+    def binary_crossentropy_logits(self, Y: Tensor, reduction: str = "mean",  # noqa: N803
+                                   pos_weight: Tensor | None = None) -> Tensor:
+        return binary_crossentropy_logits(self, Y, reduction, pos_weight)
+
+    def dropout(self, p: float = 0.5) -> Tensor:
+        """Identity unless Tensor.training (then a host-drawn keep mask, scaled by 1/(1-p))."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be between 0 and 1, got {p}")
+        if not type(self).training or p == 0:
+            return self
+        keep = type(self).rand(*self.shape, device=self.device) >= p  # a random buffer: a TinyJit replay draws it again
+        return keep.where(self, 0) * (1 / (1 - p))

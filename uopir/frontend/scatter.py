@@ -19,7 +19,7 @@ from uopir.frontend.indexing import pick
 from uopir.frontend.shapes import norm_axis
 
 if TYPE_CHECKING:
-    from uopir.frontend.tensor import Tensor
+    from uopir.frontend.tensor import Scalar, Tensor
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
@@ -98,3 +98,32 @@ def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str,
     if include_self:
         return r.maximum(x) if reduce == "amax" else r.minimum(x)
     return landed.where(r, x)
+
+
+class Scatter:
+    """Tensor's scatter ops."""
+
+    __slots__ = ()
+
+    def scatter(self, dim: int, index: Tensor, src: Tensor | Scalar, reduce: str | None = None) -> Tensor:
+        """out[..., index[p], ...] = src[p] along dim (the last write wins); reduce="add"|"multiply" with a
+        scalar src (a tensor src with reduce: scatter_reduce, as tinygrad)."""
+        if reduce not in (None, "add", "multiply"):
+            raise TypeError(f"scatter: reduce={reduce!r} must be None, 'add' or 'multiply'")
+        index = index if isinstance(index, type(self)) else type(self)(index, device=self.device)
+        if P.is_scalar(src):
+            src = type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
+        elif reduce is not None:
+            raise TypeError("scatter with reduce takes a scalar src; use scatter_reduce for a tensor src")
+        elif not isinstance(src, type(self)):
+            src = type(self)(src, dtype=self.dtype, device=self.device)
+        if reduce is not None:
+            return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")  # type: ignore[arg-type]
+        return scatter(self, dim, index, src)  # type: ignore[arg-type]
+
+    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+        """reduce (sum, prod, mean, amax, amin) of src into self along dim; include_self=False leaves self out
+        wherever an index lands (int mean rounds down, as torch)."""
+        index = index if isinstance(index, type(self)) else type(self)(index, device=self.device)
+        src = src if isinstance(src, type(self)) else type(self)(src, dtype=self.dtype, device=self.device)
+        return scatter_reduce(self, dim, index, src, reduce, include_self)

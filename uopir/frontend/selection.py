@@ -27,7 +27,7 @@ from uopir.frontend.shapes import broadcast_shape, norm_axis
 from uopir.ir.dtype import dtypes
 
 if TYPE_CHECKING:
-    from uopir.frontend.tensor import Tensor
+    from uopir.frontend.tensor import Scalar, Tensor
 
 
 def _arange(x: Tensor, n: int, shape: tuple[int, ...]) -> Tensor:
@@ -176,3 +176,39 @@ def nonzero(x: Tensor, size: int | None, fill_value: float | int | bool) -> Tens
     if size is None:
         return out
     return (flat < 0).unsqueeze(-1).where(fill_value, out).cast(P.DEFAULT_INT)
+
+
+class Selection:
+    """Tensor's ordering and selection ops."""
+
+    __slots__ = ()
+
+    def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """(running max, int32 index of the last position reaching it) along axis; NaN propagates (torch)."""
+        return cumulative_extreme(self, axis, True)
+
+    def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        return cumulative_extreme(self, axis, False)
+
+    def logcumsumexp(self, axis: int = 0) -> Tensor:
+        return logcumsumexp(self, axis)
+
+    def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
+        """(values, int32 indices) along dim; stable (ties keep input order), NaN sorts as the largest value."""
+        return sort(self, dim, descending)
+
+    def argsort(self, dim: int = -1, descending: bool = False) -> Tensor:
+        return sort(self, dim, descending)[1]
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
+        """The k largest (smallest) along dim as (values, int32 indices), always in sorted order, ties by index."""
+        return topk(self, k, dim, largest)
+
+    def masked_select(self, mask: Tensor, size: int | None = None, fill_value: Scalar = 0) -> Tensor:
+        """1-d tensor of the elements where mask is set; without size the count is realized first (see selection)."""
+        mask = mask if isinstance(mask, type(self)) else type(self)(mask, device=self.device)
+        return masked_select(self, mask, size, fill_value)
+
+    def nonzero(self, size: int | None = None, fill_value: Scalar = 0) -> Tensor:
+        """(count, ndim) int32 coordinates of nonzero elements; without size the count is realized first."""
+        return nonzero(self, size, fill_value)

@@ -1,5 +1,5 @@
 """Shape ops of the Tensor beyond the movement primitives: roll, repeat_interleave, unfold, diag, diagonal,
-meshgrid, einsum, and pad's non-constant modes (reflect, replicate, circular).
+meshgrid, einsum (pad's modes are movement.py's).
 
 Each is a decomposition into movement ops (reshape, expand, pad, shrink, permute, flip) plus, for einsum, one
 broadcast multiply and a sum; nothing here needs the data, so every shape is known when the op is called.
@@ -27,7 +27,7 @@ from uopir.ir.diagnostics import ShapeError
 from uopir.ir.dtype import dtypes
 
 if TYPE_CHECKING:
-    from uopir.frontend.tensor import Tensor
+    from uopir.frontend.tensor import DTypeLike, Tensor
 
 
 class TensorArgError(RuntimeError, ValueError):
@@ -308,58 +308,33 @@ def einsum(formula: str, xs: Sequence[Tensor], dtype: Any) -> Tensor:
     return prod.sum(red, dtype=d)
 
 
-# ---- pad modes -------------------------------------------------------------------------------------------------------
-def pad_mode(x: Tensor, pairs: Sequence[tuple[int, int]], mode: str) -> Tensor:
-    """reflect / replicate / circular padding (torch's). Negative amounts crop: for circular before wrapping (as
-    torch), for reflect and replicate after the padding was built from the whole dim."""
-    if any(not isinstance(v, int) for p in pairs for v in p) or any(not isinstance(s, int) for s in x.shape):
-        raise ValueError(f"pad mode {mode!r} needs static shapes and amounts, got {tuple(pairs)} for {x.shape}")
-    nd = x.ndim
-    if mode == "circular":
-        x = x.shrink([(max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, x.shape, strict=True)])
-        pairs = [(max(0, b), max(0, a)) for b, a in pairs]
-        for d, (b, a) in enumerate(pairs):
-            s = x.shape[d]
-            if b > s or a > s:
-                raise TensorArgError(f"circular padding {(b, a)} wraps around dim {d} of size {s} more than once")
-            pieces = [x.shrink(_on(nd, d, (s - b, s)))] if b else []
-            pieces.append(x)
-            if a:
-                pieces.append(x.shrink(_on(nd, d, (0, a))))
-            x = pieces[0].cat(*pieces[1:], dim=d) if len(pieces) > 1 else x
-        return x
-    for d, (b, a) in enumerate(pairs):
-        b, a = max(0, b), max(0, a)
-        if not b and not a:
-            continue
-        s = x.shape[d]
-        if mode == "reflect":
-            if b >= s or a >= s:
-                raise TensorArgError(f"reflect padding {(b, a)} must be smaller than dim {d} of size {s}")
-            before = x.shrink(_on(nd, d, (1, b + 1))).flip(d) if b else None
-            after = x.shrink(_on(nd, d, (s - 1 - a, s - 1))).flip(d) if a else None
-        else:
-            if s == 0:
-                raise TensorArgError(f"replicate padding of dim {d} needs a non-empty dim, got shape {x.shape}")
-            before = _edge(x, d, 0, b) if b else None
-            after = _edge(x, d, s - 1, a) if a else None
-        pieces = [p for p in (before, x, after) if p is not None]
-        x = pieces[0].cat(*pieces[1:], dim=d)
-    bounds = [(max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, x.shape, strict=True)]
-    if any(lo > hi for lo, hi in bounds):
-        raise ValueError(f"padding {tuple(pairs)} crops more than shape {x.shape} has")
-    return x.shrink(bounds)
+class ShapeOps:
+    """Tensor's shape ops built from the movement primitives."""
 
+    __slots__ = ()
 
-def _edge(x: Tensor, d: int, at: int, n: int) -> Tensor:
-    """Element `at` of dim d repeated n times along d."""
-    e = x.shrink(_on(x.ndim, d, (at, at + 1)))
-    return e.expand(tuple(n if i == d else v for i, v in enumerate(e.shape)))
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+        return roll(self, shifts, dims)
 
+    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+        return repeat_interleave(self, repeats, dim)
 
-def _on(nd: int, d: int, b: tuple[int, int]) -> list[tuple[int, int] | None]:
-    out: list[tuple[int, int] | None] = [None] * nd
-    out[d] = b
-    return out
+    def unfold(self, dim: int, size: int, step: int) -> Tensor:
+        return unfold(self, dim, size, step)
 
+    def diag(self) -> Tensor:
+        return diag(self)
 
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        return diagonal(self, offset, dim1, dim2)
+
+    def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+        return meshgrid((self, *args), indexing)
+
+    @classmethod
+    def einsum(cls, formula: str, *operands: Tensor | Sequence[Tensor], dtype: DTypeLike = None) -> Tensor:
+        """Einstein summation with torch's rules (shape_ops.einsum); operands as arguments or one list."""
+        ops = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], Sequence) else list(operands)
+        if not all(isinstance(t, cls) for t in ops):
+            raise TypeError(f"einsum operands must be Tensors, got {[type(t).__name__ for t in ops]}")
+        return einsum(formula, ops, P.to_dtype(dtype))
