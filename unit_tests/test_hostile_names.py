@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 
 from uopir import Tensor
 from uopir.backends.c.compiler import CCompiler, find_cc
-from uopir.backends.c.prelude import HELPERS, bitcast_helper, float_helper, int_helper, vector_max, vector_type
+from uopir.backends.codegen.cprelude import HELPERS, bitcast_helper, float_helper, int_helper, vector_max, vector_type
 from uopir.backends.codegen.names import (
     MAX_PLAIN,
     c_comment,

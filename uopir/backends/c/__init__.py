@@ -1,7 +1,7 @@
 """The C backend: render device programs to portable C, compile them with the system compiler, run them by ctypes.
 
-    prelude.py    the C helpers where C differs from uopir's semantics (division by zero, saturating casts, ...)
-    renderer.py   CRenderer: one device.program -> one C function
+    renderer.py   CRenderer: one device.program -> one C function (the C-style base and the C helpers where C
+                  differs from uopir's semantics are uopir.backends.codegen's)
     compiler.py   CCompiler: $CC / clang / cc, exact-math flags, the disk cache
     runtime.py    CRuntime: ctypes loading and launching on host buffers
     backend.py    CBackend: the bundle behind the backend interface

@@ -1,4 +1,4 @@
-"""CUDA C as a C dialect: what the shared C-style renderer (uopir.backends.gpu.renderer) needs to know of it.
+"""CUDA C as a C dialect: its `Language` value for the shared C-style renderer (uopir.backends.codegen.cstyle).
 
 Kernels are `extern "C" __global__` (an unmangled entry point in the PTX), helpers `static __device__ inline`.
 Under NVRTC (`__CUDACC_RTC__`) there is no libc header: the fixed-width integer names and limits are typedefs and
@@ -9,9 +9,9 @@ in a float, so buffers keep numpy's layouts. Compile with `--fmad=false` (no a*b
 """
 from __future__ import annotations
 
-from uopir.backends.c.prelude import HELPERS, Helper
+from uopir.backends.codegen.cprelude import HELPERS, Helper
+from uopir.backends.codegen.cstyle import Language
 from uopir.backends.codegen.names import cuda_ident
-from uopir.backends.gpu.renderer import Language
 
 __all__ = ["CUDA"]
 

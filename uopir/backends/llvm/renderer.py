@@ -41,22 +41,15 @@ import struct
 import numpy as np
 
 from uopir.backends.codegen.names import llvm_comment, llvm_ident
+from uopir.backends.codegen.walk import CPU_REFUSES, NO_VALUE_ROWS, Row, Writer, rows, walk
 from uopir.backends.cpu.alu import BOOL_OP, COMPARE, const_shift, unguarded_divisor
 from uopir.backends.cpu.program import (
-    NO_VALUE,
     STACK_SCRATCH,
     KernelSignature,
-    check_all_closed,
-    check_closes,
     check_const,
     check_offset,
     check_special,
-    check_supported,
-    computed,
-    escaping,
-    innermost,
     op_error,
-    schedule,
 )
 from uopir.backends.cpu.program import kernel_signature as _signature
 from uopir.backends.interface import Renderer
@@ -65,9 +58,10 @@ from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.dialects.semantics import const_array, np_dtype
 from uopir.ir.dtype import DType, dtypes
+from uopir.ir.ops import OpDef
 from uopir.ir.uop import UOp
 
-__all__ = ["LLVMRenderer", "kernel_signature"]
+__all__ = ["LLVMRenderer", "LLVM_ROWS", "kernel_signature"]
 
 
 def kernel_signature(program: UOp) -> KernelSignature:
@@ -341,12 +335,8 @@ class LLVMRenderer(Renderer):
 
     def render(self, program: UOp) -> str:
         sig = kernel_signature(program)
-        order = schedule(program)
-        esc = escaping(order)
         w = _Walk(self, sig)
-        for u in order:
-            w.op(u, u in esc)
-        check_all_closed(innermost(w.blocks))
+        walk(program, LLVM_ROWS, w)
         while w.ids:  # the loops of global ids span the rest of the program
             w.close_loop(w.ids.pop())
         for addr in w.frees:
@@ -374,15 +364,17 @@ class LLVMRenderer(Renderer):
                           f"attributes #0 = {{ {' '.join(attrs)} }}", ""])
 
 
-class _Walk:
-    """The state of one rendering: values, open blocks, ids."""
+class _Walk(Writer):
+    """The state of one rendering: values, open blocks ((opener, loop labels / if's end)), ids."""
+
+    who = "the LLVM backend"
+    pointer = _Ptr
 
     def __init__(self, r: LLVMRenderer, sig: KernelSignature):
+        super().__init__()
         self.r, self.sig = r, sig
         self.f = _Fn()
         self.m = _Math(self.f)
-        self.vals: dict[UOp, _Val | _Slot | _Ptr] = {}
-        self.blocks: list[tuple[UOp, tuple[str, str, str, str] | str]] = []  # (opener, loop labels / if's end)
         self.ids: list[tuple[str, str, str, str]] = []
         self.id_dims: set[int] = set()
         self.frees: list[str] = []  # heap scratch buffers, freed before returning
@@ -390,7 +382,7 @@ class _Walk:
     # ---- values
     def get(self, u: UOp, n: int | None = None) -> _Val:
         """u's value (loaded when it lives in a slot), broadcast to n lanes when u is a scalar and n > 1."""
-        v = computed(self.vals, u, _Ptr)
+        v = self.value(u)
         if isinstance(v, _Slot):
             v = _Val(self.f.ins(f"load {vec(v.t, v.n)}, ptr {v.addr}"), v.t, v.n)
         if n is not None and n > 1 and v.n == 1:
@@ -456,107 +448,116 @@ class _Walk:
         f.emit(f"br label %{head}")
         f.block(done)
 
-    # ---- ops
-    def op(self, u: UOp, escapes: bool) -> None:
-        op, f = u.op, self.f
-        check_supported(u, "the LLVM backend")
-        if op is C.CONST:
-            check_const(u)
-            if u.dtype.scalar not in _SCALAR:
-                raise op_error(u, f"the LLVM backend has no type for {u.dtype}")
-            self.vals[u] = _Val(const_lit(u.dtype, u.arg), scalar_type(u.dtype), u.dtype.count)
-        elif op is K.PARAM:
-            self.vals[u] = _Ptr(f"%data{u.arg}", "0", None, u.dtype)
-        elif op is K.VAR:
-            ref = f"%var{self.sig.vars.index(u.arg[0])}"
-            t = scalar_type(u.dtype)
-            self.vals[u] = _Val(ref if t == "i64" else f.ins(f"trunc i64 {ref} to {t}"), t, 1)
-        elif op is K.REGISTER or (op is K.LOCAL and u.dtype.size * u.dtype.base.itemsize <= STACK_SCRATCH):
-            size, mt = max(u.dtype.size, 1), mem_type(u.dtype.base)
-            self.vals[u] = _Ptr(self.array(mt, size), "0", None, u.dtype)
-        elif op is K.LOCAL:  # a large scratch buffer (kernel-optimize's packed panels): zeroed heap memory per call
-            f = self.f
-            f.intrinsic("calloc", "ptr", ["i64", "i64"])
-            f.intrinsic("free", "void", ["ptr"])
-            addr = f.fresh("reg")
-            f.allocas.append(f"{addr} = call ptr @calloc(i64 {u.dtype.size}, i64 {u.dtype.base.itemsize})")
-            self.frees.append(addr)
-            self.vals[u] = _Ptr(addr, "0", None, u.dtype)
-        elif op is K.INDEX:
-            p = self.ptr(u.src[0])
-            off = self.index(u.src[1])
-            if p.off != "0":
-                off = f.ins(f"add i64 {p.off}, {off}")
-            gate = p.gate
-            if len(u.src) > 2:
-                g = self.get(u.src[2]).ref
-                gate = g if gate is None else f.ins(f"and i1 {gate}, {g}")
-            self.vals[u] = _Ptr(p.base, off, gate, u.dtype)
-        elif op is C.GEP:
-            v = self.get(u.src[0])
-            lanes = tuple(u.arg)
-            if v.n == 1:
-                self.define(u, v.ref, escapes)
-            elif len(lanes) == 1:
-                self.define(u, f.ins(f"extractelement {v.ty} {v.ref}, i64 {lanes[0]}"), escapes)
-            else:
-                mask = ", ".join(f"i32 {i}" for i in lanes)
-                self.define(u, f.ins(f"shufflevector {v.ty} {v.ref}, {v.ty} poison, <{len(lanes)} x i32> <{mask}>"),
-                            escapes)
-        elif op is C.VECTORIZE:
-            t, n = scalar_type(u.dtype), u.dtype.count
-            ref = "poison"
-            for i, s in enumerate(u.src):
-                ref = f.ins(f"insertelement {vec(t, n)} {ref}, {t} {self.get(s).ref}, i64 {i}")
-            self.define(u, ref, escapes)
-        elif op is K.LOAD:
-            self.load(u, escapes)
-        elif op is K.STORE:
-            self.store(u)
-        elif op is D.LOOP:
-            loop = self.open_loop("0", self.index(u.src[0]))
-            self.blocks.append((u, loop))
-            self.vals[u] = _Val(loop[1], "i64", 1)
-        elif op is D.SPECIAL:
-            self.special(u)
-        elif op is D.IF:
-            then, end = f.label("then"), f.label("endif")
-            f.emit(f"br i1 {self.get(u.src[0]).ref}, label %{then}, label %{end}")
-            f.block(then)
-            self.blocks.append((u, end))
-        elif op in (D.ENDLOOP, D.ENDIF):
-            check_closes(u, innermost(self.blocks))
-            _, info = self.blocks.pop()
-            if isinstance(info, str):
-                f.emit(f"br label %{info}")
-                f.block(info)
-            else:
-                self.close_loop(info)
-        elif op is D.ACC:
-            t, n = scalar_type(u.dtype), u.dtype.count
-            init = self.get(u.src[0], n)
-            addr = self.alloca(vec(t, n), "zeroinitializer", "acc")
-            f.emit(f"store {vec(t, n)} {init.ref}, ptr {addr}")
-            self.vals[u] = _Slot(addr, t, n)
-        elif op is D.ACCSTORE:
-            acc = self.vals.get(u.src[0])
-            if not isinstance(acc, _Slot):
-                raise op_error(u, "device.accstore's first operand must be a device.acc")
-            v = self.get(u.src[1], acc.n)
-            f.emit(f"store {vec(acc.t, acc.n)} {v.ref}, ptr {acc.addr}")
-            self.vals[u] = acc
-        elif op is C.CAST:
-            n = u.dtype.count
-            x = self.get(u.src[0], n)
-            self.define(u, self.m.cast(x.ref, u.src[0].dtype, u.dtype, n), escapes)
-        elif op is C.BITCAST:
-            self.define(u, self.bitcast(u), escapes)
-        elif op in C.ALU_OPS:
-            self.define(u, self.alu(u), escapes)
-        elif op in NO_VALUE:
-            pass
+    # ---- the rows (LLVM_ROWS)
+    def const(self, u: UOp, escapes: bool) -> None:
+        check_const(u)
+        if u.dtype.scalar not in _SCALAR:
+            raise op_error(u, f"the LLVM backend has no type for {u.dtype}")
+        self.vals[u] = _Val(const_lit(u.dtype, u.arg), scalar_type(u.dtype), u.dtype.count)
+
+    def param(self, u: UOp, escapes: bool) -> None:
+        self.vals[u] = _Ptr(f"%data{u.arg}", "0", None, u.dtype)
+
+    def var(self, u: UOp, escapes: bool) -> None:
+        ref = f"%var{self.sig.vars.index(u.arg[0])}"
+        t = scalar_type(u.dtype)
+        self.vals[u] = _Val(ref if t == "i64" else self.f.ins(f"trunc i64 {ref} to {t}"), t, 1)
+
+    def register(self, u: UOp, escapes: bool) -> None:
+        size, mt = max(u.dtype.size, 1), mem_type(u.dtype.base)
+        self.vals[u] = _Ptr(self.array(mt, size), "0", None, u.dtype)
+
+    def local(self, u: UOp, escapes: bool) -> None:
+        """A stack array up to STACK_SCRATCH bytes; a large scratch buffer (kernel-optimize's packed panels) is
+        zeroed heap memory per call."""
+        if u.dtype.size * u.dtype.base.itemsize <= STACK_SCRATCH:
+            self.register(u, escapes)
+            return
+        f = self.f
+        f.intrinsic("calloc", "ptr", ["i64", "i64"])
+        f.intrinsic("free", "void", ["ptr"])
+        addr = f.fresh("reg")
+        f.allocas.append(f"{addr} = call ptr @calloc(i64 {u.dtype.size}, i64 {u.dtype.base.itemsize})")
+        self.frees.append(addr)
+        self.vals[u] = _Ptr(addr, "0", None, u.dtype)
+
+    def index_op(self, u: UOp, escapes: bool) -> None:
+        f = self.f
+        p = self.ptr(u.src[0])
+        off = self.index(u.src[1])
+        if p.off != "0":
+            off = f.ins(f"add i64 {p.off}, {off}")
+        gate = p.gate
+        if len(u.src) > 2:
+            g = self.get(u.src[2]).ref
+            gate = g if gate is None else f.ins(f"and i1 {gate}, {g}")
+        self.vals[u] = _Ptr(p.base, off, gate, u.dtype)
+
+    def gep(self, u: UOp, escapes: bool) -> None:
+        f = self.f
+        v = self.get(u.src[0])
+        lanes = tuple(u.arg)
+        if v.n == 1:
+            self.define(u, v.ref, escapes)
+        elif len(lanes) == 1:
+            self.define(u, f.ins(f"extractelement {v.ty} {v.ref}, i64 {lanes[0]}"), escapes)
         else:
-            raise op_error(u, f"the LLVM backend cannot render {op.name}")
+            mask = ", ".join(f"i32 {i}" for i in lanes)
+            self.define(u, f.ins(f"shufflevector {v.ty} {v.ref}, {v.ty} poison, <{len(lanes)} x i32> <{mask}>"),
+                        escapes)
+
+    def vectorize(self, u: UOp, escapes: bool) -> None:
+        t, n = scalar_type(u.dtype), u.dtype.count
+        ref = "poison"
+        for i, s in enumerate(u.src):
+            ref = self.f.ins(f"insertelement {vec(t, n)} {ref}, {t} {self.get(s).ref}, i64 {i}")
+        self.define(u, ref, escapes)
+
+    def loop(self, u: UOp, escapes: bool) -> None:
+        loop = self.open_loop("0", self.index(u.src[0]))
+        self.open(u, loop)
+        self.vals[u] = _Val(loop[1], "i64", 1)
+
+    def if_(self, u: UOp, escapes: bool) -> None:
+        f = self.f
+        then, end = f.label("then"), f.label("endif")
+        f.emit(f"br i1 {self.get(u.src[0]).ref}, label %{then}, label %{end}")
+        f.block(then)
+        self.open(u, end)
+
+    def end(self, u: UOp, escapes: bool) -> None:
+        info = self.close(u)
+        if isinstance(info, str):
+            self.f.emit(f"br label %{info}")
+            self.f.block(info)
+        else:
+            self.close_loop(info)
+
+    def acc(self, u: UOp, escapes: bool) -> None:
+        t, n = scalar_type(u.dtype), u.dtype.count
+        init = self.get(u.src[0], n)
+        addr = self.alloca(vec(t, n), "zeroinitializer", "acc")
+        self.f.emit(f"store {vec(t, n)} {init.ref}, ptr {addr}")
+        self.vals[u] = _Slot(addr, t, n)
+
+    def accstore(self, u: UOp, escapes: bool) -> None:
+        acc = self.vals.get(u.src[0])
+        if not isinstance(acc, _Slot):
+            raise op_error(u, "device.accstore's first operand must be a device.acc")
+        v = self.get(u.src[1], acc.n)
+        self.f.emit(f"store {vec(acc.t, acc.n)} {v.ref}, ptr {acc.addr}")
+        self.vals[u] = acc
+
+    def cast(self, u: UOp, escapes: bool) -> None:
+        n = u.dtype.count
+        x = self.get(u.src[0], n)
+        self.define(u, self.m.cast(x.ref, u.src[0].dtype, u.dtype, n), escapes)
+
+    def bitcast_op(self, u: UOp, escapes: bool) -> None:
+        self.define(u, self.bitcast(u), escapes)
+
+    def alu_op(self, u: UOp, escapes: bool) -> None:
+        self.define(u, self.alu(u), escapes)
 
     def index(self, u: UOp) -> str:
         """An index operand as an i64 ref."""
@@ -566,8 +567,8 @@ class _Walk:
             return v.ref
         return self.f.ins(f"{'zext' if d.kind == 'uint' else 'sext'} {v.t} {v.ref} to i64")
 
-    def special(self, u: UOp) -> None:
-        check_special(u, "the LLVM backend", innermost(self.blocks), self.id_dims)
+    def special(self, u: UOp, escapes: bool) -> None:
+        check_special(u, self.who, self.innermost(), self.id_dims)
         size = self.index(u.src[0])
         f = self.f
         if not self.ids:  # the first id: this core's contiguous share [n*id/count, n*(id+1)/count)
@@ -621,7 +622,7 @@ class _Walk:
         ty = vec(scalar_type(d), n)
         self.define(u, f.ins(f"select i1 {gate}, {ty} {x}, {ty} {alt}"), escapes)
 
-    def store(self, u: UOp) -> None:
+    def store(self, u: UOp, escapes: bool) -> None:
         f = self.f
         p = self.ptr(u.src[0])
         gate = self._gate(u, p)
@@ -764,3 +765,16 @@ class _Walk:
             return r
         z = splat(t, n, 0)
         return f.ins(f"select {bt} {minus1}, {ty} {f.ins(f'sub {ty} {z}, {a}')}, {ty} {r}")
+
+
+LLVM_ROWS: dict[OpDef, Row] = {
+    **NO_VALUE_ROWS,
+    **CPU_REFUSES,
+    **rows(C.ALU_OPS, _Walk.alu_op),
+    C.CONST: _Walk.const, C.CAST: _Walk.cast, C.BITCAST: _Walk.bitcast_op, C.GEP: _Walk.gep,
+    C.VECTORIZE: _Walk.vectorize,
+    K.PARAM: _Walk.param, K.VAR: _Walk.var, K.REGISTER: _Walk.register, K.LOCAL: _Walk.local,
+    K.INDEX: _Walk.index_op, K.LOAD: _Walk.load, K.STORE: _Walk.store,
+    D.LOOP: _Walk.loop, D.ENDLOOP: _Walk.end, D.IF: _Walk.if_, D.ENDIF: _Walk.end, D.ACC: _Walk.acc,
+    D.ACCSTORE: _Walk.accstore, D.SPECIAL: _Walk.special,
+}

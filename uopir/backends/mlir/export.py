@@ -58,21 +58,14 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from uopir.backends.codegen.names import mlir_ident, mlir_text
+from uopir.backends.codegen.walk import CPU_REFUSES, NO_VALUE_ROWS, Row, Writer, rows, walk
 from uopir.backends.cpu.program import (
-    NO_VALUE,
     STACK_SCRATCH,
     KernelSignature,
-    check_all_closed,
-    check_closes,
     check_const,
     check_offset,
     check_special,
-    check_supported,
-    computed,
-    escaping,
-    innermost,
     op_error,
-    schedule,
 )
 from uopir.backends.cpu.program import kernel_signature as _signature
 from uopir.backends.emit import require_programs
@@ -95,10 +88,11 @@ from uopir.dialects import kernel as K
 from uopir.dialects.semantics import const_array
 from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import DType, dtypes
+from uopir.ir.ops import OpDef
 from uopir.ir.uop import UOp
 
 __all__ = ["export_module", "export_function", "export_text", "kernel_signature", "mlir_type", "memory_type",
-           "print_module"]
+           "print_module", "MLIR_ROWS"]
 
 
 def kernel_signature(program: UOp) -> KernelSignature:
@@ -147,10 +141,14 @@ def _prepend(block: Block, ops: list[Operation]) -> None:
             block.insert_op_before(op, first)
 
 
-class _Func(AluExport):
-    """The export of one device.program into one func.func."""
+class _Func(AluExport, Writer):
+    """The export of one device.program into one func.func (blocks: (opener, the block it hid))."""
+
+    who = "the MLIR export"
+    pointer = _Ptr
 
     def __init__(self, program: UOp, name: str | None = None):
+        Writer.__init__(self)
         self.program = program
         self.sig = kernel_signature(program)
         self.name = name or self.sig.name
@@ -185,8 +183,6 @@ class _Func(AluExport):
         self.const_cache: dict[tuple, SSAValue] = {}
         self.cur = self.entry
         self.scopes = [_Scope(self.entry)]
-        self.vals: dict[UOp, SSAValue | _Slot | _Ptr] = {}
-        self.blocks: list[tuple[UOp, Block]] = []  # open loops and ifs: (opener, the block they hid)
         self.ids: list[tuple[Block, _Scope | None, Operation | None]] = []  # open parallels: (outer block, ...)
         self.id_dims: set[int] = set()
 
@@ -228,7 +224,7 @@ class _Func(AluExport):
     # ---- values
     def get(self, u: UOp, n: int | None = None) -> SSAValue:
         """u's value (loaded when it lives in a slot), broadcast to n lanes when u is a scalar and n > 1."""
-        v = computed(self.vals, u, _Ptr)
+        v = self.value(u)
         if isinstance(v, _Slot):
             v = self.add(mref.LoadOp.get(v.ref, []))
         if n is not None and n > 1 and not isinstance(v.type, VectorType):
@@ -265,11 +261,7 @@ class _Func(AluExport):
 
     # ---- the walk
     def build(self) -> func.FuncOp:
-        order = schedule(self.program)
-        esc = escaping(order)
-        for u in order:
-            self.op(u, u in esc and u.op is not C.CONST)
-        check_all_closed(innermost(self.blocks))
+        walk(self.program, MLIR_ROWS, self)
         while self.ids:
             self.close_parallel()
         for mem in self.scopes[-1].frees:
@@ -285,77 +277,72 @@ class _Func(AluExport):
     def finish_scope(self, scope: _Scope) -> None:
         _prepend(scope.block, scope.prologue)
 
-    def op(self, u: UOp, escapes: bool) -> None:
-        op = u.op
-        check_supported(u, "the MLIR export")
-        if op is C.CONST:
-            check_const(u, "exported")
-            if u.dtype.scalar not in SCALAR:
-                raise op_error(u, f"the MLIR export has no type for {u.dtype}")
-            self.vals[u] = self.const_of(u.dtype, u.arg)
-        elif op is K.PARAM:
-            self.vals[u] = _Ptr(self.entry.args[u.arg], None, None, u.dtype)
-        elif op is K.VAR:
-            arg = self.entry.args[len(self.sig.params) + self.sig.vars.index(u.arg[0])]
-            t = mlir_type(u.dtype)
-            self.vals[u] = arg if isinstance(t, IndexType) else self.add(X.IndexCastOp(arg, t))
-        elif op is K.REGISTER or op is K.LOCAL:
-            self.scratch(u)
-        elif op is K.INDEX:
-            p = self.ptr(u.src[0])
-            off = self.index(u.src[1])
-            if p.off is not None:
-                off = self.add(arith.AddiOp(p.off, off))
-            gate = p.gate
-            if len(u.src) > 2:
-                g = self.get(u.src[2])
-                gate = g if gate is None else self.add(arith.AndIOp(gate, g))
-            self.vals[u] = _Ptr(p.mem, off, gate, u.dtype)
-        elif op is C.GEP:
-            self.define(u, self.gep(u), escapes)
-        elif op is C.VECTORIZE:
-            self.define(u, self.vectorize(u), escapes)
-        elif op is K.LOAD:
-            self.load(u, escapes)
-        elif op is K.STORE:
-            self.store(u)
-        elif op is D.LOOP:
-            self.open_loop(u)
-        elif op is D.SPECIAL:
-            self.special(u)
-        elif op is D.IF:
-            body = Block()
-            self.add(scf.IfOp(self.get(u.src[0]), [], Region(body)))
-            self.blocks.append((u, self.cur))
-            self.cur = body
-        elif op in (D.ENDLOOP, D.ENDIF):
-            check_closes(u, innermost(self.blocks))
-            _, outer = self.blocks.pop()
-            self.add(scf.YieldOp())
-            self.cur = outer
-        elif op is D.ACC:
-            init = self.get(u.src[0], u.dtype.count)
-            slot = self.alloca(MemRefType(mlir_type(u.dtype), []), {"uop.acc": IntegerAttr(u.arg, i64)})
-            self.add(mref.StoreOp.get(init, slot, []))
-            self.vals[u] = _Slot(slot, u.dtype)
-        elif op is D.ACCSTORE:
-            acc = self.vals.get(u.src[0])
-            if not isinstance(acc, _Slot):
-                raise op_error(u, "device.accstore's first operand must be a device.acc")
-            v = self.get(u.src[1], acc.dtype.count)
-            self.add(mref.StoreOp.get(v, acc.ref, []))
-            self.vals[u] = acc
-        elif op is C.CAST:
-            n = u.dtype.count
-            self.define(u, self.cast(self.get(u.src[0], n), u.src[0].dtype, u.dtype, n), escapes)
-        elif op is C.BITCAST:
-            self.define(u, self.bitcast(u), escapes)
-        elif op in C.ALU_OPS:
-            self.define(u, self.alu(u), escapes)
-        elif op in NO_VALUE:
-            pass
-        else:
-            raise op_error(u, f"the MLIR export cannot render {op.name}")
+    # ---- the rows (MLIR_ROWS)
+    def const_op(self, u: UOp, escapes: bool) -> None:
+        check_const(u, "exported")
+        if u.dtype.scalar not in SCALAR:
+            raise op_error(u, f"the MLIR export has no type for {u.dtype}")
+        self.vals[u] = self.const_of(u.dtype, u.arg)  # a constant of the function's top: never in a slot
+
+    def param(self, u: UOp, escapes: bool) -> None:
+        self.vals[u] = _Ptr(self.entry.args[u.arg], None, None, u.dtype)
+
+    def var(self, u: UOp, escapes: bool) -> None:
+        arg = self.entry.args[len(self.sig.params) + self.sig.vars.index(u.arg[0])]
+        t = mlir_type(u.dtype)
+        self.vals[u] = arg if isinstance(t, IndexType) else self.add(X.IndexCastOp(arg, t))
+
+    def index_op(self, u: UOp, escapes: bool) -> None:
+        p = self.ptr(u.src[0])
+        off = self.index(u.src[1])
+        if p.off is not None:
+            off = self.add(arith.AddiOp(p.off, off))
+        gate = p.gate
+        if len(u.src) > 2:
+            g = self.get(u.src[2])
+            gate = g if gate is None else self.add(arith.AndIOp(gate, g))
+        self.vals[u] = _Ptr(p.mem, off, gate, u.dtype)
+
+    def gep_op(self, u: UOp, escapes: bool) -> None:
+        self.define(u, self.gep(u), escapes)
+
+    def vectorize_op(self, u: UOp, escapes: bool) -> None:
+        self.define(u, self.vectorize(u), escapes)
+
+    def if_(self, u: UOp, escapes: bool) -> None:
+        body = Block()
+        self.add(scf.IfOp(self.get(u.src[0]), [], Region(body)))
+        self.open(u, self.cur)
+        self.cur = body
+
+    def end(self, u: UOp, escapes: bool) -> None:
+        outer = self.close(u)
+        self.add(scf.YieldOp())
+        self.cur = outer
+
+    def acc(self, u: UOp, escapes: bool) -> None:
+        init = self.get(u.src[0], u.dtype.count)
+        slot = self.alloca(MemRefType(mlir_type(u.dtype), []), {"uop.acc": IntegerAttr(u.arg, i64)})
+        self.add(mref.StoreOp.get(init, slot, []))
+        self.vals[u] = _Slot(slot, u.dtype)
+
+    def accstore(self, u: UOp, escapes: bool) -> None:
+        acc = self.vals.get(u.src[0])
+        if not isinstance(acc, _Slot):
+            raise op_error(u, "device.accstore's first operand must be a device.acc")
+        v = self.get(u.src[1], acc.dtype.count)
+        self.add(mref.StoreOp.get(v, acc.ref, []))
+        self.vals[u] = acc
+
+    def cast_op(self, u: UOp, escapes: bool) -> None:
+        n = u.dtype.count
+        self.define(u, self.cast(self.get(u.src[0], n), u.src[0].dtype, u.dtype, n), escapes)
+
+    def bitcast_op(self, u: UOp, escapes: bool) -> None:
+        self.define(u, self.bitcast(u), escapes)
+
+    def alu_op(self, u: UOp, escapes: bool) -> None:
+        self.define(u, self.alu(u), escapes)
 
     def const_of(self, d: DType, value: object) -> SSAValue:
         """The constant of a const op's value through the semantics' carrier (exactly the interpreter's value)."""
@@ -368,7 +355,7 @@ class _Func(AluExport):
             return self.const(t, vals[0])
         return self.const_lanes(t, vals)
 
-    def scratch(self, u: UOp) -> None:
+    def scratch(self, u: UOp, escapes: bool = False) -> None:
         """kernel.register / small kernel.local: a zeroed stack array; a large kernel.local: zeroed heap memory."""
         size = max(u.dtype.size, 1)
         t = MemRefType(mem_scalar(u.dtype.base), [size])
@@ -391,18 +378,18 @@ class _Func(AluExport):
         self.vals[u] = _Ptr(mem, None, None, u.dtype)
 
     # ---- blocks
-    def open_loop(self, u: UOp) -> None:
+    def open_loop(self, u: UOp, escapes: bool = False) -> None:
         end = self.index(u.src[0])
         body = Block(arg_types=[IndexType()])
         loop = scf.ForOp(self.const(IndexType(), 0), end, self.const(IndexType(), 1), [], Region(body))
         loop.attributes["uop.loop"] = IntegerAttr(u.arg, i64)
         self.add(loop)
-        self.blocks.append((u, self.cur))
+        self.open(u, self.cur)
         self.cur = body
         self.vals[u] = body.args[0]
 
-    def special(self, u: UOp) -> None:
-        kind, dim = check_special(u, "the MLIR export", innermost(self.blocks), self.id_dims)
+    def special(self, u: UOp, escapes: bool = False) -> None:
+        kind, dim = check_special(u, self.who, self.innermost(), self.id_dims)
         size = self.index(u.src[0])
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([self.const(IndexType(), 0)], [size], [self.const(IndexType(), 1)], Region(body))
@@ -496,7 +483,7 @@ class _Func(AluExport):
         v = self._from_mem(raw, d, n)
         self.define(u, self.add(X.SelectOp(gate, v, alt)), escapes)
 
-    def store(self, u: UOp) -> None:
+    def store(self, u: UOp, escapes: bool = False) -> None:
         p = self.ptr(u.src[0])
         gate = self._gate(u, p)
         d = u.src[1].dtype
@@ -539,6 +526,19 @@ class _Func(AluExport):
             if p is not parts[0]:  # a splat is the broadcast alone
                 acc = self.add(vector.InsertOp(p, acc, [i], t))
         return acc
+
+MLIR_ROWS: dict[OpDef, Row] = {
+    **NO_VALUE_ROWS,
+    **CPU_REFUSES,
+    **rows(C.ALU_OPS, _Func.alu_op),
+    C.CONST: _Func.const_op, C.CAST: _Func.cast_op, C.BITCAST: _Func.bitcast_op, C.GEP: _Func.gep_op,
+    C.VECTORIZE: _Func.vectorize_op,
+    K.PARAM: _Func.param, K.VAR: _Func.var, K.REGISTER: _Func.scratch, K.LOCAL: _Func.scratch,
+    K.INDEX: _Func.index_op, K.LOAD: _Func.load, K.STORE: _Func.store,
+    D.LOOP: _Func.open_loop, D.ENDLOOP: _Func.end, D.IF: _Func.if_, D.ENDIF: _Func.end, D.ACC: _Func.acc,
+    D.ACCSTORE: _Func.accstore, D.SPECIAL: _Func.special,
+}
+
 
 # ---- entry points ----------------------------------------------------------------------------------------------------
 def _unique(names: list[str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""OpenCL C as a C dialect: what the shared C-style renderer (uopir.backends.gpu.renderer) needs to know of it.
+"""OpenCL C as a C dialect: its `Language` value for the shared C-style renderer (uopir.backends.codegen.cstyle).
 
 OpenCL C has no headers: the fixed-width integer names and their limits are typedefs and defines of the header, the
 float functions have no `f` suffix (`exp2` is overloaded), `memcpy` is the compiler's builtin and `half` is a
@@ -8,9 +8,9 @@ Bool buffers are `uchar` (OpenCL forbids bool in a kernel's parameters).
 """
 from __future__ import annotations
 
-from uopir.backends.c.prelude import Helper
+from uopir.backends.codegen.cprelude import Helper
+from uopir.backends.codegen.cstyle import Language
 from uopir.backends.codegen.names import opencl_ident
-from uopir.backends.gpu.renderer import Language
 
 __all__ = ["OPENCL"]
 
@@ -89,7 +89,7 @@ OPENCL = Language(
         "math": Helper(""),
         **_vector_helpers(),
     },
-    vectors=True,
+    vector_lanes=(2, 4, 8, 16),
     bool_buffer="uchar",
     ident=opencl_ident,
 )

@@ -28,7 +28,7 @@ from uopir.ir.diagnostics import IRError
 from uopir.ir.uop import UOp
 from uopir.passes.device.linearize import linearize
 
-__all__ = ["run_program", "run_region", "HANDLERS"]
+__all__ = ["run_program", "run_region", "HANDLERS", "CONTROL", "REFUSED"]
 
 
 class DeviceCtx:
@@ -161,7 +161,10 @@ HANDLERS: HandlerTable = {
     D.BARRIER: core.void,
     D.AFTER: lambda u, s, ctx: s[0],
 }
-_CONTROL = frozenset((D.LOOP, D.ENDLOOP, D.IF, D.ENDIF))
+CONTROL = frozenset((D.LOOP, D.ENDLOOP, D.IF, D.ENDIF))  # run by the program loop itself (`_control`)
+# ops a program may hold that the interpreter does not run (an error naming the op): its rows beside HANDLERS and
+# CONTROL, so that every op of uopir.backends.codegen.walk.PROGRAM_OPS is placed (unit_tests/test_codegen_tables.py)
+REFUSED = frozenset((D.WMMA, D.PROGRAM, C.SINK, C.GROUP))
 
 
 # ---- running a program -----------------------------------------------------------------------------------------------
@@ -252,7 +255,7 @@ def run_program(prog: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] |
         u = ops[pc]
         op = u.op
         try:
-            if op in _CONTROL:
+            if op in CONTROL:
                 pc = _control(u, pc, ops, match, seq, vals, masks, counters, ctx)
                 continue
             h = HANDLERS.get(op)

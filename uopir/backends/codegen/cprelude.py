@@ -12,7 +12,7 @@ of uopir.dialects.semantics, bit for bit:
 - conversions to bf16 and f16 round to nearest even from the exact source value: from double through a
   round-to-odd float, from 64-bit ints through a sticky double.
 
-Integer add/sub/mul/neg wrap because kernels are compiled with -fwrapv (see compiler.py).
+Integer add/sub/mul/neg wrap because kernels are compiled with -fwrapv (uopir.backends.c.compiler).
 """
 from __future__ import annotations
 

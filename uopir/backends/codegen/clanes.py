@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from uopir.backends.c.prelude import (
+from uopir.backends.codegen.cprelude import (
     HELPERS,
     Helper,
     ctype,
