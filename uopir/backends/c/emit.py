@@ -1,19 +1,13 @@
-"""The `emit-c` pass: every device.program of the graph (nested regions included) becomes a device.source holding
-its C text, so the output stays printable .uop; `uop-opt --emit=c` prints just the text.
-
-Registered here, beside the renderer it runs, when uopir.backends loads (uop-opt imports it; the pass registry itself
-never imports a backend).
-"""
+"""The `emit-c` pass (uopir.backends.codegen.emit.emit_pass): each device.program becomes a device.source of its C
+text; `uop-opt --emit=c` prints just the text. Loaded when a pipeline names the pass (uopir.backends' table)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from uopir.backends.emit import emit_sources
+from uopir.backends.codegen.emit import Render, emit_pass
 from uopir.ir.uop import UOp
-from uopir.passes.registry import register_pass
-from uopir.passes.runner import PassContext
 
-__all__ = ["emit_c"]
+__all__ = ["emit_c", "EmitCOptions"]
 
 
 @dataclass
@@ -21,11 +15,15 @@ class EmitCOptions:
     restrict: bool = field(default=True, metadata={"help": "mark the buffer pointers restrict (no aliasing)"})
 
 
-@register_pass("emit-c", summary="replace the graph by one device.source of C text per device.program (what "
-               "uop-opt --emit=c prints)", consumes=("core", "kernel", "device", "tensor"), produces=("device", "core"),
-               options=EmitCOptions)
-def emit_c(root: UOp, options: EmitCOptions, ctx: PassContext) -> UOp:
+def c_render(options: EmitCOptions) -> Render:
+    """A program -> (its kernel name, its C text)."""
     from uopir.backends.c.renderer import CRenderer, kernel_signature
 
     renderer = CRenderer(restrict=options.restrict)
-    return emit_sources(root, ctx, "c", lambda p: (kernel_signature(p).name, renderer.render(p)))
+
+    def render(p: UOp) -> tuple[str, str]:
+        return kernel_signature(p).name, renderer.render(p)
+    return render
+
+
+emit_c = emit_pass("c", c_render, what="C text", options=EmitCOptions)

@@ -1,46 +1,41 @@
-"""The `emit-opencl` and `emit-cuda` passes: every device.program of the graph (nested regions included) becomes a
-device.source holding its OpenCL C / CUDA C text; `uop-opt --emit=opencl|cuda` prints just the text.
-
-Registered when uopir.backends loads, beside emit-c. Rendering needs no device: a machine without OpenCL or a GPU
-emits both languages.
-"""
+"""The `emit-opencl` and `emit-cuda` passes (uopir.backends.codegen.emit.emit_pass): each device.program becomes a
+device.source of its OpenCL C / CUDA C text; `uop-opt --emit=opencl|cuda` prints just the text. Rendering needs no
+device: a machine without OpenCL or a GPU emits both languages."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from uopir.backends.emit import emit_sources
+from uopir.backends.codegen.emit import EmitOptions, Render, emit_pass
 from uopir.ir.uop import UOp
-from uopir.passes.registry import register_pass
-from uopir.passes.runner import PassContext
+
+if TYPE_CHECKING:
+    from uopir.backends.codegen.cstyle import Language
 
 __all__ = ["emit_opencl", "emit_cuda"]
 
 
-@dataclass
-class EmitOptions:
-    pass
-
-
-def _emit(root: UOp, ctx: PassContext, lang_name: str) -> UOp:
+def gpu_render(lang: Language) -> Render:
+    """A program -> (its kernel name, its text in `lang`)."""
     from uopir.backends.gpu.renderer import GpuRenderer, kernel_name
 
-    if lang_name == "opencl":
-        from uopir.backends.opencl.language import OPENCL as lang
-    else:
-        from uopir.backends.cuda.language import CUDA as lang
     renderer = GpuRenderer(lang)
-    return emit_sources(root, ctx, lang_name, lambda p: (kernel_name(p, lang), renderer.render(p)))
+
+    def render(p: UOp) -> tuple[str, str]:
+        return kernel_name(p, lang), renderer.render(p)
+    return render
 
 
-@register_pass("emit-opencl", summary="replace the graph by one device.source of OpenCL C per device.program (what "
-               "uop-opt --emit=opencl prints)", consumes=("core", "kernel", "device", "tensor"),
-               produces=("device", "core"), options=EmitOptions)
-def emit_opencl(root: UOp, options: EmitOptions, ctx: PassContext) -> UOp:
-    return _emit(root, ctx, "opencl")
+def opencl_render(options: EmitOptions) -> Render:
+    from uopir.backends.opencl.language import OPENCL
+
+    return gpu_render(OPENCL)
 
 
-@register_pass("emit-cuda", summary="replace the graph by one device.source of CUDA C per device.program (what "
-               "uop-opt --emit=cuda prints)", consumes=("core", "kernel", "device", "tensor"),
-               produces=("device", "core"), options=EmitOptions)
-def emit_cuda(root: UOp, options: EmitOptions, ctx: PassContext) -> UOp:
-    return _emit(root, ctx, "cuda")
+def cuda_render(options: EmitOptions) -> Render:
+    from uopir.backends.cuda.language import CUDA
+
+    return gpu_render(CUDA)
+
+
+emit_opencl = emit_pass("opencl", opencl_render, what="OpenCL C")
+emit_cuda = emit_pass("cuda", cuda_render, what="CUDA C")

@@ -1,20 +1,14 @@
-"""The `emit-mlir` pass: the graph's device.programs become one device.source holding an MLIR module (xDSL's text,
-one func.func per program), so the output stays printable .uop; `uop-opt --emit=mlir` prints just the text.
-
-Registered by name when uopir.backends loads; xDSL is imported when a pipeline runs the pass.
-"""
+"""The `emit-mlir` pass (uopir.backends.codegen.emit.emit_pass): the graph's device.programs become one device.source
+holding an MLIR module (xDSL's text, one func.func per program); `uop-opt --emit=mlir` prints just the text. xDSL is
+imported when a pipeline runs the pass; without it the pass is a located error saying how to install it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from uopir.dialects import device as D
-from uopir.ir.diagnostics import IRError, diag_at
-from uopir.ir.dtype import dtypes
+from uopir.backends.codegen.emit import Render, emit_pass
 from uopir.ir.uop import UOp
-from uopir.passes.registry import register_pass
-from uopir.passes.runner import PassContext
 
-__all__ = ["emit_mlir"]
+__all__ = ["emit_mlir", "EmitMLIROptions"]
 
 
 @dataclass
@@ -22,14 +16,14 @@ class EmitMLIROptions:
     generic: bool = field(default=False, metadata={"help": "print MLIR's generic op form instead of the pretty one"})
 
 
-@register_pass("emit-mlir", summary="replace the graph by one device.source holding an MLIR module (func/scf/arith/"
-               "math/memref/vector; what uop-opt --emit=mlir prints)", consumes=("core", "kernel", "device", "tensor"),
-               produces=("device", "core"), options=EmitMLIROptions)
-def emit_mlir(root: UOp, options: EmitMLIROptions, ctx: PassContext) -> UOp:
-    try:
-        from uopir.backends.mlir.export import export_module, print_module
-    except ImportError as e:
-        raise IRError(diagnostics=[diag_at(root, f"emit-mlir needs xDSL ({e}): pip install -e '.[mlir]'")]) from None
-    module = export_module(root)
-    ctx.count("functions-emitted", len(module.body.block.ops))
-    return UOp.sink(UOp(D.SOURCE, dtypes.void, (), ("mlir", "module", print_module(module, options.generic))))
+def mlir_render(options: EmitMLIROptions) -> Render:
+    """The graph -> ("module", its MLIR module's text); the module is verified by xDSL."""
+    from uopir.backends.mlir.export import export_module, print_module
+
+    def render(root: UOp) -> tuple[str, str]:
+        return "module", print_module(export_module(root), options.generic)
+    return render
+
+
+emit_mlir = emit_pass("mlir", mlir_render, what="an MLIR module", note="func/scf/arith/math/memref/vector",
+                      options=EmitMLIROptions, one_module=True, needs=("xDSL", "pip install -e '.[mlir]'"))
