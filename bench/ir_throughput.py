@@ -33,8 +33,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import uopir  # noqa: E402,F401 - registers the dialects
 from uopir.dialects import core, kernel  # noqa: E402
 from uopir.ir.dtype import dtypes  # noqa: E402
-from uopir.ir.pattern import PatternMatcher, RewriteStats, UPat, graph_rewrite  # noqa: E402
+from uopir.ir.pattern_compiler import PatternMatcher  # noqa: E402
+from uopir.ir.rewrite import RewriteStats, graph_rewrite
 from uopir.ir.uop import UOp  # noqa: E402
+from uopir.ir.upat import UPat
 
 IDX = dtypes.index
 Recipe = list[tuple[Any, Any, tuple[int, ...], Any]]

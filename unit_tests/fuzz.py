@@ -107,11 +107,11 @@ class Report:
 def user_pipelines() -> list[str]:
     """Every registered pass and named pipeline a user can run (not those of the test-pass module), with default
     options."""
-    from uopir.passes import manager
+    from uopir.passes import registry
 
-    manager.load_passes()
-    names = [n for n, p in manager.PASSES.items() if not _is_test_code(p.fn)]
-    names += [n for n, p in manager.PIPELINES.items() if not _is_test_code(p.expand)]
+    registry.load_passes()
+    names = [n for n, p in registry.PASSES.items() if not _is_test_code(p.fn)]
+    names += [n for n, p in registry.PIPELINES.items() if not _is_test_code(p.expand)]
     return sorted(set(names))
 
 

@@ -29,7 +29,7 @@ from uopir.backends.interface import (
 from uopir.backends.llvm.compiler import llvm_host
 from uopir.backends.python import PythonBackend, evaluate
 from uopir.backends.python.backend import PIPELINE
-from uopir.backends.registry import PendingBackend, register_backend
+from uopir.backends.registry import register_backend
 from uopir.dialects import core, kernel, tensor
 from uopir.dialects.semantics import bf16_round
 from uopir.ir.diagnostics import IRError
@@ -73,19 +73,6 @@ def test_default_device(monkeypatch):
     assert default_device() == HAVE[0] and canonical(None) == HAVE[0]
     monkeypatch.setenv("UOPIR_DEVICE", "LLVM")
     assert default_device() == "llvm"
-
-
-@pytest.mark.parametrize("name, what", [("test-pending", "Test")])
-def test_pending_backends_say_they_cannot_run(name, what):
-    # every backend of the design is written now (mlir last): a pending one is registered here to check the class
-    register_backend(name, lambda: PendingBackend(name, CPU, what), replace=True)
-    b = get_backend(name)
-    assert isinstance(b, PendingBackend) and not b.available
-    with pytest.raises(RuntimeError, match=rf"device '{name}' cannot run programs yet \(the {what} backend is not "
-                                           rf"implemented yet\); available devices: {', '.join(HAVE)}"):
-        b.realize(core.const(f32, 1.0, (2,)))
-    buf = b.allocator.from_numpy(np.arange(3, dtype=np.float32), f32)  # tensors can still live there
-    assert buf.device == name and buf.numpy().tolist() == [0.0, 1.0, 2.0]
 
 
 def test_register_backend_replaces_a_factory():

@@ -14,8 +14,8 @@ from uopir.backends.realize import cache_key
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.frontend.tensor import Tensor
-from uopir.ir.pattern import graph_rewrite
 from uopir.ir.regions import map_regions
+from uopir.ir.rewrite import graph_rewrite
 from uopir.passes.device.devectorize import DEVECTORIZE, _Ctx
 from uopir.passes.manager import PassManager
 from uopir.passes.target import target

@@ -1,4 +1,5 @@
-"""The import graph of the uopir package: no cycle between modules, no import against the layer direction.
+"""The import graph of the uopir package: no cycle between modules, no import against the layer direction, and no op
+named by a string (`"kernel.def"`) against that direction either.
 
 Layers, lowest first: ir <- dialects <- passes <- backends/frontend <- tools (the frontend may use backends, not the
 reverse), and the package top (`uopir/__init__.py`, the public API) above all but tools. The graph is read from the
@@ -9,6 +10,11 @@ they count for the layer direction but not for cycles.
 Edges are the modules an import statement names (`from uopir.ir import uop` -> uopir.ir.uop; `from uopir.ir.uop
 import UOp` -> uopir.ir.uop); the implicit import of parent packages is not an edge, but an explicit import of a
 package (`import uopir`, `from uopir import Tensor`) is one to its `__init__`.
+
+Op names are read from the string literals of each module: a literal `"<dialect>.<op>"` (or the prefix
+`"<dialect>."`, as in `name.startswith("kernel.")` or `f"core.{key}"`) for a dialect the package registers. The core
+(`uopir/ir/`) names none (it finds the ops it builds by role, uopir.ir.roles); a dialect names its own ops and those
+of the dialects below it (DIALECT_NAMES); the layers above the dialects may name any op.
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ ALLOWED: dict[str, set[str]] = {
     "viz": {"ir", "viz"},  # the visualizer's page: reads a trace (uopir.ir.trace), imports no compiler layer
     "frontend": {"ir", "dialects", "passes", "backends", "frontend", "viz"},
     "api": {"ir", "dialects", "passes", "backends", "frontend", "api", "viz"},
-    "nn": {"ir", "dialects", "passes", "backends", "frontend", "api", "nn", "viz"},  # uopir.nn: re-exports frontend.nn
+    "nn": {"ir", "dialects", "passes", "backends", "frontend", "api", "nn", "viz"},  # uopir.nn: layers, optim, state
     "onnx": {"ir", "dialects", "passes", "backends", "frontend", "api", "onnx", "viz"},  # uopir.onnx: the importer
     "tools": {"ir", "dialects", "passes", "backends", "frontend", "api", "nn", "onnx", "tools", "viz"},
 }
@@ -197,6 +203,92 @@ def test_imports_follow_the_layer_direction() -> None:
     assert not stale, f"fixed, so remove them from KNOWN_VIOLATIONS: {sorted(stale)}"
 
 
+# ---- op names used as strings --------------------------------------------------------------------------------------
+# The dialects a dialect module may name ops of (and import), lowest first: core is the bottom; kernel builds on core; a
+# device program holds kernel memory ops (device.py checks for kernel.range); tensor is the top: after scheduling, a
+# tensor.call holds a kernel.def or device.program region and gives its kernel.vars their values.
+DIALECT_NAMES: dict[str, set[str]] = {
+    "core": {"core"},
+    "kernel": {"core", "kernel"},
+    "device": {"core", "kernel", "device"},
+    "tensor": {"core", "kernel", "device", "tensor"},
+}
+# modules of uopir/dialects/ that are not a dialect of their own, by the dialect they belong to (the package's
+# __init__ belongs to none: it names no op)
+DIALECT_OF: dict[str, str] = {"uopir.dialects.semantics": "core"}
+
+
+def _registered_ops() -> set[str]:
+    """The names of the ops of the dialects the package registers (those with a module under uopir/dialects/)."""
+    import uopir.dialects  # noqa: F401 - registers every dialect
+    from uopir.ir.ops import DIALECTS
+
+    return {op.name for d, ops in DIALECTS.items() if (ROOT / "dialects" / f"{d}.py").is_file() for op in ops}
+
+
+def _op_names(path: Path, ops: set[str]) -> list[tuple[str, str, int]]:
+    """(dialect, literal, line) for every string literal of the file that is the name of one of `ops` or the prefix
+    of a dialect's op names (`"kernel."`); f-strings count by their literal parts (`f"core.{key}"`)."""
+    prefixes = {o.partition(".")[0] + "." for o in ops}
+    tree = ast.parse(path.read_text(), str(path))
+    found = {(n.value.partition(".")[0], n.value, n.lineno) for n in ast.walk(tree) if isinstance(n, ast.Constant)
+             and isinstance(n.value, str) and (n.value in ops or n.value in prefixes)}
+    return sorted(found, key=lambda f: (f[2], f[1]))
+
+
+def _dialect_of(mod: str) -> str | None:
+    return DIALECT_OF.get(mod, mod.split(".")[2] if mod.count(".") == 2 else None)
+
+
+def _may_name(mod: str) -> set[str] | None:
+    """The dialects whose ops `mod` may name (None: any)."""
+    layer = _layer(mod)
+    if layer == "ir":
+        return set()
+    if layer == "dialects":
+        return DIALECT_NAMES.get(_dialect_of(mod) or "", set())
+    return None
+
+
+def test_scanner_sees_op_names_in_strings(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text('"""A docstring that mentions core.add in passing."""\nA = "core.add"\n'
+                   'B = x.startswith("kernel.")\nC = f"tensor.{k}"\nD = ("device.program", "core.py")\n'
+                   'E = "mytensor.var"\nF = "Kernel.def"\nG = "core.addx"\n')
+    got = _op_names(src, {"core.add", "kernel.def", "tensor.var", "device.program"})
+    assert got == [("core", "core.add", 2), ("kernel", "kernel.", 3), ("tensor", "tensor.", 4),
+                   ("device", "device.program", 5)]
+    assert _may_name("uopir.ir.upat") == set() and _may_name("uopir.dialects.kernel") == {"core", "kernel"}
+    assert _may_name("uopir.dialects.semantics") == {"core"} and _may_name("uopir.dialects") == set()
+    assert _may_name("uopir.passes.core") is None
+
+
+def test_every_dialect_has_a_place_in_the_dialect_order() -> None:
+    dialects = {o.partition(".")[0] for o in _registered_ops()}
+    assert dialects == set(DIALECT_NAMES), "give a new dialect its row in DIALECT_NAMES"
+
+
+def test_op_names_follow_the_layer_direction() -> None:
+    """ir/ names no dialect's op; a dialect names only its own and those below it (by string or by import)."""
+    ops = _registered_ops()
+    known, graph = _graph()
+    lines: list[str] = []
+    for m, path in sorted(known.items()):
+        allowed = _may_name(m)
+        if allowed is None:
+            continue
+        where = f"{path.relative_to(ROOT.parent)}"
+        for d, text, line in _op_names(path, ops):
+            if d not in allowed:
+                lines.append(f"{where}:{line}: {m} ({_layer(m)}) names {text!r}, an op of the {d} dialect")
+        for t, line, _ in graph[m]:
+            dialect_import = _layer(m) == _layer(t) == "dialects" and m != "uopir.dialects"
+            if dialect_import and (d := _dialect_of(t)) is not None and d not in allowed:
+                lines.append(f"{where}:{line}: {m} imports {t}, a module of the {d} dialect")
+    assert not lines, ("op names against ir <- core <- kernel <- device <- tensor (DIALECT_NAMES):\n"
+                       + "\n".join(lines))
+
+
 FRONTEND = sorted(m for m in _modules() if m.startswith("uopir.frontend"))
 
 
@@ -210,9 +302,11 @@ def test_frontend_module_imports_alone(mod: str) -> None:
 @pytest.mark.parametrize("name", ["nn_ops.py", "indexing.py", "shape_ops.py", "math_ops.py", "selection.py",
                                   "scatter.py"])
 def test_frontend_decompositions_use_the_public_tensor_api(name: str) -> None:
-    """The decomposition modules work through Tensor's public methods: no `x._private` attribute (their own helpers are
-    plain names, and dunders are Python's)."""
+    """The decomposition helpers of a family module (its functions outside the mixin class Tensor inherits, which is
+    Tensor's own code) work through Tensor's public methods: no `x._private` attribute (their own helpers are plain
+    names, and dunders are Python's)."""
     tree = ast.parse((ROOT / "frontend" / name).read_text())
-    private = sorted({(n.lineno, n.attr) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    helpers = [n for n in tree.body if not isinstance(n, ast.ClassDef)]
+    private = sorted({(n.lineno, n.attr) for h in helpers for n in ast.walk(h) if isinstance(n, ast.Attribute)
                       and n.attr.startswith("_") and not (n.attr.startswith("__") and n.attr.endswith("__"))})
     assert not private, f"frontend/{name} uses private attributes: {private}"

@@ -2,11 +2,13 @@
 top), the kernel anchor owned by the kernel passes, and region walking in uopir.ir.regions."""
 from __future__ import annotations
 
+import ast
 import io
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,7 @@ from uopir.ir.parser import parse_ir
 from uopir.ir.printer import print_ir
 from uopir.ir.regions import map_regions, ops_by_dialect, region_indices, region_name, regions_of
 from uopir.ir.uop import UOp
+from uopir.passes.errors import PassCrash, PassFailure, PipelineError
 from uopir.passes.instruments import (
     CrashEvent,
     IRPrinter,
@@ -29,7 +32,8 @@ from uopir.passes.instruments import (
     standard_instruments,
     statistics_report,
 )
-from uopir.passes.manager import ANCHORS, PASSES, PassCrash, PassFailure, PassManager, PipelineError, register_pass
+from uopir.passes.manager import PassManager
+from uopir.passes.registry import ANCHORS, PASSES, register_pass
 
 SRC = """%0 = core.const 2 : i32
 %1 = core.const 3 : i32
@@ -218,11 +222,12 @@ def test_region_helpers():
 # ---- loading ---------------------------------------------------------------------------------------------------------
 _PROBE = """
 import sys
-import uopir.passes.manager as m
-m.load_passes()
-print(sorted(n for n in m.PASSES if n.startswith("test-")))
+from pathlib import Path
+import uopir.passes.registry as r
+r.load_passes()
+print(sorted(n for n in r.PASSES if n.startswith("test-")))
 print("uopir.passes.testing" in sys.modules, "uopir.frontend" in sys.modules, "uopir.backends" in sys.modules,
-      "uopir.dialects.kernel" in sys.modules, "kernel" in m.ANCHORS)
+      "uopir.dialects.kernel" in sys.modules, "kernel" in r.ANCHORS)
 """
 
 
@@ -261,14 +266,13 @@ def test_uop_opt_list_passes_hides_test_passes_without_the_flag():
     assert "  test-crash  -  " in flagged.stdout and "  emit-test  -  " in flagged.stdout
 
 
-def test_facade_reexports_the_split_modules():
-    import uopir.passes.manager as m
-    from uopir.passes import errors, instruments, pipeline, registry, runner
+def test_each_pass_manager_name_has_one_home():
+    # one import path per name (issue 25): the pass manager's modules export only what they define, no facade
+    from uopir.passes import errors, instruments, manager, options, pipeline, registry
 
-    assert m.PassManager is runner.PassManager and m.PassContext is runner.PassContext
-    assert m.register_pass is registry.register_pass and m.PASSES is registry.PASSES
-    assert m.PipelineError is errors.PipelineError and m.PassCrash is errors.PassCrash
-    assert m.PassStep is pipeline.PassStep and m.IRPrinter is instruments.IRPrinter
-    assert m.map_regions is map_regions
-    for name in m.__all__:
-        assert hasattr(m, name), name
+    for mod in (manager, registry, errors, instruments, options, pipeline):
+        tree = ast.parse(Path(mod.__file__).read_text())
+        imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                    and (n.module or "").startswith("uopir") for a in n.names}
+        assert sorted(imported & set(mod.__all__)) == [], f"{mod.__name__} re-exports names defined elsewhere"
+    assert manager.__all__ == ["PassManager", "PassContext"]

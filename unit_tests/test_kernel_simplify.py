@@ -15,8 +15,8 @@ from uopir.dialects import core, kernel
 from uopir.dialects.semantics import np_dtype
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.parser import parse_ir
-from uopir.ir.pattern import RewriteStats
 from uopir.ir.printer import print_ir
+from uopir.ir.rewrite import RewriteStats
 from uopir.ir.uop import UOp
 from uopir.ir.valuerange import value_range
 from uopir.ir.verify import verify

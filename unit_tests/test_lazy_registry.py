@@ -6,14 +6,29 @@ The checks that need a fresh interpreter (what a first import or a first realize
 """
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import uopir.backends  # noqa: F401 - registers the backends' emit passes (by name)
 from uopir.backends.registry import BACKENDS, get_backend
-from uopir.passes.registry import ANCHORS, LAZY, PASSES, PIPELINES, TEST_PASS_MODULES, load_passes
+from uopir.passes.errors import PipelineError
+from uopir.passes.manager import PassManager
+from uopir.passes.registry import (
+    ANCHORS,
+    LAZY,
+    PASSES,
+    PIPELINES,
+    TEST_PASS_MODULES,
+    load_passes,
+    register_lazy,
+    resolve,
+)
 from uopir.tools.uop_opt import main as uop_opt_main
 
 
@@ -31,8 +46,18 @@ def _registering_module(name: str) -> str:
     return ANCHORS[name].select.__module__
 
 
+def _import_every_pass_module() -> None:
+    """Every module under uopir.passes (the test-* module too): what a new pass file registers is then seen here even
+    when the table misses it (load_passes imports the table's modules only)."""
+    import uopir.passes as pkg
+
+    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        importlib.import_module(m.name)
+
+
 def test_table_names_the_module_that_registers_each_name():
     load_passes()
+    _import_every_pass_module()
     every = {*PASSES, *PIPELINES, *ANCHORS} - {"any"}  # `any` is the registry's own anchor
     user = {n for n in every if _registering_module(n) not in TEST_PASS_MODULES}
     assert user - set(LAZY) == set(), "registered names missing from LAZY (register_lazy them beside their module)"
@@ -111,3 +136,52 @@ def test_unknown_name_still_gets_the_closest_spelling():
 def test_every_backend_is_found_by_name():
     for name in BACKENDS:
         assert get_backend(name).device == name
+
+
+# ---- a broken pass module is a clear error naming it, never a missing pass -------------------------------------------
+BROKEN = {
+    # module file text -> what the error says about it
+    "import uopir_no_such_dependency\n": "ModuleNotFoundError: No module named 'uopir_no_such_dependency'",
+    "raise RuntimeError('half-written pass')\n": "RuntimeError: half-written pass",
+    "def f(:\n": "SyntaxError",
+}
+
+
+@pytest.fixture
+def broken_pass_module(tmp_path, monkeypatch):
+    """A module `uopir_test_broken_passes` on sys.path, named by LAZY for the pass `test-broken` (both undone after)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("uopir.passes.registry.LAZY", dict(LAZY))
+
+    def write(text: str | None) -> str:
+        if text is not None:
+            (tmp_path / "uopir_test_broken_passes.py").write_text(text)
+        importlib.invalidate_caches()
+        register_lazy("uopir_test_broken_passes", "test-broken")
+        return "uopir_test_broken_passes"
+    return write
+
+
+@pytest.mark.parametrize("text", list(BROKEN), ids=["missing-dependency", "raises", "syntax-error"])
+def test_a_pass_module_that_fails_to_import_is_an_error_naming_it(broken_pass_module, text):
+    mod = broken_pass_module(text)
+    for run in (lambda: PassManager.parse("canonicalize,test-broken"), lambda: resolve("test-broken"),
+                lambda: load_passes()):
+        with pytest.raises(PipelineError, match=rf"pass module {mod} \(which registers test-broken\) could not be "
+                                                rf"imported: {BROKEN[text]}"):
+            run()
+
+
+def test_a_pass_module_that_does_not_exist_is_an_error_naming_it(broken_pass_module):
+    mod = broken_pass_module(None)  # LAZY names a module that is not there
+    with pytest.raises(PipelineError, match=rf"pass module {mod} \(which registers test-broken\) could not be "
+                                            rf"imported: ModuleNotFoundError: No module named '{mod}'"):
+        PassManager.parse("test-broken")
+
+
+def test_uop_opt_reports_a_broken_pass_module_without_a_traceback(broken_pass_module, capsys):
+    mod = broken_pass_module("raise RuntimeError('half-written pass')\n")
+    assert uop_opt_main(["--list-passes"]) == 1
+    err = capsys.readouterr().err
+    assert f"pass module {mod} (which registers test-broken) could not be imported: RuntimeError: half-written pass" \
+        in err and "Traceback" not in err

@@ -18,16 +18,9 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.ir.parser import parse_ir
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
-from uopir.passes.manager import (
-    PASSES,
-    PassCrash,
-    PassFailure,
-    PassManager,
-    PipelineError,
-    load_passes,
-    register_pass,
-    register_pipeline,
-)
+from uopir.passes.errors import PassCrash, PassFailure, PipelineError
+from uopir.passes.manager import PassManager
+from uopir.passes.registry import PASSES, load_passes, register_pass, register_pipeline
 from uopir.tools.uop_opt import check_diagnostics, main, parse_expectations
 
 SRC = """%0 = core.const 2 : i32
@@ -125,7 +118,7 @@ def test_register_pass_and_pipeline():
             register_pass("Bad_Name")
     finally:
         PASSES.pop("test-count-consts", None)
-        from uopir.passes.manager import PIPELINES
+        from uopir.passes.registry import PIPELINES
         PIPELINES.pop("test-twice", None)
 
 

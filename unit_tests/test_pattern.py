@@ -9,9 +9,10 @@ import pytest
 import uopir  # noqa: F401 - registers the dialects
 from uopir.dialects import core
 from uopir.ir.dtype import dtypes
-from uopir.ir.pattern import PatternMatcher, RewriteError, RewriteStats, UPat, graph_rewrite, is_float, is_int
-from uopir.ir.pattern_compiler import HOT_CALLS
+from uopir.ir.pattern_compiler import HOT_CALLS, PatternMatcher
+from uopir.ir.rewrite import RewriteError, RewriteStats, graph_rewrite
 from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat, is_float, is_int
 
 i32, f32 = dtypes.int32, dtypes.float32
 

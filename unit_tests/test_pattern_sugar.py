@@ -7,11 +7,11 @@ import pytest
 
 import uopir  # noqa: F401 - registers the dialects
 from uopir.dialects import core
-from uopir.ir import pattern
-from uopir.ir.corenames import CORE_OPS, core_op
 from uopir.ir.dtype import dtypes
-from uopir.ir.pattern import PatternMatcher, RewriteStats, Rule, UPat, graph_rewrite
+from uopir.ir.pattern_compiler import PatternMatcher, Rule
+from uopir.ir.rewrite import RewriteStats, graph_rewrite
 from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat
 
 i32, f32, B = dtypes.int32, dtypes.float32, dtypes.bool
 HERE = "unit_tests/test_pattern_sugar.py"
@@ -223,15 +223,25 @@ def test_patterns_by_op():
     assert text[2].startswith("  add-or-mul  ") and "[core.add,core.mul]" in text[2] and "[*]" in text[3]
 
 
-# ---- the facade and the declared core names -----------------------------------------------------------------------
-def test_facade_reexports_and_core_names():
-    from uopir.ir import pattern_compiler, rewrite, upat
+# ---- the ops the core finds by role (uopir.ir.roles) -----------------------------------------------------------------
+def test_the_dialects_register_the_op_of_every_role():
+    from uopir.dialects import kernel, tensor
+    from uopir.ir.roles import ROLES, register_roles, role_op
 
-    assert pattern.UPat is upat.UPat and pattern.PatternMatcher is pattern_compiler.PatternMatcher
-    assert pattern.graph_rewrite is rewrite.graph_rewrite and pattern.RewriteStats is rewrite.RewriteStats
-    assert set(pattern.__all__) >= {"UPat", "PatternMatcher", "Rule", "graph_rewrite", "RewriteStats", "RewriteError",
-                                    "is_float", "is_int", "is_bool", "is_ptr", "is_vector"}
-    assert core_op("add") is core.ADD and core_op("lt") is core.CMPLT and core_op("const") is core.CONST
-    assert all(core_op(k).name == v for k, v in CORE_OPS.items())
-    with pytest.raises(KeyError):
-        core_op("nope")
+    assert role_op("add") is core.ADD and role_op("lt") is core.CMPLT and role_op("const") is core.CONST
+    assert role_op("var") is tensor.VAR and role_op("bind") is tensor.BIND and role_op("kernel_var") is kernel.VAR
+    assert {k: role_op(k).name for k in ROLES} == {
+        "const": "core.const", "cast": "core.cast", "bitcast": "core.bitcast", "add": "core.add", "sub": "core.sub",
+        "mul": "core.mul", "neg": "core.neg", "fdiv": "core.fdiv", "idiv": "core.idiv", "mod": "core.mod",
+        "max": "core.max", "lt": "core.cmplt", "ne": "core.cmpne", "eq": "core.cmpeq", "and": "core.and",
+        "or": "core.or", "xor": "core.xor", "shl": "core.shl", "shr": "core.shr", "where": "core.where",
+        "mulacc": "core.mulacc", "sink": "core.sink", "var": "tensor.var", "bind": "tensor.bind",
+        "kernel_var": "kernel.var"}
+    with pytest.raises(KeyError, match="'nope' is not a role"):
+        role_op("nope")
+    with pytest.raises(ValueError, match="'add' is already played by core.add; core.sub cannot take it"):
+        register_roles({"add": core.SUB})
+    with pytest.raises(ValueError, match="unknown op role 'plus'"):
+        register_roles({"plus": core.ADD})
+    register_roles({"add": core.ADD})  # the same op again (a second registration by its dialect) is fine
+    assert role_op("add") is core.ADD

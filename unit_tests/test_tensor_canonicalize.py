@@ -18,7 +18,7 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.ir.folds import canonicalize_graph as tensor_canonicalize
 from uopir.ir.folds import folds_of
 from uopir.ir.ops import get_op
-from uopir.ir.pattern import RewriteStats
+from uopir.ir.rewrite import RewriteStats
 from uopir.ir.uop import UOp
 from uopir.ir.verify import verify
 from uopir.passes.manager import PassManager

@@ -118,10 +118,17 @@ def test_a_target_factory_runs_once(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "slow-cpu" in target_module.targets()  # still listed once built
 
 
+class _NamedBackend(Backend):
+    """A backend with a name and a target only: what choosing a backend on first use needs."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.target = device, target_module.CPU
+
+
 def test_a_backend_factory_runs_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(backend_registry, "_FACTORIES", dict(backend_registry._FACTORIES))
     monkeypatch.setattr(backend_registry, "_INSTANCES", dict(backend_registry._INSTANCES))
-    make = SlowFactory(lambda: backend_registry.PendingBackend("slow", target_module.CPU, "slow"))
+    make = SlowFactory(lambda: _NamedBackend("slow"))
     backend_registry.register_backend("slow", make)
     got: list[Backend] = run_together(lambda k: backend_registry.get_backend("slow" if k % 2 else " SLOW"))
     assert make.calls == 1

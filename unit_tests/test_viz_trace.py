@@ -373,9 +373,10 @@ def test_tracing_compiles_each_op_matcher_once() -> None:
     calls regenerated the matcher code on every further call of that graph_rewrite. A spy counts the generations."""
     from uopir.dialects import core  # noqa: F401 - registers core.add
     from uopir.ir.dtype import dtypes
-    from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
-    from uopir.ir.pattern_compiler import HOT_CALLS
+    from uopir.ir.pattern_compiler import HOT_CALLS, PatternMatcher
+    from uopir.ir.rewrite import graph_rewrite
     from uopir.ir.uop import UOp
+    from uopir.ir.upat import UPat
 
     pm = PatternMatcher([(UPat("core.add", src=(UPat(name="x"), UPat.cvar("c"))),
                           lambda x, c: x if c.arg == 0 else None)], name="add-zero")

@@ -1,9 +1,7 @@
 """Which backends exist: device name -> backend factory, the best-available order, and the frontend's device names.
 
-Every backend of the design is registered by name from the start. Those not written yet (`opencl`,
-`cuda`, `mlir`) are `PendingBackend`s: tensors can be created on them and moved between devices (their buffers live
-in host memory), and realizing on one raises a RuntimeError that says so. A backend's issue replaces its factory
-with `register_backend(name, factory, replace=True)`.
+Every backend is registered by name, once, with a factory that imports its modules on first use (so a realize on
+`c` never imports llvmlite or the gpu renderers). `register_backend(name, factory, replace=True)` redefines one.
 
 Each device's target description is registered under the device name (uopir.passes.target), so a pass reads
 `target("c")` without importing a backend.
@@ -13,13 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from uopir.backends.interface import Backend, Buffer, HostAllocator, Runtime
+from uopir.backends.interface import Backend
 from uopir.ir.once import FirstUse
-from uopir.ir.uop import UOp
-from uopir.passes.target import Target, register_target, target
+from uopir.passes.target import Target, register_target
 
-__all__ = ["DEVICES", "BACKENDS", "PREFERENCE", "PendingBackend", "register_backend", "get_backend", "available",
-           "canonical", "default_device"]
+__all__ = ["DEVICES", "BACKENDS", "PREFERENCE", "register_backend", "get_backend", "available", "canonical",
+           "default_device"]
 
 DEVICES: tuple[str, ...] = ("python", "c", "llvm", "opencl", "cuda")  # what Tensor(device=...) accepts
 BACKENDS: tuple[str, ...] = DEVICES + ("mlir",)  # mlir exports IR for other tools; it is not a Tensor device
@@ -31,27 +28,6 @@ PREFERENCE: tuple[str, ...] = ("cuda", "c", "llvm", "opencl", "python")
 _FACTORIES: dict[str, Callable[[], Backend]] = {}
 _INSTANCES: dict[str, Backend] = {}
 _FIRST_USE = FirstUse("backend")  # threads asking for a backend first: one instance, made once
-
-
-class PendingBackend(Backend):
-    """A backend that is named but not implemented yet: host buffers, its target, and a clear error on realize."""
-
-    def __init__(self, device: str, target: Target, what: str):
-        self.device, self.target, self.what = device, target, what
-        self.allocator = HostAllocator(device)
-        self.runtime = Runtime()
-
-    @property
-    def available(self) -> bool:
-        return False
-
-    @property
-    def reason(self) -> str:
-        return f"the {self.what} backend is not implemented yet"
-
-    def realize(self, root: UOp) -> Buffer:
-        raise RuntimeError(f"device {self.device!r} cannot run programs yet ({self.reason}); available devices: "
-                           f"{', '.join(available())}")
 
 
 def register_backend(name: str, factory: Callable[[], Backend], *, replace: bool = False) -> None:
@@ -106,14 +82,6 @@ def _python() -> Backend:
     from uopir.backends.python.backend import PythonBackend
 
     return PythonBackend()
-
-
-def _pending(device: str, what: str, make_target: Callable[[], Target]) -> Callable[[], Backend]:
-    return lambda: PendingBackend(device, make_target(), what)
-
-
-def _device_target(name: str) -> Callable[[], Target]:
-    return lambda: target(name)
 
 
 def _c_target() -> Target:
@@ -185,11 +153,9 @@ def _llvm_target() -> Target:
 register_backend("python", _python)
 register_backend("c", _c)
 register_backend("llvm", _llvm)
-for _dev, _what in (("opencl", "OpenCL"), ("cuda", "CUDA"), ("mlir", "MLIR")):
-    register_backend(_dev, _pending(_dev, _what, _device_target(_dev)))
-register_backend("opencl", _opencl, replace=True)
-register_backend("cuda", _cuda, replace=True)
-register_backend("mlir", _mlir, replace=True)
+register_backend("opencl", _opencl)
+register_backend("cuda", _cuda)
+register_backend("mlir", _mlir)
 
 # each device's target under its name, built on first use (probing the host is not free)
 register_target(_python_target, "python")

@@ -16,10 +16,11 @@ from uopir.ir.diagnostics import IRError, ShapeError
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.folds import declare_folds, has_effect
 from uopir.ir.ops import INTS, SCALAR, SHAPE, Attr, AttrError, OpDef, OptionalAttr, Trait, def_op, fmt_literal, register
-from uopir.ir.pattern import UPat
+from uopir.ir.roles import register_roles
 from uopir.ir.rules import void_result
 from uopir.ir.symbolic import render
 from uopir.ir.uop import UOp, normalize_const
+from uopir.ir.upat import UPat
 from uopir.ir.valuerange import Range, register_range
 
 _PE = Trait.PURE | Trait.ELEMENTWISE
@@ -150,7 +151,7 @@ def _verify_mulacc(u: UOp) -> Iterator[str]:
 
 
 def _verify_cast(u: UOp) -> Iterator[str]:
-    x = u.src[0].dtype
+    x = u.operands.x.dtype
     yield from _check_value_dtype(x, "operand dtype")
     yield from _check_value_dtype(u.dtype, "result dtype")
     if _numeric(x) and _numeric(u.dtype) and x.count != u.dtype.count:
@@ -162,7 +163,7 @@ def _bitwidth(d: DType) -> int:
 
 
 def _verify_bitcast(u: UOp) -> Iterator[str]:
-    x = u.src[0].dtype
+    x = u.operands.x.dtype
     if x is dtypes.void or u.dtype is dtypes.void:
         yield f"cannot bitcast {x} to {u.dtype}"
     elif _bitwidth(x) != _bitwidth(u.dtype):
@@ -241,10 +242,22 @@ class _ConstOp(OpDef):
         arg = super().make_arg(values)
         return arg[0] if arg[1] is None else arg
 
+    def attr_reader(self, i: int) -> property:
+        return property(_const_attr_value if i == 0 else _const_attr_shape)
+
+
+def _const_attr_value(v: Any) -> Any:
+    return const_value(v._u)
+
+
+def _const_attr_shape(v: Any) -> tuple[int, ...] | None:
+    return _const_shape(v._u)
+
 
 CONST = register(_ConstOp("core.const", (0, 0), (Attr("value", SCALAR), Attr("shape", OptionalAttr(SHAPE), None, True)),
                           Trait.PURE, _verify_const, _const_shape, 1, _normalize_const_arg,
                           "a constant scalar, vector (one value per lane) or tensor (splat)"))
+register_roles({"const": CONST})  # UPat.cvar and UOp.const (uopir.ir.roles), used by the folds below
 
 # ---- what folds are built from: exact constant values, replacements that keep the type, constant evaluation -------
 # Every fold is exact against uopir.dialects.semantics (the interpreter's own semantics), bit for bit: floats fold
@@ -427,11 +440,11 @@ def _group_dedup(g: UOp) -> UOp | None:
 
 # ---- casts and the ALU -----------------------------------------------------------------------------------------------
 CAST = def_op("core.cast", 1, traits=_PE, verify=_verify_cast, shape=_src0_shape,
-              summary="value conversion to the result dtype (same lane count)")
+              summary="value conversion to the result dtype (same lane count)", operands=("x",))
 declare_folds((UPat(CAST, src=(UPat.cvar("c"),), name="u"), fold_cast, "fold-cast"), constant=True)
 declare_folds((UPat(CAST, src=(_X,), name="u"), _same_type, "cast-same-type"))
 BITCAST = def_op("core.bitcast", 1, traits=_PE, verify=_verify_bitcast, shape=_src0_shape,
-                 summary="reinterpret the bits as the result dtype (same total width)")
+                 summary="reinterpret the bits as the result dtype (same total width)", operands=("x",))
 declare_folds((UPat(BITCAST, src=(UPat.cvar("c"),), name="u"), fold_bitcast, "fold-bitcast"), constant=True)
 declare_folds((UPat(BITCAST, src=(_X,), name="u"), _same_type, "bitcast-same-type"))
 
@@ -475,12 +488,14 @@ declare_folds(identity(SHL, "shl-width", ints=_multiple_of_width))
 SHR = def_op("core.shr", 2, traits=_PE, verify=_verify_int, shape=_ew,
              summary="a >> b (arithmetic for signed, logical for unsigned)")
 declare_folds(identity(SHR, "shr-width", ints=_multiple_of_width))
-WHERE = def_op("core.where", 3, traits=_PE, verify=_verify_where, shape=_ew, summary="cond ? a : b")
+WHERE = def_op("core.where", 3, traits=_PE, verify=_verify_where, shape=_ew, summary="cond ? a : b",
+               operands=("cond", "a", "b"))
 declare_folds((UPat(WHERE, src=(UPat.cvar("c"), UPat.var("a"), UPat.var("b")), name="u"), _where_const,
                "where-const-cond"),
               (UPat(WHERE, src=(UPat.var("c"), UPat.var("a"), UPat.var("a")), name="u"), _where_same, "where-same"),
               (UPat(WHERE, src=(UPat.var("c"), UPat.cvar("t"), UPat.cvar("f")), name="u"), _where_bool, "where-bool"))
-MULACC = def_op("core.mulacc", 3, traits=_PE, verify=_verify_mulacc, shape=_ew, summary="a * b + c")
+MULACC = def_op("core.mulacc", 3, traits=_PE, verify=_verify_mulacc, shape=_ew, summary="a * b + c",
+                operands=("a", "b", "c"))
 
 ALU_OPS: tuple[OpDef, ...] = (ADD, SUB, MUL, MAX, FDIV, IDIV, MOD, NEG, RECIP, EXP2, LOG2, SIN, SQRT, TRUNC, CMPLT,
                               CMPNE, CMPEQ, AND, OR, XOR, SHL, SHR, WHERE, MULACC)
@@ -502,8 +517,8 @@ def _verify_vectorize(u: UOp) -> Iterator[str]:
 
 
 def _verify_gep(u: UOp) -> Iterator[str]:
-    v = u.src[0].dtype
-    idx = u.arg
+    v = u.operands.x.dtype
+    idx = u.attrs.idx
     if not _numeric(v):
         yield f"gep operand must be a vector, got {v}"
         return
@@ -521,7 +536,7 @@ def _verify_gep(u: UOp) -> Iterator[str]:
 VECTORIZE = def_op("core.vectorize", (1, None), traits=Trait.PURE, verify=_verify_vectorize,
                    summary="build a vector from one scalar per lane")
 GEP = def_op("core.gep", 1, (Attr("idx", INTS),), Trait.PURE, _verify_gep,
-             summary="extract lanes of a vector (one index: a scalar)")
+             summary="extract lanes of a vector (one index: a scalar)", operands=("x",))
 
 
 # ---- roots -----------------------------------------------------------------------------------------------------------
@@ -529,6 +544,10 @@ SINK = def_op("core.sink", (0, None), traits=Trait.TERMINATOR | Trait.COLLECTS_E
               summary="the void root of a graph: keeps its operands alive")
 GROUP = def_op("core.group", (0, None), traits=Trait.COLLECTS_EFFECTS, verify=void_result,
                summary="groups effects into one void value without being a root")
+# the ops of UOp's and UPat's operator sugar (`a + b`, `x < y`, `UOp.sink`), found by role by the core
+register_roles({"cast": CAST, "bitcast": BITCAST, "add": ADD, "sub": SUB, "mul": MUL, "neg": NEG, "fdiv": FDIV,
+                "idiv": IDIV, "mod": MOD, "max": MAX, "lt": CMPLT, "ne": CMPNE, "eq": CMPEQ, "and": AND, "or": OR,
+                "xor": XOR, "shl": SHL, "shr": SHR, "where": WHERE, "mulacc": MULACC, "sink": SINK})
 declare_folds((UPat(GROUP, name="g"), _group_dedup, "group-dedup"))
 
 
@@ -661,7 +680,7 @@ def _range_shr(u: UOp, s: tuple[Range, ...]) -> Range | None:
 
 
 def _range_cast(u: UOp, s: tuple[Range, ...]) -> Range | None:
-    src, dst = u.src[0].dtype, u.dtype
+    src, dst = u.operands.x.dtype, u.dtype
     lo, hi = s[0]
     if dst.scalar is dtypes.bool:
         if lo == hi == 0:

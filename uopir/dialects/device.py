@@ -19,31 +19,32 @@ _LOOPS = frozenset(("device.loop", "kernel.range"))
 def _first_is(name: str):
     def check(u: UOp) -> Iterator[str]:
         yield from void_result(u)
-        if u.src[0].op.name != name:
-            yield f"first operand must be a {name}, got {u.src[0].op.name}"
+        if u.operands.block.op.name != name:
+            yield f"first operand must be a {name}, got {u.operands.block.op.name}"
     return check
 
 
 def _verify_if(u: UOp) -> Iterator[str]:
     yield from void_result(u)
-    if u.src[0].dtype is not dtypes.bool:
-        yield f"condition must be bool, got {u.src[0].dtype}"
+    cond = u.operands.cond
+    if cond.dtype is not dtypes.bool:
+        yield f"condition must be bool, got {cond.dtype}"
 
 
 def _verify_acc(u: UOp) -> Iterator[str]:
-    init = u.src[0].dtype
+    init = u.operands.init.dtype
     if u.dtype is not init:
         yield f"result dtype {u.dtype} differs from init dtype {init}"
     if init.kind in ("void", "ptr"):
         yield f"accumulator must hold a number or vector, got {init}"
-    for i, s in enumerate(u.src[1:], 1):
+    for i, s in enumerate(u.operands.loops, 1):
         if s.op.name not in _LOOPS:
             yield f"operand {i} must be a device.loop (or kernel.range), got {s.op.name}"
             return
 
 
 def _verify_accstore(u: UOp) -> Iterator[str]:
-    acc, val = u.src
+    acc, val = u.operands.acc, u.operands.value
     if acc.op.name != "device.acc":
         yield f"first operand must be a device.acc, got {acc.op.name}"
     if val.dtype is not acc.dtype:
@@ -53,11 +54,12 @@ def _verify_accstore(u: UOp) -> Iterator[str]:
 
 
 def _verify_after(u: UOp) -> Iterator[str]:
-    if not u.src[0].dtype.is_ptr:
-        yield f"first operand must be a pointer, got {u.src[0].dtype}"
-    elif u.dtype is not u.src[0].dtype:
-        yield f"result dtype {u.dtype} differs from pointer dtype {u.src[0].dtype}"
-    for i, s in enumerate(u.src[1:], 1):
+    p = u.operands.ptr.dtype
+    if not p.is_ptr:
+        yield f"first operand must be a pointer, got {p}"
+    elif u.dtype is not p:
+        yield f"result dtype {u.dtype} differs from pointer dtype {p}"
+    for i, s in enumerate(u.operands.effects, 1):
         if s.dtype is not dtypes.void:
             yield f"operand {i} must be an effect (void), got {s.dtype} from {s.op.name}"
             return
@@ -74,24 +76,29 @@ def _verify_wmma(u: UOp) -> Iterator[str]:
 
 
 SPECIAL = def_op("device.special", 1, (Attr("kind", EnumAttr(*SPECIAL_KINDS)), Attr("dim", IntAttr(0, 2))),
-                 Trait.PURE, index_result_and_operand, summary="a hardware thread/block id in [0, size) on one dim")
+                 Trait.PURE, index_result_and_operand, summary="a hardware thread/block id in [0, size) on one dim",
+                 operands=("size",))
 BARRIER = def_op("device.barrier", (0, None), traits=Trait.SIDE_EFFECT, verify=void_result,
                  summary="workgroup barrier after its operands (local memory writes)")
 AFTER = def_op("device.after", (2, None), traits=Trait.PURE, verify=_verify_after,
-               summary="its pointer operand, read only after the effects that follow it (a barrier)")
-IF = def_op("device.if", (1, None), verify=_verify_if, summary="open a block run only where cond holds")
+               summary="its pointer operand, read only after the effects that follow it (a barrier)",
+               operands=("ptr", "*effects"))
+IF = def_op("device.if", (1, None), verify=_verify_if, summary="open a block run only where cond holds",
+            operands=("cond", "*deps"))
 ENDIF = def_op("device.endif", (1, None), verify=_first_is("device.if"),
-               summary="close the block of a device.if after its operands")
+               summary="close the block of a device.if after its operands", operands=("block", "*deps"))
 LOOP = def_op("device.loop", 1, (Attr("id", INT),), verify=index_result_and_operand,
-              summary="a loop counter over [0, end): a range lowered to a sequential loop")
+              summary="a loop counter over [0, end): a range lowered to a sequential loop", operands=("end",))
 ENDLOOP = def_op("device.endloop", (1, None), verify=_first_is("device.loop"),
-                 summary="close a device.loop after its operands")
+                 summary="close a device.loop after its operands", operands=("block", "*deps"))
 ACC = def_op("device.acc", (1, None), (Attr("id", INT),), verify=_verify_acc,
-             summary="a register accumulator initialized to init outside the given loops")
+             summary="a register accumulator initialized to init outside the given loops",
+             operands=("init", "*loops"))
 ACCSTORE = def_op("device.accstore", 2, traits=Trait.SIDE_EFFECT, verify=_verify_accstore,
-                  summary="update an accumulator; a non-void result reads the updated value")
+                  summary="update an accumulator; a non-void result reads the updated value", operands=("acc", "value"))
 WMMA = def_op("device.wmma", 3, (Attr("name", STR), Attr("dims", TupleAttr(IntAttr(lo=1), 3)), Attr("device", STR)),
-              Trait.PURE, _verify_wmma, summary="tensor-core multiply-accumulate a*b+c on fragments (vectors)")
+              Trait.PURE, _verify_wmma, summary="tensor-core multiply-accumulate a*b+c on fragments (vectors)",
+              operands=("a", "b", "c"))
 _OPENS = {"device.loop": "device.endloop", "device.if": "device.endif"}
 _CLOSES = {v: k for k, v in _OPENS.items()}
 
@@ -119,11 +126,11 @@ def _verify_program(u: UOp) -> Iterator[str]:
         index[op] = i
         name = op.op.name
         if name in _CLOSES:
-            if not open_ or open_[-1][0] is not op.src[0]:
+            if not open_ or open_[-1][0] is not op.operands.block:
                 yield f"{where} does not close the innermost open {_CLOSES[name]}"
                 return
             dead.update(v for v in open_.pop()[1] if v.op.name != "device.accstore")
-            dead.add(op.src[0])
+            dead.add(op.operands.block)
         else:
             if open_:
                 open_[-1][1].append(op)
@@ -142,7 +149,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.$-]*")
 
 def _verify_source(u: UOp) -> Iterator[str]:
     yield from void_result(u)
-    lang, name, _text = u.arg
+    lang, name = u.attrs.lang, u.attrs.name
     if not _LANG.fullmatch(lang):
         yield f"lang must be a lowercase language name such as \"c\" or \"llvm\", got {quote(lang)}"
     if not _NAME.fullmatch(name):

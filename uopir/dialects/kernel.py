@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from uopir.dialects.core import REDUCE_OPS
 from uopir.ir.dtype import dtypes
 from uopir.ir.ops import INT, STR, Attr, EnumAttr, IntAttr, Trait, def_op
+from uopir.ir.roles import register_roles
 from uopir.ir.rules import index_result_and_operand, symbolic_variable, void_result
 from uopir.ir.uop import UOp
 from uopir.ir.valuerange import register_range
@@ -23,14 +24,10 @@ def _ranges(u: UOp, first: int) -> Iterator[str]:
             return
 
 
-def _gate(u: UOp, i: int) -> Iterator[str]:
-    if len(u.src) > i and u.src[i].dtype is not dtypes.bool:
-        yield f"gate must be bool, got {u.src[i].dtype}"
-
-
-def _pointer(u: UOp) -> Iterator[str]:
-    if not u.src[0].dtype.is_ptr:
-        yield f"first operand must be a pointer, got {u.src[0].dtype}"
+def _gate(u: UOp) -> Iterator[str]:
+    g = u.operands.gate
+    if g is not None and g.dtype is not dtypes.bool:
+        yield f"gate must be bool, got {g.dtype}"
 
 
 def _fits_pointee(ptr_base, d) -> bool:
@@ -63,18 +60,18 @@ def _verify_end(u: UOp) -> Iterator[str]:
 
 
 def _verify_index(u: UOp) -> Iterator[str]:
-    p = u.src[0].dtype
+    p = u.operands.ptr.dtype
     if not p.is_ptr:
         yield f"first operand must be a pointer, got {p}"
     elif u.dtype is not p:
         yield f"result dtype {u.dtype} differs from pointer dtype {p}"
-    if u.src[1].dtype is not dtypes.index:
-        yield f"offset must be index, got {u.src[1].dtype}"
-    yield from _gate(u, 2)
+    if u.operands.offset.dtype is not dtypes.index:
+        yield f"offset must be index, got {u.operands.offset.dtype}"
+    yield from _gate(u)
 
 
 def _verify_load(u: UOp) -> Iterator[str]:
-    p = u.src[0].dtype
+    p = u.operands.ptr.dtype
     if not p.is_ptr:
         yield f"first operand must be a pointer, got {p}"
         return
@@ -83,23 +80,23 @@ def _verify_load(u: UOp) -> Iterator[str]:
     if len(u.src) == 2:
         yield "a load takes an alternative value and a gate together (3 operands), not 2"
     elif len(u.src) == 3:
-        if u.src[1].dtype is not u.dtype:
-            yield f"alternative value dtype {u.src[1].dtype} differs from result dtype {u.dtype}"
-        yield from _gate(u, 2)
+        if u.operands.alt.dtype is not u.dtype:
+            yield f"alternative value dtype {u.operands.alt.dtype} differs from result dtype {u.dtype}"
+        yield from _gate(u)
 
 
 def _verify_store(u: UOp) -> Iterator[str]:
     yield from void_result(u)
-    p = u.src[0].dtype
+    p, v = u.operands.ptr.dtype, u.operands.value.dtype
     if not p.is_ptr:
         yield f"first operand must be a pointer, got {p}"
-    elif not _fits_pointee(p.base, u.src[1].dtype):
-        yield f"stored value dtype must be {p.base} or a vector of it, got {u.src[1].dtype}"
-    yield from _gate(u, 2)
+    elif not _fits_pointee(p.base, v):
+        yield f"stored value dtype must be {p.base} or a vector of it, got {v}"
+    yield from _gate(u)
 
 
 def _verify_reduce(u: UOp) -> Iterator[str]:
-    d, v = u.dtype, u.src[0].dtype
+    d, v = u.dtype, u.operands.value.dtype
     if d is not v and (d.scalar is not v.scalar or d.is_ptr):
         yield f"result dtype {d} differs from operand dtype {v}"
     elif v.count % d.count:
@@ -117,12 +114,12 @@ def _sized_ptr(space: str):
 
 
 def _verify_after(u: UOp) -> Iterator[str]:
-    p = u.src[0].dtype
+    p = u.operands.ptr.dtype
     if not p.is_ptr or p.addrspace == "global":
         yield f"first operand must be a local or register pointer (a kernel's scratch buffer), got {p}"
     elif u.dtype is not p:
         yield f"result dtype {u.dtype} differs from pointer dtype {p}"
-    for i, s in enumerate(u.src[1:], 1):
+    for i, s in enumerate(u.operands.effects, 1):
         if s.dtype is not dtypes.void:
             yield f"operand {i} must be an effect (a store or an end), got {s.dtype} from {s.op.name}"
             return
@@ -135,23 +132,29 @@ PARAM = def_op("kernel.param", 0, (Attr("idx", IntAttr(lo=0)),), Trait.PURE, _ve
                summary="the idx-th buffer argument, a global pointer")
 VAR = def_op("kernel.var", 0, (Attr("name", STR), Attr("min", INT), Attr("max", INT)), Trait.PURE, symbolic_variable,
              summary="a symbolic integer argument in [min, max]")
+register_roles({"kernel_var": VAR})  # a kernel's variables, for UOp.variables (found by role)
 RANGE = def_op("kernel.range", 1, (Attr("axis", IntAttr(lo=0)), Attr("kind", EnumAttr(*AXIS_KINDS), "loop")),
-               Trait.PURE, _verify_range, summary="an index running over [0, end) on an axis of the given kind")
-END = def_op("kernel.end", (2, None), verify=_verify_end, summary="closes ranges after the value (usually a store)")
+               Trait.PURE, _verify_range, summary="an index running over [0, end) on an axis of the given kind",
+               operands=("end",))
+END = def_op("kernel.end", (2, None), verify=_verify_end, summary="closes ranges after the value (usually a store)",
+             operands=("value", "*ranges"))
 INDEX = def_op("kernel.index", (2, 3), traits=Trait.PURE, verify=_verify_index,
-               summary="pointer + offset (in elements), optionally gated")
+               summary="pointer + offset (in elements), optionally gated", operands=("ptr", "offset", "gate"))
 LOAD = def_op("kernel.load", (1, 3), verify=_verify_load,
-              summary="read an element (or vector); with alt and gate, alt where the gate is false")
+              summary="read an element (or vector); with alt and gate, alt where the gate is false",
+              operands=("ptr", "alt", "gate"))
 STORE = def_op("kernel.store", (2, 3), traits=Trait.SIDE_EFFECT, verify=_verify_store,
-               summary="write a value through a pointer, optionally gated")
+               summary="write a value through a pointer, optionally gated", operands=("ptr", "value", "gate"))
 REDUCE = def_op("kernel.reduce", (1, None), (Attr("op", EnumAttr(*REDUCE_OPS)),), Trait.PURE, _verify_reduce,
-                summary="reduce the value over the given ranges (and runs of its lanes into fewer)")
+                summary="reduce the value over the given ranges (and runs of its lanes into fewer)",
+                operands=("value", "*ranges"))
 LOCAL = def_op("kernel.local", 0, (Attr("id", INT),), verify=_sized_ptr("local"),
                summary="a buffer in workgroup-local memory")
 REGISTER = def_op("kernel.register", 0, (Attr("id", INT),), verify=_sized_ptr("register"),
                   summary="a buffer in registers (private memory)")
 AFTER = def_op("kernel.after", (2, None), traits=Trait.PURE, verify=_verify_after,
-               summary="a scratch pointer, to be read after the effects (stores, ends) it names have run")
+               summary="a scratch pointer, to be read after the effects (stores, ends) it names have run",
+               operands=("ptr", "*effects"))
 
 
 # ---- value ranges ----------------------------------------------------------------------------------------------------
@@ -161,4 +164,4 @@ AFTER = def_op("kernel.after", (2, None), traits=Trait.PURE, verify=_verify_afte
 # never runs.
 
 register_range(RANGE, lambda _, s: (0, s[0][1] - 1) if s[0][1] >= 1 else None)
-register_range(VAR, lambda u, _: (u.arg[1], u.arg[2]))
+register_range(VAR, lambda u, _: (u.attrs.min, u.attrs.max))

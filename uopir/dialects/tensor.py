@@ -37,11 +37,12 @@ from uopir.ir.ops import (
     Trait,
     def_op,
 )
-from uopir.ir.pattern import UPat
 from uopir.ir.printer import fmt_type
+from uopir.ir.roles import register_roles
 from uopir.ir.rules import index_result, symbolic_variable
 from uopir.ir.symbolic import canon, sadd, seq, smax, smin, sprod, ssub, sym_infer
 from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat
 from uopir.ir.valuerange import register_range
 
 
@@ -79,7 +80,7 @@ def sym_arg(u: UOp) -> Any:
         if DYN in arg or (arg and type(arg[0]) is tuple and any(DYN in x for x in arg)):
             raise ShapeError(f"{_count_dyn(arg)} '?' in the attribute but no symbolic operand")
         return arg
-    extra = u.src[1:]
+    extra = u.operands.dims
     it = iter(enumerate(extra, 1))
 
     def dim(v: Any) -> Any:
@@ -109,8 +110,8 @@ def call_var_vals(call: UOp, var_vals: Mapping[str, int] | None = None) -> dict[
     tensor.var operand the one `var_vals` has for it (ValueError naming it when there is none)."""
     out: dict[str, int] = {}
     for x in call.src:
-        if x.op is VAR or (x.op is BIND and x.src[0].op is VAR):
-            out[(x if x.op is VAR else x.src[0]).arg[0]] = sym_infer(x, var_vals)
+        if x.op is VAR or (x.op is BIND and x.operands.var.op is VAR):
+            out[(x if x.op is VAR else x.operands.var).attrs.name] = sym_infer(x, var_vals)
     return out
 
 
@@ -153,7 +154,7 @@ def _check_axes(axes: tuple[int, ...], shape: tuple[int, ...], dtype: DType) -> 
 
 # ---- shape rules -----------------------------------------------------------------------------------------------------
 def _buffer_shape(u: UOp) -> tuple[int, ...]:
-    return u.arg[2]
+    return u.attrs.shape
 
 
 def _same_shape(u: UOp) -> tuple[int, ...]:
@@ -161,10 +162,10 @@ def _same_shape(u: UOp) -> tuple[int, ...]:
 
 
 def _reshape_shape(u: UOp) -> tuple[int, ...]:
-    s, new = _operand_shape(u), u.arg
+    s, new = _operand_shape(u), u.attrs.shape
     if len(u.src) == 1 and DYN not in new and _static(s):  # static (inline: shapes are inferred on every build)
         if prod(s) != prod(new):
-            raise ShapeError(f"cannot reshape {tensor_type(s, u.src[0].dtype)} ({prod(s)} elements) to "
+            raise ShapeError(f"cannot reshape {tensor_type(s, u.operands.x.dtype)} ({prod(s)} elements) to "
                              f"{fmt_shape(new)} ({prod(new)} elements)")
         return new
     new = sym_arg(u)
@@ -175,31 +176,31 @@ def _reshape_shape(u: UOp) -> tuple[int, ...]:
 
 
 def _permute_shape(u: UOp) -> tuple[int, ...]:
-    s, perm = _operand_shape(u), u.arg
+    s, perm = _operand_shape(u), u.attrs.perm
     if sorted(perm) != list(range(len(s))):
         raise ShapeError(f"{fmt_shape(perm)} is not a permutation of the {len(s)} axes of "
-                         f"{tensor_type(s, u.src[0].dtype)}")
+                         f"{tensor_type(s, u.operands.x.dtype)}")
     return tuple(s[p] for p in perm)
 
 
 def _expand_shape(u: UOp) -> tuple[int, ...]:
-    s, new = _operand_shape(u), u.arg
+    s, new = _operand_shape(u), u.attrs.shape
     if len(u.src) > 1 or DYN in new:
         new = sym_arg(u)
     if len(s) != len(new):
-        raise ShapeError(f"cannot expand {tensor_type(s, u.src[0].dtype)} to {fmt_shape(new)}: "
+        raise ShapeError(f"cannot expand {tensor_type(s, u.operands.x.dtype)} to {fmt_shape(new)}: "
                          f"rank {len(s)} vs {len(new)}")
     for i, (a, b) in enumerate(zip(s, new, strict=True)):
         if a != b and a != 1:
-            raise ShapeError(f"cannot expand {tensor_type(s, u.src[0].dtype)} to {fmt_shape(new)}: "
+            raise ShapeError(f"cannot expand {tensor_type(s, u.operands.x.dtype)} to {fmt_shape(new)}: "
                              f"axis {i} has size {_dim(a)}, not 1")
     return new
 
 
 def _pad_shape(u: UOp) -> tuple[int, ...]:
-    s, pads = _operand_shape(u), u.arg
+    s, pads = _operand_shape(u), u.attrs.pads
     if len(pads) != len(s):
-        raise ShapeError(f"pad of {tensor_type(s, u.src[0].dtype)} needs {len(s)} [before, after] pairs, "
+        raise ShapeError(f"pad of {tensor_type(s, u.operands.x.dtype)} needs {len(s)} [before, after] pairs, "
                          f"got {len(pads)}")
     if len(u.src) == 1 and _static(s):
         try:
@@ -216,15 +217,15 @@ def _pad_shape(u: UOp) -> tuple[int, ...]:
 
 
 def _shrink_shape(u: UOp) -> tuple[int, ...]:
-    s, bounds = _operand_shape(u), u.arg
+    s, bounds = _operand_shape(u), u.attrs.bounds
     if len(bounds) != len(s):
-        raise ShapeError(f"shrink of {tensor_type(s, u.src[0].dtype)} needs {len(s)} [start, end] pairs, "
+        raise ShapeError(f"shrink of {tensor_type(s, u.operands.x.dtype)} needs {len(s)} [start, end] pairs, "
                          f"got {len(bounds)}")
     if len(u.src) == 1 and _static(s):
         try:
             for i, (d, (b, e)) in enumerate(zip(s, bounds, strict=True)):
                 if not 0 <= b <= e <= d:
-                    raise ShapeError(f"cannot shrink {tensor_type(s, u.src[0].dtype)} to bounds "
+                    raise ShapeError(f"cannot shrink {tensor_type(s, u.operands.x.dtype)} to bounds "
                                      f"{[list(x) for x in bounds]}: axis {i} needs 0 <= {b} <= {e} <= {d}")
             return tuple(e - b for b, e in bounds)
         except TypeError:  # a `?` without its operand: sym_arg says so
@@ -241,21 +242,22 @@ def _shrink_shape(u: UOp) -> tuple[int, ...]:
 
 def _flip_shape(u: UOp) -> tuple[int, ...]:
     s = _operand_shape(u)
-    _check_axes(u.arg, s, u.src[0].dtype)
+    _check_axes(u.attrs.axes, s, u.operands.x.dtype)
     return s
 
 
 def _reduce_shape(u: UOp) -> tuple[int, ...]:
     s = _operand_shape(u)
-    axes = u.arg[1]
-    _check_axes(axes, s, u.src[0].dtype)
+    axes = u.attrs.axes
+    _check_axes(axes, s, u.operands.x.dtype)
     return tuple(1 if i in axes else d for i, d in enumerate(s))
 
 
 def _assign_shape(u: UOp) -> tuple[int, ...]:
-    t, v = u.src[0].shape, u.src[1].shape
+    target = u.operands.target
+    t, v = target.shape, u.operands.value.shape
     if t is None:
-        raise ShapeError(f"assign target must be a tensor, got a value of type {u.src[0].dtype} without a shape")
+        raise ShapeError(f"assign target must be a tensor, got a value of type {target.dtype} without a shape")
     if v is not None and v != t:
         raise ShapeError(f"assign target and value have different shapes: {fmt_shape(t)} vs {fmt_shape(v)}")
     return t
@@ -274,7 +276,7 @@ def _verify_buffer(u: UOp) -> Iterator[str]:
 
 
 def _verify_assign(u: UOp) -> Iterator[str]:
-    t, v = u.src
+    t, v = u.operands.target, u.operands.value
     if t.dtype is not v.dtype:
         yield f"assign target and value dtypes differ: {t.dtype} vs {v.dtype}"
     elif u.dtype is not t.dtype:
@@ -290,23 +292,24 @@ def _verify_assign(u: UOp) -> Iterator[str]:
 
 def _verify_bind(u: UOp) -> Iterator[str]:
     yield from index_result(u)
-    var, val = u.src
+    var, val = u.operands.var, u.operands.value
     if var.op is not VAR:
         yield f"first operand must be a tensor.var, got {var.op.name}"
         return
     if val.op is not CONST or val.dtype is not dtypes.index or type(val.arg) is not int:
         yield f"second operand must be an index core.const, got {val.op.name} of type {val.dtype}"
         return
-    name, lo, hi = var.arg
-    if not lo <= val.arg <= hi:
-        yield f"value {val.arg} of variable {name!r} is outside [{lo}, {hi}]"
+    name, lo, hi = var.attrs.name, var.attrs.min, var.attrs.max
+    if not lo <= val.attrs.value <= hi:
+        yield f"value {val.attrs.value} of variable {name!r} is outside [{lo}, {hi}]"
 
 
 def _verify_after(u: UOp) -> Iterator[str]:
     yield from _verify_like_src0(u)
-    if u.src[0].op.name != "tensor.buffer":
-        yield f"first operand must be a tensor.buffer, got {u.src[0].op.name}"
-    for i, s in enumerate(u.src[1:], 1):
+    buf = u.operands.buffer
+    if buf.op.name != "tensor.buffer":
+        yield f"first operand must be a tensor.buffer, got {buf.op.name}"
+    for i, s in enumerate(u.operands.effects, 1):
         if s.dtype is not dtypes.void:
             yield f"operand {i} must be an effect (void), got {s.dtype} from {s.op.name}"
             return
@@ -315,50 +318,55 @@ def _verify_after(u: UOp) -> Iterator[str]:
 def _verify_call(u: UOp) -> Iterator[str]:
     if u.dtype is not dtypes.void:
         yield f"result must be void, got {u.dtype}"
-    root = getattr(u.arg[0].op, "name", "an unregistered op")
+    kernel = u.attrs.kernel
+    root = getattr(kernel.op, "name", "an unregistered op")
     if root not in ("kernel.def", "device.program"):
         yield f"the kernel region's root must be a kernel.def or a device.program, got {root}"
         return
     # a kernel.var of the kernel gets its value from the operand that is that variable (or a binding of it)
-    given = {(s if s.op is VAR else s.src[0]).arg[0] for s in u.src
-             if s.op is VAR or (s.op is BIND and s.src[0].op is VAR)}
-    for x in u.arg[0].toposort():
-        if x.op.name == "kernel.var" and type(x.arg) is tuple and x.arg[0] not in given:
-            yield f"the kernel uses variable {x.arg[0]!r}, but no operand gives it (pass its tensor.var or tensor.bind)"
+    given = {(s if s.op is VAR else s.operands.var).attrs.name for s in u.src
+             if s.op is VAR or (s.op is BIND and s.operands.var.op is VAR)}
+    for x in kernel.toposort():
+        if x.op.name == "kernel.var" and type(x.arg) is tuple and x.attrs.name not in given:
+            yield f"the kernel uses variable {x.attrs.name!r}, but no operand gives it (pass its tensor.var or " \
+                  "tensor.bind)"
             return
 
 
 # ---- folds (declared beside each row below; exact against uopir.dialects.semantics) -----------------------------
 def _reshape_fold(x: UOp, m: UOp) -> UOp | None:
     """A reshape to the operand's shape is the operand; a reshape of a reshape is one reshape."""
-    if m.arg == x.shape:
+    if m.attrs.shape == x.shape:
         return x
     if x.op is RESHAPE:
-        return m.replace(src=x.src[:1]) if x.src[0].shape != m.arg else x.src[0]
+        inner = x.operands.x
+        return m.replace(src=(inner,)) if inner.shape != m.attrs.shape else inner
     return None
 
 
 def _permute_fold(x: UOp, m: UOp) -> UOp | None:
     """The identity permutation is the operand; permutes compose (result axis i is source axis p1[p2[i]])."""
-    if m.arg == tuple(range(len(m.arg))):
+    perm = m.attrs.perm
+    if perm == tuple(range(len(perm))):
         return x
     if x.op is PERMUTE:
-        return m.replace(src=x.src, arg=tuple(x.arg[i] for i in m.arg))
+        return m.replace(src=x.src, arg=tuple(x.attrs.perm[i] for i in perm))
     return None
 
 
 def _expand_fold(x: UOp, m: UOp) -> UOp | None:
-    if m.arg == x.shape:
+    if m.attrs.shape == x.shape:
         return x
-    return m.replace(src=x.src[:1]) if x.op is EXPAND else None
+    return m.replace(src=(x.operands.x,)) if x.op is EXPAND else None
 
 
 def _pad_fold(x: UOp, m: UOp) -> UOp | None:
     """Zero pads are the operand; pads of pads add up."""
-    if all(b == 0 and a == 0 for b, a in m.arg):
+    pads = m.attrs.pads
+    if all(b == 0 and a == 0 for b, a in pads):
         return x
     if x.op is PAD and len(x.src) == 1:
-        return m.replace(src=x.src, arg=tuple((b0 + b1, a0 + a1) for (b0, a0), (b1, a1) in zip(x.arg, m.arg,
+        return m.replace(src=x.src, arg=tuple((b0 + b1, a0 + a1) for (b0, a0), (b1, a1) in zip(x.attrs.pads, pads,
                                                                                               strict=True)))
     return None
 
@@ -366,10 +374,11 @@ def _pad_fold(x: UOp, m: UOp) -> UOp | None:
 def _shrink_fold(x: UOp, m: UOp) -> UOp | None:
     """A full shrink is the operand; shrinks of shrinks add their offsets."""
     xs = x.shape
-    if xs is not None and all(b == 0 and e == d for (b, e), d in zip(m.arg, xs, strict=True)):
+    bounds = m.attrs.bounds
+    if xs is not None and all(b == 0 and e == d for (b, e), d in zip(bounds, xs, strict=True)):
         return x
     if x.op is SHRINK and len(x.src) == 1:
-        return m.replace(src=x.src, arg=tuple((b0 + b1, b0 + e1) for (b0, _), (b1, e1) in zip(x.arg, m.arg,
+        return m.replace(src=x.src, arg=tuple((b0 + b1, b0 + e1) for (b0, _), (b1, e1) in zip(x.attrs.bounds, bounds,
                                                                                              strict=True)))
     return None
 
@@ -377,14 +386,14 @@ def _shrink_fold(x: UOp, m: UOp) -> UOp | None:
 def _flip_fold(x: UOp, m: UOp) -> UOp | None:
     """Flipping size-1 axes does nothing; flips of flips keep the axes flipped an odd number of times."""
     xs = x.shape
-    axes = tuple(a for a in m.arg if xs is None or xs[a] != 1)
+    axes = tuple(a for a in m.attrs.axes if xs is None or xs[a] != 1)
     if x.op is FLIP:
-        inner = x.src[0].shape
-        both = sorted(set(axes) ^ {a for a in x.arg if inner is None or inner[a] != 1})
-        return x.src[0] if not both else m.replace(src=x.src, arg=tuple(both))
+        inner = x.operands.x.shape
+        both = sorted(set(axes) ^ {a for a in x.attrs.axes if inner is None or inner[a] != 1})
+        return x.operands.x if not both else m.replace(src=x.src, arg=tuple(both))
     if not axes:
         return x
-    return m.replace(arg=axes) if axes != m.arg else None
+    return m.replace(arg=axes) if axes != m.attrs.axes else None
 
 
 def _movement(op: OpDef, fn: Any, name: str) -> tuple[UPat, Any, str]:
@@ -403,7 +412,7 @@ def _const_movement(c: UOp, m: UOp) -> UOp | None:
 
 def _const_reduce(c: UOp, r: UOp) -> UOp | None:
     """A reduce of a splat const: exact for max/min (any dtype) and for integer/bool add/mul."""
-    op, axes = r.arg
+    op, axes = r.attrs.op, r.attrs.axes
     try:
         cs, rs = c.shape, r.shape
     except ShapeError:
@@ -432,50 +441,54 @@ BUFFER = def_op("tensor.buffer", 0,
                 (Attr("id", IntAttr(lo=0)), Attr("device", STR), Attr("shape", SHAPE, in_type=True)),
                 verify=_verify_buffer, shape=_buffer_shape, summary="a realized buffer on a device")
 RESHAPE = def_op("tensor.reshape", (1, None), (Attr("shape", SYM_SHAPE),), Trait.PURE, _verify_like_src0,
-                 _reshape_shape, summary="same elements, new shape (row-major)")
+                 _reshape_shape, summary="same elements, new shape (row-major)", operands=("x", "*dims"))
 declare_folds(_movement(RESHAPE, _reshape_fold, "reshape-fold"))
 PERMUTE = def_op("tensor.permute", 1, (Attr("perm", INTS),), Trait.PURE, _verify_like_src0, _permute_shape,
-                 summary="reorder the axes: result axis i is operand axis perm[i]")
+                 summary="reorder the axes: result axis i is operand axis perm[i]", operands=("x",))
 declare_folds(_movement(PERMUTE, _permute_fold, "permute-fold"))
 EXPAND = def_op("tensor.expand", (1, None), (Attr("shape", SYM_SHAPE),), Trait.PURE, _verify_like_src0, _expand_shape,
-                summary="broadcast size-1 axes to a larger size")
+                summary="broadcast size-1 axes to a larger size", operands=("x", "*dims"))
 declare_folds(_movement(EXPAND, _expand_fold, "expand-fold"))
 PAD = def_op("tensor.pad", (1, None), (Attr("pads", SYM_PAIRS),), Trait.PURE, _verify_like_src0, _pad_shape,
-             summary="add [before, after] zeros on each axis")
+             summary="add [before, after] zeros on each axis", operands=("x", "*dims"))
 declare_folds(_movement(PAD, _pad_fold, "pad-fold"))
 SHRINK = def_op("tensor.shrink", (1, None), (Attr("bounds", SYM_PAIRS),), Trait.PURE, _verify_like_src0,
                 _shrink_shape,
-                summary="keep [start, end) on each axis")
+                summary="keep [start, end) on each axis", operands=("x", "*dims"))
 declare_folds(_movement(SHRINK, _shrink_fold, "shrink-fold"))
 FLIP = def_op("tensor.flip", 1, (Attr("axes", INTS),), Trait.PURE, _verify_like_src0, _flip_shape,
-              summary="reverse the order along the given axes")
+              summary="reverse the order along the given axes", operands=("x",))
 declare_folds(_movement(FLIP, _flip_fold, "flip-fold"))
 MOVEMENT_OPS: tuple[OpDef, ...] = (RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP)
 declare_folds((UPat(MOVEMENT_OPS, src=(UPat.cvar("c"),), name="m"), _const_movement, "const-movement"), constant=True)
 REDUCE = def_op("tensor.reduce", 1, (Attr("op", EnumAttr(*REDUCE_OPS)), Attr("axes", INTS)), Trait.PURE,
-                _verify_like_src0, _reduce_shape, summary="reduce along axes, keeping them as size 1")
+                _verify_like_src0, _reduce_shape, summary="reduce along axes, keeping them as size 1",
+                operands=("x",))
 declare_folds((UPat(REDUCE, src=(UPat.cvar("c"),), name="r"), _const_reduce, "const-reduce"), constant=True)
 COPY = def_op("tensor.copy", 1, (Attr("device", STR),), verify=_verify_like_src0, shape=_same_shape,
-              summary="the operand's value on another device")
+              summary="the operand's value on another device", operands=("x",))
 ASSIGN = def_op("tensor.assign", 2, traits=Trait.SIDE_EFFECT, verify=_verify_assign, shape=_assign_shape,
-                summary="write value into the target buffer; the result is the updated target")
+                summary="write value into the target buffer; the result is the updated target",
+                operands=("target", "value"))
 # the views a tensor.assign may write through (no expand/pad: those alias or invent elements)
 ASSIGNABLE_VIEWS: tuple[OpDef, ...] = (RESHAPE, PERMUTE, SHRINK, FLIP, ASSIGN)
 CONTIGUOUS = def_op("tensor.contiguous", 1, verify=_verify_like_src0, shape=_same_shape,
-                    summary="materialize the operand into its own buffer")
+                    summary="materialize the operand into its own buffer", operands=("x",))
 declare_folds((UPat(CONTIGUOUS, src=(UPat(CONTIGUOUS, name="x"),), name="m"), _twice, "contiguous-twice"))
 DETACH = def_op("tensor.detach", 1, traits=Trait.PURE, verify=_verify_like_src0, shape=_same_shape,
-                summary="the same value, cut from the gradient graph")
+                summary="the same value, cut from the gradient graph", operands=("x",))
 declare_folds((UPat(DETACH, src=(UPat(DETACH, name="x"),), name="m"), _twice, "detach-twice"))
 VAR = def_op("tensor.var", 0, (Attr("name", STR), Attr("min", INT), Attr("max", INT)), Trait.PURE, symbolic_variable,
              summary="a symbolic integer in [min, max]")
 BIND = def_op("tensor.bind", 2, traits=Trait.PURE, verify=_verify_bind,
-              summary="a symbolic variable bound to a concrete value")
+              summary="a symbolic variable bound to a concrete value", operands=("var", "value"))
+register_roles({"var": VAR, "bind": BIND})  # the symbolic dimensions of uopir.ir.symbolic (found by role)
 CALL = def_op("tensor.call", (0, None), (Attr("kernel", REGION), Attr("name", STR)), Trait.SIDE_EFFECT, _verify_call,
               summary="run a kernel (the region) on buffers; void, ordered by its operands")
 AFTER = def_op("tensor.after", (2, None), traits=Trait.PURE, verify=_verify_after, shape=_same_shape,
-               summary="the buffer's contents once the given effects (calls) have run")
+               summary="the buffer's contents once the given effects (calls) have run",
+               operands=("buffer", "*effects"))
 
 # A variable spans its declared range; so does a binding (its value is not part of the shapes built from it).
-register_range(VAR, lambda u, _: (u.arg[1], u.arg[2]))
+register_range(VAR, lambda u, _: (u.attrs.min, u.attrs.max))
 register_range(BIND, lambda _, s: s[0])

@@ -25,9 +25,10 @@ import numpy as np
 from uopir.dialects import core as C
 from uopir.dialects import tensor as T
 from uopir.ir.dtype import dtypes
-from uopir.ir.pattern import PatternMatcher, UPat
+from uopir.ir.pattern_compiler import PatternMatcher
 from uopir.ir.symbolic import sadd, ssub
 from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat
 
 LN_2 = math.log(2)
 

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from uopir.ir.ops import OpDef, Trait
-from uopir.ir.pattern import PatternMatcher, RewriteStats, UPat, graph_rewrite
+from uopir.ir.pattern_compiler import PatternMatcher
+from uopir.ir.rewrite import RewriteStats, graph_rewrite
 from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat
 
 __all__ = ["Fold", "declare_folds", "folds_of", "fold_matcher", "EffectCache", "FoldContext", "has_effect",
            "canonicalize_graph"]

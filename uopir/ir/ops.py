@@ -10,6 +10,7 @@ import enum
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from keyword import iskeyword
 from typing import TYPE_CHECKING, Any
 
 from uopir.ir.dtype import DType, dtypes
@@ -366,13 +367,18 @@ class OpDef:
     positional: int = 0  # leading attrs printed bare after the operands in the pretty form (core.const 1.0)
     normalize_arg: Callable[[DType, Any], Any] | None = None  # dtype-aware arg canonicalization (parser)
     summary: str = ""
+    operands: tuple[str, ...] = ()  # names of the leading operands with fixed roles; "*name" last: the rest
     dialect: str = field(init=False)
     mnemonic: str = field(init=False)
+    attrs_view: type[AttrsView] = field(init=False, repr=False)  # u.attrs: the attributes by name
+    operands_view: type[OperandsView] = field(init=False, repr=False)  # u.operands: the named operands
 
     def __post_init__(self) -> None:
         self.dialect, _, self.mnemonic = self.name.partition(".")
         assert self.dialect and self.mnemonic, f"op name {self.name!r} must be dialect.mnemonic"
         assert sum(a.in_type for a in self.attrs) <= 1
+        self.attrs_view = _view_class(AttrsView, self, {a.name: self.attr_reader(i) for i, a in enumerate(self.attrs)})
+        self.operands_view = _view_class(OperandsView, self, _operand_readers(self))
 
     def __repr__(self) -> str:
         return self.name
@@ -384,6 +390,12 @@ class OpDef:
         return bool(self.traits & trait)
 
     # --- arg <-> attribute dict --------------------------------------------------------------------------------
+    def attr_reader(self, i: int) -> property:
+        """How `u.attrs.<name>` reads the i-th attribute out of the arg (on each read: the UOp stores only the arg)."""
+        if len(self.attrs) == 1:
+            return property(_whole_arg)
+        return property(lambda v: v._u.arg[i])
+
     def attr_values(self, arg: Any) -> dict[str, Any]:
         if not self.attrs:
             return {}
@@ -425,6 +437,69 @@ class OpDef:
         return f"{lo} to {hi} operands"
 
 
+# ---- attributes and operands by name ---------------------------------------------------------------------------------
+# `u.attrs.axis` and `u.operands.ptr` (uopir.ir.uop) build a small view of u whose class the op made once, at its
+# declaration: one property per name, reading u.arg / u.src on each access. Nothing happens when a UOp is built (the
+# constructor is the hot path), and one view serves every op that shares a name (tensor.var and kernel.var: `name`).
+class AttrsView:
+    """The attributes of one UOp by name; an unknown name is an AttributeError naming the op and what it has."""
+
+    __slots__ = ("_u",)
+    _op: OpDef  # set on each op's subclass
+    _what = "attribute"
+
+    def __init__(self, u: UOp) -> None:
+        self._u = u
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self._op.attrs)
+
+    def __getattr__(self, name: str) -> Any:  # only reached for a name the op does not declare
+        have = ", ".join(self._names()) or "none"
+        raise AttributeError(f"'{self._op.name}' has no {self._what} '{name}' ({self._what}s: {have})")
+
+    def __repr__(self) -> str:
+        return f"{self._op.name} {self._what}s(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self._names()) + ")"
+
+
+class OperandsView(AttrsView):
+    """The operands of one UOp by the names its op declares (an absent optional one is None; `*rest` a tuple)."""
+
+    __slots__ = ()
+    _what = "operand"
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(n.lstrip("*") for n in self._op.operands)
+
+
+def _whole_arg(v: AttrsView) -> Any:
+    return v._u.arg
+
+
+def _view_class(base: type[AttrsView], op: OpDef, readers: dict[str, property]) -> type[AttrsView]:
+    bad = [n for n in readers if not n.isidentifier() or iskeyword(n) or n.startswith("_") or hasattr(base, n)]
+    assert not bad, f"{op.name}: {base._what} name {bad[0]!r} cannot be an accessor"
+    return type(f"{base.__name__}[{op.name}]", (base,), {"__slots__": (), "_op": op, **readers})
+
+
+def _operand_readers(op: OpDef) -> dict[str, property]:
+    """One property per named operand: required ones (within the op's minimum count) read src[i], optional ones
+    None when absent, a last `*name` the tuple of the remaining operands."""
+    lo, hi = op.n_src
+    out: dict[str, property] = {}
+    for i, n in enumerate(op.operands):
+        if n.startswith("*"):
+            assert i == len(op.operands) - 1 and hi is None, f"{op.name}: '{n}' must be last, on a variadic op"
+            out[n[1:]] = property(lambda v, i=i: v._u.src[i:])
+        elif i < lo:
+            out[n] = property(lambda v, i=i: v._u.src[i])
+        else:
+            assert hi is None or i < hi, f"{op.name}: operand '{n}' past the op's {hi} operands"
+            out[n] = property(lambda v, i=i: v._u.src[i] if len(v._u.src) > i else None)
+    assert len(out) == len(op.operands), f"{op.name}: operand names repeat"
+    return out
+
+
 REGISTRY: dict[str, OpDef] = {}
 DIALECTS: dict[str, list[OpDef]] = {}
 
@@ -438,10 +513,13 @@ def register(op: OpDef) -> OpDef:
 
 def def_op(name: str, n_src: int | tuple[int, int | None], attrs: Iterable[Attr] = (), traits: Trait = Trait.NONE,
            verify: VerifyFn | None = None, shape: ShapeFn | None = None, positional: int = 0,
-           normalize_arg: Callable[[DType, Any], Any] | None = None, summary: str = "") -> OpDef:
-    """Declare and register one op. `n_src` is an exact count or (min, max) with max None for variadic."""
+           normalize_arg: Callable[[DType, Any], Any] | None = None, summary: str = "",
+           operands: Iterable[str] = ()) -> OpDef:
+    """Declare and register one op. `n_src` is an exact count or (min, max) with max None for variadic; `operands`
+    names the operands with fixed roles (`u.operands.<name>`), a last `*name` the variadic rest."""
     rng = (n_src, n_src) if isinstance(n_src, int) else n_src
-    return register(OpDef(name, rng, tuple(attrs), traits, verify, shape, positional, normalize_arg, summary))
+    return register(OpDef(name, rng, tuple(attrs), traits, verify, shape, positional, normalize_arg, summary,
+                          tuple(operands)))
 
 
 def get_op(name: str) -> OpDef:

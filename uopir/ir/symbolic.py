@@ -19,8 +19,8 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Union
 
-from uopir.ir.corenames import core_op, symbolic_op
 from uopir.ir.dtype import dtypes
+from uopir.ir.roles import role_op
 from uopir.ir.uop import UOp
 from uopir.ir.valuerange import value_range
 
@@ -83,7 +83,7 @@ def _padd(a: _Poly, b: _Poly, sign: int = 1) -> _Poly:
 
 def _to_uop(p: _Poly) -> int | UOp:
     """The canonical UOp of a polynomial (an int when it is constant)."""
-    mul, add = core_op("mul"), core_op("add")
+    mul, add = role_op("mul"), role_op("add")
     terms = sorted((m for m in p if m), key=lambda m: (len(m), [_key(a) for a in m]))
     out: UOp | None = None
     for m in terms:
@@ -103,7 +103,7 @@ def _poly(x: int | UOp) -> _Poly:
     """x as a polynomial over atoms, iteratively (sources first)."""
     if not isinstance(x, UOp):
         return {(): int(x)} if x else {}
-    ops = {core_op(k): k for k in ("const", "add", "sub", "mul", "neg", "idiv", "mod", "max")}
+    ops = {role_op(k): k for k in ("const", "add", "sub", "mul", "neg", "idiv", "mod", "max")}
     memo: dict[UOp, _Poly] = {}
     for u in x.toposort():
         kind = ops.get(u.op)
@@ -168,7 +168,7 @@ def sfloordiv(a: int | UOp, k: int | UOp) -> int | UOp:
         return a // k
     ua = a if isinstance(a, UOp) else _const(a)
     uk = k if isinstance(k, UOp) else _const(k)
-    return canon(UOp(core_op("idiv"), _IDX, (ua, uk)))
+    return canon(UOp(role_op("idiv"), _IDX, (ua, uk)))
 
 
 def seq(a: int | UOp, b: int | UOp) -> bool:
@@ -192,8 +192,8 @@ def sym_infer(x: int | UOp, var_vals: Mapping[str, int] | None = None) -> int:
     ValueError naming it). Integer arithmetic of the index ops (C division, as core.idiv)."""
     if not isinstance(x, UOp):
         return int(x)
-    var, kvar, bind = symbolic_op("var"), symbolic_op("kernel_var"), symbolic_op("bind")
-    ops = {core_op(k): k for k in ("const", "add", "sub", "mul", "neg", "idiv", "mod", "max")}
+    var, kvar, bind = role_op("var"), role_op("kernel_var"), role_op("bind")
+    ops = {role_op(k): k for k in ("const", "add", "sub", "mul", "neg", "idiv", "mod", "max")}
     vals: dict[UOp, int] = {}
     for u in x.toposort(gate=lambda u: u.op is not bind):
         if u.op is bind:
@@ -230,18 +230,18 @@ def render(x: int | UOp) -> str:
     """Readable text of a dimension: `n`, `n*4`, `n+2`, `(n+2)//3` (for messages and kernel names)."""
     if not isinstance(x, UOp):
         return str(x)
-    var, kvar, bind = symbolic_op("var"), symbolic_op("kernel_var"), symbolic_op("bind")
-    sym = {core_op("add"): ("+", 1), core_op("sub"): ("-", 1), core_op("mul"): ("*", 2), core_op("idiv"): ("//", 2),
-           core_op("mod"): ("%", 2)}
+    var, kvar, bind = role_op("var"), role_op("kernel_var"), role_op("bind")
+    sym = {role_op("add"): ("+", 1), role_op("sub"): ("-", 1), role_op("mul"): ("*", 2), role_op("idiv"): ("//", 2),
+           role_op("mod"): ("%", 2)}
     txt: dict[UOp, str] = {}
     prec: dict[UOp, int] = {}
     for u in x.toposort(gate=lambda u: u.op is not bind):
         prec[u] = 3
         if u.op in (var, kvar, bind):
             txt[u] = (u.src[0] if u.op is bind else u).arg[0]
-        elif u.op is core_op("const"):
+        elif u.op is role_op("const"):
             txt[u] = str(u.arg)
-        elif u.op is core_op("mul") and len(u.src) == 2 and u.src[1].op is core_op("const") and \
+        elif u.op is role_op("mul") and len(u.src) == 2 and u.src[1].op is role_op("const") and \
                 type(u.src[1].arg) is int and u.src[1].arg < 0:  # a negative term: -x, -x*3
             a, c = u.src[0], -u.src[1].arg
             ta = txt[a] if prec[a] >= 2 else f"({txt[a]})"
@@ -253,7 +253,7 @@ def render(x: int | UOp) -> str:
             tb = txt[b] if prec[b] > p or (prec[b] == p and s in "+*") else f"({txt[b]})"
             txt[u] = f"{ta}-{tb[1:]}" if s == "+" and tb[:1] == "-" else f"{ta}{s}{tb}"
             prec[u] = p
-        elif u.op is core_op("neg"):
+        elif u.op is role_op("neg"):
             txt[u] = f"-{txt[u.src[0]]}" if prec[u.src[0]] == 3 else f"-({txt[u.src[0]]})"
         else:
             txt[u] = u.op.mnemonic + "(" + ", ".join(txt[s] for s in u.src) + ")"
@@ -269,7 +269,7 @@ def variables_of(root: UOp) -> list[UOp]:
 def var_vals(root: UOp) -> dict[str, int]:
     """{variable name: bound value} for every tensor.bind in the graph (regions not entered); ValueError when one
     name is bound to two values or names two different variables."""
-    bind = symbolic_op("bind")
+    bind = role_op("bind")
     out: dict[str, int] = {}
     seen: dict[str, UOp] = {}
     for u in root.toposort():

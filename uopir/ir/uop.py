@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from uopir.ir.corenames import core_op, symbolic_op
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import OpDef, get_op
+from uopir.ir.roles import role_op
 
 
 class _FloatKey(tuple):
@@ -156,6 +156,16 @@ class UOp:
         return new[self]
 
     @property
+    def attrs(self) -> Any:
+        """The op's attributes by name, read from `arg` on each access: `r.attrs.axis` (uopir.ir.ops.AttrsView)."""
+        return self.op.attrs_view(self)
+
+    @property
+    def operands(self) -> Any:
+        """The operands by the names the op declares: `ld.operands.ptr`, `red.operands.ranges` (a variadic rest)."""
+        return self.op.operands_view(self)
+
+    @property
     def shape(self) -> tuple[int, ...] | None:
         """The tensor shape this value has (None for a scalar or kernel-level value). Raises ShapeError."""
         try:
@@ -204,18 +214,18 @@ class UOp:
     # --- construction helpers ----------------------------------------------------------------------------------
     @staticmethod
     def const(dtype: DType, value: Any) -> UOp:
-        return UOp(core_op("const"), dtype, (), normalize_const(dtype, value))
+        return UOp(role_op("const"), dtype, (), normalize_const(dtype, value))
 
     @staticmethod
     def sink(*srcs: UOp) -> UOp:
-        return UOp(core_op("sink"), dtypes.void, srcs)
+        return UOp(role_op("sink"), dtypes.void, srcs)
 
     def alu(self, opname: str, *srcs: UOp | int | float | bool, dtype: DType | None = None) -> UOp:
         """Apply an ALU op by its registered name (`"core.add"`); Python numbers become consts of self's dtype."""
         return self._apply(_op(opname), srcs, dtype)
 
     def _core(self, key: str, *srcs: UOp | int | float | bool, dtype: DType | None = None) -> UOp:
-        return self._apply(core_op(key), srcs, dtype)
+        return self._apply(role_op(key), srcs, dtype)
 
     def _apply(self, op: OpDef, srcs: tuple[UOp | int | float | bool, ...], dtype: DType | None) -> UOp:
         ops = (self,) + tuple(s if isinstance(s, UOp) else self._scalar(s) for s in srcs)
@@ -226,7 +236,7 @@ class UOp:
         return UOp.const(d, v)
 
     def cast(self, dtype: DType) -> UOp:
-        return self if dtype is self.dtype else UOp(core_op("cast"), dtype, (self,))
+        return self if dtype is self.dtype else UOp(role_op("cast"), dtype, (self,))
 
     def __add__(self, x: UOp | int | float) -> UOp:
         return self._core("add", x)
@@ -293,13 +303,13 @@ class UOp:
         assert isinstance(ref, UOp), "where needs at least one UOp branch"
         a_ = a if isinstance(a, UOp) else ref._scalar(a)
         b_ = b if isinstance(b, UOp) else ref._scalar(b)
-        return UOp(core_op("where"), a_.dtype, (self, a_, b_))
+        return UOp(role_op("where"), a_.dtype, (self, a_, b_))
 
     # --- symbolic variables (tinygrad's names; the ops are tensor.var and tensor.bind) --------------------------------
     def bind(self, value: int) -> UOp:
         """This tensor.var bound to `value` (a tensor.bind): usable as a dimension that has a value now, while the
         compiled kernels keep the variable (so one kernel serves every value)."""
-        var = symbolic_op("var")
+        var = role_op("var")
         if self.op is not var:
             raise TypeError(f"bind needs a variable ({var.name}), got {self.op.name}")
         if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
@@ -308,24 +318,24 @@ class UOp:
         name, lo, hi = self.arg
         if not lo <= v <= hi:
             raise ValueError(f"cannot bind variable {name!r} to {v}: outside its range [{lo}, {hi}]")
-        return UOp(symbolic_op("bind"), self.dtype, (self, UOp.const(self.dtype, v)))
+        return UOp(role_op("bind"), self.dtype, (self, UOp.const(self.dtype, v)))
 
     def unbind(self) -> tuple[UOp, int]:
         """(variable, value) of a tensor.bind."""
-        bind = symbolic_op("bind")
+        bind = role_op("bind")
         if self.op is not bind:
             raise TypeError(f"unbind needs a bound variable ({bind.name}), got {self.op.name}")
         return self.src[0], self.src[1].arg
 
     def variables(self) -> list[UOp]:
         """The variables (tensor.var, kernel.var) of this graph, bound or not, sorted by name (regions not entered)."""
-        kinds = (symbolic_op("var"), symbolic_op("kernel_var"))
+        kinds = (role_op("var"), role_op("kernel_var"))
         return sorted((u for u in self.toposort() if u.op in kinds), key=lambda u: (u.arg, u.op.name))
 
     def unbind_all(self) -> tuple[UOp, dict[UOp, int]]:
         """(this graph with every tensor.bind replaced by its variable, {variable: value}); ValueError when one
         variable is bound to two values."""
-        bind = symbolic_op("bind")
+        bind = role_op("bind")
         vals: dict[UOp, int] = {}
         mapping: dict[UOp, UOp] = {}
         for u in self.toposort():

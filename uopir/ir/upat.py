@@ -5,9 +5,10 @@ matcher compiler (uopir.ir.pattern_compiler) turns lists of patterns into genera
 
 Operator sugar builds patterns for core ops: `UPat.var("x") + 0`, `UPat.cvar("c") * UPat.var("x")`, `-x`, `x // y`,
 `x % c`, `x < y`, `x.ne(y)`, `x.eq(y)`, `x.maximum(y)`, `x & y`, `x | y`, `x ^ y`, `x << y`, `x >> y`,
-`c.where(a, b)`, `x.cast(dtype)`. The ops are named through uopir.ir.corenames, the one place where the core
-knows the core dialect. A Python number in an operand position is a const pattern matched by value (see
-`UPat.value`): `x + 0` matches `x + 0`, `x + 0.0` and a splat vector zero, of any dtype, but not `x + -0.0`.
+`c.where(a, b)`, `x.cast(dtype)`. The ops are found by role (uopir.ir.roles: the core dialect registers which of
+its ops adds, compares, ...), so the core names no dialect's op. A Python number in an operand position is a const
+pattern matched by value (see `UPat.value`): `x + 0` matches `x + 0`, `x + 0.0` and a splat vector zero, of any
+dtype, but not `x + -0.0`.
 """
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from uopir.ir.corenames import CORE_OPS
 from uopir.ir.dtype import DType
 from uopir.ir.ops import OpDef, Trait, get_op
+from uopir.ir.roles import role_op
 from uopir.ir.uop import UOp, _argkey, normalize_const
 
 __all__ = ["UPat", "is_float", "is_int", "is_bool", "is_ptr", "is_vector", "OpSpec", "DTypeSpec"]
@@ -138,15 +139,15 @@ class UPat:
     @staticmethod
     def cvar(name: str | None = None, dtype: DTypeSpec = None) -> UPat:
         """A core.const, captured as `name`."""
-        return UPat(CORE_OPS["const"], dtype=dtype, name=name)
+        return UPat(role_op("const"), dtype=dtype, name=name)
 
     @staticmethod
     def const(dtype: DTypeSpec, value: Any, name: str | None = None) -> UPat:
         """A core.const with this value. With one DType the value is normalized like UOp.const (exact match, so
         0.0 is not -0.0); otherwise (None or a tuple of dtypes) the const is matched by value as `UPat.value` does."""
         if isinstance(dtype, DType):
-            return UPat(CORE_OPS["const"], dtype=dtype, arg=normalize_const(dtype, value), name=name)
-        return UPat(CORE_OPS["const"], dtype=dtype, arg=ValueArg(value), name=name)
+            return UPat(role_op("const"), dtype=dtype, arg=normalize_const(dtype, value), name=name)
+        return UPat(role_op("const"), dtype=dtype, arg=ValueArg(value), name=name)
 
     @staticmethod
     def value(value: int | float | bool, dtype: DTypeSpec = None, name: str | None = None) -> UPat:
@@ -156,7 +157,7 @@ class UPat:
         except that the sign of a float zero must agree: 0, 0.0 and False mean +0.0, so `x + 0` does not match
         `x + -0.0` (and `x + -0.0`, which is x for every float, matches only -0.0 and the integer 0). A NaN value
         matches any NaN const. A vector const matches when every lane matches (a splat)."""
-        return UPat(CORE_OPS["const"], dtype=dtype, arg=ValueArg(value), name=name)
+        return UPat(role_op("const"), dtype=dtype, arg=ValueArg(value), name=name)
 
     @staticmethod
     def any(*pats: UPat, name: str | None = None) -> UPat:
@@ -173,8 +174,8 @@ class UPat:
 
     # --- operator sugar: patterns for core ops (numbers become UPat.value consts) ----------------------------------
     def alu(self, key: str, *srcs: UPat | int | float | bool, dtype: DTypeSpec = None) -> UPat:
-        """The pattern `core.<op>(self, *srcs)` for a key of uopir.ir.corenames.CORE_OPS ("add", "lt", ...)."""
-        return UPat(CORE_OPS[key], dtype=dtype, src=(self, *(_operand(s) for s in srcs)))
+        """The pattern `<op>(self, *srcs)` for the op of an operator role of uopir.ir.roles ("add", "lt", ...)."""
+        return UPat(role_op(key), dtype=dtype, src=(self, *(_operand(s) for s in srcs)))
 
     def __add__(self, x: Any) -> UPat:
         return _binary("add", self, x)
@@ -249,7 +250,7 @@ class UPat:
         return _binary("lt", x, self)
 
     def __neg__(self) -> UPat:
-        return UPat(CORE_OPS["neg"], src=(self,))
+        return UPat(role_op("neg"), src=(self,))
 
     def lt(self, x: UPat | int | float | bool) -> UPat:
         return _binary("lt", self, x)
@@ -267,14 +268,14 @@ class UPat:
 
     def where(self, a: UPat | int | float | bool, b: UPat | int | float | bool) -> UPat:
         """core.where with self as the condition."""
-        return UPat(CORE_OPS["where"], src=(self, _operand(a), _operand(b)))
+        return UPat(role_op("where"), src=(self, _operand(a), _operand(b)))
 
     def cast(self, dtype: DTypeSpec = None) -> UPat:
         """core.cast of self to `dtype` (None: to any dtype)."""
-        return UPat(CORE_OPS["cast"], dtype=dtype, src=(self,))
+        return UPat(role_op("cast"), dtype=dtype, src=(self,))
 
     def bitcast(self, dtype: DTypeSpec = None) -> UPat:
-        return UPat(CORE_OPS["bitcast"], dtype=dtype, src=(self,))
+        return UPat(role_op("bitcast"), dtype=dtype, src=(self,))
 
     # --- introspection ---------------------------------------------------------------------------------------------
     def opset(self) -> frozenset[OpDef] | None:
@@ -430,7 +431,7 @@ def _binary(key: str, a: Any, b: Any) -> UPat:
     """core.<key>(a, b); NotImplemented for an operand that is neither a UPat nor a number (Python's TypeError)."""
     if not (isinstance(a, (UPat, int, float)) and isinstance(b, (UPat, int, float))):
         return NotImplemented
-    return UPat(CORE_OPS[key], src=(_operand(a), _operand(b)))
+    return UPat(role_op(key), src=(_operand(a), _operand(b)))
 
 
 def _dtype_ok(spec: DTypeSpec, d: DType) -> bool:

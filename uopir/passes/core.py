@@ -24,9 +24,11 @@ from uopir.dialects import core
 from uopir.ir.dtype import dtypes
 from uopir.ir.folds import EffectCache, FoldContext, fold_matcher
 from uopir.ir.ops import DIALECTS, Trait
-from uopir.ir.pattern import graph_rewrite
+from uopir.ir.regions import map_regions
+from uopir.ir.rewrite import graph_rewrite
 from uopir.ir.uop import UOp, gc_paused
-from uopir.passes.manager import PassContext, map_regions, register_pass, register_pipeline
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass, register_pipeline
 
 __all__ = ["canonicalize", "dce", "CanonicalizeOptions", "DceOptions"]
 

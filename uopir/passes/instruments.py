@@ -30,8 +30,8 @@ from typing import Any, TextIO
 
 from uopir.ir import trace
 from uopir.ir.diagnostics import Diagnostic
-from uopir.ir.pattern import RewriteStats
 from uopir.ir.regions import ops_by_dialect
+from uopir.ir.rewrite import RewriteStats
 from uopir.ir.uop import UOp
 from uopir.passes.errors import PassFailure, PipelineError
 from uopir.passes.registry import PassInfo, as_names, check_pass_names

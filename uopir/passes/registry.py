@@ -1,13 +1,14 @@
-"""The pass registry: named passes, named pipelines and anchors, and loading every module that registers them.
+"""The pass registry: named passes, named pipelines and anchors, and the one table that says where each is defined.
 
-A pass registers itself where it is written (`@register_pass("dce", ...)`). The pipeline parser imports only the
-modules of the names it meets: `LAZY` maps each built-in name to the module that registers it (`register_lazy`; the
-backends add their emit passes when uopir.backends loads), so a realize imports the passes of its pipeline and no
-others. `load_passes()` imports every module under `uopir.passes` and every module of `LAZY` once (for
-`--list-passes` and the did-you-mean of an unknown name), so a new pass file is seen there without editing a list;
-a name missing from `LAZY` is found by that full load. The `test-*` passes of `uopir.passes.testing` exist to test
-the pass manager and load only on request (`load_passes(test_passes=True)`, `UOPIR_TEST_PASSES=1`, or
-`uop-opt --load-test-passes`).
+A pass registers itself where it is written (`@register_pass("dce", ...)`), and its module is named once, in the
+table `LAZY` (`register_lazy(module, *names)`, below; the backends add their emit passes when uopir.backends loads).
+The table is how every name is found: the pipeline parser imports only the modules of the names it meets (a realize
+imports the passes of its pipeline and no others), and `load_passes()` imports every module of the table (for
+`--list-passes` and the did-you-mean of an unknown name). unit_tests/test_lazy_registry.py imports every module under
+uopir.passes and fails on a registered name the table misses. A module of the table that fails to import is a
+PipelineError naming the module and why, never a silently missing pass. The `test-*` passes of
+`uopir.passes.testing` exist to test the pass manager and load only on request (`load_passes(test_passes=True)`,
+`UOPIR_TEST_PASSES=1`, or `uop-opt --load-test-passes`).
 """
 from __future__ import annotations
 
@@ -25,21 +26,18 @@ from uopir.passes.errors import PipelineError, did_you_mean
 from uopir.passes.options import OptionInfo, format_value, option_infos
 
 if TYPE_CHECKING:
-    from uopir.passes.runner import PassContext
+    from uopir.passes.manager import PassContext
 
 __all__ = ["PassInfo", "PipelineInfo", "AnchorInfo", "PASSES", "PIPELINES", "ANCHORS", "register_pass",
            "register_pipeline", "register_anchor", "load_passes", "get_pass", "check_pass_names", "as_names",
-           "list_passes_text", "PASS_MODULES", "TEST_PASS_MODULES", "TEST_PASSES_ENV", "LOAD_ERRORS",
-           "test_passes_requested", "LAZY", "register_lazy", "resolve"]
+           "list_passes_text", "TEST_PASS_MODULES", "TEST_PASSES_ENV", "test_passes_requested", "LAZY",
+           "register_lazy", "resolve"]
 
-# Modules that register passes. Every other module under uopir.passes is imported too (so a new pass file is seen
-# by --list-passes without editing this list); a module listed here that fails to import is an error.
-PASS_MODULES: list[str] = ["uopir.passes.core", "uopir.passes.tensor.canonicalize", "uopir.passes.kernel.anchors"]
 # Modules of test-only passes: imported only when test passes are requested.
 TEST_PASS_MODULES: list[str] = ["uopir.passes.testing"]
 TEST_PASSES_ENV = "UOPIR_TEST_PASSES"
-LOAD_ERRORS: dict[str, str] = {}  # module -> why it could not be imported (shown by --list-passes)
-# pass, pipeline or anchor name -> the module that registers it (imported when the name is first looked up)
+# pass, pipeline or anchor name -> the module that registers it (imported when the name is first looked up): the one
+# way a pass is found
 LAZY: dict[str, str] = {}
 
 _KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
@@ -161,14 +159,14 @@ def test_passes_requested() -> bool:
 
 
 def _import(mod: str) -> None:
+    """Import a pass module; one that fails (missing, or raising while it loads) is a PipelineError that names it and
+    the passes it should have registered: a broken module must never look like a pass that does not exist."""
     try:
         importlib.import_module(mod)
-    except ModuleNotFoundError as e:
-        if e.name is not None and (mod == e.name or mod.startswith(e.name + ".")):
-            return  # a listed pass module not written yet
-        LOAD_ERRORS[mod] = f"{type(e).__name__}: {e}"
-    except Exception as e:  # noqa: BLE001 - a broken pass module must not take the others down
-        LOAD_ERRORS[mod] = f"{type(e).__name__}: {e}"
+    except Exception as e:
+        names = sorted(n for n, m in LAZY.items() if m == mod)
+        what = f" (which registers {', '.join(names)})" if names else ""
+        raise PipelineError(f"pass module {mod}{what} could not be imported: {type(e).__name__}: {e}") from e
 
 
 def resolve(name: str) -> bool:
@@ -185,8 +183,9 @@ def resolve(name: str) -> bool:
             return True
     if mod is not None:
         with _LOAD_LOCK:
-            _import(mod)
-            _lazy_loaded.add(mod)
+            if mod not in _lazy_loaded:
+                _import(mod)
+                _lazy_loaded.add(mod)
         if name in PASSES or name in PIPELINES or name in ANCHORS:
             return True
     load_passes()
@@ -194,7 +193,8 @@ def resolve(name: str) -> bool:
 
 
 def load_passes(test_passes: bool | None = None) -> None:
-    """Import every pass module once (those under uopir.passes and those of `LAZY`), so the registry is complete.
+    """Import every pass module of `LAZY` once (also those a layer above registers: the backends' emit passes), so
+    the registry is complete; a module that fails to import is a PipelineError naming it.
 
     test_passes: also import the test-* passes (None: only when $UOPIR_TEST_PASSES asks for them). Safe from several
     threads: one loads, the others wait until the registry is complete."""
@@ -208,24 +208,13 @@ def load_passes(test_passes: bool | None = None) -> None:
             return
         _loading = True
         try:
-            if not _loaded:
-                import pkgutil
+            import uopir.dialects  # noqa: F401 - passes build ops of every dialect
 
-                import uopir.dialects  # noqa: F401 - passes build ops of every dialect
-                import uopir.passes as pkg
-
-                names = list(PASS_MODULES)
-                for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".", onerror=lambda n: LOAD_ERRORS
-                                               .setdefault(n, "could not be imported")):
-                    if m.name not in names and m.name not in TEST_PASS_MODULES:
-                        names.append(m.name)
-                for mod in names:
-                    _import(mod)
-                _loaded = True
-            for mod in dict.fromkeys(LAZY.values()):  # also those registered by a layer above (the backends' emits)
+            for mod in dict.fromkeys(LAZY.values()):
                 if mod not in _lazy_loaded:
                     _import(mod)
                     _lazy_loaded.add(mod)
+            _loaded = True
             if test_passes and not _test_loaded:
                 for mod in TEST_PASS_MODULES:
                     _import(mod)
@@ -283,6 +272,4 @@ def list_passes_text() -> str:
     out.write("Anchors (ANCHOR(pass,...)):\n")
     for name in sorted(ANCHORS):
         out.write(f"  {name}(...)  -  {ANCHORS[name].summary}\n")
-    for mod, why in sorted(LOAD_ERRORS.items()):
-        out.write(f"warning: pass module {mod} could not be loaded: {why}\n")
     return out.getvalue()

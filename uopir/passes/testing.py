@@ -15,8 +15,8 @@ from uopir.dialects import device
 from uopir.ir.dtype import dtypes
 from uopir.ir.ops import get_op
 from uopir.ir.uop import UOp
+from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass, register_pipeline
-from uopir.passes.runner import PassContext
 
 
 @dataclass

@@ -206,7 +206,7 @@ def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Name
     from uopir.ir.parser import parse_with_source_map
     from uopir.ir.printer import print_ir
     from uopir.ir.verify import collect_diagnostics
-    from uopir.passes.manager import PassCrash
+    from uopir.passes.errors import PassCrash
 
     try:  # diagnostics point into this parse, also when another file (another thread) parsed to the same graph
         if _input_format(args, filename) == "uop":
@@ -371,7 +371,7 @@ def _reproducer_config(config: str, name: str) -> list[str]:
 
 def _replay_argv(argv: list[str], args: argparse.Namespace) -> list[str]:
     """The argument list a reproducer asks for: its checked configuration flags, the file, the user's other flags."""
-    from uopir.passes.manager import read_reproducer
+    from uopir.passes.instruments import read_reproducer
 
     text, _ = _read_input(args.input)
     config = _reproducer_config(read_reproducer(text), args.input)
@@ -395,7 +395,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     if args.viz is not None:
         check_output_file(args.viz, "--viz")
     import uopir.backends  # noqa: F401 - registers each device's target description (`default{target=c}`) and emit-c
-    from uopir.passes.manager import PassManager, check_pass_names, list_passes_text, load_passes
+    from uopir.passes.manager import PassManager
+    from uopir.passes.registry import check_pass_names, list_passes_text, load_passes
 
     if args.list_passes or args.load_test_passes:  # else each pass module loads when the pipeline names it
         load_passes(test_passes=True if args.load_test_passes else None)
@@ -491,8 +492,7 @@ def _run_chunks(chunks: list[tuple[int, str]], filename: str, pm, args: argparse
 
 def _add_emitter(pm, lang: str) -> None:
     """Append `emit-LANG` (a pass or a named pipeline) to the pipeline; UsageError when there is none."""
-    from uopir.passes.manager import PASSES, PIPELINES
-    from uopir.passes.registry import load_passes, resolve
+    from uopir.passes.registry import PASSES, PIPELINES, load_passes, resolve
 
     if not re.fullmatch(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*", lang):
         raise UsageError(f"--emit={lang!r}: a language name is lowercase letters and digits (e.g. --emit=c)")

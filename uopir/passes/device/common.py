@@ -7,7 +7,7 @@ from collections.abc import Callable
 from uopir.dialects import device, kernel
 from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
-from uopir.passes.runner import PassContext
+from uopir.passes.manager import PassContext
 from uopir.passes.target import Target, UnknownTargetError, target
 
 __all__ = ["resolve_target", "in_kernels", "is_kernel_root"]

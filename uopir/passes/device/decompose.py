@@ -32,11 +32,14 @@ from uopir.dialects import core as C
 from uopir.dialects.core import const_value
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import REGISTRY, OpDef
-from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite, is_float, is_int
+from uopir.ir.pattern_compiler import PatternMatcher
+from uopir.ir.rewrite import graph_rewrite
 from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat, is_float, is_int
 from uopir.ir.valuerange import vmin
 from uopir.passes.device.common import in_kernels, resolve_target
-from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass
 from uopir.passes.target import check_target_option
 
 __all__ = ["DecomposeOptions", "device_decompose", "DECOMPOSE"]

@@ -28,10 +28,13 @@ from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes
-from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite, is_vector
+from uopir.ir.pattern_compiler import PatternMatcher
+from uopir.ir.rewrite import graph_rewrite
 from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat, is_vector
 from uopir.passes.device.common import in_kernels, resolve_target
-from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass
 from uopir.passes.target import Target, check_target_option
 
 __all__ = ["DevectorizeOptions", "device_devectorize", "DEVECTORIZE", "GEP_FOLDS", "gep", "join", "at_offset"]
@@ -49,8 +52,8 @@ class _Ctx:
         if got is None:
             got = []
             for p in parts:
-                got.append(UOp(D.ACC, u.dtype.scalar.vec(len(p)), (_piece(u.src[0], p, u.dtype.count), *u.src[1:]),
-                               self.next_acc))
+                init = _piece(u.operands.init, p, u.dtype.count)
+                got.append(UOp(D.ACC, u.dtype.scalar.vec(len(p)), (init, *u.operands.loops), self.next_acc))
                 self.next_acc += 1
             self.acc_parts[u] = got
         return got
@@ -89,7 +92,7 @@ def _piece(s: UOp, idx: tuple[int, ...], lanes: int) -> UOp:
 # ---- patterns --------------------------------------------------------------------------------------------------------
 def _elementwise(ctx: _Ctx, u: UOp) -> UOp | None:
     parts = ctx.parts(u.dtype)
-    if parts is None or (u.op is C.BITCAST and u.src[0].dtype.count != u.dtype.count):
+    if parts is None or (u.op is C.BITCAST and u.operands.x.dtype.count != u.dtype.count):
         return None
     n = u.dtype.count
     return join([UOp(u.op, u.dtype.scalar.vec(len(p)), tuple(_piece(s, p, n) for s in u.src), u.arg) for p in parts])
@@ -101,7 +104,7 @@ def at_offset(ptr: UOp, start: int) -> UOp:
         return ptr
     off = UOp.const(dtypes.index, start)
     if ptr.op is K.INDEX:
-        return ptr.replace(src=(ptr.src[0], _plus(ptr.src[1], start), *ptr.src[2:]))
+        return ptr.replace(src=(ptr.operands.ptr, _plus(ptr.operands.offset, start), *ptr.src[2:]))
     return UOp(K.INDEX, ptr.dtype, (ptr, off))
 
 
@@ -120,17 +123,17 @@ def _load(ctx: _Ctx, u: UOp) -> UOp | None:
     parts = ctx.parts(u.dtype)
     if parts is None:
         return None
-    ptr, rest, n = u.src[0], u.src[1:], u.dtype.count
+    ptr, rest, n = u.operands.ptr, u.src[1:], u.dtype.count
     return join([UOp(K.LOAD, u.dtype.scalar.vec(len(p)), (at_offset(ptr, p[0]), *(_piece(s, p, n) for s in rest)))
                  for p in parts])
 
 
 def _store(ctx: _Ctx, u: UOp) -> UOp | None:
-    val = u.src[1]
+    val = u.operands.value
     parts = ctx.parts(val.dtype)
     if parts is None:
         return None
-    return UOp(C.GROUP, dtypes.void, tuple(UOp(K.STORE, dtypes.void, (at_offset(u.src[0], p[0]), gep(val, p),
+    return UOp(C.GROUP, dtypes.void, tuple(UOp(K.STORE, dtypes.void, (at_offset(u.operands.ptr, p[0]), gep(val, p),
                                                                         *u.src[2:])) for p in parts))
 
 
@@ -147,7 +150,7 @@ def _joined_accs(v: UOp) -> list[UOp] | None:
         return None
     accs: list[UOp] = []
     for lane in v.src:
-        a = lane.src[0] if lane.op is C.GEP else lane
+        a = lane.operands.x if lane.op is C.GEP else lane
         if a.op is not D.ACC:
             return None
         if not accs or accs[-1] is not a:
@@ -156,12 +159,12 @@ def _joined_accs(v: UOp) -> list[UOp] | None:
 
 
 def _accstore(ctx: _Ctx, u: UOp) -> UOp | None:
-    a = u.src[0]
+    a = u.operands.acc
     parts = ctx.parts(a.dtype) if a.op is D.ACC else None
     accs = ctx.accs(a, parts) if parts is not None else _joined_accs(a)
     if accs is None:
         return None
-    val, stores, start = u.src[1], [], 0
+    val, stores, start = u.operands.value, [], 0
     for a in accs:
         n = a.dtype.count
         p = tuple(range(start, start + n))
@@ -175,25 +178,27 @@ def _wide_gep(ctx: _Ctx, u: UOp) -> UOp | None:
     parts = ctx.parts(u.dtype)
     if parts is None:
         return None
-    return join([gep(u.src[0], tuple(u.arg[i] for i in p)) for p in parts])
+    idx = u.attrs.idx
+    return join([gep(u.operands.x, tuple(idx[i] for i in p)) for p in parts])
 
 
 def _gep_of_vectorize(g: UOp, v: UOp) -> UOp:
-    picked = [v.src[i] for i in g.arg]
+    picked = [v.src[i] for i in g.attrs.idx]
     return picked[0] if len(picked) == 1 else UOp(C.VECTORIZE, g.dtype, tuple(picked))
 
 
 def _gep_of_const(g: UOp, c: UOp) -> UOp:
     v = c.arg if type(c.arg) is tuple else (c.arg,) * c.dtype.count  # a scalar const: every lane is it
-    return UOp.const(g.dtype, v[g.arg[0]] if len(g.arg) == 1 else tuple(v[i] for i in g.arg))
+    idx = g.attrs.idx
+    return UOp.const(g.dtype, v[idx[0]] if len(idx) == 1 else tuple(v[i] for i in idx))
 
 
 def _gep_of_gep(g: UOp, h: UOp) -> UOp:
-    return UOp(C.GEP, g.dtype, h.src, tuple(h.arg[i] for i in g.arg))
+    return UOp(C.GEP, g.dtype, h.src, tuple(h.attrs.idx[i] for i in g.attrs.idx))
 
 
 def _gep_all(g: UOp, x: UOp) -> UOp | None:
-    return x if g.arg == tuple(range(x.dtype.count)) else None
+    return x if g.attrs.idx == tuple(range(x.dtype.count)) else None
 
 
 def _vectorize_of_geps(ctx: _Ctx, v: UOp) -> UOp | None:
@@ -202,12 +207,12 @@ def _vectorize_of_geps(ctx: _Ctx, v: UOp) -> UOp | None:
     first = v.src[0]
     if first.op is not C.GEP:
         return None
-    x = first.src[0]
+    x = first.operands.x
     idx = []
     for s in v.src:
-        if s.op is not C.GEP or s.src[0] is not x:
+        if s.op is not C.GEP or s.operands.x is not x:
             return None
-        idx.extend(s.arg)
+        idx.extend(s.attrs.idx)
     if x.dtype is v.dtype and idx == list(range(x.dtype.count)):
         return x
     return gep(x, tuple(idx)) if len(idx) <= ctx.limit(v.dtype) else None
@@ -222,21 +227,22 @@ def _part_of(ctx: _Ctx, g: UOp, x: UOp) -> UOp | None:
     if parts is None:
         return None
     w = len(parts[0])
-    k = g.arg[0] // w
+    lanes = g.attrs.idx
+    k = lanes[0] // w
     p = parts[k]
-    if any(i // w != k for i in g.arg):
+    if any(i // w != k for i in lanes):
         return None
     n = x.dtype.count
     if x.op is D.ACC:
         part = ctx.accs(x, parts)[k]
     elif x.op is K.LOAD:
         part = UOp(K.LOAD, x.dtype.scalar.vec(len(p)),
-                   (at_offset(x.src[0], p[0]), *(_piece(s, p, n) for s in x.src[1:])))
-    elif x.op in _SPLIT_ALU and not (x.op is C.BITCAST and x.src[0].dtype.count != n):
+                   (at_offset(x.operands.ptr, p[0]), *(_piece(s, p, n) for s in x.src[1:])))
+    elif x.op in _SPLIT_ALU and not (x.op is C.BITCAST and x.operands.x.dtype.count != n):
         part = UOp(x.op, x.dtype.scalar.vec(len(p)), tuple(_piece(s, p, n) for s in x.src), x.arg)
     else:
         return None
-    idx = tuple(i - p[0] for i in g.arg)
+    idx = tuple(i - p[0] for i in lanes)
     return part if idx == tuple(range(part.dtype.count)) else gep(part, idx)
 
 
@@ -283,7 +289,7 @@ def device_devectorize(root: UOp, options: DevectorizeOptions, ctx: PassContext)
         return root
 
     def run(k: UOp) -> UOp:
-        ids = [u.arg for u in k.toposort() if u.op is D.ACC]
+        ids = [u.attrs.id for u in k.toposort() if u.op is D.ACC]
         dctx = _Ctx(t, options.width, max(ids, default=-1) + 1)
         return graph_rewrite(k, DEVECTORIZE, ctx=dctx, stats=ctx.stats, bottom_up=True)
     return in_kernels(root, run)

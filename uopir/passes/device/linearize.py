@@ -32,7 +32,8 @@ from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import dtypes
 from uopir.ir.uop import UOp
 from uopir.passes.device.common import in_kernels
-from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass
 
 __all__ = ["linearize"]
 
@@ -49,11 +50,11 @@ class _Nest:
 
     def __init__(self, order: list[UOp]):
         self.order = order
-        self.acc_loops: dict[UOp, frozenset[UOp]] = {u: frozenset(u.src[1:]) for u in order if u.op is D.ACC}
+        self.acc_loops: dict[UOp, frozenset[UOp]] = {u: frozenset(u.operands.loops) for u in order if u.op is D.ACC}
         self.stores_of: dict[UOp, list[UOp]] = defaultdict(list)
         for u in order:
             if u.op is D.ACCSTORE:
-                self.stores_of[u.src[0]].append(u)
+                self.stores_of[u.operands.acc].append(u)
         self.inside: dict[UOp, frozenset[UOp]] = {}
         self._place()
         self.enclosing = self._enclosing()
@@ -65,7 +66,7 @@ class _Nest:
         if s.op is D.LOOP:
             return ins | {s}
         if s.op is D.ACCSTORE:
-            return ins - self.acc_loops[s.src[0]]
+            return ins - self.acc_loops[s.operands.acc]
         if s.op is D.ACC:  # its value changes in every iteration of its loops
             return ins | self.acc_loops[s]
         return ins
@@ -86,7 +87,7 @@ class _Nest:
                 if u.op is D.ACC:
                     need = need | acc_extra[u]
                 elif u.op is D.ACCSTORE:
-                    need = need | self.acc_loops[u.src[0]]
+                    need = need | self.acc_loops[u.operands.acc]
                 inside[u] = need
             moved = False
             for a, loops in self.acc_loops.items():
@@ -101,16 +102,16 @@ class _Nest:
         enc: dict[UOp, set[UOp]] = {u: set(self.inside[u]) for u in self.order if u.op is D.LOOP}
         for a in self.acc_loops:
             outer = set(self.inside[a])
-            for lp in a.src[1:]:
+            for lp in a.operands.loops:
                 enc[lp] |= outer
                 outer = outer | {lp}
         for u in self.order:
             if u.op is D.ENDLOOP:
-                stack = list(u.src[1:])
+                stack = list(u.operands.deps)
                 while stack:  # endloops (through groups) closed inside this one are nested in its loop
                     d = stack.pop()
                     if d.op is D.ENDLOOP:
-                        enc[d.src[0]].add(u.src[0])
+                        enc[d.operands.block].add(u.operands.block)
                     elif d.op is C.GROUP:
                         stack.extend(d.src)
         changed = True
@@ -149,9 +150,9 @@ class _Nest:
 def _priority(u: UOp, pos: int) -> tuple:
     """Params (by index), variables (by name), constants, then the rest in the kernel's toposort order."""
     if u.op is K.PARAM:
-        return (0, u.arg, pos)
+        return (0, u.attrs.idx, pos)
     if u.op is K.VAR:
-        return (1, u.arg[0], pos)
+        return (1, u.attrs.name, pos)
     if u.op is C.CONST:
         return (2, 0, pos)
     return (3, 0, pos)
@@ -192,7 +193,7 @@ def linearize(kdef: UOp) -> UOp:
     readers: dict[UOp, list[UOp]] = defaultdict(list)
     for u in ops:
         if u.op is K.AFTER:  # a scratch pointer used after effects: order it after the ops under their markers
-            stack, seen = list(u.src[1:]), set()
+            stack, seen = list(u.operands.effects), set()
             while stack:
                 s = stack.pop()
                 if s in seen:
@@ -243,10 +244,10 @@ def linearize(kdef: UOp) -> UOp:
 
     def emit(u: UOp) -> None:
         if u.op is K.AFTER:  # the program's order says what it said: the pointer itself
-            new[u] = new[u.src[0]]
+            new[u] = new[u.operands.ptr]
             return
         if u.op is D.ACC:  # declared before its loops: the program's accumulator names only its init
-            src: tuple[UOp, ...] = (new[u.src[0]],)
+            src: tuple[UOp, ...] = (new[u.operands.init],)
         else:
             src = tuple(new[s] for s in u.src if s.op not in _MARKERS)
         if u.op in ids:
@@ -273,7 +274,7 @@ def linearize(kdef: UOp) -> UOp:
                 stack.append((u, body, 0))
         else:
             emit(u)
-    return UOp(D.PROGRAM, dtypes.void, tuple(program), kdef.arg)
+    return UOp(D.PROGRAM, dtypes.void, tuple(program), kdef.attrs.name)
 
 
 @register_pass("device-linearize", summary="order each kernel's ops into a device.program with explicit loops",

@@ -32,7 +32,8 @@ from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
 from uopir.passes.kernel.anchors import is_kernel_body
 from uopir.passes.kernel.indexmath import ALU, const_extent, linear_coeffs, range_deps, rebuild
-from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass
 
 __all__ = ["expand_kernel", "LANE_KINDS", "MAX_LANES"]
 
@@ -55,12 +56,14 @@ def gep(v: UOp, idx: list[int]) -> UOp:
     if idx == list(range(v.dtype.count)):
         return v
     if v.op is core.GEP:
-        return gep(v.src[0], [v.arg[i] for i in idx])
+        lanes = v.attrs.idx
+        return gep(v.operands.x, [lanes[i] for i in idx])
     d = v.dtype.scalar.vec(len(idx))
     if v.op is core.VECTORIZE:
         return v.src[idx[0]] if len(idx) == 1 else vectorize([v.src[i] for i in idx])
     if v.op is core.CONST and type(v.arg) is tuple:
-        return UOp.const(d, v.arg[idx[0]] if len(idx) == 1 else tuple(v.arg[i] for i in idx))
+        vals = v.attrs.value
+        return UOp.const(d, vals[idx[0]] if len(idx) == 1 else tuple(vals[i] for i in idx))
     return UOp(core.GEP, d, (v,), tuple(idx))
 
 
@@ -68,8 +71,8 @@ def vectorize(xs: list[UOp]) -> UOp:
     """A vector of scalars xs; lanes picked from one vector become a gep of it, constants a vector constant."""
     if len(xs) == 1:
         return xs[0]
-    if all(x.op is core.GEP and len(x.arg) == 1 and x.src[0] is xs[0].src[0] for x in xs):
-        return gep(xs[0].src[0], [x.arg[0] for x in xs])
+    if all(x.op is core.GEP and len(x.attrs.idx) == 1 and x.operands.x is xs[0].operands.x for x in xs):
+        return gep(xs[0].operands.x, [x.attrs.idx[0] for x in xs])
     if all(x.op is core.CONST for x in xs):
         return UOp.const(xs[0].dtype.vec(len(xs)), tuple(x.arg for x in xs))
     return UOp(core.VECTORIZE, xs[0].dtype.vec(len(xs)), tuple(xs))
@@ -105,16 +108,16 @@ class _Expander:
 
     def __init__(self, kdef: UOp):
         self.order = list(kdef.toposort())
-        self.lane_ranges = [u for u in self.order if u.op is K.RANGE and u.arg[1] in LANE_KINDS]
-        axes = [r.arg[0] for r in self.lane_ranges]
+        self.lane_ranges = [u for u in self.order if u.op is K.RANGE and u.attrs.kind in LANE_KINDS]
+        axes = [r.attrs.axis for r in self.lane_ranges]
         for r in self.lane_ranges:
             n = const_extent(r)
             if n is None:
-                raise _Fail(r, f"an {r.arg[1]} range needs a constant extent to become vector lanes")
+                raise _Fail(r, f"an {r.attrs.kind} range needs a constant extent to become vector lanes")
             if not 1 <= n <= MAX_LANES:
-                raise _Fail(r, f"an {r.arg[1]} range of extent {n} cannot become vector lanes (1 to {MAX_LANES})")
-            if axes.count(r.arg[0]) > 1:
-                raise _Fail(r, f"two {'/'.join(LANE_KINDS)} ranges share axis {r.arg[0]}")
+                raise _Fail(r, f"an {r.attrs.kind} range of extent {n} cannot become vector lanes (1 to {MAX_LANES})")
+            if axes.count(r.attrs.axis) > 1:
+                raise _Fail(r, f"two {'/'.join(LANE_KINDS)} ranges share axis {r.attrs.axis}")
         lane_set = frozenset(self.lane_ranges)
         self.extent = {r: const_extent(r) for r in self.lane_ranges}
         self.deps = range_deps(self.order, keep=lambda r: r in lane_set, reduce_consumes=True)
@@ -139,8 +142,9 @@ class _Expander:
         lanes = _Lanes(layout, tuple(self.extent[r] for r in layout))
         if lanes.size > MAX_LANES:
             u = self.current
-            raise _Fail(u, f"{u.op.name} would have {lanes.size} lanes (over "
-                           f"{', '.join(f'axis {r.arg[0]}' for r in layout)}); kernel-expand makes at most {MAX_LANES}")
+            axes = ", ".join(f"axis {r.attrs.axis}" for r in layout)
+            raise _Fail(u, f"{u.op.name} would have {lanes.size} lanes (over {axes}); kernel-expand makes at most "
+                           f"{MAX_LANES}")
         self._layouts[layout] = lanes
         return lanes
 
@@ -153,7 +157,7 @@ class _Expander:
         return pts
 
     def layout(self, u: UOp) -> Layout:
-        return tuple(sorted(self.deps[u], key=lambda r: r.arg[0]))
+        return tuple(sorted(self.deps[u], key=lambda r: r.attrs.axis))
 
     def project(self, s: UOp, points: list[dict[UOp, int]]) -> list[int]:
         """For each point (of a layout containing s's lane axes), the index of s's lane at that point."""
@@ -228,8 +232,8 @@ class _Expander:
         if op is K.STORE:
             self.new[u] = self.store(u) if self.deps[u] else self.same(u)
         elif op is K.END:
-            rest = tuple(self.new[r] for r in u.src[1:] if r not in self.extent)
-            v = self.effect(u, u.src[0])
+            rest = tuple(self.new[r] for r in u.operands.ranges if r not in self.extent)
+            v = self.effect(u, u.operands.value)
             self.new[u] = u.replace(src=(v, *rest)) if rest else v
             if not rest:
                 self.count("ends-dropped")
@@ -272,16 +276,17 @@ class _Expander:
         return self.new[s]
 
     def _names(self, u: UOp) -> str:
-        return ", ".join(f"axis {r.arg[0]}" for r in self.layout(u))
+        return ", ".join(f"axis {r.attrs.axis}" for r in self.layout(u))
 
     # ---- memory ------------------------------------------------------------------------------------------------------
     def run_axis(self, ptr: UOp, gates: list[UOp], layout: Layout) -> UOp | None:
         """The lane axis along which the access at ptr touches consecutive elements (stride 1, gates constant along
         it), the innermost such; None when there is none (a gather/scatter)."""
-        if ptr.op is not K.INDEX or self.deps[ptr.src[0]]:
+        if ptr.op is not K.INDEX or self.deps[ptr.operands.ptr]:
             return None
-        gates = gates + ([ptr.src[2]] if len(ptr.src) > 2 else [])
-        c = linear_coeffs(ptr.src[1], frozenset(layout), self.deps)
+        gate = ptr.operands.gate
+        gates = gates + ([gate] if gate is not None else [])
+        c = linear_coeffs(ptr.operands.offset, frozenset(layout), self.deps)
         if c is None:
             return None
         for r in reversed(layout):
@@ -301,9 +306,9 @@ class _Expander:
     def load(self, u: UOp) -> None:
         layout = self.layout(u)
         lanes = self.lanes_of(layout)
-        ptr = u.src[0]
-        gated = len(u.src) == 3
-        axis = self.run_axis(ptr, [u.src[2]] if gated else [], layout)
+        ptr, alt, gate = u.operands.ptr, u.operands.alt, u.operands.gate
+        gated = gate is not None
+        axis = self.run_axis(ptr, [gate] if gated else [], layout)
         if axis is None:  # one scalar load per lane
             self.lanes[u] = [rebuild(u, tuple(self.scalar(s, p) for s in u.src)) for p in lanes.points()]
             self.count("scalar-loads", lanes.size)
@@ -312,7 +317,7 @@ class _Expander:
         for first, run in self.runs(layout, axis):
             src = (self.scalar(ptr, first),)
             if gated:
-                src += (self.vector(u.src[1], run), self.scalar(u.src[2], first))
+                src += (self.vector(alt, run), self.scalar(gate, first))
             chunks.append((run, UOp(K.LOAD, u.dtype.vec(len(run)), src)))
             self.count("vector-loads")
         if len(chunks) == 1 and layout[-1] is axis:
@@ -326,9 +331,9 @@ class _Expander:
 
     def store(self, u: UOp) -> UOp:
         layout = self.layout(u)
-        ptr, val = u.src[0], u.src[1]
-        gated = len(u.src) == 3
-        axis = self.run_axis(ptr, [u.src[2]] if gated else [], layout)
+        ptr, val, gate = u.operands.ptr, u.operands.value, u.operands.gate
+        gated = gate is not None
+        axis = self.run_axis(ptr, [gate] if gated else [], layout)
         stores: list[UOp] = []
         if axis is None:  # one scalar store per lane
             for p in self.lanes_of(layout).points():
@@ -337,13 +342,13 @@ class _Expander:
         else:
             for first, run in self.runs(layout, axis):
                 src = (self.scalar(ptr, first), self.vector(val, run))
-                stores.append(UOp(K.STORE, dtypes.void, src + ((self.scalar(u.src[2], first),) if gated else ())))
+                stores.append(UOp(K.STORE, dtypes.void, src + ((self.scalar(gate, first),) if gated else ())))
             self.count("vector-stores", len(stores))
         return stores[0] if len(stores) == 1 else UOp(core.GROUP, dtypes.void, tuple(stores))
 
     # ---- reductions --------------------------------------------------------------------------------------------------
     def reduce(self, u: UOp) -> None:
-        rs = u.src[1:]
+        rs = u.operands.ranges
         red = tuple(r for r in rs if r in self.extent)
         keep = tuple(r for r in rs if r not in self.extent)
         if rs[len(keep):] != red:
@@ -352,7 +357,7 @@ class _Expander:
         if u.dtype.count > 1 and (red or self.deps[u]):
             raise _Fail(u, f"kernel.reduce is already a vector ({u.dtype}); kernel-expand widens scalars only")
         out = self.layout(u)
-        value = u.src[0]
+        value = u.operands.value
         if not out and not red:
             self.new[u] = self.same(u)
             return

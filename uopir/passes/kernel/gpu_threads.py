@@ -50,7 +50,7 @@ def _output_ranges(order: list[UOp]) -> list[UOp]:
     out: dict[UOp, None] = {}
     for u in order:
         if u.op is K.END:
-            out.update((r, None) for r in u.src[1:] if r.arg[1] in ("loop", "global"))
+            out.update((r, None) for r in u.operands.ranges if r.attrs.kind in ("loop", "global"))
     return list(out)
 
 
@@ -65,17 +65,18 @@ def _group_opts(order: list[UOp], out: list[UOp], t: Target, lim: int) -> list[O
     split: dict[UOp, int] = {}
     local_bytes = 0
     for red in reduces:
-        own = set(red.src[1:])
-        if not deps[red.src[0]] <= outs | own:
+        own = set(red.operands.ranges)
+        if not deps[red.operands.value] <= outs | own:
             return []  # nested in another reduction's loop
-        if red.dtype.scalar.is_float and red.arg in _REORDERED and not t.reassociate_float_reductions:
+        if red.dtype.scalar.is_float and red.attrs.op in _REORDERED and not t.reassociate_float_reductions:
             return []
-        r = next((x for x in reversed(red.src[1:]) if x.arg[1] == "reduce"), None)
+        r = next((x for x in reversed(red.operands.ranges) if x.attrs.kind == "reduce"), None)
         n = const_extent(r) if r is not None else None
-        if r is None or n is None or n < GROUP_MIN_REDUCE or any(r in u.src[1:] for u in reduces if u is not red):
+        if r is None or n is None or n < GROUP_MIN_REDUCE or any(r in u.operands.ranges for u in reduces
+                                                                if u is not red):
             return []
         split[r] = n
-        rows |= deps[red.src[0]] & outs
+        rows |= deps[red.operands.value] & outs
         local_bytes += red.dtype.count * max(1, red.dtype.scalar.itemsize)
     results = 1
     for r in rows:
@@ -88,11 +89,11 @@ def _group_opts(order: list[UOp], out: list[UOp], t: Target, lim: int) -> list[O
         threads //= 2
     if threads < max(GROUP_MIN_THREADS, t.warp_size if t.warp_size <= lim else 1):
         return []
-    opts: list[OptRow] = [("group", r.arg[0], threads) for r in split]
-    cols = [r for r in out if r not in rows and r.arg[1] == "loop" and (const_extent(r) or 0) % threads == 0]
+    opts: list[OptRow] = [("group", r.attrs.axis, threads) for r in split]
+    cols = [r for r in out if r not in rows and r.attrs.kind == "loop" and (const_extent(r) or 0) % threads == 0]
     if cols:
-        opts.append(("local", cols[-1].arg[0], threads))
-    opts += [("global", r.arg[0], 0) for r in out if r in rows and r.arg[1] == "loop"]
+        opts.append(("local", cols[-1].attrs.axis, threads))
+    opts += [("global", r.attrs.axis, 0) for r in out if r in rows and r.attrs.kind == "loop"]
     return opts
 
 
@@ -104,7 +105,7 @@ def gpu_thread_opts(kdef: UOp, t: Target) -> list[OptRow]:
     opts = _group_opts(order, out, t, lim) if lim >= 2 else []
     if opts:
         return opts
-    loops = [r for r in out if r.arg[1] == "loop"]
+    loops = [r for r in out if r.attrs.kind == "loop"]
     budget, whole = lim, set()
     for dim, r in enumerate(reversed(loops)):
         n = const_extent(r)
@@ -113,8 +114,8 @@ def gpu_thread_opts(kdef: UOp, t: Target) -> list[OptRow]:
         f = _pow2_divisor(n, min(budget, t.max_local_dims[dim]))
         if f < 2:
             break
-        opts.append(("local", r.arg[0], f))
+        opts.append(("local", r.attrs.axis, f))
         budget //= f
         if f == n:
             whole.add(r)
-    return opts + [("global", r.arg[0], 0) for r in loops if r not in whole]
+    return opts + [("global", r.attrs.axis, 0) for r in loops if r not in whole]

@@ -21,7 +21,7 @@ _EMPTY: frozenset[UOp] = frozenset()
 
 def const_extent(r: UOp) -> int | None:
     """The extent of a range whose end is an index constant, else None."""
-    e = r.src[0]
+    e = r.operands.end
     return e.arg if e.op is core.CONST and e.dtype is dtypes.index and type(e.arg) is int else None
 
 
@@ -41,7 +41,7 @@ def range_deps(order: Iterable[UOp], keep: Callable[[UOp], bool] = lambda r: Tru
         if u.op is K.RANGE and keep(u):
             d = d | {u}
         elif (u.op is K.REDUCE and reduce_consumes) or u.op is K.END:
-            d = d - set(u.src[1:])
+            d = d - set(u.operands.ranges)
         out[u] = d
     return out
 

@@ -59,7 +59,8 @@ from uopir.ir.uop import UOp
 from uopir.passes.kernel.anchors import is_kernel_body
 from uopir.passes.kernel.gpu_threads import gpu_thread_opts
 from uopir.passes.kernel.indexmath import Deps, const_extent, linear_coeffs, range_deps
-from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass
 from uopir.passes.target import Target, UnknownTargetError, check_target_option, target
 
 __all__ = ["Opt", "OptError", "apply_opt", "apply_opts", "heuristic_opts", "optimize_kernel", "PARALLEL_MIN_WORK",
@@ -99,7 +100,7 @@ def _iconst(v: int) -> UOp:
 
 
 def _range_of(kdef: UOp, axis: int) -> UOp:
-    found = [u for u in kdef.toposort() if u.op is K.RANGE and u.arg[0] == axis]
+    found = [u for u in kdef.toposort() if u.op is K.RANGE and u.attrs.axis == axis]
     if len(found) != 1:
         raise OptError(f"axis {axis}: the kernel has {len(found)} ranges on it (an opt needs exactly one)")
     return found[0]
@@ -109,8 +110,8 @@ def _split(kdef: UOp, r: UOp, f: int, kind: str) -> UOp:
     """r becomes r_o * f + r_i (r_i a new axis of `kind`); in ends and reductions, r_o, r_i take r's place."""
     n = const_extent(r)
     if n == f:
-        return kdef.substitute({r: r.replace(arg=(r.arg[0], kind))})
-    axis = 1 + max(u.arg[0] for u in kdef.toposort() if u.op is K.RANGE)
+        return kdef.substitute({r: r.replace(arg=(r.attrs.axis, kind))})
+    axis = 1 + max(u.attrs.axis for u in kdef.toposort() if u.op is K.RANGE)
     outer = UOp(K.RANGE, dtypes.index, (_iconst(n // f),), r.arg)
     inner = UOp(K.RANGE, dtypes.index, (_iconst(f),), (axis, kind))
     new: dict[UOp, UOp] = {r: outer * _iconst(f) + inner}
@@ -118,8 +119,8 @@ def _split(kdef: UOp, r: UOp, f: int, kind: str) -> UOp:
         if u is r:
             continue
         if u.op is K.END or u.op is K.REDUCE:
-            src: tuple[UOp, ...] = (new[u.src[0]],) + tuple(
-                x for s in u.src[1:] for x in ((outer, inner) if s is r else (new[s],)))
+            src: tuple[UOp, ...] = (new[u.operands.value],) + tuple(
+                x for s in u.operands.ranges for x in ((outer, inner) if s is r else (new[s],)))
         else:
             src = tuple(new[s] for s in u.src)
         new[u] = u if src == u.src else u.replace(src=src)
@@ -130,14 +131,14 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
     """The kernel with one opt applied; OptError when it does not apply."""
     r = _range_of(kdef, opt.axis)
     if opt.kind == "global":
-        if r.arg[1] not in ("loop", "global"):
-            raise OptError(f"axis {opt.axis} is a {r.arg[1]} range; only an output (loop) range can be global")
-        return kdef.substitute({r: r.replace(arg=(r.arg[0], "global"))})
+        if r.attrs.kind not in ("loop", "global"):
+            raise OptError(f"axis {opt.axis} is a {r.attrs.kind} range; only an output (loop) range can be global")
+        return kdef.substitute({r: r.replace(arg=(r.attrs.axis, "global"))})
     if opt.kind == "outer":
-        if r.arg[1] not in ("loop", "global"):
-            raise OptError(f"axis {opt.axis} is a {r.arg[1]} range; only an output (loop) range can be reordered")
-        return kdef.substitute({u: u.replace(src=(u.src[0], r, *(x for x in u.src[1:] if x is not r)))
-                                for u in kdef.toposort() if u.op is K.END and r in u.src[1:]})
+        if r.attrs.kind not in ("loop", "global"):
+            raise OptError(f"axis {opt.axis} is a {r.attrs.kind} range; only an output (loop) range can be reordered")
+        return kdef.substitute({u: u.replace(src=(u.operands.value, r, *(x for x in u.operands.ranges if x is not r)))
+                                for u in kdef.toposort() if u.op is K.END and r in u.operands.ranges})
     if opt.kind == "pack":
         return _pack(kdef, r)
     if opt.kind in _THREAD_KINDS:
@@ -147,8 +148,8 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
     n = const_extent(r)
     if n is None or n < 1:
         raise OptError(f"axis {opt.axis} has no positive constant extent to split")
-    if r.arg[1] in _SPLIT_KINDS:
-        raise OptError(f"axis {opt.axis} is already an {r.arg[1]} range")
+    if r.attrs.kind in _SPLIT_KINDS:
+        raise OptError(f"axis {opt.axis} is already an {r.attrs.kind} range")
     if opt.factor < 1 or n % opt.factor:
         raise OptError(f"factor {opt.factor} does not divide the extent {n} of axis {opt.axis}")
     return _split(kdef, r, opt.factor, opt.kind)
@@ -163,14 +164,15 @@ def _pack_loads(k: _Kernel, r0: UOp) -> list[tuple[UOp, list[UOp]]]:
     out = []
     for ld in k.loads:
         d = k.deps[ld]
-        a = _address(ld.src[0])
+        a = _address(ld.operands.ptr)
         if len(ld.src) != 1 or a is None or a[1] is not None or r0 not in d or not d & red:
             continue
         inner = [r for r in d if r is not r0]
-        if any(r.arg[1] not in ("upcast", "unroll", "reduce") or const_extent(r) is None for r in inner):
+        if any(r.attrs.kind not in ("upcast", "unroll", "reduce") or const_extent(r) is None for r in inner):
             continue
-        ends = [e for e in k.kdef.toposort() if e.op is K.END and r0 in e.src[1:] and ld in e.src[0].toposort()]
-        if not ends or not any(r not in d for e in ends for r in e.src[1:]):
+        ends = [e for e in k.kdef.toposort() if e.op is K.END and r0 in e.operands.ranges
+                and ld in e.operands.value.toposort()]
+        if not ends or not any(r not in d for e in ends for r in e.operands.ranges):
             continue
         c = linear_coeffs(a[0], frozenset(inner), k.deps)
         if c is None or any(c.get(r, 0) == 0 for r in inner):
@@ -192,14 +194,15 @@ def _pack(kdef: UOp, r0: UOp) -> UOp:
     lanes kept as upcast ranges, so the copy moves vectors), and the load reads `kernel.after %scratch, %copy`. The
     scratch has a panel per r0 iteration, so the copy is exact under any order of the iterations; on a cpu the global
     range's iterations each copy their panel just before reading it (device-linearize orders the copy first)."""
-    if r0.arg[1] != "global":
-        raise OptError(f"axis {r0.arg[0]} is a {r0.arg[1]} range; pack needs the global range (mark it global first)")
+    if r0.attrs.kind != "global":
+        raise OptError(f"axis {r0.attrs.axis} is a {r0.attrs.kind} range; pack needs the global range (mark it global "
+                       "first)")
     n0 = const_extent(r0)
     k = _Kernel(kdef)
     loads = _pack_loads(k, r0) if n0 else []
     if not loads:
-        raise OptError(f"axis {r0.arg[0]}: no load under a reduction to pack along it")
-    axis = 1 + max(u.arg[0] for u in kdef.toposort() if u.op is K.RANGE)
+        raise OptError(f"axis {r0.attrs.axis}: no load under a reduction to pack along it")
+    axis = 1 + max(u.attrs.axis for u in kdef.toposort() if u.op is K.RANGE)
     lid = sum(1 for u in kdef.toposort() if u.op is K.LOCAL)
     new: dict[UOp, UOp] = {}
     for ld, inner in loads:
@@ -216,10 +219,10 @@ def _pack(kdef: UOp, r0: UOp) -> UOp:
             return off
         fresh = []
         for r, n in zip(inner, sizes, strict=True):
-            kind = "upcast" if r.arg[1] == "upcast" else "loop"
+            kind = "upcast" if r.attrs.kind == "upcast" else "loop"
             fresh.append(UOp(K.RANGE, dtypes.index, (_iconst(n),), (axis, kind)))
             axis += 1
-        base, off = ld.src[0].src[0], ld.src[0].src[1]
+        base, off = ld.operands.ptr.operands.ptr, ld.operands.ptr.operands.offset
         scratch = UOp(K.LOCAL, base.dtype.base.ptr("local", n0 * panel), (), lid)
         lid += 1
         moved = off.substitute(dict(zip(inner, fresh, strict=True)))
@@ -234,8 +237,8 @@ def _split_threads(kdef: UOp, r: UOp, opt: Opt) -> UOp:
     """`local`: an output range split into (outer, local threads); `group`: a reduction range split into (outer,
     threads of a work-group that each reduce a part)."""
     want = ("loop", "global") if opt.kind == "local" else ("reduce",)
-    if r.arg[1] not in want:
-        raise OptError(f"axis {opt.axis} is a {r.arg[1]} range; a {opt.kind} opt needs a {' or '.join(want)} range")
+    if r.attrs.kind not in want:
+        raise OptError(f"axis {opt.axis} is a {r.attrs.kind} range; a {opt.kind} opt needs a {' or '.join(want)} range")
     n = const_extent(r)
     if n is None or opt.factor < 1 or n % opt.factor:
         raise OptError(f"factor {opt.factor} does not divide the extent {n} of axis {opt.axis}")
@@ -251,9 +254,9 @@ def apply_opts(kdef: UOp, opts: list[Opt]) -> UOp:
 # ---- what the heuristic looks at -------------------------------------------------------------------------------------
 def _address(ptr: UOp) -> tuple[UOp, UOp | None] | None:
     """(offset, gate) of a pointer `kernel.index base, off [, gate]` on a base that varies over no range."""
-    if ptr.op is not K.INDEX or ptr.src[0].op is not K.PARAM:
+    if ptr.op is not K.INDEX or ptr.operands.ptr.op is not K.PARAM:
         return None
-    return ptr.src[1], (ptr.src[2] if len(ptr.src) > 2 else None)
+    return ptr.operands.offset, ptr.operands.gate
 
 
 @dataclass
@@ -277,22 +280,22 @@ class _Kernel:
         out: dict[UOp, None] = {}
         for u in order:
             if u.op is K.END:
-                out.update((r, None) for r in u.src[1:] if r.arg[1] in ("loop", "global"))
+                out.update((r, None) for r in u.operands.ranges if r.attrs.kind in ("loop", "global"))
         self.out = list(out)
 
     def red_ranges(self) -> set[UOp]:
-        return {r for u in self.reduces for r in u.src[1:]}
+        return {r for u in self.reduces for r in u.operands.ranges}
 
     def coeff(self, mem: UOp, r: UOp) -> int | None:
         """The stride of r in the address of a load/store (0: it does not vary along r); None when not linear or
         gated along r."""
-        a = _address(mem.src[0])
+        a = _address(mem.operands.ptr)
         if a is None:
             return None
         off, gate = a
         gates = [gate] if gate is not None else []
-        if mem.op is K.LOAD and len(mem.src) == 3:
-            gates.append(mem.src[2])
+        if mem.op is K.LOAD and mem.operands.gate is not None:
+            gates.append(mem.operands.gate)
         if any(r in self.deps[g] for g in gates):
             return None
         c = linear_coeffs(off, frozenset((r,)), self.deps)
@@ -309,7 +312,7 @@ class _Kernel:
         return sum(1 for x in self.loads if self.deps[x] & red and r not in self.deps[x])
 
     def out_dtype(self) -> DType:
-        return self.stores[0].src[1].dtype if self.stores else dtypes.float32
+        return self.stores[0].operands.value.dtype if self.stores else dtypes.float32
 
     def expanded_ops(self, factors: dict[UOp, int]) -> int:
         """How many scalar ops kernel-expand can make of this kernel when each range r in `factors` becomes
@@ -332,7 +335,7 @@ class _Kernel:
         red = 1
         for u in self.reduces:
             k = 1
-            for r in u.src[1:]:
+            for r in u.operands.ranges:
                 k *= const_extent(r) or 1
             red = max(red, k)
         return n * red
@@ -350,9 +353,9 @@ def _leave_alone(kdef: UOp) -> bool:
     """A kernel the heuristic does not touch: already optimized (upcast/unroll ranges, vectors), or two ranges on
     one axis number (an opt names its range by axis)."""
     order = kdef.toposort()
-    axes = [u.arg[0] for u in order if u.op is K.RANGE]
+    axes = [u.attrs.axis for u in order if u.op is K.RANGE]
     return len(axes) != len(set(axes)) or any(
-        (u.op is K.RANGE and u.arg[1] in _SPLIT_KINDS + _THREAD_KINDS) or u.dtype.count > 1 for u in order)
+        (u.op is K.RANGE and u.attrs.kind in _SPLIT_KINDS + _THREAD_KINDS) or u.dtype.count > 1 for u in order)
 
 
 def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
@@ -406,11 +409,12 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     done: set[UOp] = set()
     unroll: dict[UOp, int] = {}
     for red in k.reduces:
-        r = red.src[-1] if len(red.src) > 1 else None
-        if r is None or r in done or r in in_ends or r.arg[1] != "reduce":
+        rs = red.operands.ranges
+        r = rs[-1] if rs else None
+        if r is None or r in done or r in in_ends or r.attrs.kind != "reduce":
             continue
         n = const_extent(r)
-        if n is None or n < 2 or any(r in u.src[1:-1] for u in k.reduces):
+        if n is None or n < 2 or any(r in u.operands.ranges[:-1] for u in k.reduces):
             continue
         done.add(r)
         if n <= FULL_UNROLL_MAX and lanes * n <= cap:
@@ -421,14 +425,15 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             unroll[r] = f
             lanes *= f
     _fit_code_size(k, upcast, unroll)
-    opts: list[Opt] = [Opt("upcast", r.arg[0], f) for r, f in sorted(upcast.items(), key=lambda rf: rf[0].arg[0])]
-    opts += [Opt("unroll", r.arg[0], f) for r, f in unroll.items()]
+    opts: list[Opt] = [Opt("upcast", r.attrs.axis, f)
+                       for r, f in sorted(upcast.items(), key=lambda rf: rf[0].attrs.axis)]
+    opts += [Opt("unroll", r.attrs.axis, f) for r, f in unroll.items()]
     # loop order: a wide tile's contiguous range outermost (only when another output range is tiled too)
     loops = [r for r in k.out if upcast.get(r) != const_extent(r)]  # not entirely turned into lanes
     if wide and len(upcast) == 2 and len(loops) >= 2:
         first = next((r for r in loops if k.contiguous(r) and r in upcast), None)
         if first is not None and first is not loops[0]:
-            opts.append(Opt("outer", first.arg[0]))
+            opts.append(Opt("outer", first.attrs.axis))
             loops = [first, *(r for r in loops if r is not first)]
     # 4. threads
     if t.kind == "gpu":
@@ -437,15 +442,15 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         def outer(r: UOp) -> int:
             return (const_extent(r) or t.threads) // upcast.get(r, 1)
         r = next((r for r in loops if outer(r) >= t.threads), max(loops, key=outer))
-        if outer(r) >= 2 and r.arg[1] == "loop":
-            opts.append(Opt("global", r.arg[0]))
-            if len(opts) >= 2 and opts[-2] == Opt("outer", r.arg[0]) and _packs(kdef, opts, r.arg[0]):
-                opts.append(Opt("pack", r.arg[0]))
+        if outer(r) >= 2 and r.attrs.kind == "loop":
+            opts.append(Opt("global", r.attrs.axis))
+            if len(opts) >= 2 and opts[-2] == Opt("outer", r.attrs.axis) and _packs(kdef, opts, r.attrs.axis):
+                opts.append(Opt("pack", r.attrs.axis))
     elif t.kind == "cpu" and opts and opts[-1].kind == "outer" and k.work() >= PARALLEL_MIN_WORK:
         # one thread: the outer range is still made global (one core runs all of it) when that lets it pack
         r = loops[0]
-        if r.arg[1] == "loop" and _packs(kdef, opts + [Opt("global", r.arg[0])], r.arg[0]):
-            opts += [Opt("global", r.arg[0]), Opt("pack", r.arg[0])]
+        if r.attrs.kind == "loop" and _packs(kdef, opts + [Opt("global", r.attrs.axis)], r.attrs.axis):
+            opts += [Opt("global", r.attrs.axis), Opt("pack", r.attrs.axis)]
     return opts
 
 

@@ -27,16 +27,20 @@ from typing import Any
 
 from uopir.dialects import core, kernel
 from uopir.dialects.core import const_value
-from uopir.ir.corenames import core_op
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.folds import FoldContext, fold_matcher
 from uopir.ir.once import FirstUse
-from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from uopir.ir.pattern_compiler import PatternMatcher
 from uopir.ir.pattern_compiler import Rule as PatternRule
+from uopir.ir.regions import map_regions
+from uopir.ir.rewrite import graph_rewrite
+from uopir.ir.roles import role_op
 from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat
 from uopir.ir.valuerange import value_range
 from uopir.passes.kernel.simplify_rules import RULES, App, K, Lit, LoConst, QEnv, Rule, Term, V, subterms
-from uopir.passes.manager import PassContext, map_regions, register_pass
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass
 
 __all__ = ["kernel_simplify", "simplify_kernel", "KernelSimplifyOptions", "SIMPLIFY", "int_scope", "one_rule_matcher"]
 
@@ -67,7 +71,7 @@ def _upat(t: Term, scope: Callable[[DType], bool], names: dict[str, str], top: b
         return UPat.value(t.value)
     assert isinstance(t, App), f"{t!r} cannot appear in a pattern"
     nm = names.setdefault(repr(t), f"t{len(names)}")
-    return UPat(core_op(t.key), src=tuple(_upat(a, scope, names, False) for a in t.args), name=nm)
+    return UPat(role_op(t.key), src=tuple(_upat(a, scope, names, False) for a in t.args), name=nm)
 
 
 class _Match(QEnv):
@@ -108,7 +112,7 @@ class _Match(QEnv):
             return UOp.const(n.dtype, value_range(n)[0])
         assert isinstance(t, App)
         srcs = tuple(self.build(a) for a in t.args)
-        return UOp(core_op(t.key), dtypes.bool if t.key in ("lt", "eq") else srcs[0].dtype, srcs)
+        return UOp(role_op(t.key), dtypes.bool if t.key in ("lt", "eq") else srcs[0].dtype, srcs)
 
 
 def _compile(r: Rule) -> PatternRule:
@@ -270,15 +274,16 @@ _STRATEGIES = PatternMatcher([
 # ---- kernel rules: size-1 ranges, gates, dead loads ------------------------------------------------------------------
 def _drop_closed(u: UOp) -> UOp | None:
     """kernel.end / kernel.reduce without the ranges that became constants (a range of extent 1 is 0)."""
-    keep = tuple(r for r in u.src[1:] if r.op is kernel.RANGE)
-    if len(keep) == len(u.src) - 1:
+    ranges = u.operands.ranges
+    keep = tuple(r for r in ranges if r.op is kernel.RANGE)
+    if len(keep) == len(ranges):
         return None
+    v = u.operands.value
     if keep:
-        return u.replace(src=(u.src[0], *keep))
-    v = u.src[0]
+        return u.replace(src=(v, *keep))
     if u.op is kernel.END:
         return v
-    if u.arg == "add" and u.dtype.is_float:  # one step of the reduction from its identity: 0.0 + v (-0.0 -> 0.0)
+    if u.attrs.op == "add" and u.dtype.is_float:  # one step of the reduction from its identity: 0.0 + v (-0.0 -> 0.0)
         return UOp(core.ADD, u.dtype, (v, UOp.const(u.dtype, 0.0)))
     return v  # 1 * v, max(lowest, v), min(highest, v), 0 + v on integers: exactly v
 
@@ -298,7 +303,7 @@ def _conjuncts(g: UOp) -> set[UOp]:
 def _where_gated_load(g: UOp, ld: UOp, p: UOp, a: UOp) -> UOp | None:
     """where(g, load(p, a, h), a) is the load when h implies g (g's conjuncts are among h's): where g is false, so is
     h, and the load gives a."""
-    return ld if _conjuncts(g) <= _conjuncts(ld.src[2]) else None
+    return ld if _conjuncts(g) <= _conjuncts(ld.operands.gate) else None
 
 
 _TRUE, _FALSE = UPat.const(dtypes.bool, True), UPat.const(dtypes.bool, False)
@@ -329,7 +334,7 @@ def _closers(nodes: list[UOp]) -> list[UOp]:
 def _pairs(closers: list[UOp]) -> list[tuple[UOp, UOp]]:
     out: dict[tuple[UOp, UOp], None] = {}
     for c in closers:
-        rs = c.src[1:]
+        rs = c.operands.ranges
         for a, b in itertools.pairwise(rs):
             out[(a, b)] = None
     return list(out)
@@ -342,16 +347,16 @@ def _cost(g: UOp) -> tuple[int, int]:
 
 def _merge_pair(g: UOp, nodes: list[UOp], r0: UOp, r1: UOp) -> UOp | None:
     """g with r0, r1 merged into one range, or None when they cannot be merged exactly."""
-    if r0.op is not kernel.RANGE or r1.op is not kernel.RANGE or r0.arg[1] != r1.arg[1]:
+    if r0.op is not kernel.RANGE or r1.op is not kernel.RANGE or r0.attrs.kind != r1.attrs.kind:
         return None
-    a, b = _const_int(r0.src[0]), _const_int(r1.src[0])
+    a, b = _const_int(r0.operands.end), _const_int(r1.operands.end)
     if a is None or b is None or a < 1 or b < 1:
         return None
     order = [u for u in nodes if u.op is kernel.RANGE]
     if order.index(r1) != order.index(r0) + 1:
         return None  # not neighbours in the kernel's loop order: iterations would be reordered
     for c in _closers(nodes):
-        rs = c.src[1:]
+        rs = c.operands.ranges
         if (r0 in rs or r1 in rs) and not any(x is r0 and y is r1 for x, y in itertools.pairwise(rs)):
             return None  # closed apart, or in the other order: merging would change the iteration order
     merged = UOp(kernel.RANGE, dtypes.index, (UOp.const(dtypes.index, a * b),), r0.arg)
@@ -364,8 +369,9 @@ def _merge_pair(g: UOp, nodes: list[UOp], r0: UOp, r1: UOp) -> UOp | None:
         if u in new:
             continue
         if u.op is kernel.END or u.op is kernel.REDUCE:
-            rs = [merged if r is r0 else r for r in u.src[1:] if r is not r1]
-            src = (new.get(u.src[0], u.src[0]), *(new.get(r, r) if r is not merged else r for r in rs))
+            rs = [merged if r is r0 else r for r in u.operands.ranges if r is not r1]
+            v = u.operands.value
+            src = (new.get(v, v), *(new.get(r, r) if r is not merged else r for r in rs))
         else:
             src = tuple(new.get(s, s) for s in u.src)
         if src != u.src:

@@ -102,7 +102,7 @@ class Lit(Term):
 
 @dataclass(frozen=True, eq=False, slots=True)
 class App(Term):
-    """A core op (a key of uopir.ir.corenames.CORE_OPS) applied to terms."""
+    """A core op (an operator role of uopir.ir.roles: "add", "lt", ...) applied to terms."""
     key: str
     args: tuple[Term, ...]
 

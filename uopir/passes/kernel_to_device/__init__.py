@@ -35,13 +35,16 @@ from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.dialects.core import const_value
 from uopir.ir.dtype import DType, dtypes
-from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from uopir.ir.pattern_compiler import PatternMatcher
+from uopir.ir.rewrite import graph_rewrite
 from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat
 from uopir.ir.valuerange import vmax
 from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.kernel.indexmath import const_extent, range_deps
 from uopir.passes.kernel_to_device.lanes import pick_lanes
-from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass
 from uopir.passes.target import Target, check_target_option
 
 __all__ = ["kernel_to_device", "KernelToDeviceOptions", "reduce_identity", "reduce_update"]
@@ -94,7 +97,7 @@ class _Lowering:
                 i += 1
         self.used.add(i)
         self.loops += 1
-        return UOp(D.LOOP, dtypes.index, (r.src[0],), i)
+        return UOp(D.LOOP, dtypes.index, (r.operands.end,), i)
 
     def fresh_loop(self, end: UOp) -> UOp:
         """A loop of a fresh id over [0, end) (no range of the kernel had it)."""
@@ -122,7 +125,7 @@ def _lower_group_reduce(ctx: _Lowering, r: UOp, g: UOp) -> UOp:
     part and stores it to local memory at its id; then, for a power-of-two group, a tree: at step s (n/2, n/4, ...,
     1) after a barrier thread i < s combines slots i and i + s into slot i; every thread reads slot 0 after the last
     barrier. (Another size: after one barrier every thread folds the n parts in thread order.)"""
-    partial = _lower_reduce(ctx, r.replace(src=(r.src[0], *(x for x in r.src[1:] if x is not g))))
+    partial = _lower_reduce(ctx, r.replace(src=(r.operands.value, *(x for x in r.operands.ranges if x is not g))))
     n, lanes = const_extent(g), r.dtype.count
     assert n is not None  # _hardware_ids maps only constant group ranges
     buf = UOp(K.LOCAL, r.dtype.scalar.ptr("local", n * lanes), (), ctx.locals)
@@ -137,36 +140,36 @@ def _lower_group_reduce(ctx: _Lowering, r: UOp, g: UOp) -> UOp:
 
     ptr = after(UOp(K.STORE, dtypes.void, (slot(buf, g), partial)))
     if n & (n - 1) == 0:
-        ident = reduce_identity(r.arg, r.dtype)
+        ident = reduce_identity(r.attrs.op, r.dtype)
         step = n // 2
         while step >= 1:
             s = UOp.const(dtypes.index, step)
             active = UOp(C.CMPLT, dtypes.bool, (g, s))
             mine = UOp(K.LOAD, r.dtype, (slot(ptr, g),))
             other = UOp(K.LOAD, r.dtype, (slot(ptr, g + s), ident, active))
-            ptr = after(UOp(K.STORE, dtypes.void, (slot(ptr, g, active), reduce_update(r.arg, mine, other))))
+            ptr = after(UOp(K.STORE, dtypes.void, (slot(ptr, g, active), reduce_update(r.attrs.op, mine, other))))
             step //= 2
         return UOp(K.LOAD, r.dtype, (slot(ptr, UOp.const(dtypes.index, 0)),))
-    j = ctx.fresh_loop(g.src[0])
+    j = ctx.fresh_loop(g.operands.end)
     ctx.accs += 1
-    acc = UOp(D.ACC, r.dtype, (reduce_identity(r.arg, r.dtype), j), ctx.accs - 1)
-    return UOp(D.ACCSTORE, r.dtype, (acc, reduce_update(r.arg, acc, UOp(K.LOAD, r.dtype, (slot(ptr, j),)))))
+    acc = UOp(D.ACC, r.dtype, (reduce_identity(r.attrs.op, r.dtype), j), ctx.accs - 1)
+    return UOp(D.ACCSTORE, r.dtype, (acc, reduce_update(r.attrs.op, acc, UOp(K.LOAD, r.dtype, (slot(ptr, j),)))))
 
 
 def _lower_reduce(ctx: _Lowering, r: UOp) -> UOp:
-    value, ranges = r.src[0], r.src[1:]
-    g = next((x for x in ranges if x.arg[1] == "group" and x in ctx.specials), None)
+    value, ranges = r.operands.value, r.operands.ranges
+    g = next((x for x in ranges if x.attrs.kind == "group" and x in ctx.specials), None)
     if g is not None:
         return _lower_group_reduce(ctx, r, g)
     if not ranges:
         if value.dtype.count == r.dtype.count:
             return value  # a reduction over nothing is its value (not `identity op value`: -0.0 + 0.0 is +0.0)
-        return _fold_lanes(r.arg, reduce_identity(r.arg, r.dtype), value, r.dtype.count)  # lane runs only
+        return _fold_lanes(r.attrs.op, reduce_identity(r.attrs.op, r.dtype), value, r.dtype.count)  # lane runs only
     loops = [ctx.loop(rg) for rg in ranges]
     x = value.substitute(dict(zip(ranges, loops, strict=True)))
     ctx.accs += 1
-    acc = UOp(D.ACC, r.dtype, (reduce_identity(r.arg, r.dtype), *loops), ctx.accs - 1)
-    return UOp(D.ACCSTORE, r.dtype, (acc, _fold_lanes(r.arg, acc, x, r.dtype.count)))
+    acc = UOp(D.ACC, r.dtype, (reduce_identity(r.attrs.op, r.dtype), *loops), ctx.accs - 1)
+    return UOp(D.ACCSTORE, r.dtype, (acc, _fold_lanes(r.attrs.op, acc, x, r.dtype.count)))
 
 
 def _lower_range(ctx: _Lowering, r: UOp) -> UOp:
@@ -174,8 +177,8 @@ def _lower_range(ctx: _Lowering, r: UOp) -> UOp:
 
 
 def _lower_end(e: UOp) -> UOp:
-    out = e.src[0]
-    for lp in reversed(e.src[1:]):
+    out = e.operands.value
+    for lp in reversed(e.operands.ranges):
         if lp.op is D.LOOP:
             out = UOp(D.ENDLOOP, dtypes.void, (lp, out))
     return out
@@ -194,7 +197,7 @@ RANGES = PatternMatcher([
 # ---- launch dimensions (a whole-kernel decision, so plain code) ------------------------------------------------------
 def _size(r: UOp) -> int | None:
     """The largest trip count of a range, if bounded."""
-    end = r.src[0]
+    end = r.operands.end
     if end.op is C.CONST:
         return int(const_value(end))
     hi = vmax(end)
@@ -210,8 +213,8 @@ def _hardware_ids(kdef: UOp, t: Target) -> dict[UOp, UOp]:
     work), else a local dim of its own; on a target without local memory it stays a loop."""
     order = kdef.toposort()
     ranges = [u for u in order if u.op is K.RANGE]
-    glob = [r for r in ranges if r.arg[1] == "global"]
-    loc = [r for r in ranges if r.arg[1] == "local"]
+    glob = [r for r in ranges if r.attrs.kind == "global"]
+    loc = [r for r in ranges if r.attrs.kind == "local"]
     out: dict[UOp, UOp] = {}
     threads, dims = 1, 0
     for dim, r in enumerate(reversed(loc[-3:])):
@@ -220,20 +223,21 @@ def _hardware_ids(kdef: UOp, t: Target) -> dict[UOp, UOp]:
             break
         threads *= n
         dims += 1
-        out[r] = UOp(D.SPECIAL, dtypes.index, (r.src[0],), ("local_id", dim))
-    reduces = [u for u in order if u.op is K.REDUCE and any(x.arg[1] == "group" for x in u.src[1:])]
+        out[r] = UOp(D.SPECIAL, dtypes.index, (r.operands.end,), ("local_id", dim))
+    reduces = [u for u in order if u.op is K.REDUCE and any(x.attrs.kind == "group" for x in u.operands.ranges)]
     if reduces and t.has_local:
         deps = range_deps(order, reduce_consumes=True)
         for red in reduces:
-            g = next(x for x in red.src[1:] if x.arg[1] == "group")
+            g = next(x for x in red.operands.ranges if x.attrs.kind == "group")
             n = const_extent(g)
             if g in out or n is None:
                 continue
-            same = next((s for x, s in out.items() if s.src[0] is g.src[0] and x not in deps[red.src[0]]), None)
+            same = next((s for x, s in out.items()
+                         if s.operands.size is g.operands.end and x not in deps[red.operands.value]), None)
             if same is not None:
                 out[g] = same
             elif dims < 3 and n <= t.max_local_dims[dims] and threads * n <= t.max_threads_per_block:
-                out[g] = UOp(D.SPECIAL, dtypes.index, (g.src[0],), ("local_id", dims))
+                out[g] = UOp(D.SPECIAL, dtypes.index, (g.operands.end,), ("local_id", dims))
                 threads *= n
                 dims += 1
     kind = "group_id" if out else "global_id"
@@ -241,14 +245,14 @@ def _hardware_ids(kdef: UOp, t: Target) -> dict[UOp, UOp]:
         n = _size(r)
         if n is None or n > t.max_global_dims[dim]:
             break
-        out[r] = UOp(D.SPECIAL, dtypes.index, (r.src[0],), (kind, dim))
+        out[r] = UOp(D.SPECIAL, dtypes.index, (r.operands.end,), (kind, dim))
     return out
 
 
 def _gate_shared_stores(kdef: UOp, specials: dict[UOp, UOp]) -> UOp:
     """Every store that does not vary over a local id (the threads of a group reduction all computed its value) is
     gated to the thread whose id is 0 there, so one thread writes it."""
-    local = {s for s in specials.values() if s.arg[0] == "local_id"}
+    local = {s for s in specials.values() if s.attrs.kind == "local_id"}
     if not local:
         return kdef
     order = kdef.toposort()
@@ -256,16 +260,16 @@ def _gate_shared_stores(kdef: UOp, specials: dict[UOp, UOp]) -> UOp:
     zero = UOp.const(dtypes.index, 0)
     new: dict[UOp, UOp] = {}
     for st in order:
-        if st.op is not K.STORE or st.src[0].dtype.addrspace != "global":
+        if st.op is not K.STORE or st.operands.ptr.dtype.addrspace != "global":
             continue
-        missing = sorted(local - {specials[r] for r in deps[st] if r in specials}, key=lambda s: s.arg[1])
+        missing = sorted(local - {specials[r] for r in deps[st] if r in specials}, key=lambda s: s.attrs.dim)
         if not missing:
             continue
-        gate = st.src[2] if len(st.src) > 2 else None
+        gate = st.operands.gate
         for s in missing:
             first = UOp(C.CMPEQ, dtypes.bool, (s, zero))
             gate = first if gate is None else UOp(C.AND, dtypes.bool, (gate, first))
-        new[st] = st.replace(src=(st.src[0], st.src[1], gate))
+        new[st] = st.replace(src=(st.operands.ptr, st.operands.value, gate))
     return kdef.substitute(new) if new else kdef
 
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 from uopir.dialects import core as C
 from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType
-from uopir.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from uopir.ir.pattern_compiler import PatternMatcher
+from uopir.ir.rewrite import graph_rewrite
 from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat
 from uopir.passes.device.devectorize import GEP_FOLDS, at_offset, gep
 
 __all__ = ["pick_lanes", "PICK_LANES"]
@@ -32,24 +34,26 @@ class _AnyWidth:
 
 def _through_elementwise(g: UOp, u: UOp) -> UOp | None:
     n = u.dtype.count
-    if n == 1 or (u.op is C.BITCAST and u.src[0].dtype.count != n):
+    if n == 1 or (u.op is C.BITCAST and u.operands.x.dtype.count != n):
         return None
     if any(s.dtype.count not in (1, n) for s in u.src):
         return None
-    d = u.dtype.scalar.vec(len(g.arg))
-    return UOp(u.op, d, tuple(gep(s, g.arg) if s.dtype.count == n else s for s in u.src), u.arg)
+    idx = g.attrs.idx
+    d = u.dtype.scalar.vec(len(idx))
+    return UOp(u.op, d, tuple(gep(s, idx) if s.dtype.count == n else s for s in u.src), u.arg)
 
 
 def _narrow_load(g: UOp, u: UOp) -> UOp | None:
-    n, lo, hi = u.dtype.count, min(g.arg), max(g.arg)
+    idx = g.attrs.idx
+    n, lo, hi = u.dtype.count, min(idx), max(idx)
     if n == 1 or hi - lo + 1 == n:
         return None
     lanes = tuple(range(lo, hi + 1))
     rest = tuple(gep(s, lanes) if s.dtype.count == n else s for s in u.src[1:])
-    ld = UOp(K.LOAD, u.dtype.scalar.vec(len(lanes)), (at_offset(u.src[0], lo), *rest))
+    ld = UOp(K.LOAD, u.dtype.scalar.vec(len(lanes)), (at_offset(u.operands.ptr, lo), *rest))
     if len(lanes) == 1:
-        return ld if len(g.arg) == 1 else UOp(C.VECTORIZE, g.dtype, (ld,) * len(g.arg))
-    return gep(ld, tuple(i - lo for i in g.arg))
+        return ld if len(idx) == 1 else UOp(C.VECTORIZE, g.dtype, (ld,) * len(idx))
+    return gep(ld, tuple(i - lo for i in idx))
 
 
 PICK_LANES = PatternMatcher([

@@ -4,7 +4,7 @@ uopir.dialects.core and uopir.dialects.tensor, where each fold sits beside its o
 """
 from __future__ import annotations
 
-from uopir.passes.manager import register_pipeline
+from uopir.passes.registry import register_pipeline
 
 register_pipeline("tensor-canonicalize", None, lambda _: "canonicalize{dialects=core,tensor}",
                   summary="canonicalize with the folds of the core and tensor dialects")

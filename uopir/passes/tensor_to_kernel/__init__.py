@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from uopir.ir.uop import UOp
-from uopir.passes.manager import PassContext, register_pass
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass
 from uopir.passes.tensor_to_kernel.schedule import MAX_KERNEL_OPS, Kernel, schedule
 
 __all__ = ["Kernel", "schedule", "tensor_to_kernel", "TensorToKernelOptions"]

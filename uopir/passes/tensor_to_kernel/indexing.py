@@ -28,8 +28,9 @@ def kernel_dim(d: int | UOp) -> Dim:
     expression over kernel.var (a binding's value is not part of the kernel: it is passed at run time)."""
     if not isinstance(d, UOp):
         return d
-    mapping = {x: UOp(kernel.VAR, dtypes.index, (), (x if x.op is tensor.VAR else x.src[0]).arg)
-               for x in d.toposort() if x.op is tensor.VAR or (x.op is tensor.BIND and x.src[0].op is tensor.VAR)}
+    mapping = {x: UOp(kernel.VAR, dtypes.index, (), (x if x.op is tensor.VAR else x.operands.var).arg)
+               for x in d.toposort()
+               if x.op is tensor.VAR or (x.op is tensor.BIND and x.operands.var.op is tensor.VAR)}
     return canon(d.substitute(mapping) if mapping else d)
 
 
@@ -225,10 +226,10 @@ def pad_index(idx: Index, pads: tuple[tuple[Dim, Dim], ...], src: tuple[Dim, ...
 
 def movement_index(u: UOp, idx: Index) -> tuple[Index, UOp | None]:
     """The index of u's operand that u's element at idx reads, and the validity condition a pad adds."""
-    op, src = u.op, u.src[0].shape
+    op, src = u.op, u.operands.x.shape
     assert src is not None
     if op is tensor.PERMUTE:
-        return permute_index(idx, u.arg), None
+        return permute_index(idx, u.attrs.perm), None
     if len(u.src) == 1 and all(type(d) is int for d in src):
         arg = u.arg
     else:  # symbolic dims: the kernel's expressions over kernel.var

@@ -129,7 +129,7 @@ class _Builder:
         return self.params[buf]
 
     def load(self, buf: UOp, idx: Index, gate: UOp | None) -> UOp:
-        p = UOp(kernel.INDEX, buf.dtype.ptr(), (self.ptr(buf), offset(idx, buf.arg[2])))
+        p = UOp(kernel.INDEX, buf.dtype.ptr(), (self.ptr(buf), offset(idx, buf.attrs.shape)))
         if gate is None:
             return UOp(kernel.LOAD, buf.dtype, (p,))
         return UOp(kernel.LOAD, buf.dtype, (p, _zero(buf.dtype), gate))
@@ -140,7 +140,7 @@ class _Builder:
             if target.op in _VIEWS:
                 idx, _ = movement_index(target, idx)
             target = target.src[0]
-        return target, offset(idx, target.arg[2])
+        return target, offset(idx, target.attrs.shape)
 
     def render(self, u: UOp, idx: Index, gate: UOp | None) -> UOp:
         """u's value at idx (under gate), rendered iteratively: a node's operands are rendered before it, in
@@ -202,21 +202,21 @@ class _Builder:
         if op in _MOVEMENT:
             sidx, valid = movement_index(u, idx)
             if valid is None:
-                return [(u.src[0], sidx, gate)], lambda vs: vs[0]
+                return [(u.operands.x, sidx, gate)], lambda vs: vs[0]
             g = and_gate(gate, valid)
 
             def pad(vs: list[UOp]) -> UOp:
                 v = vs[0]
-                if v.op is kernel.LOAD and len(v.src) == 3 and v.src[2] is g:
+                if v.op is kernel.LOAD and v.operands.gate is g:
                     return v  # the gated load is already zero outside
                 return valid.where(v, _zero(u.dtype))
-            return [(u.src[0], sidx, g)], pad
+            return [(u.operands.x, sidx, g)], pad
         if op is tensor.REDUCE:
             if not self.plan.rendered_once(u, (self.kernel_no, idx, gate)):
                 v = self.load(UOp(tensor.BUFFER, u.dtype, (), (0, "", u.shape), "stub"), idx, gate)
                 return [], lambda _: v  # this build is discarded: do not render the reduction again
-            rop, axes = u.arg
-            src_shape = u.src[0].shape
+            rop, axes = u.attrs.op, u.attrs.axes
+            src_shape = u.operands.x.shape
             ranges = [UOp(kernel.RANGE, dtypes.index, (kernel_index(src_shape[a]),), (next(self.axis), "reduce"))
                       for a in sorted(axes)]
             rmap = dict(zip(sorted(axes), ranges, strict=True))
@@ -228,9 +228,9 @@ class _Builder:
                 if gate is not None:
                     self.gated.add(r)
                 return r
-            return [(u.src[0], sidx, gate)], reduce
+            return [(u.operands.x, sidx, gate)], reduce
         if op is tensor.DETACH:
-            return [(u.src[0], idx, gate)], lambda vs: vs[0]
+            return [(u.operands.x, idx, gate)], lambda vs: vs[0]
         if op in _ELEMENTWISE:
             def alu(vs: list[UOp]) -> UOp:
                 r = u.replace(src=tuple(vs))
@@ -277,14 +277,14 @@ class _Plan:
         self.reduce_at: dict[UOp, tuple] = {}  # reduction -> where this build first rendered it
         self.twice: dict[UOp, None] = {}  # reductions this build found at a second place
         self.kernel_no = 0
-        ids = [u.arg[0] for u in self.order if u.op is tensor.BUFFER]
+        ids = [u.attrs.id for u in self.order if u.op is tensor.BUFFER]
         self.first_id = max(ids, default=-1) + 1
         self.devices: dict[UOp, str | None] = {}
         for u in self.order:
             if u.op is tensor.BUFFER:
-                self.devices[u] = u.arg[1]
+                self.devices[u] = u.attrs.device
             elif u.op is tensor.COPY:
-                self.devices[u] = u.arg
+                self.devices[u] = u.attrs.device
             else:
                 self.devices[u] = next((d for s in u.src if (d := self.devices[s]) is not None), None)
         self.default_device = next((d for d in self.devices.values() if d is not None), "python")
@@ -307,14 +307,14 @@ class _Plan:
                 self.materialized[u] = "contiguous"
             elif op is tensor.COPY:
                 self.materialized[u] = "copy to another device"
-                if u.src[0].op is not tensor.BUFFER:
-                    self.materialized.setdefault(u.src[0], "copied to another device")
+                if u.operands.x.op is not tensor.BUFFER:
+                    self.materialized.setdefault(u.operands.x, "copied to another device")
             elif op is tensor.ASSIGN:
                 self.materialized[u] = "assign"
-                writers.setdefault(base_buffer(u.src[0]), []).append(u)
+                writers.setdefault(base_buffer(u.operands.target), []).append(u)
         for u in self.outputs:
             self.materialized.setdefault(u, "output")
-            if u.op is tensor.ASSIGN and u.src[0].op is not tensor.BUFFER:
+            if u.op is tensor.ASSIGN and u.operands.target.op is not tensor.BUFFER:
                 self.temp_assigns.add(u)  # the sink returns a view of the target: keep the value in a buffer
         for ws in writers.values():
             self.temp_assigns.update(ws[:-1])  # an earlier write's result must survive the later ones
@@ -386,7 +386,7 @@ class _Plan:
         assert shape is not None
         idx = b.output_ranges(shape)
         if target is None:
-            dbuf, doff = dst, offset(idx, dst.arg[2])
+            dbuf, doff = dst, offset(idx, dst.attrs.shape)
         else:
             dbuf, doff = b.address(target, idx)
         dptr = UOp(kernel.INDEX, dbuf.dtype.ptr(), (b.ptr(dbuf), doff))
@@ -400,7 +400,7 @@ class _Plan:
         body = UOp(kernel.END, dtypes.void, (store, *rngs)) if rngs else store
         ast = UOp(kernel.DEF, dtypes.void, (body,), "k")
         name = _kernel_name(node, ast, tuple(d for d in shape if d != 1))
-        names = sorted({x.arg[0] for x in ast.toposort() if x.op is kernel.VAR})
+        names = sorted({x.attrs.name for x in ast.toposort() if x.op is kernel.VAR})
         return Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, gated=b.gated,
                       ranges=tuple(rngs),
                       vars=tuple(self.var_operands[n] for n in names))
@@ -409,9 +409,9 @@ class _Plan:
         if m.op is not tensor.ASSIGN:
             buf = self._new_buffer(m, ids)
             self.storage[m] = (buf, None)
-            value = m.src[0] if m.op is tensor.CONTIGUOUS or m.op is tensor.COPY else None
+            value = m.operands.x if m.op is tensor.CONTIGUOUS or m.op is tensor.COPY else None
             return [self._kernel(m, value, buf, None, None if value is not None else m)]
-        target, value = m.src
+        target, value = m.operands.target, m.operands.value
         if m in self.temp_assigns:
             tmp = self._new_buffer(m, ids)
             k1 = self._kernel(m, value, tmp, None, m)
@@ -444,18 +444,19 @@ def _var_operands(order: list[UOp]) -> dict[str, UOp]:
     binds it (one value per variable), else the tensor.var (its value comes from the caller, by name)."""
     out: dict[str, UOp] = {}
     for u in order:
-        if u.op is tensor.BIND and u.src[0].op is tensor.VAR:
-            name = u.src[0].arg[0]
+        if u.op is tensor.BIND and u.operands.var.op is tensor.VAR:
+            name = u.operands.var.attrs.name
             prev = out.get(name)
             if prev is not None and prev.op is tensor.BIND and prev is not u:
-                raise _err(u, f"variable {name!r} is bound to two values in one program ({prev.src[1].arg} and "
-                              f"{u.src[1].arg})")
+                raise _err(u, f"variable {name!r} is bound to two values in one program "
+                              f"({prev.operands.value.attrs.value} and {u.operands.value.attrs.value})")
             out[name] = u
         elif u.op is tensor.VAR:
-            prev = out.get(u.arg[0])
-            if prev is not None and (prev if prev.op is tensor.VAR else prev.src[0]) is not u:
-                raise _err(u, f"two different variables are named {u.arg[0]!r}")
-            out.setdefault(u.arg[0], u)
+            name = u.attrs.name
+            prev = out.get(name)
+            if prev is not None and (prev if prev.op is tensor.VAR else prev.operands.var) is not u:
+                raise _err(u, f"two different variables are named {name!r}")
+            out.setdefault(name, u)
     return out
 
 
@@ -467,7 +468,7 @@ def _free_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
         if x.op is kernel.RANGE:
             memo[x] = frozenset((x,))
         elif x.op is kernel.REDUCE:
-            memo[x] = memo[x.src[0]] - frozenset(x.src[1:])
+            memo[x] = memo[x.operands.value] - frozenset(x.operands.ranges)
         elif len(x.src) == 1:
             memo[x] = memo[x.src[0]]
         else:
@@ -503,8 +504,8 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
                     loads[u] >= HEAVY_LOADS and math.prod(storage_shape(t.shape)) <= _runs(deps))):
                 return t
         if u.op is kernel.REDUCE:
-            inner = loops[:len(deps)] + tuple(u.src[1:])
-            stack.append((u.src[0], inner))
+            inner = loops[:len(deps)] + tuple(u.operands.ranges)
+            stack.append((u.operands.value, inner))
         else:
             stack.extend((s, loops) for s in u.src if s.dtype is not dtypes.index)
     return None
@@ -514,7 +515,7 @@ def _runs(deps: frozenset[UOp]) -> int:
     """How many times the loops `deps` run together (0 when one has a symbolic size)."""
     runs = 1
     for r in deps:
-        n = const_value(r.src[0])
+        n = const_value(r.operands.end)
         if type(n) is not int:
             return 0
         runs *= n
@@ -532,9 +533,12 @@ def _repeats(deps: frozenset[UOp], t: UOp) -> bool:
 def _reads_other_element(k: Kernel) -> bool:
     """Does an in-place assign kernel read its target buffer anywhere but the element it writes?"""
     store = next(x for x in k.ast.toposort() if x.op is kernel.STORE)
-    dst = store.src[0]
+    dst = store.operands.ptr
     for x in k.ast.toposort():
-        if x.op is kernel.LOAD and x.src[0].src[0] is dst.src[0] and (x.src[0] is not dst or len(x.src) > 1):
+        if x.op is not kernel.LOAD:
+            continue
+        at = x.operands.ptr
+        if at.operands.ptr is dst.operands.ptr and (at is not dst or len(x.src) > 1):
             return True
     return False
 
@@ -547,7 +551,7 @@ def _order(kernels: list[Kernel]) -> list[Kernel] | None:
     writers: dict[UOp, list[int]] = {}
     for i, k in enumerate(kernels):
         producer.setdefault(k.node, i)  # a temp assign's first kernel fills the temp its readers read
-        if k.node.op is tensor.ASSIGN and k.writes is base_buffer(k.node.src[0]):
+        if k.node.op is tensor.ASSIGN and k.writes is base_buffer(k.node.operands.target):
             writers.setdefault(k.writes, []).append(i)
     deps: list[set[int]] = [set() for _ in kernels]
     for i, k in enumerate(kernels):
@@ -604,8 +608,8 @@ def schedule(root: UOp, max_ops: int = MAX_KERNEL_OPS) -> tuple[list[Kernel], UO
     for s in (root.src if root.op is core.SINK else (root,)):
         if s in plan.storage:
             buf, _ = plan.storage[s]
-            if s in plan.last_writes and s.src[0].op is tensor.BUFFER:
-                buf = s.src[0]  # the target itself holds the value once every call has run
+            if s in plan.last_writes and s.operands.target.op is tensor.BUFFER:
+                buf = s.operands.target  # the target itself holds the value once every call has run
             after = UOp(tensor.AFTER, buf.dtype, (buf, *frontier))
             if after.shape != s.shape:  # a symbolic shape: its buffer has the largest one
                 after = tensor.movement(tensor.SHRINK, after, tuple((0, d) for d in s.shape))
