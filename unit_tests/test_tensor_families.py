@@ -1,5 +1,6 @@
 """Tensor by op family (issue 25): `tensor.py` holds the class and its core, every other public method is defined
-once, in the mixin of its family, and no method is a one-line hand-off to another module's function."""
+once, in the mixin of its family, and no method is a one-line hand-off to a function (of another module or of
+its own): the op's body is the method's."""
 from __future__ import annotations
 
 import ast
@@ -51,33 +52,43 @@ def test_tensor_keeps_only_its_core_and_families_hold_the_rest() -> None:
         assert owner is not Tensor and owner.__module__.rsplit(".", 1)[-1] in FAMILIES, (n, owner)
 
 
+def _on_self(node: ast.expr | None) -> bool:
+    """Is the call's first argument the tensor itself: `self`, `self.m()`, or a tuple that starts with `self`?"""
+    if isinstance(node, ast.Tuple) and node.elts:
+        node = node.elts[0]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
 def _handoffs(path: Path) -> list[str]:
-    """Methods whose whole body (docstring aside) is `return module.function(self, ...)` (or of `self.m()`), with an
-    imported module: the op's body lives elsewhere. Calls that hand over a value (`D.compiled(self.uop, ...)`) are
-    the method's own work."""
+    """Methods whose whole body (docstring aside) is `return function(self, ...)` (or of `self.m()`): the op's body
+    lives elsewhere. `function` is either an imported module's (`module.function`) or a function defined in the same
+    module (a family module keeps as functions only the pieces several ops share, each called with more around it).
+    Calls that hand over a value (`D.compiled(self.uop, ...)`) are the method's own work."""
     tree = ast.parse(path.read_text())
     modules = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom | ast.Import)
                for a in node.names}
+    local_functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     out = []
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
         for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
             body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-            if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Call):
-                f = body[0].value.func
-                args = body[0].value.args
-                first = args[0] if args else None
-                on_self = isinstance(first, ast.Name) and first.id == "self" or isinstance(first, ast.Call) and \
-                    isinstance(first.func, ast.Attribute) and isinstance(first.func.value, ast.Name) and \
-                    first.func.value.id == "self"
-                if on_self and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
-                        and f.value.id in modules \
-                        and inspect.ismodule(getattr(importlib.import_module(f"uopir.frontend.{path.stem}"),
-                                                     f.value.id, None)):
-                    out.append(f"{path.name}: {cls.name}.{fn.name} -> {f.value.id}.{f.attr}")
+            if not (len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Call)):
+                continue
+            f, args = body[0].value.func, body[0].value.args
+            if not _on_self(args[0] if args else None):
+                continue
+            if isinstance(f, ast.Name) and f.id in local_functions:
+                out.append(f"{path.name}: {cls.name}.{fn.name} -> {f.id} (a function of the same module)")
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules \
+                    and inspect.ismodule(getattr(importlib.import_module(f"uopir.frontend.{path.stem}"), f.value.id,
+                                                 None)):
+                out.append(f"{path.name}: {cls.name}.{fn.name} -> {f.value.id}.{f.attr}")
     return out
 
 
-def test_no_method_hands_off_to_another_module() -> None:
+def test_no_method_hands_off_to_a_function() -> None:
     found = [h for name in sorted(FAMILIES | {"tensor"}) if (FRONTEND / f"{name}.py").exists()
              for h in _handoffs(FRONTEND / f"{name}.py")]
     assert not found, "one-line delegations (put the body in the family's method):\n" + "\n".join(found)

@@ -15,8 +15,10 @@ front. So `t[1, :, 3:11:2, idx, 0:2]` keeps idx's dims in the place of its dim. 
 (they are not checked: that would need the data); negative ones count from the end. Boolean masks (a bool tensor,
 or a list of bools only) are an IndexError: their result shape depends on the data.
 
-This module imports no Tensor (tensor.py imports it): it uses the public methods of the tensor it indexes and
-builds new tensors with `type(x)`.
+The indexing itself is `Indexing.__getitem__` (a mixin Tensor inherits); its steps and `pick` (which selection,
+scatter, nn_ops and the ONNX importer share) are module functions that use the public methods of the tensor they
+are given and build new tensors with `type(x)`. Tensor is imported only for type checking (tensor.py imports this
+module).
 
 Symbolic indices (uopir.frontend.variable): a Variable (bound or not) as an int index or a slice bound (`t[:, :n]`,
 `t[n:n + 2]`), and any index into a symbolic dim, become a shrink with symbolic bounds; such slices take step 1, and
@@ -59,8 +61,6 @@ def _as_index_tensor(x: Tensor, i: Any) -> Tensor:
     return t if t.dtype.itemsize >= 4 and not t.dtype.is_unsigned else t.cast(dtypes.int64)
 
 
-
-
 def pick(values: Tensor, onehot: Tensor, axes: tuple[int, ...]) -> Tensor:
     """The element of `values` where the bool `onehot` is set along `axes` (at most one there; none reads 0).
 
@@ -89,8 +89,8 @@ def _stride(x: Tensor, dim: int, step: int) -> Tensor:
     return x.reshape(x.shape[:dim] + (count,) + x.shape[dim + 2:])
 
 
-def getitem(x: Tensor, index: Any) -> Tensor:
-    """x[index] with torch's and tinygrad's rules (basic and integer-array indexing; no boolean masks)."""
+def _index_items(x: Tensor, index: Any) -> list[Any]:
+    """The index of x as one item per dim or None (ints, slices, Variables, index tensors), its ellipsis expanded."""
     tensor = type(x)
     if isinstance(index, list) and all(isinstance(v, int | np.integer) for v in index):
         items: list[Any] = [index]  # a list of ints (bools among them read as ints) is one index
@@ -106,7 +106,8 @@ def getitem(x: Tensor, index: Any) -> Tensor:
         elif isinstance(it, slice):
             for v in (it.start, it.stop, it.step):
                 if not (v is None or isinstance(v, int | np.integer | UOp)):
-                    raise TypeError(f"slice bounds must be ints, None or Variables, got {type(v).__name__} in {it!r}")
+                    raise TypeError(f"slice bounds must be ints, None or Variables, got {type(v).__name__} in "
+                                    f"{it!r}")
         elif not (it is None or it is Ellipsis or isinstance(it, int | slice | UOp)):
             raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}")
     if sum(it is Ellipsis for it in items) > 1:
@@ -121,59 +122,7 @@ def getitem(x: Tensor, index: Any) -> Tensor:
         items = items[:e] + fill + items[e + 1:]
     else:
         items = items + fill
-
-    # ---- basic indexing: one shrink, flips, strides, one reshape ----
-    bounds: list[tuple[int, int]] = []
-    flips: list[int] = []
-    strides: list[tuple[int, int]] = []
-    out_shape: list[int] = []
-    tensor_dims: list[tuple[int, Tensor, int]] = []  # (output dim, index tensor, size of that dim)
-    d = 0
-    for it in items:
-        if it is None:
-            out_shape.append(1)
-            continue
-        n = x.shape[d]
-        if _symbolic(it, n):
-            (lo, hi), count = _symbolic_bounds(it, n, d)
-            bounds.append((lo, hi))
-            if count is not None:
-                out_shape.append(count)
-        elif isinstance(it, int):
-            if not -n <= it < n:
-                raise IndexError(f"index {it} is out of bounds for dim {d} with size {n} (shape {x.shape})")
-            i = it % n
-            bounds.append((i, i + 1))
-        elif isinstance(it, slice):
-            start, stop, step = it.indices(n)
-            count = len(range(start, stop, step))
-            if count == 0:
-                bounds.append((0, 0))
-            elif step > 0:
-                bounds.append((start, start + (count - 1) * step + 1))
-            else:
-                bounds.append((start + (count - 1) * step, start + 1))
-                flips.append(d)
-            if count > 1 and abs(step) > 1:
-                strides.append((d, abs(step)))
-            out_shape.append(count)
-        else:
-            bounds.append((0, n))
-            tensor_dims.append((len(out_shape), it, n))
-            out_shape.append(n)
-        d += 1
-    x = x.shrink(tuple(bounds))
-    if flips:
-        x = x.flip(flips)
-    for dim, step in strides:
-        x = _stride(x, dim, step)
-    x = x.reshape(tuple(out_shape))
-    if not tensor_dims:
-        return x
-    # torch's placement: the index tensors' dims (ints already removed) side by side keep their place
-    pos = [p for p, _, _ in tensor_dims]
-    adjacent = pos == list(range(pos[0], pos[0] + len(pos)))
-    return _advanced(x, tensor_dims, adjacent=adjacent, insert_at=pos[0])
+    return items
 
 
 def _symbolic(it: Any, n: Any) -> bool:
@@ -240,7 +189,60 @@ class Indexing:
     __slots__ = ()
 
     def __getitem__(self, index: Any) -> Tensor:
-        return getitem(self, index)
+        """self[index] with torch's and tinygrad's rules (basic and integer-array indexing; no boolean masks)."""
+        items = _index_items(self, index)
+        # ---- basic indexing: one shrink, flips, strides, one reshape ----
+        bounds: list[tuple[int, int]] = []
+        flips: list[int] = []
+        strides: list[tuple[int, int]] = []
+        out_shape: list[int] = []
+        tensor_dims: list[tuple[int, Tensor, int]] = []  # (output dim, index tensor, size of that dim)
+        d = 0
+        for it in items:
+            if it is None:
+                out_shape.append(1)
+                continue
+            n = self.shape[d]
+            if _symbolic(it, n):
+                (lo, hi), count = _symbolic_bounds(it, n, d)
+                bounds.append((lo, hi))
+                if count is not None:
+                    out_shape.append(count)
+            elif isinstance(it, int):
+                if not -n <= it < n:
+                    raise IndexError(f"index {it} is out of bounds for dim {d} with size {n} (shape {self.shape})")
+                i = it % n
+                bounds.append((i, i + 1))
+            elif isinstance(it, slice):
+                start, stop, step = it.indices(n)
+                count = len(range(start, stop, step))
+                if count == 0:
+                    bounds.append((0, 0))
+                elif step > 0:
+                    bounds.append((start, start + (count - 1) * step + 1))
+                else:
+                    bounds.append((start + (count - 1) * step, start + 1))
+                    flips.append(d)
+                if count > 1 and abs(step) > 1:
+                    strides.append((d, abs(step)))
+                out_shape.append(count)
+            else:
+                bounds.append((0, n))
+                tensor_dims.append((len(out_shape), it, n))
+                out_shape.append(n)
+            d += 1
+        x = self.shrink(tuple(bounds))
+        if flips:
+            x = x.flip(flips)
+        for dim, step in strides:
+            x = _stride(x, dim, step)
+        x = x.reshape(tuple(out_shape))
+        if not tensor_dims:
+            return x
+        # torch's placement: the index tensors' dims (ints already removed) side by side keep their place
+        pos = [p for p, _, _ in tensor_dims]
+        adjacent = pos == list(range(pos[0], pos[0] + len(pos)))
+        return _advanced(x, tensor_dims, adjacent=adjacent, insert_at=pos[0])
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """out[..., i, ...] = self[..., index[..., i, ...], ...] along dim (torch.gather)."""

@@ -8,7 +8,9 @@ the last write wins on duplicate indices, as torch on CPU; a sum, prod, max, min
 Positions no index names keep self (and with include_self=False only those). Index values outside [0, n) hit
 nothing (torch raises; checking needs the data).
 
-This module imports no Tensor: it works through the public methods of the tensors it is given.
+Each op's body is its method in the mixin `Scatter` (Tensor inherits it); the steps both share (`_lines`, `_as_1d`)
+are module functions that work through the public methods of the tensors they are given. Tensor is imported
+only for type checking (tensor.py imports this module): new tensors come from `type(x)`.
 """
 from __future__ import annotations
 
@@ -52,54 +54,6 @@ def _as_1d(x: Tensor, index: Tensor, src: Tensor) -> tuple[Tensor, Tensor, Tenso
     return tuple(t.reshape(1) if t.ndim == 0 else t for t in (x, index, src))  # type: ignore[return-value]
 
 
-def scatter(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    if x.ndim == 0:
-        norm_axis(dim, 0)
-        x1, i1, s1 = _as_1d(x, index, src)
-        return scatter(x1, 0, i1, s1).reshape(())
-    if index.numel() == 0:
-        _lines(x, dim, index, src)
-        return x
-    hit, vals = _lines(x, dim, index, src)
-    m = hit.shape[-1]
-    order = type(x).arange(1, m + 1, dtype=P.DEFAULT_INT, device=x.device)
-    last = hit.where(order, 0).max(-1)  # 1 + the last source landing here, 0 for none
-    val = pick(vals, hit & (order == last.unsqueeze(-1)), (vals.ndim - 1,))
-    return (last > 0).where(val, x)
-
-
-def scatter_reduce(x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
-    if reduce not in REDUCTIONS:
-        raise RuntimeError(f"scatter_reduce: reduce={reduce!r} must be one of {', '.join(REDUCTIONS)}")
-    if x.ndim == 0:
-        norm_axis(dim, 0)
-        x1, i1, s1 = _as_1d(x, index, src)
-        return scatter_reduce(x1, 0, i1, s1, reduce, include_self).reshape(())
-    hit, vals = _lines(x, dim, index, src)
-    if index.numel() == 0:
-        return x
-    d = x.dtype
-    landed = hit.any(-1)
-    last = vals.ndim - 1
-    if reduce in ("sum", "mean"):
-        r = hit.where(vals, 0).sum(last).cast(d)
-        if reduce == "sum":
-            return r + x if include_self else landed.where(r, x)
-        count = hit.sum(last) + (1 if include_self else 0)
-        total = r + x if include_self else r
-        mean = total / count if d.is_float else total.div(count, rounding_mode="floor")
-        return (count > 0).where(mean.cast(d), x)
-    if reduce == "prod":
-        r = hit.where(vals, 1).prod(last).cast(d)
-        return r * x if include_self else landed.where(r, x)
-    fill = (d.min if reduce == "amax" else d.max) if not d.is_float else float("-inf" if reduce == "amax" else "inf")
-    masked = hit.where(vals, fill)
-    r = masked.max(last) if reduce == "amax" else masked.min(last)
-    if include_self:
-        return r.maximum(x) if reduce == "amax" else r.minimum(x)
-    return landed.where(r, x)
-
-
 class Scatter:
     """Tensor's scatter ops."""
 
@@ -119,11 +73,52 @@ class Scatter:
             src = type(self)(src, dtype=self.dtype, device=self.device)
         if reduce is not None:
             return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")  # type: ignore[arg-type]
-        return scatter(self, dim, index, src)  # type: ignore[arg-type]
+        if self.ndim == 0:
+            norm_axis(dim, 0)
+            x1, i1, s1 = _as_1d(self, index, src)  # type: ignore[arg-type]
+            return x1.scatter(0, i1, s1).reshape(())
+        if index.numel() == 0:
+            _lines(self, dim, index, src)  # type: ignore[arg-type]
+            return self
+        hit, vals = _lines(self, dim, index, src)  # type: ignore[arg-type]
+        m = hit.shape[-1]
+        order = type(self).arange(1, m + 1, dtype=P.DEFAULT_INT, device=self.device)
+        last = hit.where(order, 0).max(-1)  # 1 + the last source landing here, 0 for none
+        val = pick(vals, hit & (order == last.unsqueeze(-1)), (vals.ndim - 1,))
+        return (last > 0).where(val, self)
 
     def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
         """reduce (sum, prod, mean, amax, amin) of src into self along dim; include_self=False leaves self out
         wherever an index lands (int mean rounds down, as torch)."""
         index = index if isinstance(index, type(self)) else type(self)(index, device=self.device)
         src = src if isinstance(src, type(self)) else type(self)(src, dtype=self.dtype, device=self.device)
-        return scatter_reduce(self, dim, index, src, reduce, include_self)
+        if reduce not in REDUCTIONS:
+            raise RuntimeError(f"scatter_reduce: reduce={reduce!r} must be one of {', '.join(REDUCTIONS)}")
+        if self.ndim == 0:
+            norm_axis(dim, 0)
+            x1, i1, s1 = _as_1d(self, index, src)
+            return x1.scatter_reduce(0, i1, s1, reduce, include_self).reshape(())
+        hit, vals = _lines(self, dim, index, src)
+        if index.numel() == 0:
+            return self
+        d = self.dtype
+        landed = hit.any(-1)
+        last = vals.ndim - 1
+        if reduce in ("sum", "mean"):
+            r = hit.where(vals, 0).sum(last).cast(d)
+            if reduce == "sum":
+                return r + self if include_self else landed.where(r, self)
+            count = hit.sum(last) + (1 if include_self else 0)
+            total = r + self if include_self else r
+            mean = total / count if d.is_float else total.div(count, rounding_mode="floor")
+            return (count > 0).where(mean.cast(d), self)
+        if reduce == "prod":
+            r = hit.where(vals, 1).prod(last).cast(d)
+            return r * self if include_self else landed.where(r, self)
+        largest = reduce == "amax"
+        fill = (d.min if largest else d.max) if not d.is_float else float("-inf" if largest else "inf")
+        masked = hit.where(vals, fill)
+        r = masked.max(last) if largest else masked.min(last)
+        if include_self:
+            return r.maximum(self) if largest else r.minimum(self)
+        return landed.where(r, self)

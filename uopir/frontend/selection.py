@@ -14,8 +14,10 @@ nonzero, each a decomposition into broadcasting comparisons, masked reductions a
 - masked_select and nonzero have a data-dependent length: without `size` they realize the mask's count first
   (`.item()`, as tinygrad does), then build the output of that length; with `size` nothing runs early.
 
-This module imports no Tensor: it works through the public methods of the tensors it is given (tensor.py imports
-it, never the reverse).
+Each op's body is its method in the mixin `Selection` (Tensor inherits it); the pieces several methods share are
+module functions (`sorted_first` for sort, argsort and topk, `running_extreme` for cummax and cummin, the rank and
+permutation steps) that work through the public methods of the tensors they are given. Tensor is imported only for
+type checking (tensor.py imports this module, never the reverse): new tensors come from `type(x)`.
 """
 from __future__ import annotations
 
@@ -69,13 +71,10 @@ def _permute_last(x: Tensor, ranks: Tensor, count: int) -> tuple[Tensor, Tensor]
     return pick(vals, onehot, (onehot.ndim - 1,)), pick(pos, onehot, (onehot.ndim - 1,))
 
 
-def sort(x: Tensor, dim: int, descending: bool, count: int | None = None) -> tuple[Tensor, Tensor]:
-    """(values, int32 indices) along dim, stable; with `count`, only the first count positions (topk)."""
-    d = norm_axis(dim, x.ndim, x.shape)
-    if x.ndim == 0:
-        return x, x.zeros_like(dtype=P.DEFAULT_INT)
+def sorted_first(x: Tensor, d: int, descending: bool, count: int) -> tuple[Tensor, Tensor]:
+    """The first `count` elements along the (normalized) dim d of a tensor of at least 1 dim in stable sort order,
+    and their int32 indices: sort, argsort and topk."""
     n = x.shape[d]
-    count = n if count is None else count
     t = x.transpose(d, -1)
     if n <= 1:  # nothing to order (topk may still keep 0 of 1)
         keep = tuple((0, s) for s in t.shape[:-1]) + ((0, count),)
@@ -85,26 +84,11 @@ def sort(x: Tensor, dim: int, descending: bool, count: int | None = None) -> tup
     return vals.transpose(d, -1), idx.transpose(d, -1)
 
 
-def topk(x: Tensor, k: int, dim: int, largest: bool) -> tuple[Tensor, Tensor]:
-    d = norm_axis(dim, x.ndim, x.shape)
-    n = x.shape[d] if x.ndim else 1
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
-        raise ValueError(f"topk: k={k!r} is out of range for dim {dim} of shape {x.shape} (0 <= k <= {n})")
-    if x.ndim == 0:
-        v, i = sort(x.reshape(1), 0, largest, k)
-        return (v.reshape(()), i.reshape(())) if k == 1 else (v, i)
-    return sort(x, d, largest, k)
-
-
-def cumulative_extreme(x: Tensor, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
-    """cummax / cummin: (running extreme, int32 index of the last position that reached it) along axis."""
-    a = norm_axis(axis, x.ndim, x.shape)
-    if x.ndim == 0:
-        return x, x.zeros_like(dtype=P.DEFAULT_INT)
+def running_extreme(x: Tensor, a: int, largest: bool) -> tuple[Tensor, Tensor]:
+    """cummax / cummin of a tensor of at least 1 dim, along its (normalized, non-empty) axis a: (running extreme,
+    int32 index of the last position that reached it)."""
     n = x.shape[a]
     t = x.transpose(a, -1)
-    if n == 0:
-        return x, x.zeros_like(dtype=P.DEFAULT_INT)
     d = x.dtype
     fill = (d.min if largest else d.max) if not d.is_float else float("-inf" if largest else "inf")
     xj = t.unsqueeze(-2).expand(t.shape[:-1] + (n, n))  # [..., i, j] = x_j
@@ -121,63 +105,6 @@ def cumulative_extreme(x: Tensor, axis: int, largest: bool) -> tuple[Tensor, Ten
     return vals.transpose(a, -1), idx.transpose(a, -1)
 
 
-def logcumsumexp(x: Tensor, axis: int) -> Tensor:
-    """log(cumsum(exp(x))) with each prefix shifted by its running max (taken as 0 where infinite)."""
-    x = x if x.dtype.is_float else x.float()
-    a = norm_axis(axis, x.ndim, x.shape)
-    if x.ndim == 0 or x.shape[a] == 0:
-        return x
-    n = x.shape[a]
-    t = x.transpose(a, -1)
-    xj = t.unsqueeze(-2).expand(t.shape[:-1] + (n, n))
-    upto = _arange(x, n, (1, n)) <= _arange(x, n, (n, 1))
-    masked = upto.where(xj, float("-inf"))
-    m = masked.max(-1, keepdim=True)
-    m = m.isinf().where(0.0, m)
-    out = (masked - m).exp().sum(-1, keepdim=True).log() + m
-    return out.squeeze(-1).transpose(a, -1)
-
-
-def masked_select(x: Tensor, mask: Tensor, size: int | None, fill_value: float | int | bool) -> Tensor:
-    """The elements of x where mask (broadcast together) is set, in row-major order, as a 1-d tensor.
-
-    Without `size` the length is the number of set elements, which needs the data: the mask's sum is realized here
-    (a separate run) before the output is built. With `size` the output has that length, truncated or padded with
-    fill_value, and nothing runs early."""
-    if not mask.dtype.is_bool:
-        raise RuntimeError(f"masked_select expects a bool mask, got {mask.dtype!r}")
-    shape = broadcast_shape(x.shape, mask.shape)
-    xf, mf = x.broadcast_to(shape).flatten(), mask.broadcast_to(shape).flatten()
-    n = xf.shape[0]
-    k = (int(mf.sum().item()) if n else 0) if size is None else size
-    if n == 0:
-        return type(x).full((k,), fill_value, dtype=x.dtype, device=x.device)
-    pos = mf.cumsum(0) - 1  # the output slot of each selected element
-    onehot = mf.unsqueeze(0) & (pos.unsqueeze(0) == _arange(x, k, (k, 1)))  # [r, i]
-    out = pick(xf.unsqueeze(0).expand(onehot.shape), onehot, (1,))
-    if size is None:
-        return out
-    return (_arange(x, k, (k,)) < mf.sum()).where(out, fill_value).cast(x.dtype)
-
-
-def nonzero(x: Tensor, size: int | None, fill_value: float | int | bool) -> Tensor:
-    """(count, ndim) int32 coordinates of the nonzero elements, row-major (count realized unless size is given)."""
-    nz = x if x.dtype.is_bool else x != 0
-    if x.ndim == 0:
-        k = int(nz.item()) if size is None else size
-        return type(x).zeros(k, 0, dtype=P.DEFAULT_INT, device=x.device)
-    n = nz.numel()
-    flat = masked_select(_arange(x, n, (n,)), nz.flatten(), size, -1)
-    coords, stride = [], n
-    for s in x.shape:
-        stride //= max(s, 1)
-        coords.append((flat // max(stride, 1)) % max(s, 1))
-    out = type(x).stack(*coords, dim=-1)
-    if size is None:
-        return out
-    return (flat < 0).unsqueeze(-1).where(fill_value, out).cast(P.DEFAULT_INT)
-
-
 class Selection:
     """Tensor's ordering and selection ops."""
 
@@ -185,30 +112,91 @@ class Selection:
 
     def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
         """(running max, int32 index of the last position reaching it) along axis; NaN propagates (torch)."""
-        return cumulative_extreme(self, axis, True)
+        a = norm_axis(axis, self.ndim, self.shape)
+        if self.ndim == 0 or self.shape[a] == 0:
+            return self, self.zeros_like(dtype=P.DEFAULT_INT)
+        return running_extreme(self, a, True)
 
     def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
-        return cumulative_extreme(self, axis, False)
+        """(running min, int32 index of the last position reaching it) along axis; NaN propagates (torch)."""
+        a = norm_axis(axis, self.ndim, self.shape)
+        if self.ndim == 0 or self.shape[a] == 0:
+            return self, self.zeros_like(dtype=P.DEFAULT_INT)
+        return running_extreme(self, a, False)
 
     def logcumsumexp(self, axis: int = 0) -> Tensor:
-        return logcumsumexp(self, axis)
+        """log(cumsum(exp(x))) with each prefix shifted by its running max (taken as 0 where infinite)."""
+        x = self if self.dtype.is_float else self.float()
+        a = norm_axis(axis, x.ndim, x.shape)
+        if x.ndim == 0 or x.shape[a] == 0:
+            return x
+        n = x.shape[a]
+        t = x.transpose(a, -1)
+        xj = t.unsqueeze(-2).expand(t.shape[:-1] + (n, n))
+        upto = _arange(x, n, (1, n)) <= _arange(x, n, (n, 1))
+        masked = upto.where(xj, float("-inf"))
+        m = masked.max(-1, keepdim=True)
+        m = m.isinf().where(0.0, m)
+        out = (masked - m).exp().sum(-1, keepdim=True).log() + m
+        return out.squeeze(-1).transpose(a, -1)
 
     def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
         """(values, int32 indices) along dim; stable (ties keep input order), NaN sorts as the largest value."""
-        return sort(self, dim, descending)
+        d = norm_axis(dim, self.ndim, self.shape)
+        if self.ndim == 0:
+            return self, self.zeros_like(dtype=P.DEFAULT_INT)
+        return sorted_first(self, d, descending, self.shape[d])
 
     def argsort(self, dim: int = -1, descending: bool = False) -> Tensor:
-        return sort(self, dim, descending)[1]
+        return self.sort(dim, descending)[1]
 
     def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
         """The k largest (smallest) along dim as (values, int32 indices), always in sorted order, ties by index."""
-        return topk(self, k, dim, largest)
+        d = norm_axis(dim, self.ndim, self.shape)
+        n = self.shape[d] if self.ndim else 1
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
+            raise ValueError(f"topk: k={k!r} is out of range for dim {dim} of shape {self.shape} (0 <= k <= {n})")
+        if self.ndim == 0:
+            v, i = sorted_first(self.reshape(1), 0, largest, k)
+            return (v.reshape(()), i.reshape(())) if k == 1 else (v, i)
+        return sorted_first(self, d, largest, k)
 
     def masked_select(self, mask: Tensor, size: int | None = None, fill_value: Scalar = 0) -> Tensor:
-        """1-d tensor of the elements where mask is set; without size the count is realized first (see selection)."""
+        """The elements where mask (broadcast with self) is set, in row-major order, as a 1-d tensor.
+
+        Without `size` the length is the number of set elements, which needs the data: the mask's sum is realized
+        here (a separate run) before the output is built. With `size` the output has that length, truncated or
+        padded with fill_value, and nothing runs early."""
         mask = mask if isinstance(mask, type(self)) else type(self)(mask, device=self.device)
-        return masked_select(self, mask, size, fill_value)
+        if not mask.dtype.is_bool:
+            raise RuntimeError(f"masked_select expects a bool mask, got {mask.dtype!r}")
+        shape = broadcast_shape(self.shape, mask.shape)
+        xf, mf = self.broadcast_to(shape).flatten(), mask.broadcast_to(shape).flatten()
+        n = xf.shape[0]
+        k = (int(mf.sum().item()) if n else 0) if size is None else size
+        if n == 0:
+            return type(self).full((k,), fill_value, dtype=self.dtype, device=self.device)
+        pos = mf.cumsum(0) - 1  # the output slot of each selected element
+        onehot = mf.unsqueeze(0) & (pos.unsqueeze(0) == _arange(self, k, (k, 1)))  # [r, i]
+        out = pick(xf.unsqueeze(0).expand(onehot.shape), onehot, (1,))
+        if size is None:
+            return out
+        return (_arange(self, k, (k,)) < mf.sum()).where(out, fill_value).cast(self.dtype)
 
     def nonzero(self, size: int | None = None, fill_value: Scalar = 0) -> Tensor:
-        """(count, ndim) int32 coordinates of nonzero elements; without size the count is realized first."""
-        return nonzero(self, size, fill_value)
+        """(count, ndim) int32 coordinates of the nonzero elements, row-major; without size the count is realized
+        first."""
+        nz = self if self.dtype.is_bool else self != 0
+        if self.ndim == 0:
+            k = int(nz.item()) if size is None else size
+            return type(self).zeros(k, 0, dtype=P.DEFAULT_INT, device=self.device)
+        n = nz.numel()
+        flat = _arange(self, n, (n,)).masked_select(nz.flatten(), size, -1)
+        coords, stride = [], n
+        for s in self.shape:
+            stride //= max(s, 1)
+            coords.append((flat // max(stride, 1)) % max(s, 1))
+        out = type(self).stack(*coords, dim=-1)
+        if size is None:
+            return out
+        return (flat < 0).unsqueeze(-1).where(fill_value, out).cast(P.DEFAULT_INT)
