@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import gc
 import random
-import sys
 import threading
+
+from thread_testing import run_together
 
 import uopir  # noqa: F401 - registers the dialects
 from uopir.dialects import core
@@ -27,32 +28,6 @@ def random_graph(seed: int, n: int = 60) -> UOp:
     return UOp.sink(*vals[-3:])
 
 
-def run_threads(nthreads: int, work) -> list:
-    barrier = threading.Barrier(nthreads)
-    results: list = [None] * nthreads
-    errors: list[BaseException] = []
-
-    def body(k: int) -> None:
-        try:
-            barrier.wait()
-            results[k] = work(k)
-        except BaseException as e:  # noqa: BLE001 - surfaced by the assertion below
-            errors.append(e)
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the races need it
-    try:
-        threads = [threading.Thread(target=body, args=(k,)) for k in range(nthreads)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
-    assert not errors, errors
-    return results
-
-
 def test_threads_building_the_same_graphs_get_the_same_objects() -> None:
     # regression: the cache lookup and the insert were two steps, so two threads could both miss and each
     # publish its own node (1-15 distinct "equal" nodes a run with 4 threads)
@@ -61,7 +36,7 @@ def test_threads_building_the_same_graphs_get_the_same_objects() -> None:
     def work(k: int) -> list[UOp]:
         return [random_graph(s) for s in seeds]
 
-    results = run_threads(8, work)
+    results = run_together(work, 8)
     for j in range(len(seeds)):
         roots = [r[j] for r in results]
         assert all(x is roots[0] for x in roots), f"graph {j}: threads got distinct equal roots"
@@ -86,7 +61,7 @@ def test_identity_holds_while_other_threads_free_and_rebuild() -> None:
                 del g
         return [random_graph(s) for s in seeds]
 
-    results = run_threads(8, work)
+    results = run_together(work, 8)
     for j in range(len(seeds)):
         assert all(r[j] is results[0][j] for r in results)
     gc.collect()
