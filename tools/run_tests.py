@@ -46,7 +46,8 @@ FRONTEND_TESTS = ("test_tensor_*.py", "test_frontend_ir.py", "test_realize_sched
 
 # the compiled backends' own tests (python device, like leg 1): they run after the c leg, beside the first leg
 BACKEND_TESTS = ("test_differential.py", "test_opencl_*.py", "test_llvm_backend.py", "test_cuda_backend.py",
-                 "test_capabilities.py", "test_c_backend.py", "test_mlir_backend.py", "test_backend_programs.py")
+                 "test_capabilities.py", "test_c_backend.py", "test_mlir_backend.py", "test_backend_programs.py",
+                 "test_backend_semantics.py")
 
 
 def backend_tests() -> list[str]:

@@ -1,12 +1,12 @@
 """Kernels that do little work compile with QUICK_FLAGS (-O1; a cold start waits for their compile) and big ones
 with the default flags (-O2): the choice by estimated work, the wiring through the disk cache, and the -O1 code's
-results bit for bit on the edge values of test_c_backend (which runs its whole suite at -O2).
+results bit for bit on the edge-value kernels of device_programs (test_backend_semantics runs them all on c at -O2).
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import test_c_backend as tcb
+from device_programs import SEMANTICS_CASES, check_alu_ops, check_casts
 
 from uopir.backends.c.backend import QUICK_WORK, CBackend, quick
 from uopir.backends.c.compiler import BASE_FLAGS, QUICK_FLAGS, CCompiler, find_cc
@@ -70,12 +70,12 @@ def quick_backend() -> CBackend:
 @pytest.mark.parametrize("d", [dtypes.float32, dtypes.float64, dtypes.float16, dtypes.int32, dtypes.uint8],
                          ids=lambda d: d.name)
 def test_alu_ops_at_o1_match_semantics_bit_for_bit(quick_backend: CBackend, d, width: int) -> None:
-    tcb.test_alu_ops_match_semantics_bit_for_bit(quick_backend, d, width)
+    check_alu_ops(quick_backend, d, width)
 
 
 @pytest.mark.parametrize("src", [dtypes.float32, dtypes.float64, dtypes.int64], ids=lambda d: d.name)
 def test_casts_at_o1_match_semantics_bit_for_bit(quick_backend: CBackend, src) -> None:
-    tcb.test_casts_match_semantics_bit_for_bit(quick_backend, src)
+    check_casts(quick_backend, src, SEMANTICS_CASES["c"])
 
 
 def test_small_cnn_forward_on_quick_kernels_matches_numpy():

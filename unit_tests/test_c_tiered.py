@@ -1,7 +1,7 @@
 """The C backend's tiered compile (uopir.backends.c.tiered): a kernel not in the disk cache first runs compiled in
 process by LLVM (tier 0) while the C compiler builds its binary in a detached process; a later launch switches to it.
 
-Both tiers must compute the same bits: the ALU and cast edge-value kernels of test_c_backend and a few realized
+Both tiers must compute the same bits: the ALU and cast edge-value kernels of device_programs and a few realized
 programs run on each tier and their outputs are compared byte for byte (NaN payloads and signed zeros included).
 The switch is tested with a pending binary this test completes itself (a Future), so it never depends on how fast
 the compiler is. Skipped without a C compiler or without llvmlite.
@@ -17,17 +17,17 @@ from concurrent.futures import Future
 
 import numpy as np
 import pytest
-import test_c_backend as tcb
+from device_programs import ALL, SEMANTICS_CASES, alu_kernel, cast_inputs, cast_kernel, elementwise
 
 from uopir.backends import realize as R
 from uopir.backends.c.backend import CBackend
 from uopir.backends.c.compiler import CCompiler, DetachedCompile, find_cc
+from uopir.backends.c.renderer import kernel_signature
 from uopir.backends.c.runtime import CKernel, TieredKernel
 from uopir.backends.c.tiered import TIERED_ENV, llvm_available, tier0_address, tiered_enabled
 from uopir.backends.cache import ENTRY_SUFFIX, USAGE_FILE, cache_key, cache_path, unseal
-from uopir.dialects import core as C
+from uopir.dialects.semantics import np_dtype
 from uopir.ir.dtype import DType, dtypes
-from uopir.ir.ops import get_op
 from uopir.ir.uop import UOp
 
 pytestmark = pytest.mark.skipif(find_cc() is None or not llvm_available(),
@@ -71,44 +71,21 @@ def _same_bits(prog: UOp, arrays: list[np.ndarray], c_backend: CBackend, tier0: 
 WIDE = (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.int32, dtypes.uint8)  # 16-lane vectors too
 
 
-@pytest.mark.parametrize(("d", "width"), [*((d, 1) for d in tcb.ALL), *((d, 16) for d in WIDE)],
+@pytest.mark.parametrize(("d", "width"), [*((d, 1) for d in ALL), *((d, 16) for d in WIDE)],
                          ids=lambda v: v.name if isinstance(v, DType) else f"x{v}")
 def test_alu_ops_same_bits_on_both_tiers(c_backend, tier0, d: DType, width: int) -> None:
-    """Every binary, unary and ternary op of test_c_backend's ALU kernel (transcendentals too) on all pairs of edge
+    """Every binary, unary and ternary op of the ALU edge-value kernel (transcendentals too) on all pairs of edge
     values, lane by lane and (some dtypes) on 16-lane vectors: tier 0 writes the very bytes the C binary writes."""
-    a, b = tcb.pairs(d)
-    n = a.size - a.size % width
-    a, b = a[:n].copy(), b[:n].copy()
-    outs = []
-    for name in tcb._binary_ops(d):
-        rd = tcb._result(name, d)
-        outs.append((rd, lambda x, y, name=name, rd=rd: UOp(get_op(name), tcb._vec(rd, width), (x, y))))
-    for name in tcb._unary_ops(d):
-        outs.append((d, lambda x, y, name=name: UOp(get_op(name), tcb._vec(d, width), (x,))))
-    if d is not dtypes.bool:
-        outs.append((d, lambda x, y: UOp(C.MULACC, tcb._vec(d, width), (x, y, x))))
-    outs.append((d, lambda x, y: UOp(C.WHERE, tcb._vec(d, width), (UOp(C.CMPLT, tcb._vec(dtypes.bool, width), (x, y)),
-                                                                   x, y))))
-    prog = tcb.elementwise(f"alu_{d.name}", n, [d, d], outs, width)
-    results = [np.zeros(n, tcb.np_dtype(rd)) for rd, _ in outs]
+    prog, outs, a, b = alu_kernel(d, width)
+    results = [np.zeros(a.size, np_dtype(rd)) for _, rd in outs]
     _same_bits(prog, [*results, a, b], c_backend, tier0, len(results))
 
 
-@pytest.mark.parametrize("src", tcb.ALL, ids=lambda d: d.name)
+@pytest.mark.parametrize("src", ALL, ids=lambda d: d.name)
 def test_casts_same_bits_on_both_tiers(c_backend, tier0, src: DType) -> None:
-    x = tcb.edge_values(src)  # with test_c_backend's extra values: the same kernel, so a compile cache hit there
-    if src.is_float:
-        extra = np.array([1 + 2.0**-8, 1 + 2.0**-9 + 2.0**-30, 1 + 2.0**-11, 1 + 3 * 2.0**-11, 2.0**-24, 2.0**-25,
-                          3 * 2.0**-26, 2.0**24 + 1, 255.99, -0.99, 0.99, 127.5, -128.99, 4294967295.5,
-                          9.2233720368547748e18, -9.2233720368547758e18, 1.8446744073709550e19, 1 + 2.0**-24],
-                         np.float64)
-        x = np.concatenate([x, tcb.cast_array(extra, dtypes.float64, src)])
-    else:
-        x = np.concatenate([x, tcb.cast_array(np.array([2**24 + 1, 2**53 + 1, 16777217, 65519, 65520, 257],
-                                                       np.int64), dtypes.int64, src)])
-    dsts = [d for d in tcb.ALL if d is not src]
-    prog = tcb.elementwise(f"cast_{src.name}", x.size, [src], [(d, lambda v, d=d: UOp(C.CAST, d, (v,))) for d in dsts])
-    results = [np.zeros(x.size, tcb.np_dtype(d)) for d in dsts]
+    x = cast_inputs(src, SEMANTICS_CASES["c"])  # the C row's inputs: the same kernel, a compile cache hit there
+    prog, dsts = cast_kernel(src, x.size)
+    results = [np.zeros(x.size, np_dtype(d)) for d in dsts]
     _same_bits(prog, [*results, x], c_backend, tier0, len(results))
 
 
@@ -143,8 +120,8 @@ def test_realized_programs_same_bits_on_both_tiers(c_backend, tier0, k: int) -> 
 
 
 def _adder(i: int) -> UOp:
-    return tcb.elementwise(f"tier_add{i}", 64, [dtypes.int32],
-                           [(dtypes.int32, lambda v, i=i: v * UOp.const(dtypes.int32, 3) + UOp.const(dtypes.int32, i))])
+    return elementwise(f"tier_add{i}", 64, [dtypes.int32],
+                       [(dtypes.int32, lambda v, i=i: v * UOp.const(dtypes.int32, 3) + UOp.const(dtypes.int32, i))])
 
 
 def test_launches_switch_to_the_c_binary_once_it_is_built() -> None:
@@ -263,7 +240,7 @@ def test_detached_compiles_run_at_most_one_per_core(tmp_path, monkeypatch) -> No
         time.sleep(0.005)
     x = np.arange(64, dtype=np.int32)
     for i, (p, j) in enumerate(zip(progs, jobs, strict=True)):
-        fn = getattr(load_library(j.result()), tcb.kernel_signature(p).name)
+        fn = getattr(load_library(j.result()), kernel_signature(p).name)
         out = np.zeros(64, np.int32)
         fn(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(x.ctypes.data))
         np.testing.assert_array_equal(out, x * 3 + 10 + i)

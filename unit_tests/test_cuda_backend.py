@@ -6,8 +6,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_c_backend import ALL, MATMUL, _binary_ops, _program, _unary_ops, edge_values, elementwise, pairs
-from test_opencl_backend import _global_ids_program, _local_sum_program, idx
+from device_programs import (
+    ALL,
+    MATMUL,
+    binary_ops,
+    edge_values,
+    elementwise,
+    global_ids_program,
+    idx,
+    local_sum_program,
+    pairs,
+    parse_program,
+    unary_ops,
+)
 from test_opencl_realize import PROGRAMS, _check
 
 from uopir.backends.cuda.backend import CUDABackend
@@ -30,8 +41,8 @@ RENDER = GpuRenderer(CUDA)
 
 def _alu_program(d: DType) -> UOp:
     outs = [(dtypes.bool if n.startswith("core.cmp") else d, lambda x, y, n=n: UOp(
-        get_op(n), dtypes.bool if n.startswith("core.cmp") else d, (x, y))) for n in _binary_ops(d)]
-    outs += [(d, lambda x, y, n=n: UOp(get_op(n), d, (x,))) for n in _unary_ops(d)]
+        get_op(n), dtypes.bool if n.startswith("core.cmp") else d, (x, y))) for n in binary_ops(d)]
+    outs += [(d, lambda x, y, n=n: UOp(get_op(n), d, (x,))) for n in unary_ops(d)]
     return elementwise(f"alu_{d.name}", 8, [d, d], outs)
 
 
@@ -73,8 +84,8 @@ def test_frontend_programs_compile_to_ptx() -> None:
 @needs_compiler
 @pytest.mark.parametrize("tool", TOOLS)
 def test_ids_local_memory_and_barriers_compile_with_each_compiler(tool: str) -> None:
-    progs = [_program(MATMUL), _global_ids_program(idx(5), 9), _local_sum_program(6, 16), _cast_program(dtypes.float16),
-             _cast_program(dtypes.bfloat16)]
+    progs = [parse_program(MATMUL), global_ids_program(idx(5), 9), local_sum_program(6, 16),
+             _cast_program(dtypes.float16), _cast_program(dtypes.bfloat16)]
     src = RENDER.render(progs[2])
     assert "__shared__ float lmem0[16];" in src and "__syncthreads();" in src
     assert "blockIdx.x" in src and "threadIdx.x" in src
@@ -118,10 +129,10 @@ def test_alu_and_casts_on_the_gpu_match_semantics(d: DType) -> None:
     a, b = pairs(d)
     prog = elementwise(f"alu_{d.name}", a.size, [d, d], [(dtypes.bool if n.startswith("core.cmp") else d, lambda x, y,
                        n=n: UOp(get_op(n), dtypes.bool if n.startswith("core.cmp") else d, (x, y)))
-                       for n in _binary_ops(d)])
-    results = [np.zeros(a.size, np_dtype(dtypes.bool if n.startswith("core.cmp") else d)) for n in _binary_ops(d)]
+                       for n in binary_ops(d)])
+    results = [np.zeros(a.size, np_dtype(dtypes.bool if n.startswith("core.cmp") else d)) for n in binary_ops(d)]
     be.runtime.launch(be.compile(prog), [*results, a, b])
-    for n, got in zip(_binary_ops(d), results, strict=True):
+    for n, got in zip(binary_ops(d), results, strict=True):
         assert values_equal(got, alu(n, dtypes.bool if n.startswith("core.cmp") else d, [a, b])), (n, d.name)
     x = edge_values(d)
     dsts = [t for t in ALL if t is not d]

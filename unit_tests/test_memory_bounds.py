@@ -213,7 +213,7 @@ def test_tier0_code_is_freed_once_the_c_binary_runs() -> None:
     (before the fix tier 0's code stayed in the process's one engine for good)."""
     from concurrent.futures import Future
 
-    import test_c_backend as tcb
+    from device_programs import elementwise
 
     from uopir.backends.c.backend import CBackend
     from uopir.backends.c.compiler import CCompiler, find_cc
@@ -224,7 +224,7 @@ def test_tier0_code_is_freed_once_the_c_binary_runs() -> None:
     if find_cc() is None or not llvm_available():
         pytest.skip("needs a C compiler and llvmlite")
     be = CBackend(CCompiler())
-    prog = tcb.elementwise("mem_tier0", 16, [dtypes.int32], [(dtypes.int32, lambda v: v * UOp.const(dtypes.int32, 5))])
+    prog = elementwise("mem_tier0", 16, [dtypes.int32], [(dtypes.int32, lambda v: v * UOp.const(dtypes.int32, 5))])
     src = be.renderer.render(prog)
     made: list[weakref.ref] = []
 
@@ -251,7 +251,7 @@ def test_tier0_code_is_freed_once_the_c_binary_runs() -> None:
 def test_a_shared_object_is_closed_with_its_kernel() -> None:
     """A c kernel's library is dlclosed as soon as its Program is dropped, by reference counting alone (before the
     fix: never; the Program and its kernel also formed a cycle)."""
-    import test_c_backend as tcb
+    from device_programs import elementwise
 
     from uopir.backends.c.backend import CBackend
     from uopir.backends.c.compiler import CCompiler, find_cc
@@ -262,7 +262,7 @@ def test_a_shared_object_is_closed_with_its_kernel() -> None:
         pytest.skip("no C compiler")
     be = CBackend(CCompiler())
     triple = (dtypes.float32, lambda v: v * UOp.const(dtypes.float32, 3))
-    prog = tcb.elementwise("mem_so", 8, [dtypes.float32], [triple])
+    prog = elementwise("mem_so", 8, [dtypes.float32], [triple])
     src = be.renderer.render(prog)
     p = be.runtime.load("k", prog, src, be.compiler.compile(src))
     path = p.entry._fn.code.library._name  # noqa: SLF001 - the deleted temporary file it was loaded from

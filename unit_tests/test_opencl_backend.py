@@ -1,34 +1,29 @@
-"""The OpenCL backend: rendered OpenCL C, built by the OpenCL driver (pocl's CPU device in CI), reproduces the
-semantics module bit for bit, runs hand-written device programs (loops, accumulators, gated loads, ifs, variables,
-vectors, global ids, group/local ids with local memory and barriers), and realizes frontend programs with the same
-values as the reference interpreter.
+"""The OpenCL backend: rendered OpenCL C, built by the OpenCL driver (pocl's CPU device in CI): OpenCL vector types,
+global ids over any work-group size, launch sizes from variables, group/local ids with local memory and barriers,
+located errors, its allocator, build caches and target, and f16 NaN payloads.
 
-The edge-value kernels are the C backend's (test_c_backend): the same program, compared the same way. Skipped when
-pyopencl or an OpenCL device is missing, or the device cannot build a trivial kernel (test_opencl_probe).
+Every core op, cast and bitcast on edge values, and the hand-written device programs (matmul, gated loads, aliased
+buffers sharing one device copy), run on opencl beside the other compiled devices in test_backend_semantics and
+test_backend_programs (builders in device_programs). Skipped when pyopencl or an OpenCL device is missing, or the
+device cannot build a trivial kernel (test_opencl_probe).
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_c_backend import (
-    ALL,
-    GATED,
+from device_programs import (
     MATMUL,
-    TRANSCENDENTAL,
     VECTOR,
-    _binary_ops,
-    _program,
-    _result,
-    _ulps,
-    _unary_ops,
-    _vec,
     edge_values,
     elementwise,
+    global_ids_program,
     idx,
-    load,
-    pairs,
+    local_sum_program,
     param,
+    parse_program,
     program,
+    run,
+    shared_backend,
     store,
 )
 
@@ -36,10 +31,9 @@ from uopir.backends.registry import get_backend
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
-from uopir.dialects.semantics import alu, bitcast_array, cast_array, np_dtype, values_equal
+from uopir.dialects.semantics import alu, values_equal
 from uopir.ir.diagnostics import IRError
 from uopir.ir.dtype import DType, dtypes
-from uopir.ir.ops import get_op
 from uopir.ir.uop import UOp
 
 pytestmark = pytest.mark.skipif(not get_backend("opencl").available,
@@ -48,140 +42,28 @@ pytestmark = pytest.mark.skipif(not get_backend("opencl").available,
 
 @pytest.fixture(scope="module")
 def backend():
-    return get_backend("opencl")
-
-
-def run(backend, prog: UOp, arrays: list[np.ndarray], var_vals: dict[str, int] | None = None, **kw) -> None:
-    p = backend.compile(prog)
-    backend.runtime.launch(p, arrays, var_vals=var_vals, **kw)
-    backend.runtime.synchronize()
-
-
-# ---- every core op and cast against the semantics --------------------------------------------------------------------
-@pytest.mark.parametrize("d", ALL, ids=lambda d: d.name)
-def test_alu_ops_match_semantics_bit_for_bit(backend, d: DType) -> None:
-    """Every binary, unary, ternary op of dtype d on all pairs of edge values, scalar and on 4-lane vectors (rendered
-    lane by lane) in one kernel each."""
-    for w in (1, 4):
-        a, b = pairs(d)
-        n = a.size - a.size % w
-        a, b = a[:n].copy(), b[:n].copy()
-        outs = []
-        for name in _binary_ops(d):
-            outs.append((name, _result(name, d), lambda x, y, name=name, w=w: UOp(get_op(name), _vec(_result(name, d),
-                                                                                                     w), (x, y))))
-        for name in _unary_ops(d):
-            outs.append((name, d, lambda x, y, name=name, w=w: UOp(get_op(name), _vec(d, w), (x,))))
-        if d is not dtypes.bool:
-            outs.append(("core.mulacc", d, lambda x, y, w=w: UOp(C.MULACC, _vec(d, w), (x, y, x))))
-        outs.append(("core.where", d, lambda x, y, w=w: UOp(C.WHERE, _vec(d, w), (
-            UOp(C.CMPLT, _vec(dtypes.bool, w), (x, y)), x, y))))
-        prog = elementwise(f"alu_{d.name}_{w}", n, [d, d], [(rd, f) for _, rd, f in outs], w)
-        results = [np.zeros(n, np_dtype(rd)) for _, rd, _ in outs]
-        run(backend, prog, [*results, a, b])
-        for (name, rd, _), got in zip(outs, results, strict=True):
-            if name == "core.mulacc":
-                want = alu(name, d, [a, b, a])
-            elif name == "core.where":
-                want = alu(name, d, [alu("core.cmplt", dtypes.bool, [a, b]), a, b])
-            elif name in _binary_ops(d):
-                want = alu(name, rd, [a, b])
-            else:
-                want = alu(name, d, [a])
-            if name in TRANSCENDENTAL:  # the OpenCL library's, within its documented ulps; specials exact
-                tol = 4 if d in (dtypes.float32, dtypes.float64) else 1
-                assert np.all(_ulps(got, want) <= tol), (name, d.name, a[_ulps(got, want) > tol])
-                special = ~np.isfinite(a) | (a == 0)
-                assert values_equal(got[special], want[special]), (name, d.name)
-                continue
-            assert values_equal(got, want), (name, d.name, w, [
-                (x, y, g, v) for x, y, g, v in zip(a, b, got, want, strict=True)
-                if not values_equal(np.asarray(g), np.asarray(v))][:8])
-
-
-@pytest.mark.parametrize("src", ALL, ids=lambda d: d.name)
-def test_casts_match_semantics_bit_for_bit(backend, src: DType) -> None:
-    """core.cast from src to every dtype: saturating float -> int with NaN -> 0, exact f16/bf16 rounding."""
-    x = edge_values(src)
-    if src.is_float:
-        extra = np.array([1 + 2.0**-8, 1 + 2.0**-9 + 2.0**-30, 1 + 2.0**-11, 1 + 3 * 2.0**-11, 2.0**-24, 2.0**-25,
-                          3 * 2.0**-26, 2.0**24 + 1, 255.99, -0.99, 127.5, -128.99, 4294967295.5,
-                          9.2233720368547748e18, -9.2233720368547758e18, 1.8446744073709550e19], np.float64)
-        x = np.concatenate([x, cast_array(extra, dtypes.float64, src)])
-    else:
-        x = np.concatenate([x, cast_array(np.array([2**24 + 1, 2**53 + 1, 65519, 65520, 257], np.int64),
-                                          dtypes.int64, src)])
-    dsts = [d for d in ALL if d is not src]
-    prog = elementwise(f"cast_{src.name}", x.size, [src], [(d, lambda v, d=d: UOp(C.CAST, d, (v,))) for d in dsts])
-    results = [np.zeros(x.size, np_dtype(d)) for d in dsts]
-    run(backend, prog, [*results, x])
-    for d, got in zip(dsts, results, strict=True):
-        want = cast_array(x, src, d)
-        assert values_equal(got, want), (src.name, d.name, [(v, g, w) for v, g, w in zip(x, got, want, strict=True)
-                                                            if not values_equal(np.asarray(g), np.asarray(w))][:8])
-
-
-def test_bitcasts_match_semantics(backend) -> None:
-    pairs_ = [(dtypes.float16, dtypes.int16), (dtypes.bfloat16, dtypes.uint16), (dtypes.int16, dtypes.bfloat16),
-              (dtypes.float32, dtypes.int32), (dtypes.uint32, dtypes.float32), (dtypes.float64, dtypes.int64),
-              (dtypes.int64, dtypes.float64)]
-    for s, d in pairs_:
-        x = edge_values(s)
-        got = np.zeros(x.size, np_dtype(d))
-        run(backend, elementwise(f"bc_{s.name}_{d.name}", x.size, [s], [(d, lambda v, d=d: UOp(C.BITCAST, d, (v,)))]),
-            [got, x])
-        assert values_equal(got, bitcast_array(x, s, d)), (s.name, d.name)
+    return shared_backend("opencl")
 
 
 # ---- hand-written device programs ------------------------------------------------------------------------------------
-def test_matmul_bias_relu_matches_numpy(backend) -> None:
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((4, 8), np.float32), rng.standard_normal((8, 3), np.float32)
-    bias = rng.standard_normal(3, np.float32)
-    out = np.full((4, 3), np.nan, np.float32)
-    run(backend, _program(MATMUL), [out, a, b, bias])
-    want = np.zeros((4, 3), np.float32)
-    for k in range(8):
-        want = want + a[:, k:k + 1] * b[k:k + 1, :]
-    np.testing.assert_array_equal(out, np.maximum(want + bias, np.float32(0)))
-
-
-@pytest.mark.parametrize(("n", "want"), [(8, 36), (3, 6 - 5000), (0, None)])
-def test_variable_gated_load_and_if(backend, n: int, want: int | None) -> None:
-    x = np.arange(1, 9, dtype=np.int32)
-    out = np.array([12345], np.int32)
-    run(backend, _program(GATED), [out, x[:max(n, 1)].copy() if n < 8 else x], {"n": n})
-    assert out[0] == (12345 if want is None or want <= 0 else want)
-
-
 def test_vector_program_renders_as_opencl_vector_types(backend) -> None:
     """f32 vectors are OpenCL's float4 (vload4/vstore4 at any alignment), never GCC vector types; lanes picked by
     subscripts."""
-    src = backend.renderer.render(_program(VECTOR))
+    src = backend.renderer.render(parse_program(VECTOR))
     assert "vector_size" not in src and "memcpy" not in src
     assert "typedef float4 f32x4;" in src and "load_f32x4(&data1[" in src and "store_f32x4(&data0[" in src
     x = np.arange(8, dtype=np.float32)
     out = np.zeros(8, np.float32)
-    run(backend, _program(VECTOR), [out, x])
+    run(backend, parse_program(VECTOR), [out, x])
     m = x.reshape(2, 4) * np.array([2, 3, 4, 5], np.float32)
     np.testing.assert_array_equal(out.reshape(2, 4), np.stack([m[:, 3], m[:, 0], m[:, 3], m[:, 0]], axis=1))
-
-
-def _global_ids_program(n: UOp, m: int) -> UOp:
-    """out[i * m + j] = x[i * m + j] * 2 + i over global ids (i on dim 1, j on dim 0)."""
-    out, x = param(0, dtypes.int32), param(1, dtypes.int32)
-    i = UOp(D.SPECIAL, dtypes.index, (n,), ("global_id", 1))
-    j = UOp(D.SPECIAL, dtypes.index, (idx(m),), ("global_id", 0))
-    off = i * idx(m) + j
-    v = load(x, off) * UOp.const(dtypes.int32, 2) + UOp(C.CAST, dtypes.int32, (i,))
-    return program("gids", out, x, n, i, j, off, v, store(out, off, v))
 
 
 @pytest.mark.parametrize("local", [None, (4, 1), (7, 2)])
 def test_global_ids_cover_the_grid_once(backend, local) -> None:
     """Every (i, j) runs once, whatever work-group size the launch takes (the grid is rounded up, the guard skips
     the extra items)."""
-    prog = _global_ids_program(idx(5), 9)
+    prog = global_ids_program(idx(5), 9)
     assert "get_global_id(1)" in backend.renderer.render(prog)
     x = np.arange(45, dtype=np.int32)
     out = np.full(45, -1, np.int32)
@@ -191,7 +73,7 @@ def test_global_ids_cover_the_grid_once(backend, local) -> None:
 
 def test_launch_size_from_a_variable(backend) -> None:
     n = UOp(K.VAR, dtypes.index, (), ("rows", 0, 64))
-    prog = _global_ids_program(n, 3)
+    prog = global_ids_program(n, 3)
     x = np.arange(30, dtype=np.int32)
     out = np.full(30, -1, np.int32)
     run(backend, prog, [out, x], {"rows": 4})
@@ -199,29 +81,8 @@ def test_launch_size_from_a_variable(backend) -> None:
     assert np.all(out[12:] == -1)
 
 
-def _local_sum_program(groups: int, size: int) -> UOp:
-    """Per group: each local item writes x[g*size + l] to local memory, a barrier, item 0 sums the group's values."""
-    out, x = param(0, dtypes.float32), param(1, dtypes.float32)
-    g = UOp(D.SPECIAL, dtypes.index, (idx(groups),), ("group_id", 0))
-    lid = UOp(D.SPECIAL, dtypes.index, (idx(size),), ("local_id", 0))
-    lmem = UOp(K.LOCAL, dtypes.float32.ptr("local", size), (), 0)
-    ld = load(x, g * idx(size) + lid)
-    st = UOp(K.STORE, dtypes.void, (UOp(K.INDEX, lmem.dtype, (lmem, lid)), ld))
-    bar = UOp(D.BARRIER, dtypes.void, (st,))
-    first = UOp(C.CMPEQ, dtypes.bool, (lid, idx(0)))
-    iff = UOp(D.IF, dtypes.void, (first, bar))
-    acc = UOp(D.ACC, dtypes.float32, (UOp.const(dtypes.float32, 0.0),), 0)
-    k = UOp(D.LOOP, dtypes.index, (idx(size),), 0)
-    v = UOp(K.LOAD, dtypes.float32, (UOp(K.INDEX, lmem.dtype, (lmem, k)),))
-    upd = UOp(D.ACCSTORE, dtypes.float32, (acc, acc + v))
-    endk = UOp(D.ENDLOOP, dtypes.void, (k, upd))
-    so = store(out, g, upd)
-    return program("local_sum", out, x, g, lid, lmem, ld, st, bar, first, iff, acc, k, v, upd, endk, so,
-                   UOp(D.ENDIF, dtypes.void, (iff, so)))
-
-
 def test_local_memory_and_barrier(backend) -> None:
-    prog = _local_sum_program(6, 16)
+    prog = local_sum_program(6, 16)
     src = backend.renderer.render(prog)
     assert "__local float lmem0[16];" in src and "barrier(CLK_LOCAL_MEM_FENCE);" in src
     assert "get_group_id(0)" in src and "get_local_id(0)" in src
@@ -232,18 +93,6 @@ def test_local_memory_and_barrier(backend) -> None:
     for t in range(16):
         want = want + x.reshape(6, 16)[:, t]
     np.testing.assert_array_equal(out, want)
-
-
-def test_aliased_host_buffers_share_one_device_copy(backend) -> None:
-    out, x = param(0, dtypes.int32), param(1, dtypes.int32)
-    loop = UOp(D.LOOP, dtypes.index, (idx(63),), 0)
-    ld = load(x, loop)
-    v = ld + UOp.const(dtypes.int32, 1)
-    st = store(out, loop + idx(1), v)
-    prog = program("shift_add", loop, ld, v, st, UOp(D.ENDLOOP, dtypes.void, (loop, st)))
-    buf = np.zeros(64, np.int32)
-    run(backend, prog, [buf, buf])
-    np.testing.assert_array_equal(buf, np.arange(64, dtype=np.int32))
 
 
 def test_unrenderable_ops_are_located_errors(backend) -> None:
@@ -276,7 +125,7 @@ def test_builds_are_cached_in_memory_and_on_disk(backend, tmp_path, monkeypatch)
     from uopir.backends.opencl.runtime import OpenCLCompiler, OpenCLRuntime
 
     monkeypatch.setenv("UOPIR_CACHE_DIR", str(tmp_path))
-    prog = _program(MATMUL)
+    prog = parse_program(MATMUL)
     src = backend.renderer.render(prog)
     comp = OpenCLCompiler()
     binary = comp.compile_cached(src)
