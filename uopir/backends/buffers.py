@@ -33,9 +33,10 @@ def buffer_of(u: UOp) -> Buffer:
     """The Buffer behind a `tensor.buffer` op; LookupError when the id has no data (e.g. IR read from text)."""
     if u.op is not T.BUFFER:
         raise TypeError(f"expected a tensor.buffer op, got {u.op.name}")
-    buf = BUFFERS.get(u.arg[0])
+    bid = u.attrs.id
+    buf = BUFFERS.get(bid)
     if buf is None:
-        raise LookupError(f"tensor.buffer {{id = {u.arg[0]}}} has no data in this process")
+        raise LookupError(f"tensor.buffer {{id = {bid}}} has no data in this process")
     return buf
 
 
@@ -45,7 +46,8 @@ def graph_buffers(root: UOp) -> dict[int, Buffer]:
     out: dict[int, Buffer] = {}
     for u in root.toposort():
         if u.op is T.BUFFER:
-            buf = BUFFERS.get(u.arg[0])
+            bid = u.attrs.id
+            buf = BUFFERS.get(bid)
             if buf is not None:
-                out[u.arg[0]] = buf
+                out[bid] = buf
     return out

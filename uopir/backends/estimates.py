@@ -83,15 +83,16 @@ def estimate(program: UOp, var_vals: Mapping[str, int] | None = None,
         for u in program.src:
             op = u.op
             if op is device.LOOP:
-                mults.append(mults[-1] * _size(u.src[0], vals))
+                mults.append(mults[-1] * _size(u.operands.end, vals))
             elif op is device.ENDLOOP:
                 mults.pop()
             elif op is device.SPECIAL:  # a global/local id: the rest of the program runs once per id
-                mults[-1] *= _size(u.src[0], vals)
+                mults[-1] *= _size(u.operands.size, vals)
             elif op is kernel.LOAD:
-                access(u.src[0], u.dtype, mults[-1])
+                access(u.operands.ptr, u.dtype, mults[-1])
             elif op is kernel.STORE:
-                access(u.src[0], u.src[1].dtype, mults[-1])
+                ops = u.operands
+                access(ops.ptr, ops.value.dtype, mults[-1])
             elif _is_data_op(u):
                 flops += mults[-1] * _ops(u)
     else:
@@ -107,19 +108,21 @@ def estimate(program: UOp, var_vals: Mapping[str, int] | None = None,
         for u in program.toposort():
             op = u.op
             if op is kernel.RANGE:
-                sizes[u] = _size(u.src[0], vals)
+                sizes[u] = _size(u.operands.end, vals)
                 free[u] = frozenset((u,))
                 continue
             deps = frozenset().union(*(free[s] for s in u.src)) if u.src else frozenset()
             if op is kernel.REDUCE:
-                flops += times(free[u.src[0]]) * u.dtype.count
-                deps = free[u.src[0]] - frozenset(u.src[1:])
+                ops = u.operands
+                flops += times(free[ops.value]) * u.dtype.count
+                deps = free[ops.value] - frozenset(ops.ranges)
             elif op is kernel.LOAD:
-                access(u.src[0], u.dtype, times(deps))
+                access(u.operands.ptr, u.dtype, times(deps))
             elif op is kernel.STORE:
-                access(u.src[0], u.src[1].dtype, times(deps | free[u.src[0]]))
+                ops = u.operands
+                access(ops.ptr, ops.value.dtype, times(deps | free[ops.ptr]))
             elif op is kernel.END:
-                deps = deps - frozenset(u.src[1:])
+                deps = deps - frozenset(u.operands.ranges)
             elif _is_data_op(u):
                 flops += times(deps) * _ops(u)
             free[u] = deps

@@ -17,9 +17,9 @@ def written_params(program: UOp) -> frozenset[int]:
     out: set[int] = set()
     for u in program.toposort():
         if u.op is K.STORE:
-            p = u.src[0]
+            p = u.operands.ptr
             while p.op is K.INDEX:
-                p = p.src[0]
+                p = p.operands.ptr
             if p.op is K.PARAM:
                 out.add(p.arg)
     return frozenset(out)

@@ -222,7 +222,8 @@ def cache_key(root: UOp) -> tuple[UOp, list[UOp], dict[str, int], bool]:
     for u in root.toposort():
         op = u.op
         if op is tensor.BUFFER:
-            new[u] = UOp(tensor.BUFFER, u.dtype, (), (len(inputs), u.arg[1], u.arg[2]), INPUT_TAG)
+            a = u.attrs
+            new[u] = UOp(tensor.BUFFER, u.dtype, (), (len(inputs), a.device, a.shape), INPUT_TAG)
             inputs.append(u)
             continue
         if op is tensor.VAR:
@@ -231,7 +232,7 @@ def cache_key(root: UOp) -> tuple[UOp, list[UOp], dict[str, int], bool]:
             symbolic = True
             var, val = u.src
             if var.op is tensor.VAR and val.op is core.CONST:
-                var_vals[var.arg[0]] = int(const_value(val))
+                var_vals[var.attrs.name] = int(const_value(val))
                 new[u] = var  # the key holds the variable, not its value
                 continue
         src = tuple(new[s] for s in u.src)
@@ -301,10 +302,10 @@ def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> Plan:
     for u in lowered.toposort():
         if u.op is tensor.BUFFER:
             if u.tag == INPUT_TAG:
-                slots[u] = u.arg[0]
+                slots[u] = u.attrs.id
             elif u not in slots:
                 slots[u] = n_inputs + len(temps)
-                temps.append((u.dtype, tuple(u.arg[2])))
+                temps.append((u.dtype, tuple(u.attrs.shape)))
         elif u.op is tensor.CALL:
             bad = next((x for x in u.src if x.op is not tensor.BUFFER and x.op is not tensor.VAR
                         and x.dtype is not dtypes.void), None)
@@ -319,7 +320,7 @@ def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> Plan:
     shape = res.shape if res.shape is not None else ()
     copy = ""
     if res.op is tensor.AFTER:
-        result: int | UOp = slots[res.src[0]]
+        result: int | UOp = slots[res.operands.buffer]
         copy = "exit" if result < n_inputs else ""
     elif res.op is tensor.BUFFER:  # an input, as it was on entry (a kernel of the schedule may write it)
         result, copy = slots[res], "entry"

@@ -89,8 +89,8 @@ def op_class(graph: UOp) -> str:
             elif name in ("tensor.reduce", "kernel.reduce") and u.dtype.scalar.is_float \
                     and _reduce_op(u) in _ACCUMULATING:
                 acc = True
-            elif name == "device.accstore" and u.src[1].dtype.scalar.is_float and \
-                    u.src[1].op.name in ("core.add", "core.mul", "core.mulacc"):
+            elif name == "device.accstore" and (v := u.operands.value).dtype.scalar.is_float and \
+                    v.op.name in ("core.add", "core.mul", "core.mulacc"):
                 acc = True  # a lowered float sum or product
             stack.extend(regions_of(u))
     return "composite" if trans and acc else "transcendental" if trans else "accumulate" if acc else "exact"

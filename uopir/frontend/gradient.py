@@ -56,7 +56,7 @@ def _on_device_of(g: UOp, x: UOp) -> UOp:
     """g copied to the device x lives on (the device of a buffer x is built from); g itself when x has none."""
     for u in x.toposort():
         if u.op is T.BUFFER:
-            return UOp(T.COPY, g.dtype, (g,), u.arg[1])
+            return UOp(T.COPY, g.dtype, (g,), u.attrs.device)
     return g
 
 
@@ -69,19 +69,18 @@ def _max_grad(ctx: UOp, ret: UOp) -> tuple[UOp, UOp]:
 
 
 def _reduce_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
-    x = ret.src[0]
-    op, _ = ret.arg
+    x = ret.operands.x
+    op, axes = ret.attrs.op, ret.attrs.axes
     g = _expand(ctx, x.shape)
     if op == "add":
         return (g,)
     if op == "mul":  # d/dx_i prod(x) = prod(x) / x_i; at a zero x_i the product of the others (0 if another is 0)
         zero, one = x.eq(_k(x, 0.0)), _k(x, 1.0)
-        axes = ret.arg[1]
         zeros = _expand(_sum_to(zero.where(one, _k(x, 0.0)), axes), x.shape)
         others = _expand(UOp(T.REDUCE, x.dtype, (zero.where(one, x),), ("mul", axes)), x.shape)
         return (g * zero.where(zeros.eq(one).where(others, 0), _expand(ret, x.shape) / x),)
     hit = x.eq(_expand(ret, x.shape))  # max/min: the extreme elements share the gradient equally
-    count = _sum_to(hit.where(_k(x, 1.0), _k(x, 0.0)), ret.arg[1])
+    count = _sum_to(hit.where(_k(x, 1.0), _k(x, 0.0)), axes)
     return (hit.where(_expand(ctx / count, x.shape), 0),)  # divided once per reduced element, not per element
 
 
@@ -91,19 +90,19 @@ def _permute_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
 
 
 def _expand_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
-    src = ret.src[0].shape
+    src = ret.operands.x.shape
     return (_sum_to(ctx, tuple(i for i, (a, b) in enumerate(zip(src, ret.shape, strict=True)) if a != b)),)
 
 
 def _pad_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
     pads = T.sym_arg(ret)
-    return (T.movement(T.SHRINK, ctx, tuple((b, sadd(b, d)) for (b, _), d in zip(pads, ret.src[0].shape,
+    return (T.movement(T.SHRINK, ctx, tuple((b, sadd(b, d)) for (b, _), d in zip(pads, ret.operands.x.shape,
                                                                                  strict=True))),)
 
 
 def _shrink_grad(ctx: UOp, ret: UOp) -> tuple[UOp]:
     bounds = T.sym_arg(ret)
-    return (T.movement(T.PAD, ctx, tuple((b, ssub(d, e)) for (b, e), d in zip(bounds, ret.src[0].shape,
+    return (T.movement(T.PAD, ctx, tuple((b, ssub(d, e)) for (b, e), d in zip(bounds, ret.operands.x.shape,
                                                                              strict=True))),)
 
 
@@ -133,16 +132,16 @@ def _gather_map(top: UOp) -> tuple[UOp, int, tuple[int, int, int]] | None:
     u = top
     while u.op in (T.RESHAPE, T.SHRINK) and len(chain) < 16:
         chain.append(u)
-        u = u.src[0]
-    if u.op is not T.EXPAND or not chain or u.src[0].op is not T.RESHAPE or len(top.src) != 1:
+        u = u.operands.x
+    if u.op is not T.EXPAND or not chain or (pre_x := u.operands.x).op is not T.RESHAPE or len(top.src) != 1:
         return None
-    x = u.src[0].src[0]
+    x = pre_x.operands.x
     xs, es = x.shape, u.shape
     if xs is None or es is None or not all(type(d) is int for d in (*xs, *es)) or len(xs) == 0:
         return None
     npre = len(xs) - 1
     pre = xs[:npre]
-    if u.src[0].shape != pre + (1, xs[-1]) or es[:npre] != pre or es[-1] != xs[-1] or len(top.shape) != npre + 2:
+    if pre_x.shape != pre + (1, xs[-1]) or es[:npre] != pre or es[-1] != xs[-1] or len(top.shape) != npre + 2:
         return None
     rows = np.broadcast_to(np.arange(xs[-1]), es[npre:])
     for v in reversed(chain):
@@ -245,7 +244,7 @@ GRADIENT_RULES = PatternMatcher([
     (_COS, _cos_grad, "cos"),
     (_POW, _pow_grad, "pow"),
     # elementwise
-    (UPat(C.CAST, name="ret"), lambda ctx, ret: (ctx.cast(ret.src[0].dtype),) if ret.dtype.is_float else _NONE,
+    (UPat(C.CAST, name="ret"), lambda ctx, ret: (ctx.cast(ret.operands.x.dtype),) if ret.dtype.is_float else _NONE,
      "cast"),
     (UPat(C.BITCAST, dtype=lambda d: d.is_float, src=(UPat(C.AND, src=(UPat(C.BITCAST, src=(_F,)),
                                                                         UPat.cvar("mask"))),)), _abs_grad, "abs"),
@@ -255,7 +254,7 @@ GRADIENT_RULES = PatternMatcher([
     (UPat(C.SUB, name="ret"), lambda ctx, ret: (ctx, -ctx), "sub"),
     (UPat(C.MUL, name="ret"), lambda ctx, ret: (ctx * ret.src[1], ctx * ret.src[0]), "mul"),
     (UPat(C.FDIV, name="ret"), lambda ctx, ret: (ctx / ret.src[1], -(ctx * ret) / ret.src[1]), "fdiv"),
-    (UPat(C.MULACC, name="ret"), lambda ctx, ret: (ctx * ret.src[1], ctx * ret.src[0], ctx), "mulacc"),
+    (UPat(C.MULACC, name="ret"), lambda ctx, ret: (ctx * ret.operands.b, ctx * ret.operands.a, ctx), "mulacc"),
     (UPat(C.MOD, name="ret"),  # float fmod: a - trunc(a / b) * b
      lambda ctx, ret: (ctx, -ctx * UOp(C.TRUNC, ret.dtype, (ret.src[0] / ret.src[1],))), "mod"),
     (UPat(C.MAX, name="ret"), _max_grad, "max"),
@@ -265,14 +264,14 @@ GRADIENT_RULES = PatternMatcher([
     (UPat(C.LOG2, name="ret"), lambda ctx, ret: (ctx / (ret.src[0] * LN_2),), "log2"),
     (UPat(C.SIN, name="ret"), lambda ctx, ret: (ctx * UOp(C.SIN, ret.dtype, (math.pi / 2 - ret.src[0],)),), "sin"),
     (UPat(C.SQRT, name="ret"), lambda ctx, ret: (ctx / (ret * 2),), "sqrt"),
-    (UPat(C.WHERE, name="ret"), lambda ctx, ret: (None, ret.src[0].where(ctx, 0), ret.src[0].where(0, ctx)),
-     "where"),
+    (UPat(C.WHERE, name="ret"),
+     lambda ctx, ret: (None, ret.operands.cond.where(ctx, 0), ret.operands.cond.where(0, ctx)), "where"),
     # zero (or undefined) derivative: comparisons, bit ops, integer ops, rounding, reinterpreting bits
     (UPat((C.CMPLT, C.CMPNE, C.CMPEQ, C.AND, C.OR, C.XOR, C.SHL, C.SHR, C.IDIV, C.TRUNC, C.BITCAST)),
      lambda ctx: _NONE, "no-gradient"),
     # movement: each op's gradient is its inverse movement (expand's is a sum)
     (UPat((T.RESHAPE, T.SHRINK), name="ret"), _windows_grad, "windows"),
-    (UPat(T.RESHAPE, name="ret"), lambda ctx, ret: (T.movement(T.RESHAPE, ctx, ret.src[0].shape),), "reshape"),
+    (UPat(T.RESHAPE, name="ret"), lambda ctx, ret: (T.movement(T.RESHAPE, ctx, ret.operands.x.shape),), "reshape"),
     (UPat(T.PERMUTE, name="ret"), _permute_grad, "permute"),
     (UPat(T.EXPAND, name="ret"), _expand_grad, "expand"),
     (UPat(T.PAD, name="ret"), _pad_grad, "pad"),
@@ -281,7 +280,7 @@ GRADIENT_RULES = PatternMatcher([
     (UPat(T.REDUCE, name="ret"), _reduce_grad, "reduce"),
     # the value passes through unchanged
     (UPat(T.CONTIGUOUS), lambda ctx: (ctx,), "contiguous"),
-    (UPat(T.COPY, name="ret"), lambda ctx, ret: (_on_device_of(ctx, ret.src[0]),), "copy"),
+    (UPat(T.COPY, name="ret"), lambda ctx, ret: (_on_device_of(ctx, ret.operands.x),), "copy"),
     # stops: detach by definition; an assign's result is the written buffer, not a function of the old value
     (UPat((T.DETACH, T.ASSIGN, T.BIND, T.AFTER)), lambda ctx: _NONE, "stop"),
 ], name="gradient")

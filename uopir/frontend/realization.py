@@ -107,10 +107,10 @@ def _written(u: UOp) -> UOp:
     chain: list[UOp] = []
     while u.op in T.ASSIGNABLE_VIEWS and u.src:
         if u.op is T.ASSIGN:
-            u = u.src[0]
+            u = u.operands.target
             continue
         chain.append(u)
-        u = u.src[0]
+        u = u.operands.x
     for v in reversed(chain):
         u = v.replace(src=(u, *v.src[1:]))
     return u
@@ -228,10 +228,10 @@ class Realization:
         beyond the bound size: the tensor becomes a shrink of that buffer to its symbolic shape. The kernels keep the
         variables, so realizing again with other bound values runs the same kernels."""
         u = self.uop
-        if u.op is T.SHRINK and u.src[0].op is T.BUFFER:
+        if u.op is T.SHRINK and u.operands.x.op is T.BUFFER:
             return self  # already a view of a realized buffer (numpy() reads it at the bound values)
         bound = u.unbind_all()[1]
-        free = [v.arg[0] for v in u.variables() if v not in bound]
+        free = [v.attrs.name for v in u.variables() if v not in bound]
         if free:
             raise ValueError(f"realize: variable {', '.join(repr(n) for n in free)} is not bound (a tensor of symbolic "
                              f"shape {V.fmt_dims(self.shape)} realizes at bound values: Variable(...).bind(n))")
@@ -250,7 +250,7 @@ class Realization:
             bounds = tuple((sym_infer(b), sym_infer(e)) for b, e in T.sym_arg(t.uop))
         except ValueError as e:
             raise ValueError(f"numpy() of a tensor of symbolic shape {V.fmt_dims(t.shape)}: {e}") from None
-        return np.ascontiguousarray(D.buffer_data(t.uop.src[0])[tuple(slice(b, e) for b, e in bounds)])
+        return np.ascontiguousarray(D.buffer_data(t.uop.operands.x)[tuple(slice(b, e) for b, e in bounds)])
 
     def tolist(self) -> Any:
         return self.numpy().tolist()

@@ -197,9 +197,9 @@ def sym_infer(x: int | UOp, var_vals: Mapping[str, int] | None = None) -> int:
     vals: dict[UOp, int] = {}
     for u in x.toposort(gate=lambda u: u.op is not bind):
         if u.op is bind:
-            vals[u] = int(u.src[1].arg)
+            vals[u] = int(u.operands.value.arg)
         elif u.op is var or u.op is kvar:
-            name = u.arg[0]
+            name = u.attrs.name
             if var_vals is None or name not in var_vals:
                 raise ValueError(f"variable {name!r} has no value (bind it: Variable(...).bind(n))")
             vals[u] = int(var_vals[name])
@@ -238,7 +238,7 @@ def render(x: int | UOp) -> str:
     for u in x.toposort(gate=lambda u: u.op is not bind):
         prec[u] = 3
         if u.op in (var, kvar, bind):
-            txt[u] = (u.src[0] if u.op is bind else u).arg[0]
+            txt[u] = (u.operands.var if u.op is bind else u).attrs.name
         elif u.op is role_op("const"):
             txt[u] = str(u.arg)
         elif u.op is role_op("mul") and len(u.src) == 2 and u.src[1].op is role_op("const") and \
@@ -274,8 +274,8 @@ def var_vals(root: UOp) -> dict[str, int]:
     seen: dict[str, UOp] = {}
     for u in root.toposort():
         if u.op is bind:
-            var, v = u.src[0], int(u.src[1].arg)
-            name = var.arg[0]
+            var, v = u.operands.var, int(u.operands.value.arg)
+            name = var.attrs.name
             if seen.setdefault(name, var) is not var:
                 raise ValueError(f"two different variables are named {name!r}: {seen[name].arg} and {var.arg}")
             if out.setdefault(name, v) != v:

@@ -313,7 +313,7 @@ class UOp:
         if self.op is not var:
             raise TypeError(f"bind needs a variable ({var.name}), got {self.op.name}")
         if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
-            raise TypeError(f"variable {self.arg[0]!r} binds to an int, got {type(value).__name__}")
+            raise TypeError(f"variable {self.attrs.name!r} binds to an int, got {type(value).__name__}")
         v = int(value.__index__())
         name, lo, hi = self.arg
         if not lo <= v <= hi:
@@ -325,7 +325,7 @@ class UOp:
         bind = role_op("bind")
         if self.op is not bind:
             raise TypeError(f"unbind needs a bound variable ({bind.name}), got {self.op.name}")
-        return self.src[0], self.src[1].arg
+        return self.operands.var, self.operands.value.arg
 
     def variables(self) -> list[UOp]:
         """The variables (tensor.var, kernel.var) of this graph, bound or not, sorted by name (regions not entered)."""
@@ -340,9 +340,9 @@ class UOp:
         mapping: dict[UOp, UOp] = {}
         for u in self.toposort():
             if u.op is bind:
-                var, v = u.src[0], u.src[1].arg
+                var, v = u.operands.var, u.operands.value.arg
                 if vals.setdefault(var, v) != v:
-                    raise ValueError(f"variable {var.arg[0]!r} is bound to two values: {vals[var]} and {v}")
+                    raise ValueError(f"variable {var.attrs.name!r} is bound to two values: {vals[var]} and {v}")
                 mapping[u] = var
         return (self.substitute(mapping) if mapping else self), vals
 

@@ -42,7 +42,7 @@ def model_ir(model: OnnxModel, feeds: Mapping[str, Any] | None = None) -> str:
              + ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(model.opsets.items()))]
     for name, t in env.items():
         kind = "initializer" if name in model.initializers else "input"
-        bid = t.uop.arg[0] if t.uop.op.name == "tensor.buffer" else "?"
+        bid = t.uop.attrs.id if t.uop.op.name == "tensor.buffer" else "?"
         lines.append(f"// {kind} {_comment_name(name)}: buffer id {bid} {tuple(t.shape)} {t.dtype.name}")
     lines.append("// outputs (the sink's operands, in order): " + ", ".join(_comment_name(o) for o in outs))
     return "\n".join(lines) + "\n" + print_ir(UOp.sink(*(t.uop for t in outs.values())))

@@ -263,7 +263,8 @@ def _trace_sources(sources: list) -> None:
 
     if trace.ACTIVE is not None:  # --viz: the page shows the emitted code
         for u in sources:
-            trace.ACTIVE.add_source(u.arg[1], u.arg[0], u.arg[2])
+            a = u.attrs
+            trace.ACTIVE.add_source(a.name, a.lang, a.text)
 
 
 def _input_format(args: argparse.Namespace, filename: str) -> str:
@@ -277,7 +278,7 @@ def _import_mlir(text: str, filename: str, first_line: int):
 
 
 def _source_text(u) -> str:
-    text = u.arg[2]
+    text = u.attrs.text
     return text if text.endswith("\n") or not text else text + "\n"
 
 

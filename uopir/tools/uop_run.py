@@ -154,9 +154,9 @@ def prepare(root: UOp, device: str, given_sizes: dict[int, int]) -> Prepared:
     slots, seen = [], set()
     kinds = set()
     for u in body.toposort():
-        if u.op is T.BUFFER and u.arg[0] not in seen:
-            seen.add(u.arg[0])
-            slots.append(Slot(u.arg[0], _op_name(u), u.dtype, tuple(u.arg[2]), u))
+        if u.op is T.BUFFER and (a := u.attrs).id not in seen:
+            seen.add(a.id)
+            slots.append(Slot(a.id, _op_name(u), u.dtype, tuple(a.shape), u))
         for r in regions_of(u):
             kinds.add(_region_stage(r))
     outputs = []
@@ -184,15 +184,16 @@ def _param_sizes(body: UOp) -> dict[int, tuple[int | None, UOp]]:
     lanes: dict = {}
     for u in body.toposort():
         if u.op in (K.LOAD, K.STORE):
-            n = (u.dtype if u.op is K.LOAD else u.src[1].dtype).count
-            lanes[u.src[0]] = max(lanes.get(u.src[0], 1), n)
+            ops = u.operands
+            n = (u.dtype if u.op is K.LOAD else ops.value.dtype).count
+            lanes[ops.ptr] = max(lanes.get(ops.ptr, 1), n)
     out: dict[int, tuple[int | None, UOp]] = {}
     for u in body.toposort():
         if u.op is not K.INDEX:
             continue
-        base, off = u.src[0], u.src[1]
+        base, off = u.operands.ptr, u.operands.offset
         while base.op is K.INDEX:
-            off, base = None, base.src[0]  # an index of an index: no bound from here
+            off, base = None, base.operands.ptr  # an index of an index: no bound from here
         if base.op is not K.PARAM:
             continue
         if off is None:
@@ -331,9 +332,9 @@ def _var_names(graph: UOp) -> set[str]:
                 continue
             seen.add(u)
             if u.op in (K.VAR, T.VAR):
-                names.add(u.arg[0])
-            elif u.op is T.BIND and u.src[0].op is T.VAR:
-                names.discard(u.src[0].arg[0])
+                names.add(u.attrs.name)
+            elif u.op is T.BIND and (var := u.operands.var).op is T.VAR:
+                names.discard(var.attrs.name)
             stack.extend(regions_of(u))
     return names
 
@@ -356,7 +357,7 @@ def _stage_pipeline(backend: Backend, stage: str) -> str:
 def _check_params(call: UOp, args: list[UOp]) -> None:
     """A located error when the kernel's params do not match the call's buffers (a compiled runtime would only say
     'takes N buffers, got M', or read a buffer as another dtype); the interpreter checks the same as it runs."""
-    for x in call.arg[0].toposort():
+    for x in call.attrs.kernel.toposort():
         if x.op is K.PARAM:
             if not 0 <= x.arg < len(args):
                 raise IRError(diagnostics=[diag_at(x, f"the kernel reads kernel.param {{idx = {x.arg}}}, but the "
@@ -373,26 +374,27 @@ def run_schedule(backend: Backend, lowered: UOp, arrays: dict[int, np.ndarray],
     order = lowered.toposort()
     bufs: dict[int, Buffer] = {}
     for u in order:
-        if u.op is T.BUFFER and u.arg[0] not in bufs:
-            bid, shape = u.arg[0], tuple(u.arg[2])
+        if u.op is T.BUFFER and (a := u.attrs).id not in bufs:
+            bid, shape = a.id, tuple(a.shape)
             if bid in arrays:
                 bufs[bid] = backend.allocator.from_numpy(arrays[bid].copy(), u.dtype)
             else:
                 bufs[bid] = backend.allocator.from_numpy(np.zeros(shape, np_dtype(u.dtype)), u.dtype)
-        elif u.op is T.BIND and u.src[0].op is T.VAR:
-            var_vals.setdefault(u.src[0].arg[0], int(u.src[1].arg))
+        elif u.op is T.BIND and (var := u.operands.var).op is T.VAR:
+            var_vals.setdefault(var.attrs.name, int(u.operands.value.arg))
     calls = [u for u in order if u.op is T.CALL]
     compiled: dict[UOp, Program] = {}
     for u in calls:  # every kernel first: a backend may compile them in parallel
-        if u.arg[0] not in compiled:
-            compiled[u.arg[0]] = backend.compile(u.arg[0], u.arg[1])
+        a = u.attrs
+        if a.kernel not in compiled:
+            compiled[a.kernel] = backend.compile(a.kernel, a.name)
     for u in calls:
         args = [x for x in u.src if x.op is T.BUFFER]
         _check_params(u, args)
-        backend.runtime.launch(compiled[u.arg[0]], [bufs[x.arg[0]] for x in args], var_vals=var_vals)
+        backend.runtime.launch(compiled[u.attrs.kernel], [bufs[x.attrs.id] for x in args], var_vals=var_vals)
     backend.runtime.synchronize()
     # the calls have run: read the outputs from the buffers as they are now
-    done = {u: u.src[0] for u in order if u.op is T.AFTER}
+    done = {u: u.operands.buffer for u in order if u.op is T.AFTER}
     results = lowered.substitute(done) if done else lowered
     host = {bid: b.numpy() for bid, b in bufs.items()}
     out = evaluate(results if results.op is core.SINK else UOp.sink(results), host, var_vals)

@@ -77,7 +77,7 @@ def _special(em: CEmitter, u: UOp, escapes: bool) -> None:
     """A global (or group) id on a cpu: a loop over the rest of the program. The first one in the program is
     split across cores: core `core_id` of `core_count` runs its contiguous share of the ids."""
     _, dim = check_special(u, em.who, em.innermost(), em.id_dims)
-    size = em.scalar(u.src[0])
+    size = em.scalar(u.operands.size)
     name = f"gidx{dim}"
     em.ids.append(name)
     if len(em.ids) == 1:

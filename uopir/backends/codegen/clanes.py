@@ -207,8 +207,8 @@ class Exprs:
             return f"{a[0]} >> {amt}"
         raise op_error(u, f"the C backend cannot compute {name} on {d}")
 
-    def cast(self, u: UOp, e: str) -> str:
-        s, d = u.src[0].dtype.scalar, u.dtype.scalar
+    def cast(self, s: DType, d: DType, e: str) -> str:
+        """One lane e of scalar type s converted to d (the caller reads the types once per op, not per lane)."""
         if s is d:
             return e
         if d is dtypes.bool:

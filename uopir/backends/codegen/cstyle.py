@@ -169,7 +169,7 @@ def _param(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 
 def _var(em: CEmitter, u: UOp, escapes: bool) -> None:
-    em.vals[u] = Lanes([em.lang.ident(u.arg[0])])
+    em.vals[u] = Lanes([em.lang.ident(u.attrs.name)])
 
 
 def _register(em: CEmitter, u: UOp, escapes: bool) -> None:
@@ -177,21 +177,22 @@ def _register(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 
 def _index(em: CEmitter, u: UOp, escapes: bool) -> None:
-    p = em.vals[u.src[0]]
+    ops = u.operands
+    p = em.vals[ops.ptr]
     assert isinstance(p, CPtr)
-    off = em.scalar(u.src[1])
+    off = em.scalar(ops.offset)
     if p.off != "0":
         off = f"{p.off} + {off}"
     gate = p.gate
-    if len(u.src) > 2:
-        g = em.scalar(u.src[2])
+    if (own := ops.gate) is not None:
+        g = em.scalar(own)
         gate = g if gate is None else f"{gate} && {g}"
     em.vals[u] = CPtr(p.base, off, gate, u.dtype)
 
 
 def _gep(em: CEmitter, u: UOp, escapes: bool) -> None:
-    src = em.lanes(u.src[0])
-    em.vals[u] = Lanes([src.lane(i) for i in u.arg])
+    src = em.lanes(u.operands.x)
+    em.vals[u] = Lanes([src.lane(i) for i in u.attrs.idx])
 
 
 def _vectorize(em: CEmitter, u: UOp, escapes: bool) -> None:
@@ -199,7 +200,7 @@ def _vectorize(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 
 def _loop(em: CEmitter, u: UOp, escapes: bool) -> None:
-    end = em.scalar(u.src[0])
+    end = em.scalar(u.operands.end)
     name = em.fresh("ridx")
     em.emit(f"for (int64_t {name} = 0; {name} < {end}; {name}++) {{")
     em.depth += 1
@@ -208,7 +209,7 @@ def _loop(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 
 def _if(em: CEmitter, u: UOp, escapes: bool) -> None:
-    em.emit(f"if ({em.scalar(u.src[0])}) {{")
+    em.emit(f"if ({em.scalar(u.operands.cond)}) {{")
     em.depth += 1
     em.open(u)
 
@@ -220,7 +221,7 @@ def _end(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 
 def _acc(em: CEmitter, u: UOp, escapes: bool) -> None:
-    init = em.lanes(u.src[0])
+    init = em.lanes(u.operands.init)
     if em.lang.vector_ok(u.dtype):
         em.set_vector(u, em.pack(init, u.dtype), escapes, kind="acc", const=False)
         return
@@ -229,10 +230,11 @@ def _acc(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 
 def _accstore(em: CEmitter, u: UOp, escapes: bool) -> None:
-    acc, val = em.vals[u.src[0]], em.lanes(u.src[1])
+    ops = u.operands
+    acc, val = em.vals[ops.acc], em.lanes(ops.value)
     assert isinstance(acc, Lanes)
     if acc.vec is not None:
-        em.emit(f"{acc.vec} = {em.pack(val, u.src[0].dtype)};")
+        em.emit(f"{acc.vec} = {em.pack(val, ops.acc.dtype)};")
     else:
         for i, name in enumerate(acc.exprs):
             em.emit(f"{name} = {val.lane(i)};")
@@ -240,8 +242,9 @@ def _accstore(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 
 def _cast(em: CEmitter, u: UOp, escapes: bool) -> None:
-    src = em.lanes(u.src[0])
-    em.set(u, [em.cast(u, src.lane(i)) for i in range(u.dtype.count)], escapes)
+    x = u.operands.x
+    src, s, d = em.lanes(x), x.dtype.scalar, u.dtype.scalar
+    em.set(u, [em.cast(s, d, src.lane(i)) for i in range(u.dtype.count)], escapes)
 
 
 def _alu(em: CEmitter, u: UOp, escapes: bool) -> None:
@@ -263,21 +266,22 @@ def _alu(em: CEmitter, u: UOp, escapes: bool) -> None:
 def _gate(em: CEmitter, u: UOp, p: CPtr) -> str | None:
     """The pointer's gate and the access's own (a load's or store's third operand), joined."""
     gate = p.gate
-    if len(u.src) == 3:
-        g = em.scalar(u.src[2])
+    if (own := u.operands.gate) is not None:
+        g = em.scalar(own)
         gate = g if gate is None else f"{gate} && {g}"
     return gate
 
 
 def _load(em: CEmitter, u: UOp, escapes: bool) -> None:
-    p = em.ptr(u.src[0])
+    ops = u.operands
+    p = em.ptr(ops.ptr)
     gate = _gate(em, u, p)
     n = u.dtype.count
     if em.lang.vector_ok(u.dtype):
         t = em.vtype(u.dtype)
         ld = f"load_{t}(&{p.at(0)})"
         if gate is not None:
-            alt = em.lanes(u.src[1]) if len(u.src) == 3 else Lanes([literal(u.dtype.scalar, 0, em.use)])
+            alt = em.lanes(ops.alt) if ops.alt is not None else Lanes([literal(u.dtype.scalar, 0, em.use)])
             ld = f"{gate} ? {ld} : {em.pack(alt, u.dtype)}"
         em.set_vector(u, ld, escapes)
         return
@@ -286,7 +290,7 @@ def _load(em: CEmitter, u: UOp, escapes: bool) -> None:
         em.set(u, [em.down(p.at(i), u.dtype) if u.dtype.scalar is dtypes.bfloat16 else p.at(i) for i in range(n)],
                escapes)
         return
-    alt = em.lanes(u.src[1]) if len(u.src) == 3 else Lanes([literal(u.dtype.scalar, 0, em.use)])
+    alt = em.lanes(ops.alt) if ops.alt is not None else Lanes([literal(u.dtype.scalar, 0, em.use)])
     # Branch free: read element 0 where the gate is off (every buffer has one: the runtime passes a scratch
     # element for an empty one), then select. A conditional load per gate would be a branch, which blocks
     # vectorization and makes GCC superlinearly slow on kernels with hundreds of them.
@@ -304,10 +308,11 @@ def _load(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 
 def _store(em: CEmitter, u: UOp, escapes: bool) -> None:
-    p = em.ptr(u.src[0])
-    val = em.lanes(u.src[1])
+    ops = u.operands
+    p = em.ptr(ops.ptr)
+    val = em.lanes(ops.value)
     gate = _gate(em, u, p)
-    d = u.src[1].dtype
+    d = ops.value.dtype
     if em.lang.vector_ok(d):
         stmts = [f"store_{em.vtype(d)}(&{p.at(0)}, {em.pack(val, d)});"]
     else:
@@ -320,8 +325,9 @@ def _store(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 
 def _bitcast(em: CEmitter, u: UOp, escapes: bool) -> None:
-    s, d = u.src[0].dtype, u.dtype
-    src = em.lanes(u.src[0])
+    x = u.operands.x
+    s, d = x.dtype, u.dtype
+    src = em.lanes(x)
     if s.count == d.count:  # lane by lane (bf16 rides as a float carrier, so memcpy of the lanes would be wrong)
         ss, ds = s.scalar, d.scalar
         if ss is ds:

@@ -87,7 +87,7 @@ def _scan(program: UOp, backend: str) -> tuple[tuple[DType | None, ...], tuple[s
         if u.op is K.PARAM:
             params[u.arg] = u.dtype.base
         elif u.op is K.VAR:
-            names.add(u.arg[0])
+            names.add(u.attrs.name)
         elif u.op is D.SPECIAL:
             parallel = True
     n = max(params) + 1 if params else 0
@@ -196,7 +196,7 @@ def check_const(u: UOp, verb: str = "rendered") -> None:
 
 def check_closes(u: UOp, innermost: UOp | None) -> None:
     """A device.endloop / device.endif must close the innermost open block (`innermost`: its opener, None if none)."""
-    opener = u.src[0]
+    opener = u.operands.block
     if innermost is not opener:
         inner = f" (the innermost open block is a {innermost.op.name})" if innermost is not None else ""
         raise op_error(u, f"{u.op.name} closes a {opener.op.name} that is not the innermost open block{inner}")

@@ -30,13 +30,13 @@ def eval_index(u: UOp, var_vals: Mapping[str, int]) -> int:
         if x.op is C.CONST:
             vals[x] = np.asarray(const_value(x), np_dtype(x.dtype))
         elif x.op is K.VAR:
-            name = x.arg[0]
+            name = x.attrs.name
             if name not in var_vals:
                 raise op_error(x, f"the launch size needs a value for variable {name!r}")
             vals[x] = np.asarray(var_vals[name], np_dtype(x.dtype))
         elif x.op in C.ALU_OPS or x.op is C.CAST:
             if x.op is C.CAST:
-                vals[x] = vals[x.src[0]].astype(np_dtype(x.dtype))
+                vals[x] = vals[x.operands.x].astype(np_dtype(x.dtype))
             else:
                 vals[x] = alu(x.op.name, x.dtype, [vals[s] for s in x.src])
         else:
@@ -82,7 +82,7 @@ def launch_spec(program: UOp) -> LaunchSpec:
     for u in program.src:
         if u.op is D.SPECIAL:
             kind, dim = u.arg
-            slots[kind][dim] = u.src[0]
+            slots[kind][dim] = u.operands.size
     for d in range(3):
         if slots["global_id"][d] is not None and (slots["group_id"][d] is not None or slots["local_id"][d] is not None):
             raise op_error(program, f"dim {d} has a global id and a group/local id: a kernel uses one or the other")

@@ -83,7 +83,7 @@ def _barrier(em: GpuEmitter, u: UOp, escapes: bool) -> None:
 
 
 def _after(em: GpuEmitter, u: UOp, escapes: bool) -> None:
-    em.vals[u] = em.vals[u.src[0]]  # the same pointer; its place in the program orders the reads
+    em.vals[u] = em.vals[u.operands.ptr]  # the same pointer; its place in the program orders the reads
 
 
 def _wmma(em: GpuEmitter, u: UOp, escapes: bool) -> None:
@@ -98,7 +98,7 @@ def _special(em: GpuEmitter, u: UOp, escapes: bool) -> None:
     if name in em.ids:
         raise op_error(u, f"two device.special {kind} ids on dim {dim}")
     em.ids.append(name)
-    size = em.scalar(u.src[0])
+    size = em.scalar(u.operands.size)
     em.emit(f"const int64_t {name} = (int64_t)({em.lang.special(kind, dim)});")
     if kind == "global_id":
         em.emit(f"if ({name} >= {size}) return;")

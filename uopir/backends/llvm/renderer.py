@@ -459,7 +459,7 @@ class _Walk(Writer):
         self.vals[u] = _Ptr(f"%data{u.arg}", "0", None, u.dtype)
 
     def var(self, u: UOp, escapes: bool) -> None:
-        ref = f"%var{self.sig.vars.index(u.arg[0])}"
+        ref = f"%var{self.sig.vars.index(u.attrs.name)}"
         t = scalar_type(u.dtype)
         self.vals[u] = _Val(ref if t == "i64" else self.f.ins(f"trunc i64 {ref} to {t}"), t, 1)
 
@@ -482,21 +482,21 @@ class _Walk(Writer):
         self.vals[u] = _Ptr(addr, "0", None, u.dtype)
 
     def index_op(self, u: UOp, escapes: bool) -> None:
-        f = self.f
-        p = self.ptr(u.src[0])
-        off = self.index(u.src[1])
+        f, ops = self.f, u.operands
+        p = self.ptr(ops.ptr)
+        off = self.index(ops.offset)
         if p.off != "0":
             off = f.ins(f"add i64 {p.off}, {off}")
         gate = p.gate
-        if len(u.src) > 2:
-            g = self.get(u.src[2]).ref
+        if (own := ops.gate) is not None:
+            g = self.get(own).ref
             gate = g if gate is None else f.ins(f"and i1 {gate}, {g}")
         self.vals[u] = _Ptr(p.base, off, gate, u.dtype)
 
     def gep(self, u: UOp, escapes: bool) -> None:
         f = self.f
-        v = self.get(u.src[0])
-        lanes = tuple(u.arg)
+        v = self.get(u.operands.x)
+        lanes = tuple(u.attrs.idx)
         if v.n == 1:
             self.define(u, v.ref, escapes)
         elif len(lanes) == 1:
@@ -514,14 +514,14 @@ class _Walk(Writer):
         self.define(u, ref, escapes)
 
     def loop(self, u: UOp, escapes: bool) -> None:
-        loop = self.open_loop("0", self.index(u.src[0]))
+        loop = self.open_loop("0", self.index(u.operands.end))
         self.open(u, loop)
         self.vals[u] = _Val(loop[1], "i64", 1)
 
     def if_(self, u: UOp, escapes: bool) -> None:
         f = self.f
         then, end = f.label("then"), f.label("endif")
-        f.emit(f"br i1 {self.get(u.src[0]).ref}, label %{then}, label %{end}")
+        f.emit(f"br i1 {self.get(u.operands.cond).ref}, label %{then}, label %{end}")
         f.block(then)
         self.open(u, end)
 
@@ -535,23 +535,25 @@ class _Walk(Writer):
 
     def acc(self, u: UOp, escapes: bool) -> None:
         t, n = scalar_type(u.dtype), u.dtype.count
-        init = self.get(u.src[0], n)
+        init = self.get(u.operands.init, n)
         addr = self.alloca(vec(t, n), "zeroinitializer", "acc")
         self.f.emit(f"store {vec(t, n)} {init.ref}, ptr {addr}")
         self.vals[u] = _Slot(addr, t, n)
 
     def accstore(self, u: UOp, escapes: bool) -> None:
-        acc = self.vals.get(u.src[0])
+        ops = u.operands
+        acc = self.vals.get(ops.acc)
         if not isinstance(acc, _Slot):
             raise op_error(u, "device.accstore's first operand must be a device.acc")
-        v = self.get(u.src[1], acc.n)
+        v = self.get(ops.value, acc.n)
         self.f.emit(f"store {vec(acc.t, acc.n)} {v.ref}, ptr {acc.addr}")
         self.vals[u] = acc
 
     def cast(self, u: UOp, escapes: bool) -> None:
         n = u.dtype.count
-        x = self.get(u.src[0], n)
-        self.define(u, self.m.cast(x.ref, u.src[0].dtype, u.dtype, n), escapes)
+        src = u.operands.x
+        x = self.get(src, n)
+        self.define(u, self.m.cast(x.ref, src.dtype, u.dtype, n), escapes)
 
     def bitcast_op(self, u: UOp, escapes: bool) -> None:
         self.define(u, self.bitcast(u), escapes)
@@ -569,7 +571,7 @@ class _Walk(Writer):
 
     def special(self, u: UOp, escapes: bool) -> None:
         check_special(u, self.who, self.innermost(), self.id_dims)
-        size = self.index(u.src[0])
+        size = self.index(u.operands.size)
         f = self.f
         if not self.ids:  # the first id: this core's contiguous share [n*id/count, n*(id+1)/count)
             lo = f.ins(f"sdiv i64 {f.ins(f'mul i64 {size}, %core_id')}, %core_count")
@@ -583,8 +585,8 @@ class _Walk(Writer):
 
     def _gate(self, u: UOp, p: _Ptr) -> str | None:
         gate = p.gate
-        if len(u.src) == 3:
-            g = self.get(u.src[2]).ref
+        if (own := u.operands.gate) is not None:
+            g = self.get(own).ref
             gate = g if gate is None else self.f.ins(f"and i1 {gate}, {g}")
         return gate
 
@@ -597,8 +599,8 @@ class _Walk(Writer):
         return x
 
     def load(self, u: UOp, escapes: bool) -> None:
-        f = self.f
-        p = self.ptr(u.src[0])
+        f, ops = self.f, u.operands
+        p = self.ptr(ops.ptr)
         gate = self._gate(u, p)
         d, n = u.dtype, u.dtype.count
         mt, al = mem_type(d), np_dtype(d).itemsize
@@ -607,7 +609,7 @@ class _Walk(Writer):
             x = f.ins(f"load {vec(mt, n)}, ptr {addr}, align {al}")
             self.define(u, self._from_mem(x, d, n), escapes)
             return
-        alt = self.get(u.src[1], n).ref if len(u.src) == 3 else splat(scalar_type(d), n, 0)
+        alt = self.get(ops.alt, n).ref if ops.alt is not None else splat(scalar_type(d), n, 0)
         if n == 1:  # branch free: element 0 where the gate is off (every buffer has one), then a select
             off = f.ins(f"select i1 {gate}, i64 {p.off}, i64 0")
             x = f.ins(f"load {mt}, ptr {f.ins(f'getelementptr inbounds {mt}, ptr {p.base}, i64 {off}')}, align {al}")
@@ -623,12 +625,12 @@ class _Walk(Writer):
         self.define(u, f.ins(f"select i1 {gate}, {ty} {x}, {ty} {alt}"), escapes)
 
     def store(self, u: UOp, escapes: bool) -> None:
-        f = self.f
-        p = self.ptr(u.src[0])
+        f, ops = self.f, u.operands
+        p = self.ptr(ops.ptr)
         gate = self._gate(u, p)
-        d = u.src[1].dtype
+        d = ops.value.dtype
         n = d.count
-        v = self.get(u.src[1], n).ref
+        v = self.get(ops.value, n).ref
         mt, al = mem_type(d), np_dtype(d).itemsize
         if d.scalar is dtypes.bool:
             v = f.ins(f"zext {vec('i1', n)} {v} to {vec('i8', n)}")
@@ -646,8 +648,9 @@ class _Walk(Writer):
     def bitcast(self, u: UOp) -> str:
         """The same bits as another dtype (bf16's bits are the top half of its float carrier)."""
         f = self.f
-        s, d = u.src[0].dtype, u.dtype
-        x = self.get(u.src[0]).ref
+        src = u.operands.x
+        s, d = src.dtype, u.dtype
+        x = self.get(src).ref
         if s is d:
             return x
         sn, dn = s.count, d.count
@@ -679,10 +682,11 @@ class _Walk(Writer):
         name = u.op.name
         d, n = u.dtype.scalar, u.dtype.count
         if name == "core.where":
-            c = self.get(u.src[0])
+            ops = u.operands
+            c = self.get(ops.cond)
             if c.n not in (1, n):
                 raise op_error(u, f"core.where: a condition of {c.n} lanes for {n}")
-            a, b = self.get(u.src[1], n), self.get(u.src[2], n)
+            a, b = self.get(ops.a, n), self.get(ops.b, n)
             return f.ins(f"select {c.ty} {c.ref}, {a.ty} {a.ref}, {b.ty} {b.ref}")
         src = u.src[0].dtype.scalar
         args = [self.get(s, n).ref for s in u.src]

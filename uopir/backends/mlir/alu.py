@@ -162,8 +162,9 @@ class AluExport:
 
     def bitcast(self, u: UOp) -> SSAValue:
         """The same bits as another dtype."""
-        s, d = u.src[0].dtype, u.dtype
-        x = self.get(u.src[0])
+        src = u.operands.x
+        s, d = src.dtype, u.dtype
+        x = self.get(src)
         if s is d:
             return x
         sb, db = bit_width(s), bit_width(d)
@@ -184,8 +185,9 @@ class AluExport:
         name = u.op.name
         d, n = u.dtype.scalar, u.dtype.count
         if name == "core.where":
-            c = self.get(u.src[0])
-            a, b = self.get(u.src[1], n), self.get(u.src[2], n)
+            ops = u.operands
+            c = self.get(ops.cond)
+            a, b = self.get(ops.a, n), self.get(ops.b, n)
             return self.add(X.SelectOp(c, a, b))
         src = u.src[0].dtype.scalar
         args = [self.get(s, n) for s in u.src]

@@ -170,8 +170,9 @@ class _Func(AluExport, Writer):
         ranges: dict[str, tuple[int, int]] = {}
         for u in program.toposort():
             if u.op is K.VAR:
-                self.var_types[u.arg[0]] = u.dtype
-                ranges[u.arg[0]] = (u.arg[1], u.arg[2])
+                a = u.attrs
+                self.var_types[a.name] = u.dtype
+                ranges[a.name] = (a.min, a.max)
         for v in self.sig.vars:
             args.append(IndexType())
             lo, hi = ranges[v]
@@ -288,18 +289,19 @@ class _Func(AluExport, Writer):
         self.vals[u] = _Ptr(self.entry.args[u.arg], None, None, u.dtype)
 
     def var(self, u: UOp, escapes: bool) -> None:
-        arg = self.entry.args[len(self.sig.params) + self.sig.vars.index(u.arg[0])]
+        arg = self.entry.args[len(self.sig.params) + self.sig.vars.index(u.attrs.name)]
         t = mlir_type(u.dtype)
         self.vals[u] = arg if isinstance(t, IndexType) else self.add(X.IndexCastOp(arg, t))
 
     def index_op(self, u: UOp, escapes: bool) -> None:
-        p = self.ptr(u.src[0])
-        off = self.index(u.src[1])
+        ops = u.operands
+        p = self.ptr(ops.ptr)
+        off = self.index(ops.offset)
         if p.off is not None:
             off = self.add(arith.AddiOp(p.off, off))
         gate = p.gate
-        if len(u.src) > 2:
-            g = self.get(u.src[2])
+        if (own := ops.gate) is not None:
+            g = self.get(own)
             gate = g if gate is None else self.add(arith.AndIOp(gate, g))
         self.vals[u] = _Ptr(p.mem, off, gate, u.dtype)
 
@@ -311,7 +313,7 @@ class _Func(AluExport, Writer):
 
     def if_(self, u: UOp, escapes: bool) -> None:
         body = Block()
-        self.add(scf.IfOp(self.get(u.src[0]), [], Region(body)))
+        self.add(scf.IfOp(self.get(u.operands.cond), [], Region(body)))
         self.open(u, self.cur)
         self.cur = body
 
@@ -321,22 +323,23 @@ class _Func(AluExport, Writer):
         self.cur = outer
 
     def acc(self, u: UOp, escapes: bool) -> None:
-        init = self.get(u.src[0], u.dtype.count)
+        init = self.get(u.operands.init, u.dtype.count)
         slot = self.alloca(MemRefType(mlir_type(u.dtype), []), {"uop.acc": IntegerAttr(u.arg, i64)})
         self.add(mref.StoreOp.get(init, slot, []))
         self.vals[u] = _Slot(slot, u.dtype)
 
     def accstore(self, u: UOp, escapes: bool) -> None:
-        acc = self.vals.get(u.src[0])
+        ops = u.operands
+        acc = self.vals.get(ops.acc)
         if not isinstance(acc, _Slot):
             raise op_error(u, "device.accstore's first operand must be a device.acc")
-        v = self.get(u.src[1], acc.dtype.count)
+        v = self.get(ops.value, acc.dtype.count)
         self.add(mref.StoreOp.get(v, acc.ref, []))
         self.vals[u] = acc
 
     def cast_op(self, u: UOp, escapes: bool) -> None:
-        n = u.dtype.count
-        self.define(u, self.cast(self.get(u.src[0], n), u.src[0].dtype, u.dtype, n), escapes)
+        n, x = u.dtype.count, u.operands.x
+        self.define(u, self.cast(self.get(x, n), x.dtype, u.dtype, n), escapes)
 
     def bitcast_op(self, u: UOp, escapes: bool) -> None:
         self.define(u, self.bitcast(u), escapes)
@@ -379,7 +382,7 @@ class _Func(AluExport, Writer):
 
     # ---- blocks
     def open_loop(self, u: UOp, escapes: bool = False) -> None:
-        end = self.index(u.src[0])
+        end = self.index(u.operands.end)
         body = Block(arg_types=[IndexType()])
         loop = scf.ForOp(self.const(IndexType(), 0), end, self.const(IndexType(), 1), [], Region(body))
         loop.attributes["uop.loop"] = IntegerAttr(u.arg, i64)
@@ -390,7 +393,7 @@ class _Func(AluExport, Writer):
 
     def special(self, u: UOp, escapes: bool = False) -> None:
         kind, dim = check_special(u, self.who, self.innermost(), self.id_dims)
-        size = self.index(u.src[0])
+        size = self.index(u.operands.size)
         body = Block(arg_types=[IndexType()])
         par = scf.ParallelOp([self.const(IndexType(), 0)], [size], [self.const(IndexType(), 1)], Region(body))
         par.attributes["uop.id"] = ArrayAttr([StringAttr(kind), IntegerAttr(dim, i64)])
@@ -429,8 +432,8 @@ class _Func(AluExport, Writer):
     # ---- memory
     def _gate(self, u: UOp, p: _Ptr) -> SSAValue | None:
         gate = p.gate
-        if len(u.src) == 3:
-            g = self.get(u.src[2])
+        if (own := u.operands.gate) is not None:
+            g = self.get(own)
             gate = g if gate is None else self.add(arith.AndIOp(gate, g))
         return gate
 
@@ -459,13 +462,14 @@ class _Func(AluExport, Writer):
         return self.add(vector.LoadOp(p.mem, [off], VectorType(mem_scalar(d), [n])))
 
     def load(self, u: UOp, escapes: bool) -> None:
-        p = self.ptr(u.src[0])
+        ops = u.operands
+        p = self.ptr(ops.ptr)
         gate = self._gate(u, p)
         d, n = u.dtype, u.dtype.count
         if gate is None:
             self.define(u, self._from_mem(self._raw_load(p, d, n), d, n), escapes)
             return
-        alt = self.get(u.src[1], n) if len(u.src) == 3 else self.const(mlir_type(d), zero_of(SCALAR[d.scalar]))
+        alt = self.get(ops.alt, n) if ops.alt is not None else self.const(mlir_type(d), zero_of(SCALAR[d.scalar]))
         if n == 1:  # the load runs only where the gate holds
             then, other = Block(), Block()
             outer = self.cur
@@ -484,11 +488,12 @@ class _Func(AluExport, Writer):
         self.define(u, self.add(X.SelectOp(gate, v, alt)), escapes)
 
     def store(self, u: UOp, escapes: bool = False) -> None:
-        p = self.ptr(u.src[0])
+        ops = u.operands
+        p = self.ptr(ops.ptr)
         gate = self._gate(u, p)
-        d = u.src[1].dtype
+        d = ops.value.dtype
         n = d.count
-        v = self.get(u.src[1], n)
+        v = self.get(ops.value, n)
         outer = self.cur
         if gate is not None:
             then = Block()
@@ -505,8 +510,8 @@ class _Func(AluExport, Writer):
 
     # ---- lanes
     def gep(self, u: UOp) -> SSAValue:
-        v = self.get(u.src[0])
-        lanes = tuple(u.arg)
+        v = self.get(u.operands.x)
+        lanes = tuple(u.attrs.idx)
         if not isinstance(v.type, VectorType):
             return v
         et = v.type.element_type

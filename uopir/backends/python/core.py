@@ -20,11 +20,11 @@ def _const(u: UOp, s: list[Value], ctx: object) -> Value:
 
 
 def _cast(u: UOp, s: list[Value], ctx: object) -> Value:
-    return cast_array(s[0], u.src[0].dtype, u.dtype)
+    return cast_array(s[0], u.operands.x.dtype, u.dtype)
 
 
 def _bitcast(u: UOp, s: list[Value], ctx: object) -> Value:
-    return bitcast_array(s[0], u.src[0].dtype, u.dtype)
+    return bitcast_array(s[0], u.operands.x.dtype, u.dtype)
 
 
 def _sink(u: UOp, s: list[Value], ctx: object) -> Value:

@@ -45,8 +45,8 @@ class DeviceCtx:
     def number_groups(self, ops: tuple[UOp, ...]) -> None:
         """Number the work-groups (from the group ids of constant size), so local memory is one copy per group."""
         for u in ops:
-            if u.op is D.SPECIAL and u.arg[0] == "group_id" and u.src[0].op is C.CONST:
-                n = max(1, int(u.src[0].arg))
+            if u.op is D.SPECIAL and u.attrs.kind == "group_id" and (size := u.operands.size).op is C.CONST:
+                n = max(1, int(size.arg))
                 self.group = self.group * n + self.along(u, n)
                 self.groups *= n
 
@@ -96,9 +96,10 @@ def _local(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
 
 
 def _var(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
-    if u.arg[0] not in ctx.var_vals:
-        raise op_error(u, f"variable {u.arg[0]!r} is not bound (pass var_vals)")
-    return np.asarray(ctx.var_vals[u.arg[0]], np.int64)
+    name = u.attrs.name
+    if name not in ctx.var_vals:
+        raise op_error(u, f"variable {name!r} is not bound (pass var_vals)")
+    return np.asarray(ctx.var_vals[name], np.int64)
 
 
 def _index(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
@@ -117,7 +118,7 @@ def _load(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
 
 
 def _store(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
-    p, n = s[0], u.src[1].dtype.count
+    p, n = s[0], u.operands.value.dtype.count
     act = _lane_mask(ctx.active(_and(p.gate, s[2] if len(s) > 2 else None)), n)
     scatter(u, p.flat, _lanes(p.off, n), np.asarray(s[1]), act)
     return None
@@ -170,7 +171,7 @@ REFUSED = frozenset((D.WMMA, D.PROGRAM, C.SINK, C.GROUP))
 # ---- running a program -----------------------------------------------------------------------------------------------
 def _base(p: UOp) -> UOp:
     while p.op is K.INDEX or p.op is D.AFTER:
-        p = p.src[0]
+        p = p.operands.ptr
     return p
 
 
@@ -182,7 +183,7 @@ def _blocks(prog: UOp) -> dict[int, int]:
             stack.append(pc)
         elif u.op is D.ENDLOOP or u.op is D.ENDIF:
             want = D.LOOP if u.op is D.ENDLOOP else D.IF
-            if not stack or ops[stack[-1]] is not u.src[0] or ops[stack[-1]].op is not want:
+            if not stack or ops[stack[-1]] is not u.operands.block or ops[stack[-1]].op is not want:
                 raise op_error(u, f"{u.op.name} does not close the innermost open block of the program")
             start = stack.pop()
             match[start], match[pc] = pc, start
@@ -203,16 +204,18 @@ def _sequential(prog: UOp, match: dict[int, int], alias: dict[UOp, int]) -> set[
         body = ops[start + 1:match[start]]
         stored: dict[int, set[UOp]] = {}
         for b in body:
-            if b.op is D.ACCSTORE and pos.get(b.src[0], start) < start:
+            if b.op is D.ACCSTORE and pos.get(b.operands.acc, start) < start:
                 out.add(u)
                 break
             if b.op is K.STORE:
-                stored.setdefault(alias.get(_base(b.src[0]), -1), set()).add(b.src[0])
+                ptr = b.operands.ptr
+                stored.setdefault(alias.get(_base(ptr), -1), set()).add(ptr)
         else:
             for b in body:
                 if b.op is K.LOAD:
-                    at = stored.get(alias.get(_base(b.src[0]), -1))
-                    if at is not None and (len(at) > 1 or b.src[0] not in at):
+                    ptr = b.operands.ptr
+                    at = stored.get(alias.get(_base(ptr), -1))
+                    if at is not None and (len(at) > 1 or ptr not in at):
                         out.add(u)
                         break
     return out
@@ -247,9 +250,11 @@ def run_program(prog: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] |
     masks: list[np.ndarray | None] = []
     counters: dict[int, list[int]] = {}  # pc of a sequential loop -> [next iteration, trip count]
     updates: dict[UOp, list[UOp]] = {}  # accumulator -> its device.accstores
+    acc_of: dict[UOp, UOp] = {}  # device.accstore -> its accumulator (read once, not per loop iteration)
     for x in ops:
         if x.op is D.ACCSTORE:
-            updates.setdefault(x.src[0], []).append(x)
+            acc_of[x] = acc = x.operands.acc
+            updates.setdefault(acc, []).append(x)
     pc = 0
     while pc < len(ops):
         u = ops[pc]
@@ -263,7 +268,8 @@ def run_program(prog: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] |
                 raise op_error(u, f"the reference interpreter has no handler for {op.name} in a device.program")
             v = h(u, [vals[s] for s in u.src], ctx)
             if op is D.ACCSTORE:
-                acc, m = u.src[0], _lane_mask(ctx.mask, u.src[0].dtype.count)
+                acc = acc_of[u]
+                m = _lane_mask(ctx.mask, acc.dtype.count)
                 vals[acc] = v if m is None else np.where(m, v, vals[acc])
                 v = vals[acc]
             elif op is D.ACC:  # its updates read as the init until they run (a loop of no iterations)
@@ -285,13 +291,13 @@ def _control(u: UOp, pc: int, ops: tuple[UOp, ...], match: dict[int, int], seq: 
     op = u.op
     if op is D.IF:
         masks.append(ctx.mask)
-        ctx.mask = _and(ctx.mask, np.asarray(vals[u.src[0]], bool))
+        ctx.mask = _and(ctx.mask, np.asarray(vals[u.operands.cond], bool))
         return pc + 1
     if op is D.ENDIF:
         ctx.mask = masks.pop()
         return pc + 1
     if op is D.LOOP:
-        end = np.asarray(vals[u.src[0]], np.int64)
+        end = np.asarray(vals[u.operands.end], np.int64)
         n = int(end.max()) if end.size else 0
         ragged = end.size > 1 and bool(np.any(end != n))
         if n <= 0:  # no iteration: skip the body (a vectorized loop's empty axis would not reach ops that do not use
@@ -313,7 +319,7 @@ def _control(u: UOp, pc: int, ops: tuple[UOp, ...], match: dict[int, int], seq: 
         c[0] += 1
         vals[loop] = np.asarray(i, np.int64)
         ctx.mask = masks[-1]
-        end = np.asarray(vals[loop.src[0]], np.int64)
+        end = np.asarray(vals[loop.operands.end], np.int64)
         if end.size > 1 and bool(np.any(end != c[1])):
             ctx.mask = _and(ctx.mask, i < end)
         return start + 1

@@ -35,16 +35,16 @@ def _writes(order: list[UOp], var_vals: dict[str, int]) -> set[int]:
     assigned: set[int] = set()
     for u in order:
         op = u.op
-        if op is T.BIND and u.src[0].op is T.VAR:
-            var_vals.setdefault(u.src[0].arg[0], int(u.src[1].arg))
+        if op is T.BIND and (var := u.operands.var).op is T.VAR:
+            var_vals.setdefault(var.attrs.name, int(u.operands.value.arg))
         elif op is T.CALL:
-            assigned.update(x.arg[0] for x in u.src if x.op is T.BUFFER)
+            assigned.update(x.attrs.id for x in u.src if x.op is T.BUFFER)
         elif op is T.ASSIGN:
-            t = u.src[0]
+            t = u.operands.target
             while t.src and t.op is not T.BUFFER:
                 t = t.src[0]
             if t.op is T.BUFFER:
-                assigned.add(t.arg[0])
+                assigned.add(t.attrs.id)
     return assigned
 
 

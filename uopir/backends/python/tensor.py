@@ -63,13 +63,13 @@ def _assign_view(u: UOp, target: UOp, buffers: dict[int, np.ndarray], var_vals: 
     t = target
     while t.op is not T.BUFFER:
         if t.op is T.ASSIGN:
-            t = t.src[0]
+            t = t.operands.target
             continue
         if t.op not in _WRITABLE_VIEWS:
             raise op_error(u, f"tensor.assign can write a tensor.buffer or a reshape/permute/shrink/flip view of one, "
                               f"not through {t.op.name}")
         chain.append(t)
-        t = t.src[0]
+        t = t.operands.x
     base = buffer_array(t, buffers)
     v = base
     for m in reversed(chain):
@@ -92,7 +92,7 @@ def _buffer(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
     arr = buffer_array(u, ctx.buffers)
     if u.dtype is dtypes.bfloat16:  # the float32 carrier may hold more precision than bf16 has
         return bf16_round(arr)
-    if u.arg[0] in ctx.assigned:
+    if u.attrs.id in ctx.assigned:
         return arr.copy()
     view = arr.view()
     view.flags.writeable = False
@@ -135,7 +135,8 @@ def _flip(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
 
 
 def _reduce(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
-    return reduce_array(s[0], u.arg[0], tuple(u.arg[1]), u.dtype)
+    a = u.attrs
+    return reduce_array(s[0], a.op, tuple(a.axes), u.dtype)
 
 
 def _identity(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
@@ -144,16 +145,17 @@ def _identity(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
 
 
 def _assign(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
-    view = _assign_view(u, u.src[0], ctx.buffers, ctx.var_vals)
+    view = _assign_view(u, u.operands.target, ctx.buffers, ctx.var_vals)
     val = np.asarray(s[1], dtype=view.dtype)
     view[...] = val
     return np.broadcast_to(val, view.shape)
 
 
 def _var(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
-    if u.arg[0] not in ctx.var_vals:
-        raise op_error(u, f"variable {u.arg[0]!r} is not bound (pass var_vals or use tensor.bind)")
-    return np.asarray(ctx.var_vals[u.arg[0]], dtype=np.int64)
+    name = u.attrs.name
+    if name not in ctx.var_vals:
+        raise op_error(u, f"variable {name!r} is not bound (pass var_vals or use tensor.bind)")
+    return np.asarray(ctx.var_vals[name], dtype=np.int64)
 
 
 def _bind(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
@@ -162,7 +164,7 @@ def _bind(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
 
 def _after(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
     """The live buffer, read now that its effect operands (the calls of a schedule) have run."""
-    arr = buffer_array(u.src[0], ctx.buffers)
+    arr = buffer_array(u.operands.buffer, ctx.buffers)
     return bf16_round(arr) if u.dtype is dtypes.bfloat16 else arr.copy()
 
 
@@ -175,7 +177,7 @@ def _call(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
         var_vals = {**ctx.var_vals, **T.call_var_vals(u, ctx.var_vals)}
     except ValueError as e:
         raise op_error(u, str(e)) from None
-    run_region(u.arg[0], arrays, var_vals)
+    run_region(u.attrs.kernel, arrays, var_vals)
     return None
 
 
