@@ -74,7 +74,7 @@ def elementwise(devices: list[str], n: int) -> None:
 def cold(devices: list[str]) -> None:
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     for d in devices:
-        with tempfile.TemporaryDirectory() as cache:
+        with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
             env = {**os.environ, "UOPIR_CACHE_DIR": cache}
             out = subprocess.run([sys.executable, "-c", COLD, d], capture_output=True, text=True, env=env,
                                  timeout=600, cwd=root)

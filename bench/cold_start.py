@@ -203,13 +203,14 @@ print(f"total={{total:.3f}} import_uopir={{import_s:.3f}} lower(passes)={{lower_
 
 # appended to a timed child after its figures: wait for the detached C compiles still running (their binaries then
 # are in the cache, so the next process is a warm one)
+# every queued background compile too (a checkout older than wait_background: the running ones only)
 WAIT_BACKGROUND = """
-try:
-    from uopir.backends.c import compiler as _cc
+from uopir.backends.c import compiler as _cc
+if hasattr(_cc, "wait_background"):
+    _cc.wait_background()
+else:
     for _p in list(getattr(_cc, "_RUNNING", ())):
         _p.wait()
-except ImportError:
-    pass
 """
 
 
@@ -266,7 +267,7 @@ def main() -> int:
     # a user sees)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     for ours, _, tg in PROGRAMS.values():
-        with tempfile.TemporaryDirectory() as cache:
+        with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
             run(child(UOPIR_IMPORTS, ours), {**os.environ, "UOPIR_CACHE_DIR": cache})
             if tiny:
                 run(child(TINYGRAD_IMPORTS, tg), {**os.environ, "XDG_CACHE_HOME": cache, "DEV": "CPU"})
@@ -274,12 +275,12 @@ def main() -> int:
         target = QUOTED_TINYGRAD[name] / 2
         empty, untiered, warm = [], [], []
         for _ in range(args.repeat):
-            with tempfile.TemporaryDirectory() as cache:
+            with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
                 env = {**os.environ, "UOPIR_CACHE_DIR": cache}
                 # the figure is printed before the wait: the next process finds every binary built (warm)
                 empty.append(run(child(UOPIR_IMPORTS, ours) + WAIT_BACKGROUND, env))
                 warm.append(run(child(UOPIR_IMPORTS, ours), env))
-            with tempfile.TemporaryDirectory() as cache:
+            with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
                 untiered.append(run(child(UOPIR_IMPORTS, ours), {**os.environ, "UOPIR_CACHE_DIR": cache, **UNTIERED}))
         e, w, u = best(empty), best(warm), best(untiered)
         for impl, r in (("uopir-c cache=empty", e), ("uopir-c-untiered cache=empty", u), ("uopir-c cache=warm", w)):
@@ -297,7 +298,7 @@ def main() -> int:
             continue
         runs = []
         for _ in range(args.repeat):
-            with tempfile.TemporaryDirectory() as cache:
+            with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
                 env = {**os.environ, "XDG_CACHE_HOME": cache, "CACHELEVEL": "0", "DEV": "CPU"}
                 runs.append(run(child(TINYGRAD_IMPORTS, tg), env))
         t = best(runs)
@@ -311,7 +312,7 @@ def main() -> int:
             print(quoted_ratio(name, e))
     for name, (ours, _, _) in PROGRAMS.items():
         for cache_state in ("empty", "empty-untiered", "warm"):
-            with tempfile.TemporaryDirectory() as cache:
+            with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
                 env = {**os.environ, "UOPIR_CACHE_DIR": cache, **(UNTIERED if cache_state == "empty-untiered" else {})}
                 if cache_state == "warm":
                     run(child(UOPIR_IMPORTS, ours) + WAIT_BACKGROUND, env)
@@ -330,7 +331,7 @@ def main() -> int:
                 print(f"cold_start breakdown program={name} cache={cache_state} (wall/cpu seconds) {line}")
     if not args.no_profile and not args.only_uopir:
         for name, (ours, _, _) in PROGRAMS.items():
-            with tempfile.TemporaryDirectory() as cache:
+            with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
                 env = {**os.environ, "UOPIR_CACHE_DIR": cache}
                 code = PROFILE.format(setup=ours[0], first=ours[1])
                 out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900,

@@ -66,7 +66,7 @@ print(json.dumps({"first": first, "first_cpu": first_cpu, "steady": min(steady),
 
 
 def run(model: str, device: str, repeat: int, jit: bool = True) -> dict:
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
         env = {**os.environ, "UOPIR_CACHE_DIR": cache}
         p = subprocess.run([sys.executable, "-c", CHILD, model, device, str(repeat), "1" if jit else "0"],
                            capture_output=True, text=True, env=env, timeout=900)

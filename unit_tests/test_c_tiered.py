@@ -246,6 +246,27 @@ def test_detached_compiles_run_at_most_one_per_core(tmp_path, monkeypatch) -> No
         np.testing.assert_array_equal(out, x * 3 + 10 + i)
 
 
+def test_wait_background_leaves_every_queued_compile_sealed(tmp_path) -> None:
+    """More cold kernels than cores: wait_background returns only when the queued compiles have run too, so the next
+    process finds every binary (a process exiting without it drops the compiles still queued)."""
+    code = (
+        "import numpy as np\n"
+        "from uopir.frontend.tensor import Tensor\n"
+        "from uopir.backends.c.compiler import wait_background\n"
+        "t = Tensor(np.arange(256, dtype=np.float32), device='c')\n"
+        "for k in range(6):\n"
+        "    (t * (k + 2) + k).numpy()\n"
+        "wait_background()\n"
+    )
+    env = {**os.environ, "UOPIR_CACHE_DIR": str(tmp_path), TIERED_ENV: "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    files = [f for f in tmp_path.rglob("*") if f.is_file() and f.name != USAGE_FILE]  # at once: nothing still running
+    assert len(files) >= 6 and all(f.name.endswith(ENTRY_SUFFIX) for f in files), sorted(f.name for f in files)
+    for f in files:
+        assert unseal(f.name.removesuffix(ENTRY_SUFFIX), f.read_bytes())[:4] == b"\x7fELF"
+
+
 def test_the_llvm_prefetch_thread_imports_no_uopir_module():
     """The prefetch thread runs beside the main thread's imports; if it imported uopir modules (the llvm backend),
     two threads could each hold a module lock the other waits for and Python raises _DeadlockError in one of them (it

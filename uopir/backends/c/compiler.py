@@ -39,8 +39,8 @@ from uopir.backends.interface import CompileError as BaseCompileError
 from uopir.backends.interface import Compiler
 from uopir.ir.once import once
 
-__all__ = ["CCompiler", "CompileError", "DetachedCompile", "find_cc", "is_gcc", "BASE_FLAGS", "QUICK_FLAGS",
-           "GCC_WORKAROUND_FLAGS"]
+__all__ = ["CCompiler", "CompileError", "DetachedCompile", "wait_background", "find_cc", "is_gcc", "BASE_FLAGS",
+           "QUICK_FLAGS", "GCC_WORKAROUND_FLAGS"]
 
 BASE_FLAGS: tuple[str, ...] = ("-O2", "-march=native", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
                                "-fPIC", "-shared", "-std=gnu11", "-w")
@@ -65,6 +65,7 @@ _RUNNING: set[subprocess.Popen[bytes]] = set()  # detached compiles not yet reap
 _QUEUE: queue.SimpleQueue[DetachedCompile] = queue.SimpleQueue()
 _LAUNCHER: threading.Thread | None = None
 _LAUNCHER_LOCK = threading.Lock()
+_QUEUED = [0]  # jobs enqueued and not started yet (in the queue or in the launcher's hand), under _LAUNCHER_LOCK
 
 
 def _launcher() -> None:
@@ -81,6 +82,8 @@ def _launcher() -> None:
                 break
             time.sleep(0.002)
         job.start()
+        with _LAUNCHER_LOCK:
+            _QUEUED[0] -= 1
 
 
 def _enqueue(job: DetachedCompile) -> None:
@@ -89,7 +92,25 @@ def _enqueue(job: DetachedCompile) -> None:
         if _LAUNCHER is None:
             _LAUNCHER = threading.Thread(target=_launcher, name="uopir-cc-launcher", daemon=True)
             _LAUNCHER.start()
+        _QUEUED[0] += 1
     _QUEUE.put(job)
+
+
+def wait_background() -> None:
+    """Wait until every detached compile this process queued has finished (its entry sealed in the cache). A process
+    normally exits without waiting (a compile still queued is dropped); a tool or bench whose next process must find
+    every binary built calls this first."""
+    while True:
+        with _LAUNCHER_LOCK:
+            queued = _QUEUED[0]
+        running = list(_RUNNING)
+        if not queued and not running:
+            return
+        for proc in running:
+            proc.wait()
+            _RUNNING.discard(proc)
+        if queued:
+            time.sleep(0.002)
 
 
 class DetachedCompile:
