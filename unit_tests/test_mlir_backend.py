@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uopir.backends.cpu.program import KernelSignature
+from uopir.backends.codegen.program import KernelSignature
 from uopir.backends.cpu.runtime import bind
 from uopir.backends.llvm.compiler import symbol
 from uopir.backends.llvm.runtime import JIT

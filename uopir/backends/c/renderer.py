@@ -29,9 +29,9 @@ from uopir.backends.codegen.clanes import Lanes
 from uopir.backends.codegen.cprelude import Helper, prelude
 from uopir.backends.codegen.cstyle import CSTYLE_ROWS, CEmitter, CPtr, CStyleRenderer, Language
 from uopir.backends.codegen.names import c_ident
+from uopir.backends.codegen.program import STACK_SCRATCH, KernelSignature, check_special
+from uopir.backends.codegen.program import kernel_signature as _signature
 from uopir.backends.codegen.walk import CPU_REFUSES, Row
-from uopir.backends.cpu.program import STACK_SCRATCH, KernelSignature, check_special
-from uopir.backends.cpu.program import kernel_signature as _signature
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.ir.ops import OpDef

@@ -21,7 +21,7 @@ from uopir.backends.codegen.cprelude import (
     int_helper,
     vector_type,
 )
-from uopir.backends.cpu.program import op_error
+from uopir.backends.codegen.program import op_error
 from uopir.dialects import core as C
 from uopir.dialects.semantics import const_array
 from uopir.ir.dtype import DType, dtypes

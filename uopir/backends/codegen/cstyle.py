@@ -20,8 +20,8 @@ from uopir.backends.codegen.clanes import NATIVE_VECTOR, Exprs, Lanes, literal
 from uopir.backends.codegen.cprelude import Helper, bitcast_helper, vector_max
 from uopir.backends.codegen.cprelude import vector_ok as c_vector_ok
 from uopir.backends.codegen.names import c_comment, c_ident
+from uopir.backends.codegen.program import KernelSignature, check_const, op_error
 from uopir.backends.codegen.walk import NO_VALUE_ROWS, Row, Table, Writer, rows, walk
-from uopir.backends.cpu.program import KernelSignature, check_const, op_error
 from uopir.backends.interface import Renderer
 from uopir.dialects import core as C
 from uopir.dialects import device as D

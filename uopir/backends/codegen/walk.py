@@ -1,7 +1,7 @@
 """The one walk over a linearized `device.program` that every emitter makes: ops in execution order, each dispatched
 through its language's table (OpDef -> row), so adding an op is one row per language.
 
-`walk` takes the program's order and its escaping values from uopir.backends.cpu.program (`schedule`, `escaping`),
+`walk` takes the program's order and its escaping values from uopir.backends.codegen.program (`schedule`, `escaping`),
 calls each op's row with the writer's state, and checks the structure every emitter relies on: an op with no row is a
 located error (with the reason a cpu cannot run it, when it is one of `UNSUPPORTED`), blocks close innermost first
 (`Writer.close`), none stays open, and no value is read before the program computes it (`Writer.value`). A row is
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from uopir.backends.cpu.program import (
+from uopir.backends.codegen.program import (
     NO_VALUE,
     check_all_closed,
     check_closes,
@@ -92,7 +92,7 @@ def nothing(w: Writer, u: UOp, escapes: bool) -> None:
 
 
 def refuse(w: Writer, u: UOp, escapes: bool) -> None:
-    """The row of an op a cpu cannot run: a located error with the reason (uopir.backends.cpu.program.UNSUPPORTED)."""
+    """The row of an op a cpu cannot run: a located error with the reason (codegen.program.UNSUPPORTED)."""
     check_supported(u, w.who)
     raise op_error(u, f"{w.who} cannot render {u.op.name}")
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from uopir.backends.cpu.program import KernelSignature
+from uopir.backends.codegen.program import KernelSignature
 from uopir.backends.interface import Buffer, HostAllocator, LaunchBuffers, Program, Runtime
 from uopir.dialects.semantics import np_dtype
 from uopir.ir.dtype import DType, dtypes

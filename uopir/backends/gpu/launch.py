@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from uopir.backends.cpu.program import op_error
+from uopir.backends.codegen.program import op_error
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K

@@ -32,8 +32,8 @@ import re
 from uopir.backends.codegen.clanes import Lanes
 from uopir.backends.codegen.cprelude import Helper, prelude
 from uopir.backends.codegen.cstyle import CSTYLE_ROWS, CEmitter, CPtr, CStyleRenderer, Language
+from uopir.backends.codegen.program import kernel_signature, op_error
 from uopir.backends.codegen.walk import Row
-from uopir.backends.cpu.program import kernel_signature, op_error
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes

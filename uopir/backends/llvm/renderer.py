@@ -1,6 +1,6 @@
 """The LLVM renderer: one linearized `device.program` -> one LLVM IR function (a module of text).
 
-The walk is the C renderer's (uopir.backends.cpu.program: execution order, escaping values, signature); what differs
+The walk is the C renderer's (uopir.backends.codegen.program: execution order, escaping values, signature); what differs
 is the language. Every value is an SSA register of its LLVM type (`<16 x float>` for a vector: every core op and
 cast is written once, for scalars and vectors alike); what changes over time lives in an `alloca` of the entry
 block, read where it is used and written where the program writes it, which the optimizer's mem2reg turns into
@@ -41,9 +41,7 @@ import struct
 import numpy as np
 
 from uopir.backends.codegen.names import llvm_comment, llvm_ident
-from uopir.backends.codegen.walk import CPU_REFUSES, NO_VALUE_ROWS, Row, Writer, rows, walk
-from uopir.backends.cpu.alu import BOOL_OP, COMPARE, const_shift, unguarded_divisor
-from uopir.backends.cpu.program import (
+from uopir.backends.codegen.program import (
     STACK_SCRATCH,
     KernelSignature,
     check_const,
@@ -51,7 +49,9 @@ from uopir.backends.cpu.program import (
     check_special,
     op_error,
 )
-from uopir.backends.cpu.program import kernel_signature as _signature
+from uopir.backends.codegen.program import kernel_signature as _signature
+from uopir.backends.codegen.walk import CPU_REFUSES, NO_VALUE_ROWS, Row, Writer, rows, walk
+from uopir.backends.cpu.alu import BOOL_OP, COMPARE, const_shift, unguarded_divisor
 from uopir.backends.interface import Renderer
 from uopir.dialects import core as C
 from uopir.dialects import device as D

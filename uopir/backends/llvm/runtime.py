@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from uopir.backends.cpu.program import KernelSignature
+from uopir.backends.codegen.program import KernelSignature
 from uopir.backends.cpu.runtime import HostKernel, HostRuntime, bind
 from uopir.backends.interface import Program
 from uopir.backends.llvm.compiler import LLVMHost, llvm_host, symbol

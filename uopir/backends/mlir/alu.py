@@ -13,8 +13,8 @@ from xdsl.dialects import math as mmath
 from xdsl.dialects.builtin import IndexType, VectorType, f32, f64, i32, i64
 from xdsl.ir import Attribute, SSAValue
 
+from uopir.backends.codegen.program import op_error
 from uopir.backends.cpu.alu import BOOL_OP, COMPARE, const_shift, unguarded_divisor
-from uopir.backends.cpu.program import op_error
 from uopir.backends.mlir import ops as X
 from uopir.backends.mlir.types import SCALAR, bit_width, mlir_type, signed, vec, zero_of
 from uopir.ir.dtype import DType, dtypes

@@ -1,6 +1,6 @@
 """Export device-level uopir to MLIR with xDSL: one `func.func` per `device.program`, in one `builtin.module`.
 
-The walk is the cpu renderers' (uopir.backends.cpu.program: execution order, escaping values, signature); the
+The walk is the cpu renderers' (uopir.backends.codegen.program: execution order, escaping values, signature); the
 language is standard MLIR: `scf` for control flow, `arith`/`math` for the ALU (uopir.backends.mlir.alu), `memref`
 for buffers and variables, `vector` for vector values. docs/mlir.md has the whole mapping; the choices that keep
 uopir's exact semantics (uopir.dialects.semantics) where MLIR's differ:
@@ -58,8 +58,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from uopir.backends.codegen.names import mlir_ident, mlir_text
-from uopir.backends.codegen.walk import CPU_REFUSES, NO_VALUE_ROWS, Row, Writer, rows, walk
-from uopir.backends.cpu.program import (
+from uopir.backends.codegen.program import (
     STACK_SCRATCH,
     KernelSignature,
     check_const,
@@ -67,7 +66,8 @@ from uopir.backends.cpu.program import (
     check_special,
     op_error,
 )
-from uopir.backends.cpu.program import kernel_signature as _signature
+from uopir.backends.codegen.program import kernel_signature as _signature
+from uopir.backends.codegen.walk import CPU_REFUSES, NO_VALUE_ROWS, Row, Writer, rows, walk
 from uopir.backends.emit import require_programs
 from uopir.backends.mlir import ops as X
 from uopir.backends.mlir.alu import AluExport

@@ -14,7 +14,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
-from uopir.backends.cpu.program import kernel_signature
+from uopir.backends.codegen.program import kernel_signature
 from uopir.backends.cpu.runtime import HostRuntime
 from uopir.backends.interface import Program
 from uopir.backends.llvm.compiler import symbol

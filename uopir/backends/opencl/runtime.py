@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from uopir.backends.c.renderer import kernel_signature
+from uopir.backends.codegen.program import kernel_signature
 from uopir.backends.gpu.launch import LaunchSpec, launch_arguments, launch_spec
 from uopir.backends.gpu.renderer import kernel_name
 from uopir.backends.interface import Allocator, BoundedCache, Buffer, Compiler, LaunchBuffers, Program, Runtime

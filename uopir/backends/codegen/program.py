@@ -1,4 +1,4 @@
-"""The walk over a linearized `device.program` that every host-cpu renderer (C, LLVM IR) makes.
+"""The analysis of a linearized `device.program` that every renderer makes (C, OpenCL C, CUDA C, LLVM IR, MLIR).
 
 The program's operands are its ops in execution order (what device-linearize makes; see docs/dialects.md, "Program
 form"). `schedule` gives that order with any value the program reads but does not list (constants, index math)
