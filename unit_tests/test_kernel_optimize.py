@@ -39,12 +39,19 @@ RICH = CPU.derive(name="test-rich", max_vector_bytes=64, max_upcast=256, threads
 register_target(TINY, replace=True)
 register_target(WIDE, replace=True)
 register_target(RICH, replace=True)
+# a host-like target whose float sums may keep partial results in lanes (as host_cpu's: c, llvm)
+ACC = CPU.derive(name="test-acc", max_vector_bytes=64, max_upcast=256, threads=2, reassociate_float_reductions=True)
+register_target(ACC, replace=True)
 
 
 # ---- running a lowering against the interpreter ----------------------------------------------------------------------
-def lowered_matches(root: UOp, lower: Callable[[UOp], UOp], seed: int = 0) -> UOp:
-    """Assert that `lower(root)` (a schedule) computes what root computes, bit for bit; returns the schedule."""
+def lowered_matches(root: UOp, lower: Callable[[UOp], UOp], seed: int = 0, whole: bool = False) -> UOp:
+    """Assert that `lower(root)` (a schedule) computes what root computes, bit for bit; returns the schedule. With
+    `whole`, float inputs are rounded to integers, so that a sum of them is exact in any order (a reordered one
+    still matches bit for bit)."""
     bufs = _input_arrays(root, np.random.default_rng(seed))
+    if whole:
+        bufs = {k: np.round(v) if v.dtype.kind == "f" else v for k, v in bufs.items()}
     ref_bufs = {k: v.copy() for k, v in bufs.items()}
     ref = evaluate(root, ref_bufs)
     out = lower(root)
@@ -252,6 +259,49 @@ def test_a_long_body_is_unrolled_only_as_far_as_the_code_size_budget_allows(monk
         [(4, "upcast"), (16, "unroll"), (256, "loop")]
     assert len(_one_kernel(_many_gathers_sum(1024), expand).toposort()) > 1.8 * n_ops
     assert sorted(kinds(_one_kernel(_many_gathers_sum(8), opt)).values()) == [*small[:2], (16, "unroll")]
+
+
+def _whole(*shape: int, dtype: type = np.float32) -> Tensor:
+    return Tensor(np.zeros(shape, dtype))
+
+
+def _reduce_kernel(t: Tensor, target: str) -> UOp:
+    """The one kernel of t lowered for target, checked on integer-valued inputs (exact in any order)."""
+    pm = pipeline(f"tensor-to-kernel,kernel-optimize{{target={target}}},kernel-expand")
+    (k,) = kernels(lowered_matches(UOp.sink(t.uop), pm, whole=True))
+    return k
+
+
+def test_long_contiguous_reductions_get_partial_accumulators() -> None:
+    """A full sum and a row sum read along the reduction: 4 vectors of 16 lanes accumulate side by side (one
+    `upcast` of the reduce axis, nested reduces), folded once after the loop; the rows still go to threads."""
+    k = _one_kernel(_whole(4096).sum(), "tensor-to-kernel")
+    assert heuristic_opts(k, ACC) == [Opt("upcast", 0, 64)]
+    tiled = apply_opt(k, Opt("upcast", 0, 64))
+    outer, = [u for u in tiled.toposort() if u.op is kernel.REDUCE and u.src[0].op is kernel.REDUCE]
+    assert [kinds(tiled)[r.arg[0]] for r in outer.src[1:]] == [(64, "upcast")]
+    assert [kinds(tiled)[r.arg[0]] for r in outer.src[0].src[1:]] == [(64, "reduce")]
+    red = [u for u in _reduce_kernel(_whole(4096).sum(), "test-acc").toposort() if u.op is kernel.REDUCE]
+    assert sorted(str(u.dtype) for u in red) == ["f32", "vector<64xf32>"]  # the accumulators, then their fold
+    rows = _one_kernel(_whole(64, 1024).sum(1), "tensor-to-kernel")
+    assert heuristic_opts(rows, ACC) == [Opt("upcast", 1, 64), Opt("global", 0)]
+    _reduce_kernel(_whole(64, 1024).sum(1), "test-acc")
+    _reduce_kernel(_whole(64, 1024).max(1), "test-acc")
+    # a shorter row: at least 8 steps of the accumulators (256: 2 vectors), and at least a vector (64: an unroll)
+    assert heuristic_opts(_one_kernel(_whole(4, 256).sum(1), "tensor-to-kernel"), ACC) == [Opt("upcast", 1, 32)]
+    assert heuristic_opts(_one_kernel(_whole(4, 64).sum(1), "tensor-to-kernel"), ACC) == [Opt("unroll", 1, 4)]
+
+
+def test_partial_accumulators_only_where_the_order_may_change_and_the_reads_are_contiguous() -> None:
+    # the generic cpu keeps a float sum's order (an unroll), but an integer sum is exact in any order
+    k = _one_kernel(_whole(4096).sum(), "tensor-to-kernel")
+    assert heuristic_opts(k, CPU) == [Opt("unroll", 0, 4)]
+    k = _one_kernel(_whole(4096, dtype=np.int32).sum(), "tensor-to-kernel")
+    assert heuristic_opts(k, CPU) == [Opt("upcast", 0, 8)]  # 4 vectors of 2 i64 (an int32 sum accumulates in i64)
+    _reduce_kernel(_whole(4096, dtype=np.int32).sum(), "cpu")
+    # a column sum reads along the reduction with a stride: no accumulators (the columns are a vector upcast)
+    k = _one_kernel(_whole(1024, 64).sum(0), "tensor-to-kernel")
+    assert heuristic_opts(k, ACC) == [Opt("upcast", 0, 16), Opt("unroll", 1, 4), Opt("global", 0)]
 
 
 def test_outer_axis_goes_to_threads_when_the_target_has_them() -> None:

@@ -82,7 +82,9 @@ def test_host_cpu_reads_the_vector_width_from_cpuinfo():
     assert host_cpu("h", "").max_vector_bytes == CPU.max_vector_bytes  # unknown host: the generic cpu's width
     h = host_cpu("h", AVX2)
     assert h.kind == "cpu" and h.name == "h" and h.threads >= 1
-    assert dataclasses.replace(h, max_vector_bytes=CPU.max_vector_bytes, threads=1, name="cpu") == CPU
+    assert h.reassociate_float_reductions and not CPU.reassociate_float_reductions  # partial sums in lanes
+    assert dataclasses.replace(h, max_vector_bytes=CPU.max_vector_bytes, threads=1, name="cpu",
+                               reassociate_float_reductions=False) == CPU
 
 
 def test_register_target_and_factories():

@@ -23,7 +23,14 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      matmul's B columns) is reused by every row block while it is in cache instead of streamed once per row block;
   2. otherwise, a vector upcast of the contiguous output range (stride 1 in the store, and in every load that reads
      along it) by the largest power of two that divides it and fits the vector width and `max_upcast`;
-  3. unroll: the innermost range of each reduction (the last operand of every kernel.reduce that has it) is
+  3. reductions: on a cpu target, when nothing is upcast, the innermost range of a reduction along which every load
+     under it reads consecutive elements (a full sum, a row sum) gets partial accumulators: `upcast` of the reduce
+     range by ACC_VECTORS vectors of the reduced dtype's width (as long as it runs ACC_MIN_STEPS iterations of them),
+     which splits it r_o * f + r_i and reduces `kernel.reduce (kernel.reduce %x, r_o), r_i`: f independent partial
+     results (one vector add per vector and iteration instead of a chain of scalar adds through one register),
+     folded once after the loop. A float add/mul changes order so, allowed by `reassociate_float_reductions` (the
+     differential tolerances' `accumulate` class); integer, bool, max and min reductions are exact in any order.
+     Otherwise unroll: the innermost range of each reduction (the last operand of every kernel.reduce that has it) is
      unrolled fully when its extent is at most 16, else by the first of `unroll_sizes` that divides it, as long as
      the lanes of a value (upcast times unroll factors) stay within `max_upcast` times the first unroll size;
      code size: when kernel-expand would copy the body into more scalar ops (an op once per lane of the split
@@ -72,6 +79,8 @@ FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
 PACK_MAX_BYTES = 1 << 26  # the largest scratch copy `pack` makes (heap memory, a panel per global iteration)
 EXPAND_MAX_OPS = 8192  # scalar ops kernel-expand may make of one kernel (the unrolled, upcast body: code size)
 EXPAND_SMALL_OPS = 1024  # ... and of a kernel that runs fewer iterations than EXPAND_MAX_OPS: at most its iterations
+ACC_VECTORS = 4  # partial-result vectors of a long contiguous reduction (independent add chains: 4-cycle latency)
+ACC_MIN_STEPS = 8  # ... when the reduction runs at least this many iterations of them (the fold after it is scalar)
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
@@ -152,7 +161,34 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
         raise OptError(f"axis {opt.axis} is already an {r.attrs.kind} range")
     if opt.factor < 1 or n % opt.factor:
         raise OptError(f"factor {opt.factor} does not divide the extent {n} of axis {opt.axis}")
+    if opt.kind == "upcast" and r.attrs.kind == "reduce":
+        return _split_accumulators(kdef, r, opt.factor)
     return _split(kdef, r, opt.factor, opt.kind)
+
+
+def _split_accumulators(kdef: UOp, r: UOp, f: int) -> UOp:
+    """`upcast` of a reduction range: r becomes r_o * f + r_i and every `kernel.reduce %x, ..., r, ...` becomes
+    `kernel.reduce (kernel.reduce %x, ..., r_o, ...), r_i`: f partial results (lanes) accumulate side by side,
+    independent chains a vector unit overlaps, and fold into one after the loop. That reorders a float add/mul, so
+    only where the target's `reassociate_float_reductions` allows it (the heuristic checks; an explicit opt may)."""
+    n = const_extent(r)
+    assert n is not None
+    axis = 1 + max(u.attrs.axis for u in kdef.toposort() if u.op is K.RANGE)
+    outer = r if n == f else UOp(K.RANGE, dtypes.index, (_iconst(n // f),), r.arg)  # r's axis and kind
+    inner = UOp(K.RANGE, dtypes.index, (_iconst(f),), (axis, "upcast"))
+    new: dict[UOp, UOp] = {r: inner if n == f else outer * _iconst(f) + inner}
+    for u in kdef.toposort():
+        if u is r:
+            continue
+        if u.op is K.REDUCE and r in u.operands.ranges:
+            rs = tuple(x for s in u.operands.ranges for x in (() if s is r and n == f else (outer,) if s is r
+                                                                 else (new[s],)))
+            part = UOp(K.REDUCE, u.dtype, (new[u.operands.value], *rs), u.arg) if rs else new[u.operands.value]
+            new[u] = UOp(K.REDUCE, u.dtype, (part, inner), u.arg)
+            continue
+        src = tuple(new[s] for s in u.src)
+        new[u] = u if src == u.src else u.replace(src=src)
+    return new[kdef]
 
 
 def _pack_loads(k: _Kernel, r0: UOp) -> list[tuple[UOp, list[UOp]]]:
@@ -403,10 +439,17 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
                 break
     # applied in axis order, so the new lane axes keep the order of the ranges they came from (kernel-expand lays
     # lanes out by axis: rows-major register tiles, reductions innermost)
-    # 3. unroll the innermost range of each reduction
     in_ends = set(k.out)
-    cap = budget * (t.unroll_sizes[0] if t.unroll_sizes else 1)
     done: set[UOp] = set()
+    # 3. partial accumulators of a long reduction read contiguously (a gpu shares it by threads instead: 6.)
+    if not upcast and t.kind == "cpu":
+        acc = _accumulators(k, t, budget)
+        if acc is not None:
+            upcast[acc[0]] = acc[1]
+            lanes *= acc[1]
+            done.add(acc[0])
+    # 3. else unroll the innermost range of each reduction
+    cap = budget * (t.unroll_sizes[0] if t.unroll_sizes else 1)
     unroll: dict[UOp, int] = {}
     for red in k.reduces:
         rs = red.operands.ranges
@@ -452,6 +495,31 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         if r.attrs.kind == "loop" and _packs(kdef, opts + [Opt("global", r.attrs.axis)], r.attrs.axis):
             opts += [Opt("global", r.attrs.axis), Opt("pack", r.attrs.axis)]
     return opts
+
+
+def _accumulators(k: _Kernel, t: Target, budget: int) -> tuple[UOp, int] | None:
+    """3. on a cpu: (range, factor) of a reduction kept as partial results: the innermost range r of a
+    kernel.reduce (its last operand, and no reduction's other one) along which every load under it reads consecutive
+    elements (stride 1: a full sum's or a row sum's input) becomes ACC_VECTORS vectors of the reduced dtype's width
+    (`upcast` of a reduce range), when the reduction runs at least ACC_MIN_STEPS iterations of them: independent
+    vector chains instead of one scalar one, folded once after the loop. A float add/mul only on a target that lets
+    it reassociate (`reassociate_float_reductions`)."""
+    for red in k.reduces:
+        rs = red.operands.ranges
+        r = rs[-1] if rs else None
+        n = const_extent(r) if r is not None else None
+        if r is None or n is None or r.attrs.kind != "reduce" or any(r in u.operands.ranges[:-1] for u in k.reduces):
+            continue
+        if red.dtype.scalar.is_float and red.attrs.op in ("add", "mul") and not t.reassociate_float_reductions:
+            continue
+        vw = t.vector_width(red.dtype)
+        reads = [x for x in k.loads if r in k.deps[x] and x in red.operands.value.toposort()]
+        if vw < 2 or not reads or any(k.coeff(x, r) != 1 for x in reads):
+            continue
+        f = _pow2_divisor(n, min(vw * ACC_VECTORS, budget, n // ACC_MIN_STEPS))
+        if f >= vw:
+            return r, f
+    return None
 
 
 def _fit_code_size(k: _Kernel, upcast: dict[UOp, int], unroll: dict[UOp, int]) -> None:
