@@ -444,3 +444,19 @@ def test_a_reduce_with_lanes_that_do_not_divide_is_a_verifier_error() -> None:
     bad = UOp(kernel.REDUCE, f32.vec(2), (x,), "add")
     with pytest.raises(IRError, match="result lanes 2 must divide the operand's 3 lanes"):
         verify(UOp.sink(bad))
+
+
+def test_softmax_gets_partial_accumulators_for_its_max_and_its_sum() -> None:
+    """Softmax over rows is one kernel: a max loop, a sum-of-exp loop and the output loop (a vector upcast). The two
+    reductions depend on no upcast range, so each gets its own accumulators (the sum's, not only the first one's)."""
+    k = _one_kernel(_whole(64, 1024).softmax(-1), "tensor-to-kernel")
+    (mx, sm) = [u for u in k.toposort() if u.op is kernel.REDUCE]
+    assert (mx.arg, sm.arg) == ("max", "add")
+    opts = heuristic_opts(k, ACC)
+    assert Opt("upcast", sm.src[-1].arg[0], 64) in opts and Opt("upcast", mx.src[-1].arg[0], 64) in opts
+    assert opts == [Opt("upcast", 1, 32), Opt("upcast", 2, 64), Opt("upcast", 3, 64), Opt("global", 0)]
+    # a sum of exps is not exact in another order (the values: the frontend's tests on c); the lanes are
+    (k,) = kernels(pipeline("tensor-to-kernel,kernel-optimize{target=test-acc},kernel-expand")(
+        UOp.sink(_whole(64, 1024).softmax(-1).uop)))
+    red = [u for u in k.toposort() if u.op is kernel.REDUCE]
+    assert sorted(str(u.dtype) for u in red) == ["f32", "f32", "vector<64xf32>", "vector<64xf32>"]

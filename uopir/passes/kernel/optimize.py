@@ -23,13 +23,15 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      matmul's B columns) is reused by every row block while it is in cache instead of streamed once per row block;
   2. otherwise, a vector upcast of the contiguous output range (stride 1 in the store, and in every load that reads
      along it) by the largest power of two that divides it and fits the vector width and `max_upcast`;
-  3. reductions: on a cpu target, when nothing is upcast, the innermost range of a reduction along which every load
-     under it reads consecutive elements (a full sum, a row sum) gets partial accumulators: `upcast` of the reduce
-     range by ACC_VECTORS vectors of the reduced dtype's width (as long as it runs ACC_MIN_STEPS iterations of them),
-     which splits it r_o * f + r_i and reduces `kernel.reduce (kernel.reduce %x, r_o), r_i`: f independent partial
-     results (one vector add per vector and iteration instead of a chain of scalar adds through one register),
-     folded once after the loop. A float add/mul changes order so, allowed by `reassociate_float_reductions` (the
-     differential tolerances' `accumulate` class); integer, bool, max and min reductions are exact in any order.
+  3. reductions: on a cpu target, the innermost range of each reduction that depends on no upcast output range
+     (a full sum, a row sum, softmax's max and sum beside its vector of outputs) and along which every load under it
+     reads consecutive elements gets partial accumulators: `upcast` of the reduce range by ACC_VECTORS vectors of
+     the reduced dtype's width (as long as it runs ACC_MIN_STEPS iterations of them; each reduction's lanes are its
+     own, within `max_upcast`, folded before anything reads them), which splits it r_o * f + r_i and reduces
+     `kernel.reduce (kernel.reduce %x, r_o), r_i`: f independent partial results (one vector add per vector and
+     iteration instead of a chain of scalar adds through one register), folded once after the loop. A float
+     add/mul changes order so, allowed by `reassociate_float_reductions` (the differential tolerances' `accumulate`
+     class); integer, bool, max and min reductions are exact in any order.
      Otherwise unroll: the innermost range of each reduction (the last operand of every kernel.reduce that has it) is
      unrolled fully when its extent is at most 16, else by the first of `unroll_sizes` that divides it, as long as
      the lanes of a value (upcast times unroll factors) stay within `max_upcast` times the first unroll size;
@@ -441,13 +443,15 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     # lanes out by axis: rows-major register tiles, reductions innermost)
     in_ends = set(k.out)
     done: set[UOp] = set()
-    # 3. partial accumulators of a long reduction read contiguously (a gpu shares it by threads instead: 6.)
-    if not upcast and t.kind == "cpu":
-        acc = _accumulators(k, t, budget)
-        if acc is not None:
-            upcast[acc[0]] = acc[1]
-            lanes *= acc[1]
-            done.add(acc[0])
+    # 3. partial accumulators of each long reduction read contiguously (a gpu shares it by threads instead: 6.)
+    if t.kind == "cpu":
+        accs = _accumulators(k, t, budget, set(upcast))
+        for r, f in accs:
+            upcast[r] = f
+            done.add(r)
+        # folded before anything reads them, so they do not multiply the output's lanes or each other's; but an
+        # unrolled range of another reduction may still enclose one: the unroll cap counts the widest
+        lanes *= max((f for _, f in accs), default=1)
     # 3. else unroll the innermost range of each reduction
     cap = budget * (t.unroll_sizes[0] if t.unroll_sizes else 1)
     unroll: dict[UOp, int] = {}
@@ -497,18 +501,23 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     return opts
 
 
-def _accumulators(k: _Kernel, t: Target, budget: int) -> tuple[UOp, int] | None:
-    """3. on a cpu: (range, factor) of a reduction kept as partial results: the innermost range r of a
+def _accumulators(k: _Kernel, t: Target, budget: int, upcast: set[UOp]) -> list[tuple[UOp, int]]:
+    """3. on a cpu: (range, factor) of each reduction kept as partial results: the innermost range r of a
     kernel.reduce (its last operand, and no reduction's other one) along which every load under it reads consecutive
     elements (stride 1: a full sum's or a row sum's input) becomes ACC_VECTORS vectors of the reduced dtype's width
     (`upcast` of a reduce range), when the reduction runs at least ACC_MIN_STEPS iterations of them: independent
-    vector chains instead of one scalar one, folded once after the loop. A float add/mul only on a target that lets
+    vector chains instead of one scalar one, folded once after the loop. Only a reduction that depends on none of
+    the `upcast` output ranges (softmax's max and sum beside its vector of outputs: its lanes are its own, within
+    `budget`; a matmul's sum is in its register tile's lanes already). A float add/mul only on a target that lets
     it reassociate (`reassociate_float_reductions`)."""
+    accs: list[tuple[UOp, int]] = []
     for red in k.reduces:
         rs = red.operands.ranges
         r = rs[-1] if rs else None
         n = const_extent(r) if r is not None else None
         if r is None or n is None or r.attrs.kind != "reduce" or any(r in u.operands.ranges[:-1] for u in k.reduces):
+            continue
+        if k.deps[red] & upcast or any(r is a for a, _ in accs):
             continue
         if red.dtype.scalar.is_float and red.attrs.op in ("add", "mul") and not t.reassociate_float_reductions:
             continue
@@ -518,8 +527,8 @@ def _accumulators(k: _Kernel, t: Target, budget: int) -> tuple[UOp, int] | None:
             continue
         f = _pow2_divisor(n, min(vw * ACC_VECTORS, budget, n // ACC_MIN_STEPS))
         if f >= vw:
-            return r, f
-    return None
+            accs.append((r, f))
+    return accs
 
 
 def _fit_code_size(k: _Kernel, upcast: dict[UOp, int], unroll: dict[UOp, int]) -> None:
