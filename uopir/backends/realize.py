@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 __all__ = ["realize", "compiled", "cache_key", "plan", "debug_level", "print_compiled", "schedule_cache_enabled",
            "clear_schedule_cache", "STATS", "RealizeStats", "CACHE_SIZE", "PROGRAM_CACHE_SIZE", "DEBUG_ENV",
            "SCHEDULE_CACHE_ENV", "SCHEDULE_CACHE_SIZE_ENV", "PROGRAM_CACHE_SIZE_ENV", "schedule_cache_size",
-           "program_cache_size", "cached_counts", "Launch", "capture", "run_plan"]
+           "program_cache_size", "cached_counts", "Launch", "capture", "run_plan", "const_result"]
 
 DEBUG_ENV = "UOPIR_DEBUG"
 SCHEDULE_CACHE_ENV = "UOPIR_SCHEDULE_CACHE"
@@ -361,14 +361,20 @@ def _run(backend: Backend, plan: Plan, inputs: list[Buffer], var_vals: dict[str,
             bufs[i] = None
     sync()
     if isinstance(plan.result, UOp):
-        arr = np.array(np.broadcast_to(const_array(plan.result.dtype, const_value(plan.result)), plan.shape))
-        return alloc.from_numpy(arr, plan.result.dtype)
+        return const_result(alloc, plan)
     if out is None:
         out = bufs[plan.result]
         assert out is not None
         if plan.copy_result == "exit":  # never alias an input: a later write to it must not change this value
             out = _copy(alloc, out)
     return out
+
+
+def const_result(alloc: Allocator, plan: Plan) -> Buffer:
+    """The result of a plan whose result is a constant, in a fresh buffer of `alloc`."""
+    assert isinstance(plan.result, UOp)
+    arr = np.array(np.broadcast_to(const_array(plan.result.dtype, const_value(plan.result)), plan.shape))
+    return alloc.from_numpy(arr, plan.result.dtype)
 
 
 def _estimates(prog: Program, var_vals: dict[str, int], nbytes: list[int]) -> Estimates:

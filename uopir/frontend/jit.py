@@ -15,6 +15,14 @@ function does not run: each recorded plan runs again (`realize.run_plan`) with i
 - any other buffer (parameters, optimizer state, constants) -> the same buffer, so in-place assigns (an optimizer's
   step) update it again on every replay.
 
+On the host-cpu backends (c, llvm) a replay is one native call (uopir.backends.cpu.graph): the first replay builds a
+table of every kernel's function pointer and arguments, and each replay writes the addresses of its inputs and of
+the buffers it returns into it and runs it, the GIL released, instead of a Python launch per kernel. The graph's
+other intermediates (plan temporaries, results not returned) are allocated once and reused by every replay (a lock
+keeps two threads replaying one TinyJit from sharing them at once). Plans with a non-host kernel, UOPIR_DEBUG >= 2,
+no C compiler, UOPIR_GRAPH=0, or inputs whose memory overlaps another input or a captured buffer replay the Python
+way below.
+
 The return value has the structure of the captured one with every Tensor (realized at capture) rebound the same way;
 other values come back as they were captured. Random tensors the function draws (Tensor.rand/randn/uniform/..., dropout
 masks: host data) are drawn again on each replay, from the same generator in the same order. A replay refuses Tensor
@@ -27,7 +35,9 @@ function (`.item()`, data made from numpy, Python side effects) is frozen at the
 """
 from __future__ import annotations
 
+import bisect
 import functools
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -36,11 +46,14 @@ import numpy as np
 
 from uopir.backends import realize as R
 from uopir.backends.buffers import buffer_of, buffer_op
+from uopir.backends.cpu.runtime import SCRATCH_ADDR, overlaps
 from uopir.dialects import tensor as T
+from uopir.dialects.semantics import np_dtype
 from uopir.frontend import dtype_promotion as P
 from uopir.frontend.creation import RANDOM_SOURCES
 from uopir.frontend.realization import FRESH_TARGETS
 from uopir.frontend.tensor import Tensor
+from uopir.ir.dtype import dtypes
 
 __all__ = ["TinyJit", "JitError"]
 
@@ -64,6 +77,36 @@ class _Step:
     slots: list[_Slot]
     fresh: list[tuple[int, Any]]  # (made index, captured buffer) of the fresh targets allocated before this launch
     made: int  # made index of this launch's result
+
+
+_GRAPH_ATTEMPTS = 64  # replays that try to build the native graph while a kernel's C binary is still compiling
+
+
+class _NoGraph(Exception):
+    """A buffer of the capture that the native graph cannot pass (not in host memory)."""
+
+
+@dataclass
+class _NativeReplay:
+    graph: Any  # uopir.backends.cpu.graph.LaunchGraph
+    per_replay: list[int]  # made indices a replay binds anew: returned buffers, random draws
+    fresh: list[tuple[int, Any, Any, tuple[int, ...]]]  # (made index, allocator, dtype, shape) allocated per replay
+    fixed: list[tuple[int, int]]  # the captured buffers' memory, merged disjoint ranges in address order
+
+    def hits_fixed(self, span: tuple[int, int]) -> bool:
+        """Whether [start, end) overlaps a captured buffer (an input bound to a parameter: aliasing to re-check)."""
+        i = bisect.bisect_right(self.fixed, (span[0], 1 << 64))
+        return (i > 0 and self.fixed[i - 1][1] > span[0]) or (i < len(self.fixed) and self.fixed[i][0] < span[1])
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def _flatten(ret: Any) -> list[Tensor]:
@@ -120,6 +163,9 @@ class TinyJit(Generic[Ret]):
         self.ret_slots: dict[int, _Slot] = {}
         self.randoms: list[tuple[int, Any, Any, tuple[int, ...]]] = []
         self._keep: list[Any] = []
+        self._graph: _NativeReplay | None | bool = None  # None: not built yet; False: this capture cannot have one
+        self._graph_attempts = 0
+        self._graph_lock = threading.Lock()
 
     @property
     def captured(self) -> bool:
@@ -229,6 +275,11 @@ class TinyJit(Generic[Ret]):
                            f"{self.other_args!r}); it may have shaped the graph, so call reset() to capture again")
 
     def _replay(self, inputs: list[Any]) -> Ret:
+        if self._graph is not False and self._graph_attempts < _GRAPH_ATTEMPTS:
+            with self._graph_lock:
+                out = self._replay_native(inputs)
+            if out is not None:
+                return out
         made: list[Any] = [None] * self.n_made
         for i, b, gen, shp in self.randoms:  # drawn again, in the order the function drew them (unused ones too)
             arr = b.allocator.from_numpy(P.host_array(np.asarray(gen(shp)), b.dtype), b.dtype)
@@ -243,7 +294,182 @@ class TinyJit(Generic[Ret]):
             for i, b in st.fresh:
                 made[i] = b.allocator.alloc(b.dtype, b.shape)
             made[st.made] = R.run_plan(la.backend, la.plan, [bind(s) for s in st.slots], la.var_vals)
+        return self._result(inputs, made)
+
+    def _result(self, inputs: list[Any], made: list[Any]) -> Ret:
+        def bind(s: _Slot) -> Any:
+            return inputs[s.index] if s.kind == "in" else made[s.index] if s.kind == "made" else s.buf
+
         new: dict[int, Tensor] = {}
         for t in _flatten(self.ret):
             new[id(t)] = Tensor(buffer_op(bind(self.ret_slots[id(t)])), device=t.device)
         return _rebuild(self.ret, new)
+
+    # ---- replay as one native call (host-cpu kernels: uopir.backends.cpu.graph) --------------------------------------
+    def _replay_native(self, inputs: list[Any]) -> Ret | None:
+        """The replay through the native launch graph, or None when this replay goes the Python way (no graph for
+        this capture, not yet buildable, UOPIR_DEBUG >= 2, or inputs that overlap each other or a captured buffer:
+        the graph chose each kernel's no-alias variant for the capture's buffers). Called under `_graph_lock`: the
+        graph's intermediate buffers are shared by its replays."""
+        if R.debug_level() >= 2:
+            return None
+        g = self._graph
+        if g is None:
+            g = self._build_graph(inputs)
+            if g is None:
+                self._graph_attempts += 1
+                return None
+            self._graph = g
+        if g is False:
+            return None
+        assert isinstance(g, _NativeReplay)
+        spans: list[tuple[int, int]] = []
+        addrs: list[int] = []
+        for b in inputs:
+            a = b.host_view()
+            if a is None:
+                return None
+            addr = a.__array_interface__["data"][0]
+            addrs.append(addr)
+            if a.nbytes:
+                spans.append((addr, addr + a.nbytes))
+        if overlaps(spans) or any(g.hits_fixed(sp) for sp in spans):
+            return None
+        graph = g.graph
+        for i, addr in enumerate(addrs):
+            graph.bind(("in", i), addr)
+        made: list[Any] = [None] * self.n_made
+        for i, b, gen, shp in self.randoms:  # drawn again, in the order the function drew them (unused ones too)
+            arr = b.allocator.from_numpy(P.host_array(np.asarray(gen(shp)), b.dtype), b.dtype)
+            if i >= 0:
+                made[i] = arr
+        for j, alloc, dtype, shape in g.fresh:
+            made[j] = alloc.alloc(dtype, shape)
+        for j in g.per_replay:
+            a = made[j].host_view()
+            graph.bind(("made", j), a.__array_interface__["data"][0] if a.nbytes else SCRATCH_ADDR)
+        graph.run()
+        R.STATS.kernels += graph.n
+        return self._result(inputs, made)
+
+    def _build_graph(self, inputs: list[Any]) -> _NativeReplay | None | bool:
+        """The capture as one launch graph (False when it cannot be one: a kernel not on a host-cpu backend, a plan
+        whose result is a copy or a constant, no C compiler for the runner; None to try again at a later replay: a
+        kernel whose C binary is still compiling). Buffers a replay returns or draws are bound per replay; every other
+        intermediate (plan temporaries, results not returned) is allocated once here and reused by every replay."""
+        from uopir.backends.c.runtime import TieredKernel
+        from uopir.backends.cpu.graph import LaunchGraph, max_args, native
+        from uopir.backends.cpu.runtime import HostKernel, HostRuntime, address
+
+        if native() is None:
+            return False
+        per_replay = {s.index for s in self.ret_slots.values() if s.kind == "made"}
+        per_replay |= {i for i, *_ in self.randoms if i >= 0}
+        captured: list[Any] = [None] * self.n_made  # the capture's own buffer of each made index (alive in _keep)
+        for st in self.steps:
+            captured[st.made] = st.launch.result
+            for i, b in st.fresh:
+                captured[i] = b
+        for i, b, _gen, _shp in self.randoms:
+            if i >= 0:
+                captured[i] = b
+        random_made = {i for i, *_ in self.randoms if i >= 0}
+        fresh = [(j, b.allocator, b.dtype, b.shape) for j, b in enumerate(captured) if j in per_replay
+                 and j not in random_made]
+        persistent: dict[int, Any] = {}
+        keep: list[Any] = []
+        fixed: list[tuple[int, int]] = []
+        launches: list[tuple[int, list[Any], int | None]] = []
+        limit = max_args()
+
+        def array(buf: Any) -> np.ndarray:
+            a = buf.host_view()
+            if a is None or not a.flags.c_contiguous:
+                raise _NoGraph
+            return a
+
+        try:
+            for st in self.steps:
+                la, plan = st.launch, st.launch.plan
+                if not isinstance(la.backend.runtime, HostRuntime):
+                    return False
+                alloc = la.backend.allocator
+                refs: list[tuple[Any, np.ndarray]] = []  # per plan slot: (argument or key, array)
+                for i, b in st.fresh:
+                    if i not in per_replay:
+                        persistent[i] = alloc.alloc(b.dtype, b.shape)
+                for s in st.slots:
+                    if s.kind == "in":
+                        refs.append((("in", s.index), array(inputs[s.index])))
+                    elif s.kind == "made" and s.index in per_replay:
+                        refs.append((("made", s.index), array(captured[s.index])))
+                    else:
+                        buf = persistent[s.index] if s.kind == "made" else s.buf
+                        a = array(buf)
+                        keep.append(buf)
+                        if s.kind == "fixed" and a.nbytes:
+                            fixed.append((a.ctypes.data, a.ctypes.data + a.nbytes))
+                        refs.append((a.ctypes.data, a))
+                # a result that is not a kernel's output: a copy of an input (before or after the kernels) or a
+                # constant, copied into the made buffer by the graph from a pristine buffer made once here
+                target: Any = None
+                if plan.copy_result or not isinstance(plan.result, int):
+                    res = la.result
+                    if res.dtype is dtypes.bfloat16:  # the Python copy rounds the carrier
+                        return False
+                    if st.made in per_replay:
+                        target = ("made", st.made)
+                    else:
+                        buf = persistent[st.made] = alloc.alloc(res.dtype, res.shape)
+                        keep.append(buf)
+                        target = array(buf).ctypes.data
+                    if isinstance(plan.result, int):
+                        source = refs[plan.result][0]
+                    else:
+                        pristine = R.const_result(alloc, plan)
+                        keep.append(pristine)
+                        source = array(pristine).ctypes.data
+                    copy = (0, [target, source, res.nbytes], None) if res.nbytes else None
+                    if copy is not None and plan.copy_result != "exit":
+                        launches.append(copy)
+                for t, (dt, shp) in enumerate(plan.temps):
+                    if plan.n_inputs + t == plan.result and st.made in per_replay:
+                        refs.append((("made", st.made), array(captured[st.made])))
+                        continue
+                    buf = alloc.alloc(dt, shp)
+                    if plan.n_inputs + t == plan.result:
+                        persistent[st.made] = buf
+                    keep.append(buf)
+                    a = array(buf)
+                    refs.append((a.ctypes.data, a))
+                for ps in plan.steps:
+                    k = ps.program.entry
+                    if not isinstance(k, HostKernel):
+                        return False
+                    if isinstance(k, TieredKernel) and k.tier != "c":
+                        if not k._binary.done():
+                            return None
+                        k.finish()
+                    sig = k.sig
+                    if len(ps.args) < len(sig.params) or any(v not in la.var_vals for v in sig.vars):
+                        return False
+                    args: list[Any] = []
+                    spans: list[tuple[int, int]] = []
+                    for d, slot in zip(sig.params, ps.args, strict=False):
+                        ref, a = refs[slot]
+                        if d is not None and a.dtype != np_dtype(d):
+                            return False
+                        args.append(ref if a.size else SCRATCH_ADDR)
+                        if d is not None and a.nbytes:
+                            spans.append((a.ctypes.data, a.ctypes.data + a.nbytes))
+                    args.extend(int(la.var_vals[v]) for v in sig.vars)
+                    if len(args) + (2 if sig.parallel else 0) > limit:
+                        return False
+                    fn = k.function(aliased=overlaps(spans))
+                    keep.append(fn)
+                    launches.append((address(fn), args, k.threads if sig.parallel else None))
+                if target is not None and copy is not None and plan.copy_result == "exit":
+                    launches.append(copy)
+        except _NoGraph:
+            return False
+        return _NativeReplay(LaunchGraph(launches, keep), sorted(per_replay), fresh, _merge(fixed))

@@ -2,8 +2,8 @@
 
 A kernel is called with the data pointers of its buffers (kernel.param order) and the values of its variables (name
 order), as its `KernelSignature` says; ctypes releases the GIL for the call. A kernel with a global id (a parallel
-loop) also takes `core_id, core_count`: it is called once per core, from a thread pool, each call running its share
-of the ids, and the launch returns when all have. Kernels are compiled with `restrict`
+loop) also takes `core_id, core_count`: it is called once per core (on the native pool of uopir.backends.cpu.graph),
+each call running its share of the ids, and the launch returns when all have. Kernels are compiled with `restrict`
 pointers; a launch whose buffers overlap in memory (an in-place update passed twice) runs a variant rendered without
 `restrict`, compiled on first need, so the compiler's no-alias assumption is never false. The call itself (argument
 checks, aliasing, the split across cores) and the pooled allocator are shared with the LLVM backend

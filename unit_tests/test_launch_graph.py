@@ -1,0 +1,168 @@
+"""The native launch graph (uopir.backends.cpu.graph): a TinyJit replay on the host-cpu backends runs its kernels in
+one native call and gives what the Python replay and eager realize give: on c and llvm, with inputs rebound between
+replays, parallel kernels, symbolic variables, in-place updates whose buffers alias, kernel lists that mix backends
+or hold a non-host one (the Python replay then), from two threads at once; eager parallel launches on the pool."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from uopir import Tensor, TinyJit, Variable
+from uopir.backends import available, get_backend
+from uopir.backends import realize as R
+from uopir.backends.cpu import graph as G
+from uopir.backends.cpu.runtime import HostKernel
+from uopir.frontend.jit import _NativeReplay
+
+HOST = [d for d in ("c", "llvm") if d in available()]
+pytestmark = pytest.mark.skipif(not HOST or G.native() is None, reason="no host-cpu backend or no C compiler")
+
+
+def _native(jit: TinyJit) -> bool:
+    return isinstance(jit._graph, _NativeReplay)
+
+
+def _chain(x: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
+    h = (x * 2.0 + w[0]).realize()
+    h = (h.exp() - 1.0).realize()
+    return h @ w, h.sum()
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_replay_equals_eager_on_new_inputs(device: str) -> None:
+    rng = np.random.default_rng(0)
+    w = Tensor(rng.standard_normal((4, 4)).astype(np.float32), device=device)
+    f = TinyJit(_chain)
+    outs = []
+    for _ in range(6):
+        x = rng.standard_normal((3, 4)).astype(np.float32)
+        a, s = f(Tensor(x, device=device), w)
+        outs.append(a)
+        want_a, want_s = _chain(Tensor(x, device=device), w)
+        np.testing.assert_allclose(a.numpy(), want_a.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(s.numpy(), want_s.numpy(), rtol=1e-5)
+        outs[-1] = (a, a.numpy())
+    assert _native(f) and f._graph.graph.n >= 4
+    for a, val in outs:  # every replay returned fresh buffers: no later replay overwrote an earlier result
+        np.testing.assert_array_equal(a.numpy(), val)
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_python_replay_without_the_runner(device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(G.GRAPH_ENV, "0")
+    f = TinyJit(lambda x: (x + 1.0).realize() * 3.0)
+    for i in range(4):
+        out = f(Tensor(np.full(8, i, np.float32), device=device))
+        np.testing.assert_array_equal(out.numpy(), np.full(8, (i + 1) * 3, np.float32))
+    assert f._graph is False
+
+
+def test_parallel_kernels_run_in_the_graph() -> None:
+    device = HOST[0]
+    n = 1 << 20
+    f = TinyJit(lambda x: ((x * 2.0).realize() + 1.0).realize())
+    for i in range(4):
+        x = np.arange(n, dtype=np.float32) * (i + 1)
+        np.testing.assert_array_equal(f(Tensor(x, device=device)).numpy(), x * 2 + 1)
+    cores = [f._graph.graph.entries[i].cores for i in range(f._graph.graph.n)]
+    kernels = [st.program.entry for s in f.steps for st in s.launch.plan.steps]
+    assert any(k.sig.parallel for k in kernels), "the benchmark shape should be split across cores"
+    assert cores == [k.threads if k.sig.parallel else 0 for k in kernels]
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_eager_parallel_launch_on_the_native_pool(device: str) -> None:
+    x = np.arange(1 << 20, dtype=np.float32)
+    t = Tensor(x, device=device).realize()
+    G.native()  # built now (an eager launch does not wait for it)
+    prog = next(p for p in R.compiled(get_backend(device), (t * 5.0).uop) if p.entry.sig.parallel)
+    kern: HostKernel = prog.entry
+    saved = kern.threads
+    try:
+        for shares in (2, 5, 1):  # more shares than cores too
+            kern.threads = shares
+            np.testing.assert_array_equal((t * 5.0).realize().numpy(), x * 5)
+    finally:
+        kern.threads = saved
+
+
+def test_symbolic_variables_replay_their_bound_values() -> None:
+    device = HOST[0]
+    n = Variable("n", 1, 6).bind(4)
+    f = TinyJit(lambda c: (c[:n] * 2.0).sum().realize() + 1.0)
+    for i in range(4):
+        c = np.arange(12, dtype=np.float32).reshape(6, 2) + i
+        out = f(Tensor(c, device=device))
+        np.testing.assert_allclose(out.numpy(), c[:4].sum() * 2 + 1, rtol=1e-6)
+    assert _native(f)
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_in_place_update_replays(device: str) -> None:
+    state = Tensor(np.zeros(16, np.float32), device=device).realize()
+
+    @TinyJit
+    def step(x: Tensor) -> Tensor:
+        state.assign(state + x).realize()
+        return (state * 1.0).realize()
+
+    for i in range(6):
+        out = step(Tensor(np.full(16, i + 1, np.float32), device=device))
+        np.testing.assert_array_equal(out.numpy(), np.full(16, (i + 1) * (i + 2) / 2, np.float32))
+    assert _native(step)
+
+
+def test_an_input_bound_to_a_captured_buffer_goes_the_python_way() -> None:
+    device = HOST[0]
+    w = Tensor(np.ones(8, np.float32), device=device).realize()
+    f = TinyJit(lambda x: ((x + w).realize() * 2.0).realize())
+    for _ in range(3):
+        f(Tensor(np.zeros(8, np.float32), device=device))
+    assert _native(f)
+    np.testing.assert_array_equal(f(w).numpy(), np.full(8, 4, np.float32))  # x is w: the kernel's buffers alias
+
+
+def test_mixed_host_backends_and_a_non_host_backend() -> None:
+    if len(HOST) < 2:
+        pytest.skip("needs c and llvm")
+
+    def mixed(x: Tensor) -> Tensor:
+        a = (x + 1.0).realize()
+        return (a.to("llvm") * 2.0).realize()
+
+    f = TinyJit(mixed)
+    for i in range(4):
+        out = f(Tensor(np.full(4, i, np.float32), device="c"))
+        np.testing.assert_array_equal(out.numpy(), np.full(4, (i + 1) * 2, np.float32))
+    assert _native(f)
+
+    g = TinyJit(lambda x: ((x + 1.0).realize().to("python") * 2.0).realize())
+    for i in range(4):
+        out = g(Tensor(np.full(4, i, np.float32), device="c"))
+        np.testing.assert_array_equal(out.numpy(), np.full(4, (i + 1) * 2, np.float32))
+    assert g._graph is False
+
+
+def test_two_threads_replay_two_jits() -> None:
+    device = HOST[0]
+    jits = [TinyJit(lambda x, k=k: ((x * float(k)).realize() + 1.0).realize()) for k in (2, 3)]
+    for j in jits:
+        for _ in range(3):
+            j(Tensor(np.zeros(1 << 16, np.float32), device=device))
+    errors: list[str] = []
+
+    def work(j: TinyJit, k: int) -> None:
+        for i in range(200):
+            x = np.full(1 << 16, i, np.float32)
+            got = j(Tensor(x, device=device)).numpy()
+            if not np.array_equal(got, x * k + 1):
+                errors.append(f"jit {k} replay {i}")
+
+    ts = [threading.Thread(target=work, args=(j, k)) for j, k in zip(jits, (2, 3), strict=True)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors and all(_native(j) for j in jits)

@@ -1,0 +1,224 @@
+/* uopir's launch graph: run a list of compiled host kernels in one native call, parallel ones on a persistent
+ * pool of worker threads (uopir.backends.cpu.graph loads it; compiled once by the C backend's compiler into the
+ * compile cache).
+ *
+ * A kernel is `void k(void *buf0, ..., int64_t var0, ..., [int64_t core_id, int64_t core_count])`: every argument
+ * is one integer register or stack slot wide, so a kernel is called through a prototype of that many int64_t
+ * (pointers and int64_t pass alike on the 64-bit ABIs uopir runs on: x86-64 System V, AArch64). `uopir_call`
+ * dispatches on the count, up to UOPIR_MAX_ARGS.
+ *
+ * The pool: workers are made on first need and live for the process. A job (one parallel kernel split across
+ * `cores` shares) is published by bumping a generation counter; workers spin on it for a short while (a graph's
+ * next parallel kernel follows at once), then sleep on a condition variable. The calling thread runs share 0 and
+ * waits, spinning briefly then sleeping, for the others. One job runs at a time (two Python threads launching at
+ * once take turns on `submit`). After fork the child has no workers: they are made again on its first job. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#define UOPIR_MAX_ARGS 40
+#define UOPIR_MAX_WORKERS 255
+static int64_t spin_ns = 5000;  /* how long a waiting thread spins before it sleeps (uopir_set_spin) */
+
+typedef struct {
+  void *fn;        /* NULL: a copy, args = destination, source, bytes */
+  int64_t *args;   /* the kernel's buffer pointers and variable values (core_id/core_count are appended here) */
+  int32_t nargs;   /* without core_id/core_count */
+  int32_t cores;   /* 0: a serial kernel; n >= 1: a parallel kernel split across n shares */
+} uopir_entry;
+
+int uopir_max_args(void) { return UOPIR_MAX_ARGS; }
+
+/* How long waiting threads spin before they sleep, in nanoseconds (0: sleep at once); returns the old value. */
+int64_t uopir_set_spin(int64_t ns) {
+  int64_t old = spin_ns;
+  spin_ns = ns;
+  return old;
+}
+
+static int uopir_call(void *fn, const int64_t *a, int n) {
+  switch (n) {
+    case 0: ((void (*)(void))fn)(); return 0;
+    case 1: ((void (*)(int64_t))fn)(a[0]); return 0;
+    case 2: ((void (*)(int64_t, int64_t))fn)(a[0], a[1]); return 0;
+    case 3: ((void (*)(int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2]); return 0;
+    case 4: ((void (*)(int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3]); return 0;
+    case 5: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4]); return 0;
+    case 6: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5]); return 0;
+    case 7: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); return 0;
+    case 8: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); return 0;
+    case 9: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]); return 0;
+    case 10: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); return 0;
+    case 11: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]); return 0;
+    case 12: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]); return 0;
+    case 13: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]); return 0;
+    case 14: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13]); return 0;
+    case 15: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14]); return 0;
+    case 16: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15]); return 0;
+    case 17: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16]); return 0;
+    case 18: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17]); return 0;
+    case 19: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18]); return 0;
+    case 20: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19]); return 0;
+    case 21: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20]); return 0;
+    case 22: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21]); return 0;
+    case 23: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22]); return 0;
+    case 24: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23]); return 0;
+    case 25: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24]); return 0;
+    case 26: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25]); return 0;
+    case 27: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26]); return 0;
+    case 28: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27]); return 0;
+    case 29: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28]); return 0;
+    case 30: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29]); return 0;
+    case 31: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30]); return 0;
+    case 32: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31]); return 0;
+    case 33: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31], a[32]); return 0;
+    case 34: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31], a[32], a[33]); return 0;
+    case 35: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31], a[32], a[33], a[34]); return 0;
+    case 36: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31], a[32], a[33], a[34], a[35]); return 0;
+    case 37: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31], a[32], a[33], a[34], a[35], a[36]); return 0;
+    case 38: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31], a[32], a[33], a[34], a[35], a[36], a[37]); return 0;
+    case 39: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31], a[32], a[33], a[34], a[35], a[36], a[37], a[38]); return 0;
+    case 40: ((void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t))fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29], a[30], a[31], a[32], a[33], a[34], a[35], a[36], a[37], a[38], a[39]); return 0;
+    default: return -1;
+  }
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static pthread_mutex_t submit = PTHREAD_MUTEX_INITIALIZER;  /* one job at a time */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;      /* guards sleeping on wake/done */
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t done = PTHREAD_COND_INITIALIZER;
+static _Atomic uint64_t generation;
+static _Atomic int pending;  /* workers that have not finished the current job */
+static int nworkers;
+static struct { void *fn; const int64_t *args; int nargs; int cores; } job;
+static int atfork_set;
+static uint64_t start_generation[UOPIR_MAX_WORKERS];  /* the generation a worker was made in: its first job is next */
+
+static void run_share(void *fn, const int64_t *args, int nargs, int id, int cores) {
+  int64_t a[UOPIR_MAX_ARGS];
+  memcpy(a, args, sizeof(int64_t) * (size_t)nargs);
+  a[nargs] = id;
+  a[nargs + 1] = cores;
+  uopir_call(fn, a, nargs + 2);
+}
+
+static void *worker(void *arg) {
+  int index = (int)(intptr_t)arg;  /* runs share index + 1 */
+  uint64_t seen = start_generation[index];  /* not a load: the job that made it may already be published */
+  for (;;) {
+    int64_t t0 = now_ns();
+    int spins = 0;
+    while (atomic_load_explicit(&generation, memory_order_acquire) == seen) {
+      cpu_relax();
+      if ((++spins & 255) == 0 && now_ns() - t0 > spin_ns) {
+        pthread_mutex_lock(&mu);
+        while (atomic_load(&generation) == seen) pthread_cond_wait(&wake, &mu);
+        pthread_mutex_unlock(&mu);
+      }
+    }
+    seen = atomic_load(&generation);
+    if (index + 1 < job.cores) run_share(job.fn, job.args, job.nargs, index + 1, job.cores);
+    if (atomic_fetch_sub_explicit(&pending, 1, memory_order_acq_rel) == 1) {
+      pthread_mutex_lock(&mu);
+      pthread_cond_broadcast(&done);
+      pthread_mutex_unlock(&mu);
+    }
+  }
+  return 0;
+}
+
+static void after_fork_child(void) {
+  pthread_mutex_init(&submit, 0);
+  pthread_mutex_init(&mu, 0);
+  pthread_cond_init(&wake, 0);
+  pthread_cond_init(&done, 0);
+  nworkers = 0;
+}
+
+/* Workers for `want` of them (under submit); fewer when threads cannot be made. */
+static int grow(int want) {
+  if (want > UOPIR_MAX_WORKERS) want = UOPIR_MAX_WORKERS;
+  if (!atfork_set) {
+    pthread_atfork(0, 0, after_fork_child);
+    atfork_set = 1;
+  }
+  while (nworkers < want) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    start_generation[nworkers] = atomic_load(&generation);
+    int rc = pthread_create(&t, &attr, worker, (void *)(intptr_t)nworkers);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) break;
+    nworkers++;
+  }
+  return nworkers;
+}
+
+/* Run one parallel kernel split across `cores` shares; the calling thread runs share 0. Returns -1 when the
+ * kernel has too many arguments. */
+int uopir_parallel(void *fn, const int64_t *args, int nargs, int cores) {
+  if (nargs + 2 > UOPIR_MAX_ARGS) return -1;
+  if (cores <= 1) {
+    run_share(fn, args, nargs, 0, 1);
+    return 0;
+  }
+  pthread_mutex_lock(&submit);
+  int have = grow(cores - 1);
+  if (have < cores - 1) {  /* no threads to be had: run every share here, in turn */
+    for (int i = 0; i < cores; i++) run_share(fn, args, nargs, i, cores);
+    pthread_mutex_unlock(&submit);
+    return 0;
+  }
+  job.fn = fn, job.args = args, job.nargs = nargs, job.cores = cores;
+  atomic_store(&pending, have);
+  pthread_mutex_lock(&mu);
+  atomic_fetch_add_explicit(&generation, 1, memory_order_release);
+  pthread_cond_broadcast(&wake);
+  pthread_mutex_unlock(&mu);
+  run_share(fn, args, nargs, 0, cores);
+  int64_t t0 = now_ns();
+  int spins = 0;
+  while (atomic_load_explicit(&pending, memory_order_acquire) > 0) {
+    cpu_relax();
+    if ((++spins & 255) == 0 && now_ns() - t0 > spin_ns) {
+      pthread_mutex_lock(&mu);
+      while (atomic_load(&pending) > 0) pthread_cond_wait(&done, &mu);
+      pthread_mutex_unlock(&mu);
+    }
+  }
+  pthread_mutex_unlock(&submit);
+  return 0;
+}
+
+/* Run entries[0..n-1] in order. Returns the index of the first entry that could not be called (too many
+ * arguments) and runs nothing from it on, else -1. */
+int64_t uopir_run_graph(int64_t n, const uopir_entry *entries) {
+  for (int64_t i = 0; i < n; i++) {
+    const uopir_entry *e = &entries[i];
+    if (!e->fn) {  /* a copy between buffers: args = dst, src, bytes */
+      memcpy((void *)(intptr_t)e->args[0], (const void *)(intptr_t)e->args[1], (size_t)e->args[2]);
+      continue;
+    }
+    int rc = e->cores ? uopir_parallel(e->fn, e->args, e->nargs, e->cores) : uopir_call(e->fn, e->args, e->nargs);
+    if (rc != 0) return i;
+  }
+  return -1;
+}

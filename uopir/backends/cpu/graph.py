@@ -1,0 +1,141 @@
+"""The native launch graph of the host-cpu backends (c, llvm): graph.c, compiled once by the C backend's compiler
+into the compile cache and loaded with ctypes.
+
+It gives two calls. `uopir_run_graph(n, entries)` runs a list of kernels (function pointer, int64 argument array,
+parallel flag) in order in one native call, GIL released: a TinyJit replay costs one ctypes call instead of a Python
+launch per kernel (tinygrad's graph runners do the same with a generated function; ours is one fixed C function
+walking a table Python fills once per capture). `uopir_parallel(fn, args, nargs, cores)` runs one parallel kernel
+split across cores on a persistent native thread pool (workers spin briefly, then sleep on a condition variable):
+one ctypes call per launch instead of one per core through a Python thread pool.
+
+Why C and not llvmlite IR: the pool needs pthreads, atomics and condition variables, a few lines of C and many of
+IR; the C backend's compiler and its disk cache are already there. Without a C compiler (the llvm backend alone)
+`native()` is None and launches go the Python way (a thread pool, one ctypes call per kernel), as they did before.
+`UOPIR_GRAPH=0` turns the native graph and pool off.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from importlib import resources
+from typing import Any
+
+__all__ = ["GRAPH_ENV", "Entry", "native", "graph_enabled", "max_args"]
+
+GRAPH_ENV = "UOPIR_GRAPH"
+
+
+class Entry(ctypes.Structure):
+    """One kernel of a graph (graph.c's uopir_entry)."""
+
+    _fields_ = [("fn", ctypes.c_void_p), ("args", ctypes.c_void_p), ("nargs", ctypes.c_int32),
+                ("cores", ctypes.c_int32)]
+
+
+def graph_enabled() -> bool:
+    return os.environ.get(GRAPH_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+_LIB: Any = None
+_STATE = ["new"]  # new -> loading -> ready | failed
+_LOCK = threading.Lock()
+_READY = threading.Event()
+
+
+def _load() -> None:
+    from uopir.backends.c.compiler import BASE_FLAGS, CCompiler
+    from uopir.backends.c.runtime import load_library
+
+    global _LIB
+    lib = None
+    try:
+        cc = CCompiler(flags=(*BASE_FLAGS, "-pthread"))
+        if cc.available:
+            src = resources.files("uopir.backends.cpu").joinpath("graph.c").read_text(encoding="utf-8")
+            lib = load_library(cc.compile_cached(src))
+            lib.uopir_run_graph.argtypes = [ctypes.c_int64, ctypes.c_void_p]
+            lib.uopir_run_graph.restype = ctypes.c_int64
+            lib.uopir_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+            lib.uopir_parallel.restype = ctypes.c_int
+            lib.uopir_max_args.restype = ctypes.c_int
+    except Exception:  # noqa: BLE001 - no runner: launches go the Python way
+        lib = None
+    _LIB = lib
+    _STATE[0] = "ready" if lib is not None else "failed"
+    _READY.set()
+
+
+def native(wait: bool = True) -> Any:
+    """The loaded runner library, or None (no C compiler, it failed to build, or UOPIR_GRAPH=0). With wait=False a
+    runner not loaded yet is built on a background thread and None is returned meanwhile (a first eager launch does
+    not wait for a compile)."""
+    if _STATE[0] == "ready":
+        return _LIB if graph_enabled() else None
+    if _STATE[0] == "failed" or not graph_enabled():
+        return None
+    with _LOCK:
+        start = _STATE[0] == "new"
+        if start:
+            _STATE[0] = "loading"
+    if start:
+        if wait:
+            _load()
+        else:
+            threading.Thread(target=_load, name="uopir-graph-build", daemon=True).start()
+    if wait:
+        _READY.wait()
+        return _LIB if graph_enabled() else None
+    return None
+
+
+def max_args() -> int:
+    """The most arguments (buffers, variables, core_id/core_count) the runner can pass a kernel."""
+    lib = native()
+    return lib.uopir_max_args() if lib is not None else 0
+
+
+class LaunchGraph:
+    """A fixed list of kernel launches as one native call. Each launch is (function pointer, arguments, cores): an
+    argument is an int (an address or a variable's value, fixed) or a key, whose value `bind` writes into every
+    place it occurs before a `run` (the buffers a replay rebinds); cores is None for a serial kernel, else the shares
+    of a parallel one. The table (entries and one int64 argument array) is built once; `keep` holds what its
+    addresses point into (functions, buffers)."""
+
+    def __init__(self, launches: list[tuple[int, list[Any], int | None]], keep: list[Any]):
+        import numpy as np
+
+        self._lib = native()
+        if self._lib is None:
+            raise RuntimeError("the native launch graph is not available")
+        self.n = len(launches)
+        total = sum(len(a) for _, a, _ in launches)
+        self.args = np.zeros(max(1, total), np.int64)
+        self.entries = (Entry * max(1, self.n))()
+        self.places: dict[Any, list[int]] = {}
+        base = self.args.ctypes.data
+        pos = 0
+        for i, (fn, args, cores) in enumerate(launches):
+            e = self.entries[i]
+            e.fn, e.args, e.nargs, e.cores = fn, base + 8 * pos, len(args), 0 if cores is None else cores
+            for a in args:
+                if isinstance(a, int):
+                    self.args[pos] = a
+                else:
+                    self.places.setdefault(a, []).append(pos)
+                pos += 1
+        self._places = {k: np.asarray(v, np.intp) for k, v in self.places.items()}
+        self._entries_addr = ctypes.addressof(self.entries)
+        self.keep = keep
+
+    def bind(self, key: Any, value: int) -> None:
+        """Write `value` (an address) wherever the argument `key` occurs."""
+        p = self._places.get(key)
+        if p is not None:
+            self.args[p] = value
+
+    def run(self) -> None:
+        """Run every launch, in order, in one native call (the GIL released)."""
+        bad = self._lib.uopir_run_graph(self.n, self._entries_addr)
+        if bad >= 0:  # built only from kernels within max_args(): a bug
+            raise RuntimeError(f"launch graph: entry {bad} has more arguments than the runner passes")
