@@ -141,6 +141,7 @@ register_lazy("uopir.passes.kernel.optimize", "kernel-optimize")
 register_lazy("uopir.passes.kernel.expand", "kernel-expand")
 register_lazy("uopir.passes.kernel_to_device", "kernel-to-device")
 register_lazy("uopir.passes.device.decompose", "device-decompose")
+register_lazy("uopir.passes.device.transcendental", "device-transcendental")
 register_lazy("uopir.passes.device.devectorize", "device-devectorize")
 register_lazy("uopir.passes.device.linearize", "device-linearize")
 

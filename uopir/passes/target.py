@@ -66,6 +66,9 @@ class Target:
     # the semantics' sequential one (the differential tolerances' `accumulate` class covers it); integer, bool and
     # max/min reductions are exact in any order and may always be split
     reassociate_float_reductions: bool = False
+    # f32/f64 vector exp2/log2 are rewritten into polynomial core ops (device-transcendental: within the
+    # differential tolerance's `transcendental` class, not bit-exact) instead of one library call per lane
+    vector_transcendentals: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("cpu", "gpu"):
@@ -195,7 +198,8 @@ def host_cpu(name: str = "host", cpuinfo: str | None = None) -> Target:
     the file is unreadable), threads from the cores this process may use. `cpuinfo` replaces the file's text. Its
     float sums may keep partial results in vector lanes (kernel-optimize's accumulators): what a host backend
     promises for them is the differential tolerance of the `accumulate` class, not the sequential order (the
-    generic `cpu` keeps that order: lowering tests compare it with the interpreter bit for bit)."""
+    generic `cpu` keeps that order: lowering tests compare it with the interpreter bit for bit); its vector
+    exp2/log2 are polynomials (device-transcendental), held to the `transcendental` class alike."""
     if cpuinfo is None:
         try:
             with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -207,7 +211,8 @@ def host_cpu(name: str = "host", cpuinfo: str | None = None) -> Target:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return CPU.derive(name=name, max_vector_bytes=vbytes, threads=max(1, cores), reassociate_float_reductions=True)
+    return CPU.derive(name=name, max_vector_bytes=vbytes, threads=max(1, cores), reassociate_float_reductions=True,
+                      vector_transcendentals=True)
 
 
 register_target(CPU)

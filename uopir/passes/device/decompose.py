@@ -20,8 +20,9 @@ A float dtype the target lacks with no exact emulation (float64 on a gpu without
 ALU op or cast computing in it, read from `target.dtypes`.
 
 Ops with no exact decomposition (exp2, log2, sin, sqrt, trunc, fdiv, max, where, shifts, logic) that the target
-lacks are an error at the op: approximations would change results, so a target must have them (or a later,
-explicitly approximate pass must say so). `lacks=core.exp2,...` removes ops from the target's native set (to test,
+lacks are an error at the op: approximations would change results, so a target must have them. The one
+approximating pass is device-transcendental (it runs before this one, for targets that ask): vector exp2/log2 as
+polynomials within the differential tolerance. `lacks=core.exp2,...` removes ops from the target's native set (to test,
 or to model a smaller target).
 """
 from __future__ import annotations

@@ -1,0 +1,175 @@
+"""device-transcendental{target=…}: APPROXIMATE vector exp2/log2 by polynomials in core ops (a named, explicit pass).
+
+A host cpu computes `core.exp2` / `core.log2` on a vector one lane at a time through libm (C's exp2f per lane,
+LLVM's llvm.exp2 on a vector, which scalarizes to the same calls): softmax, gelu, sigmoid and tanh are bound by it.
+This pass rewrites each f32/f64 vector exp2/log2 into core ops that stay vector code — range reduction, a
+polynomial (mul and add: the semantics' `mulacc` is unfused anyway) and exponent scaling through integer adds and
+`core.bitcast` — so every vector backend gets it and it shows in the printed IR. It runs only for targets whose
+description asks (`Target.vector_transcendentals`, set for the host cpu backends c and llvm); scalar ops (one lane)
+keep the target's own function.
+
+The results are NOT the semantics' bit-exact numpy values: they are within the differential tolerance's
+`transcendental` class (uopir.backends.tolerance): ≤ 1 ulp of f32 polynomial error for exp2 and ≤ ~3 ulp for log2
+(unit_tests/test_transcendental.py measures them against numpy over the whole domain), and every special case is
+exact: ±inf, NaN, ±0, overflow to inf, gradual underflow to 0 through the denormals (one rounding), log2 of 0 (-inf),
+of a negative (NaN) and of denormal inputs.
+
+- exp2(x): clamp x to [lo, hi] (just past the subnormal and overflow limits; NaN passes the compares), n =
+  round-to-nearest(x) by adding and subtracting 1.5·2^p (exact for |x| < 2^(p-1)), f = x - n in [-½, ½], 2^f by a
+  minimax polynomial, times 2^(n>>1) and then 2^(n - (n>>1)), each a power of two built in the exponent bits: the
+  first product is exact, so an underflowing result is rounded once.
+- log2(x): denormal x scaled by 2^p first; x = m·2^e with m in [√½, √2) read from the bits (subtract √½'s bits, the
+  exponent is the arithmetic shift, the mantissa re-based on √½), s = (m-1)/(m+1), log2 m = s·P(s²); then
+  e + log2 m, and x < 0 or NaN → NaN, 0 → -inf, +inf → +inf.
+
+f16/bf16 vectors compute in f32 (device-decompose promotes them after this pass: they keep the target's function).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from uopir.dialects import core as C
+from uopir.ir.dtype import DType, dtypes
+from uopir.ir.pattern_compiler import PatternMatcher
+from uopir.ir.rewrite import graph_rewrite
+from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat
+from uopir.passes.device.common import in_kernels, resolve_target
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass
+from uopir.passes.target import check_target_option
+
+__all__ = ["TranscendentalOptions", "device_transcendental", "TRANSCENDENTAL", "exp2_poly", "log2_poly"]
+
+
+@dataclass(frozen=True)
+class _Float:
+    """What the rewrites need of one float dtype."""
+    f: DType
+    i: DType  # the signed integer of the same width
+    mant: int  # explicit mantissa bits
+    bias: int
+    exp2_coeffs: tuple[float, ...]  # 2^f on [-1/2, 1/2], low order first
+    log2_coeffs: tuple[float, ...]  # log2((1+s)/(1-s))/s as a polynomial in s², low order first
+
+
+# Minimax-like fits (weighted least squares on Chebyshev nodes, numpy float64/longdouble, rounded to the dtype);
+# measured maximum polynomial error: exp2 f32 0.81 ulp, f64 1.5 ulp; log2 f32 1.7 ulp on [√½, √2).
+_F32 = _Float(dtypes.float32, dtypes.int32, 23, 127,
+              (1.0, 0.6931471824645996, 0.24022646248340607, 0.05550329014658928, 0.009618519805371761,
+               0.001339986571110785, 0.00015337580407503992),
+              (2.885390043258667, 0.9617988467216492, 0.5767134428024292, 0.4317634701728821))
+# f64 log2: the series 2/ln2 · s^(2k)/(2k+1) itself, enough terms that the next is below 2^-60 of the first
+_LN2 = 0.6931471805599453094
+_F64 = _Float(dtypes.float64, dtypes.int64, 52, 1023,
+              (1.0, 0.6931471805599458, 0.24022650695910297, 0.05550410866481675, 0.009618129107537857,
+               0.001333355814649887, 0.0001540353052787713, 1.5252734331130946e-05, 1.321539931789257e-06,
+               1.0177675471986173e-07, 7.080122746221627e-09, 4.5355239258314944e-10),
+              tuple(2.0 / _LN2 / (2 * k + 1) for k in range(13)))
+_FLOATS = {dtypes.float32: _F32, dtypes.float64: _F64}
+
+
+def _c(like: UOp, v: object) -> UOp:
+    return UOp.const(like.dtype, v)
+
+
+def _b(op: object, a: UOp, b: UOp) -> UOp:
+    return UOp(op, a.dtype, (a, b))  # type: ignore[arg-type]
+
+
+def _horner(x: UOp, coeffs: tuple[float, ...]) -> UOp:
+    acc = _c(x, coeffs[-1])
+    for k in coeffs[-2::-1]:
+        acc = _b(C.ADD, _b(C.MUL, acc, x), _c(x, k))
+    return acc
+
+
+def _bits_of(fl: _Float, v: float) -> int:
+    return int(np.array(v, dtype=np.float32 if fl.f is dtypes.float32 else np.float64).view(
+        np.int32 if fl.f is dtypes.float32 else np.int64))
+
+
+def exp2_poly(x: UOp) -> UOp:
+    """2**x for an f32/f64 vector x, in core ops (see the module docstring)."""
+    fl = _FLOATS[x.dtype.scalar]
+    n_lanes = x.dtype.count
+    idt = fl.i.vec(n_lanes)
+    bdt = dtypes.bool.vec(n_lanes)
+    lo, hi = _c(x, float(-(fl.bias + fl.mant + 2))), _c(x, float(fl.bias + 2))  # f32: -152 (gives 0), 129 (inf)
+    # clamp by compare and select (NaN compares false and passes through): cheaper than core.max's NaN and
+    # signed-zero rules, which a clamp does not need
+    xc = UOp(C.WHERE, x.dtype, (UOp(C.CMPLT, bdt, (x, lo)), lo, x))
+    xc = UOp(C.WHERE, x.dtype, (UOp(C.CMPLT, bdt, (hi, xc)), hi, xc))
+    magic = 1.5 * 2.0 ** fl.mant
+    t = _b(C.ADD, xc, _c(x, magic))  # n + magic, n = xc rounded to nearest even
+    nf = _b(C.SUB, t, _c(x, magic))
+    f = _b(C.SUB, xc, nf)
+    p = _horner(f, fl.exp2_coeffs)
+    n = _b(C.SUB, UOp(C.BITCAST, idt, (t,)), UOp.const(idt, _bits_of(fl, magic)))
+    n1 = _b(C.SHR, n, UOp.const(idt, 1))
+    n2 = _b(C.SUB, n, n1)
+
+    def pow2(k: UOp) -> UOp:
+        return UOp(C.BITCAST, x.dtype, (_b(C.SHL, _b(C.ADD, k, UOp.const(idt, fl.bias)), UOp.const(idt, fl.mant)),))
+    return _b(C.MUL, _b(C.MUL, p, pow2(n1)), pow2(n2))
+
+
+def log2_poly(x: UOp) -> UOp:
+    """log2(x) for an f32/f64 vector x, in core ops (see the module docstring)."""
+    fl = _FLOATS[x.dtype.scalar]
+    n_lanes = x.dtype.count
+    idt, bdt = fl.i.vec(n_lanes), dtypes.bool.vec(n_lanes)
+    tiny = 2.0 ** (1 - fl.bias)  # the smallest normal
+    sub = UOp(C.CMPLT, bdt, (x, _c(x, tiny)))
+    xs = UOp(C.WHERE, x.dtype, (sub, _b(C.MUL, x, _c(x, 2.0 ** fl.mant)), x))
+    eadj = UOp(C.WHERE, x.dtype, (sub, _c(x, float(-fl.mant)), _c(x, 0.0)))
+    rt = UOp.const(idt, _bits_of(fl, float(np.sqrt(np.float64(0.5)))))
+    shifted = _b(C.SUB, UOp(C.BITCAST, idt, (xs,)), rt)
+    e = _b(C.SHR, shifted, UOp.const(idt, fl.mant))  # arithmetic: the exponent of x relative to √½
+    m = UOp(C.BITCAST, x.dtype, (_b(C.ADD, _b(C.AND, shifted, UOp.const(idt, (1 << fl.mant) - 1)), rt),))
+    one = _c(x, 1.0)
+    s = _b(C.FDIV, _b(C.SUB, m, one), _b(C.ADD, m, one))
+    r = _b(C.ADD, _b(C.ADD, e.cast(x.dtype), eadj), _b(C.MUL, s, _horner(_b(C.MUL, s, s), fl.log2_coeffs)))
+    inf = _c(x, float("inf"))
+    r = UOp(C.WHERE, x.dtype, (UOp(C.CMPEQ, bdt, (x, inf)), inf, r))
+    r = UOp(C.WHERE, x.dtype, (UOp(C.CMPEQ, bdt, (x, _c(x, 0.0))), _c(x, float("-inf")), r))
+    bad = UOp(C.OR, bdt, (UOp(C.CMPLT, bdt, (x, _c(x, 0.0))), UOp(C.CMPNE, bdt, (x, x))))
+    return UOp(C.WHERE, x.dtype, (bad, _c(x, float("nan")), r))
+
+
+def _exp2(u: UOp) -> UOp | None:
+    return exp2_poly(u.src[0]) if u.dtype.count > 1 and u.dtype.scalar in _FLOATS else None
+
+
+def _log2(u: UOp) -> UOp | None:
+    return log2_poly(u.src[0]) if u.dtype.count > 1 and u.dtype.scalar in _FLOATS else None
+
+
+TRANSCENDENTAL = PatternMatcher([
+    (UPat(C.EXP2, name="u"), _exp2, "vector-exp2-to-polynomial"),
+    (UPat(C.LOG2, name="u"), _log2, "vector-log2-to-polynomial"),
+])
+
+
+@dataclass
+class TranscendentalOptions:
+    """device-transcendental's options."""
+    target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (c, llvm, ...)"})
+    force: bool = field(default=False, metadata={
+        "help": "rewrite even when the target does not ask for it (Target.vector_transcendentals)"})
+
+    def __post_init__(self) -> None:
+        check_target_option(self.target)
+
+
+@register_pass("device-transcendental",
+               summary="APPROXIMATE vector exp2/log2 by core-op polynomials (targets that ask; within tolerance)",
+               consumes=("core", "kernel", "device"), produces=("core", "kernel", "device"),
+               options=TranscendentalOptions)
+def device_transcendental(root: UOp, options: TranscendentalOptions, ctx: PassContext) -> UOp:
+    t = resolve_target(options.target, root, ctx)
+    if t is None or not (options.force or t.vector_transcendentals):
+        return root
+    return in_kernels(root, lambda k: graph_rewrite(k, TRANSCENDENTAL, stats=ctx.stats))
