@@ -1,13 +1,15 @@
 """`default{target=…}`: the named pipeline from the tensor dialect to a linearized device program.
 
-    canonicalize, tensor-to-kernel, [kernel-simplify], kernel-optimize, kernel-expand, kernel-to-device,
-    device-transcendental, device-decompose, device-devectorize, device-linearize
+    canonicalize, tensor-split-reduce, tensor-to-kernel, [kernel-simplify], kernel-optimize, kernel-expand,
+    kernel-to-device, device-transcendental, device-decompose, device-devectorize, device-linearize
 
 `target` is a device or target name (`c`, `python`, `cpu`, `gpu`, …); every target-dependent pass gets it.
 kernel-optimize picks each kernel's register tile, unrolls, vector width and threaded axis from the target
 description (`UOPIR_NOOPT=1` turns it off); kernel-expand turns those into vector ops, which the device passes lower
 and split to the target's widths. device-transcendental approximates vector exp2/log2 by polynomials for targets
 whose description asks (`vector_transcendentals`: the host cpu backends), and is a no-op elsewhere.
+tensor-split-reduce turns a large reduction to fewer outputs than the target has threads into two kernels
+(per-thread partials, then their combine), so that every core works on it.
 `per-kernel=true` nests the passes after tensor-to-kernel in the `kernel(...)` anchor: the same result, but each
 kernel is finished before the next one starts, so the C backend's realize compiles it while the others lower.
 kernel-simplify runs when a module registers it. `uop-opt` can stop after any of these passes (`-p` with a prefix of
@@ -43,8 +45,8 @@ def default_pipeline(options: DefaultOptions) -> list[str]:
                   f"device-transcendental{t}", f"device-decompose{t}",
                   f"device-devectorize{t}", "device-linearize"]
     if options.per_kernel:
-        return ["canonicalize", "tensor-to-kernel", f"kernel({','.join(per_kernel)})"]
-    return ["canonicalize", "tensor-to-kernel", *per_kernel]
+        return ["canonicalize", f"tensor-split-reduce{t}", "tensor-to-kernel", f"kernel({','.join(per_kernel)})"]
+    return ["canonicalize", f"tensor-split-reduce{t}", "tensor-to-kernel", *per_kernel]
 
 
 register_pipeline("default", DefaultOptions, default_pipeline,

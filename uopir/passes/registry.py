@@ -134,6 +134,7 @@ def register_lazy(module: str, *names: str) -> None:
 register_lazy("uopir.passes.core", "canonicalize", "dce", "cleanup")
 register_lazy("uopir.passes.default", "default")
 register_lazy("uopir.passes.tensor.canonicalize", "tensor-canonicalize")
+register_lazy("uopir.passes.tensor.split_reduce", "tensor-split-reduce")
 register_lazy("uopir.passes.tensor_to_kernel", "tensor-to-kernel")
 register_lazy("uopir.passes.kernel.anchors", "kernel")
 register_lazy("uopir.passes.kernel.simplify", "kernel-simplify")
