@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uopir.dialects import tensor as T
 from uopir.frontend import dtype_promotion as P
 from uopir.frontend.indexing import pick
 from uopir.frontend.shape_ops import TensorArgError, patches
@@ -30,6 +31,20 @@ from uopir.ir.dtype import dtypes
 
 if TYPE_CHECKING:
     from uopir.frontend.tensor import Tensor
+
+# a padded conv input is copied into a buffer of its own when the conv does at least this many multiply-adds per
+# element of that copy: the conv kernel then reads it without a validity gate per tap (one vector load per run of
+# outputs instead of a gated load per lane), which pays for the copy many times over
+PAD_COPY_MIN_REUSE = 8
+PAD_COPY_MIN_WORK = 1 << 16  # ... and at least this many in all (a tiny conv is not worth a second kernel)
+
+
+def _copy_padding(xp: Tensor, macs: Any) -> bool:
+    """Whether a conv's padded input `xp` (a pad of a tensor, here or by the ONNX importer) is worth its own buffer:
+    a constant-shaped pad whose conv reuses each element PAD_COPY_MIN_REUSE times (see there)."""
+    if xp.uop.op is not T.PAD or not all(isinstance(v, int) for v in (*xp.shape, macs)):
+        return False
+    return macs >= PAD_COPY_MIN_WORK and macs >= PAD_COPY_MIN_REUSE * math.prod(xp.shape)
 
 
 def sum_keep_dtype(x: Tensor, axis: Any) -> Tensor:
@@ -218,6 +233,8 @@ class NNOps:
         out = pt.shape[2:-1]
         kk = math.prod(k)
         og = cout // groups
+        if _copy_padding(xp, math.prod((n, cout, *out, cg, kk))):
+            pt = patches(xp.contiguous(), k, st, dl)
         xr = pt.reshape((n, groups, 1, cg) + out + (kk,))
         wr = weight.cast(d).reshape((1, groups, og, cg) + (1,) * nd + (kk,))
         ret = sum_of_products(xr, wr, (3, xr.ndim - 1)).reshape((n, cout) + out)

@@ -286,11 +286,11 @@ class _Expander:
             return None
         gate = ptr.operands.gate
         gates = gates + ([gate] if gate is not None else [])
-        c = linear_coeffs(ptr.operands.offset, frozenset(layout), self.deps)
-        if c is None:
-            return None
-        for r in reversed(layout):
-            if c.get(r) == 1 and self.extent[r] > 1 and not any(r in self.deps[g] for g in gates):
+        for r in reversed(layout):  # linear in r alone: the other lane axes may index any way (a tap k//3, k%3)
+            if self.extent[r] < 2 or any(r in self.deps[g] for g in gates):
+                continue
+            c = linear_coeffs(ptr.operands.offset, frozenset((r,)), self.deps)
+            if c is not None and c.get(r) == 1:
                 return r
         return None
 

@@ -83,6 +83,7 @@ EXPAND_MAX_OPS = 8192  # scalar ops kernel-expand may make of one kernel (the un
 EXPAND_SMALL_OPS = 1024  # ... and of a kernel that runs fewer iterations than EXPAND_MAX_OPS: at most its iterations
 ACC_VECTORS = 4  # partial-result vectors of a long contiguous reduction (independent add chains: 4-cycle latency)
 ACC_MIN_STEPS = 8  # ... when the reduction runs at least this many iterations of them (the fold after it is scalar)
+ROW_TILE_VECTORS = 4  # a contiguous range no vector divides is upcast whole when it spans at most this many vectors
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
@@ -120,9 +121,9 @@ def _range_of(kdef: UOp, axis: int) -> UOp:
 def _split(kdef: UOp, r: UOp, f: int, kind: str) -> UOp:
     """r becomes r_o * f + r_i (r_i a new axis of `kind`); in ends and reductions, r_o, r_i take r's place."""
     n = const_extent(r)
-    if n == f:
-        return kdef.substitute({r: r.replace(arg=(r.attrs.axis, kind))})
     axis = 1 + max(u.attrs.axis for u in kdef.toposort() if u.op is K.RANGE)
+    if n == f:  # all of r changes kind; lanes take a fresh axis still, so they keep the order the opts were applied in
+        return kdef.substitute({r: r.replace(arg=(axis if kind in _SPLIT_KINDS else r.attrs.axis, kind))})
     outer = UOp(K.RANGE, dtypes.index, (_iconst(n // f),), r.arg)
     inner = UOp(K.RANGE, dtypes.index, (_iconst(f),), (axis, kind))
     new: dict[UOp, UOp] = {r: outer * _iconst(f) + inner}
@@ -349,6 +350,15 @@ class _Kernel:
         red = self.red_ranges()
         return sum(1 for x in self.loads if self.deps[x] & red and r not in self.deps[x])
 
+    def vector_reuse(self, r: UOp, vec: UOp | None) -> int:
+        """How many reads under a reduction that vary along the vector range `vec` (vector loads) do not vary along
+        r: tiling r beside vec reuses each such vector r times (a conv's input row across output channels), where a
+        range whose tile reuses only broadcast scalars (a conv's weights across rows) would reload the vectors."""
+        if vec is None or r is vec:
+            return 0
+        red = self.red_ranges()
+        return sum(1 for x in self.loads if self.deps[x] & red and vec in self.deps[x] and r not in self.deps[x])
+
     def out_dtype(self) -> DType:
         return self.stores[0].operands.value.dtype if self.stores else dtypes.float32
 
@@ -411,6 +421,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         n = const_extent(r) or 1
         if vw >= 2 and k.contiguous(r):
             f = _pow2_divisor(n, min(vw * (2 if wide else 1), cap))
+            if f < vw and n <= min(ROW_TILE_VECTORS * vw, cap) and n % max(2, vw // 2) == 0:
+                return n  # a short row no full vector divides (56 = 3.5 x 16): all of it, the tail a half vector
             if f >= 2:
                 return f
         if wide:
@@ -420,7 +432,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     # 1. register tiling of kernels with a reduction
     if k.reduces:
         cands = [r for r in k.out if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0]
-        cands.sort(key=lambda r: (-k.reuse(r), not k.contiguous(r), -k.out.index(r)))
+        vec = next((r for r in cands if vw >= 2 and k.contiguous(r)), None)
+        cands.sort(key=lambda r: (-k.reuse(r), not k.contiguous(r), -k.vector_reuse(r, vec), -k.out.index(r)))
         cands = cands[:2]
         smallest = min((f for f in t.upcast_sizes if f >= 2), default=2)
         for i, r in enumerate(cands):
@@ -468,6 +481,9 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             f = n
         else:
             f = next((u for u in t.unroll_sizes if 2 <= u < n and n % u == 0 and lanes * u <= cap), 1)
+            if f == 1:  # none of the preferred sizes divides it (a 3x3 window's 9 taps): the largest divisor below them
+                f = next((u for u in range(max(t.unroll_sizes, default=1), 1, -1) if n % u == 0 and lanes * u <= cap),
+                         1)
         if f >= 2:
             unroll[r] = f
             lanes *= f

@@ -355,6 +355,10 @@ RULES: list[Rule] = [
          lo(Y) >= 0, lo(X * C1 + Y) >= 0, fits(lo(X) * val(C1)), fits(hi(X) * val(C1))),
     rule("mod-peel", (X * C1 + Y) % C2, Y % C2, val(C2) > 0, val(C1) % val(C2) == 0, lo(Y) >= 0,
          lo(X * C1 + Y) >= 0, fits(lo(X) * val(C1)), fits(hi(X) * val(C1))),
+    # a coefficient at least the divisor leaves only its remainder: (y*59 + x) % 58 -> (y + x) % 58, which mod-small
+    # then drops when y + x < 58 (a sliding window over a padded row: patches read (ky*(w+1) + x) % w)
+    rule("mod-reduce-coef", (X * C1 + Y) % C2, (X * (C1 % C2) + Y) % C2, val(C2) > 0, val(C1) > 0,
+         val(C1) % val(C2) != val(C1), lo(X) >= 0, lo(Y) >= 0, fits(hi(X) * val(C1) + hi(Y))),
     rule("div-div", (X // C1) // C2, X // (C1 * C2), val(C1) > 0, val(C2) > 0, val(C1) * val(C2) <= MAX),
     rule("mod-mod", (X % C1) % C2, X % C2, val(C1) > 0, val(C2) > 0, val(C1) % val(C2) == 0),
     rule("div-mod-recombine", (X // C) * C1 + (X % C) * C2, X * C2, val(C) != 0, val(C1) == val(C) * val(C2)),

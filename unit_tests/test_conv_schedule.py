@@ -1,0 +1,66 @@
+"""How a padded convolution is scheduled: its padded input copied into a buffer of its own when the conv reuses each
+element enough (the conv kernel then reads it without a gate per tap), fused into the conv otherwise; the values
+are the same either way."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopir.backends.registry import available
+from uopir.frontend.nn_ops import PAD_COPY_MIN_REUSE, PAD_COPY_MIN_WORK
+from uopir.frontend.tensor import Tensor
+
+DEVICES = [d for d in ("c", "llvm") if d in available()]
+
+
+def _conv_ref(x: np.ndarray, w: np.ndarray, pad: int, groups: int = 1) -> np.ndarray:
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    n, _, h, wd = xp.shape
+    co, cg, kh, kw = w.shape
+    og = co // groups
+    out = np.zeros((n, co, h - kh + 1, wd - kw + 1))
+    for o in range(co):
+        g = o // og
+        for dy in range(kh):
+            for dx in range(kw):
+                win = xp[:, g * cg:(g + 1) * cg, dy:dy + out.shape[2], dx:dx + out.shape[3]]
+                out[:, o] += np.einsum("nchw,c->nhw", win, w[o, :, dy, dx].astype(np.float64))
+    return out
+
+
+def test_a_big_padded_conv_copies_its_padding_and_a_small_one_fuses_it() -> None:
+    rng = np.random.default_rng(0)
+    big = Tensor(rng.random((1, 16, 56, 56), np.float32), device="python").conv2d(
+        Tensor(rng.random((32, 16, 3, 3), np.float32), device="python"), padding=1)
+    assert len(big.schedule()) == 2  # the padded copy (16x58x58), then the conv reading it
+    small = Tensor(rng.random((1, 2, 6, 6), np.float32), device="python").conv2d(
+        Tensor(rng.random((2, 2, 3, 3), np.float32), device="python"), padding=1)
+    assert 2 * 2 * 6 * 6 * 2 * 9 < PAD_COPY_MIN_WORK and len(small.schedule()) == 1
+    unpadded = Tensor(rng.random((1, 16, 56, 56), np.float32), device="python").conv2d(
+        Tensor(rng.random((32, 16, 3, 3), np.float32), device="python"))
+    assert len(unpadded.schedule()) == 1
+
+
+def test_a_conv_that_reuses_its_input_little_keeps_the_padding_fused() -> None:
+    # a 1x1 conv to one channel over a padded input reads each element once: no copy
+    x = Tensor(np.ones((1, 64, 64, 64), np.float32), device="python")
+    y = x.conv2d(Tensor(np.ones((1, 64, 1, 1), np.float32), device="python"), padding=1)
+    assert 1 < PAD_COPY_MIN_REUSE and len(y.schedule()) == 1
+
+
+def test_an_input_padded_before_the_conv_is_copied_too() -> None:
+    # the ONNX importer pads first and convolves with padding 0
+    rng = np.random.default_rng(1)
+    x = Tensor(rng.random((1, 16, 56, 56), np.float32), device="python").pad([(0, 0), (0, 0), (1, 1), (1, 1)])
+    y = x.conv2d(Tensor(rng.random((32, 16, 3, 3), np.float32), device="python"))
+    assert len(y.schedule()) == 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape,co,groups", [((2, 16, 56, 56), 32, 1), ((1, 8, 20, 20), 8, 8), ((1, 6, 14, 13), 12, 3)])
+def test_padded_convs_match_numpy(device: str, shape: tuple[int, ...], co: int, groups: int) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((co, shape[1] // groups, 3, 3)).astype(np.float32)
+    got = Tensor(x, device=device).conv2d(Tensor(w, device=device), padding=1, groups=groups).numpy()
+    np.testing.assert_allclose(got, _conv_ref(x, w, 1, groups), rtol=1e-4, atol=1e-4)
