@@ -1,4 +1,5 @@
-"""ONNX models through uopir beside onnxruntime: the small CNN and the transformer block of uopir/onnx/testmodels.py.
+"""ONNX models through uopir beside onnxruntime: the small CNN and the transformer block of uopir/onnx/testmodels.py,
+the 2-layer LSTM and GRU (20 steps, torch's export layout) of uopir/onnx/testmodels_rnn.py.
 
 For each model and uopir device, one fresh subprocess with an empty compile cache (UOPIR_CACHE_DIR in a temporary
 folder) measures
@@ -13,7 +14,8 @@ of the process and its compilers for the first run, which a loaded machine infla
         ort_steady=<s> ratio_first=<uopir/ort> ratio_steady=<uopir/ort> steady_cpu=<s> ort_cpu=<s>
         ratio_steady_cpu=<uopir/ort, CPU seconds of the process> max_abs_diff=<d>
 
-    python3 bench/onnx_models.py [--devices python,c] [--repeat N] [--no-jit]
+    python3 bench/onnx_models.py [--devices python,c] [--models small_cnn,transformer_block,lstm,gru] [--repeat N]
+        [--no-jit]
 """
 from __future__ import annotations
 
@@ -32,9 +34,9 @@ t0 = time.perf_counter()
 import numpy as np
 import onnxruntime as ort
 from uopir.onnx import from_onnx
-from uopir.onnx import testmodels
+from uopir.onnx import testmodels, testmodels_rnn
 name, device, repeat, jit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
-m, feeds = getattr(testmodels, name)()
+m, feeds = getattr(testmodels_rnn if name in ("lstm", "gru") else testmodels, name)()
 out_name = m.graph.output[0].name
 def cpu():
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -79,6 +81,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--devices", default="python,c")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--models", default="small_cnn,transformer_block,lstm,gru")
     ap.add_argument("--no-jit", action="store_true", help="rebuild the graph on every call (from_onnx(jit=False))")
     a = ap.parse_args()
     try:
@@ -90,7 +93,7 @@ def main() -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"onnx_models: load average {load:.1f} on {os.cpu_count()} cores (a shared machine: read the ratios)")
     t0 = time.perf_counter()
-    for model in ("small_cnn", "transformer_block"):
+    for model in a.models.split(","):
         for dev in a.devices.split(","):
             r = run(model, dev, a.repeat, not a.no_jit)
             print(f"onnx_models model={model} device={dev} jit={int(not a.no_jit)} first={r['first']:.3f} "

@@ -1,5 +1,10 @@
 """ONNX control flow, unrolled while the graph is built: If (its condition realized, the chosen branch built in the
-node's scope), Loop (trip count and conditions realized, one body per iteration), Scan 9+ (one body per slice)."""
+node's scope), Loop (trip count and conditions realized, one body per iteration), Scan 9+ (one body per slice).
+
+Loop and Scan realize the values an iteration carries (and its scan outputs) at its end, and Scan reads its slice
+through a bound step variable: every iteration is then the same program on other buffers, lowered and compiled once,
+instead of one graph growing by a body per iteration (a distinct kernel per step, and a compile time that grows with
+the trip count)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -50,6 +55,7 @@ def loop(node: Node, inputs: list) -> list[Tensor]:
         if len(outs) != 1 + len(carried) + n_scan:
             raise node.error(f"the body has {len(outs)} outputs, expected {1 + len(carried) + n_scan}")
         carried = list(outs[1:1 + len(carried)])
+        Tensor.realize_all(*(o for o in outs[1:] if isinstance(o, Tensor)))
         for j, s in enumerate(outs[1 + len(carried):]):
             scans[j].append(s)
         go = bool(outs[0].reshape(()).item()) if cond is not None else True
@@ -59,10 +65,14 @@ def loop(node: Node, inputs: list) -> list[Tensor]:
     return [*carried, *(Tensor.stack(*s) for s in scans)]
 
 
+_scan_depth = 0  # Scans being built inside a Scan body (each level binds a step variable of its own)
+
+
 @onnx_op("Scan", since=9)
 def scan(node: Node, inputs: list) -> list[Tensor]:
     """Unrolled while the graph is built: one body per slice along each scan input's axis."""
     from uopir.frontend.tensor import Tensor
+    from uopir.frontend.variable import Variable
     n_in = node.attr("num_scan_inputs")
     states, xs = list(inputs[:len(inputs) - n_in]), list(inputs[len(inputs) - n_in:])
     if any(x is None for x in xs) or any(s is None for s in states):
@@ -80,16 +90,23 @@ def scan(node: Node, inputs: list) -> list[Tensor]:
     if n == 0 and n_out:
         raise node.error("a Scan over 0 elements with scan outputs (their shape is unknown)")
     ys: list[list[Tensor]] = [[] for _ in range(n_out)]
-    for t in range(n):
-        slices = []
-        for x, a, d in zip(xs, axes, in_dirs, strict=True):
-            k = n - 1 - t if d else t
-            slices.append(x.shrink(tuple((k, k + 1) if i == a else (0, s) for i, s in enumerate(x.shape)))
-                          .squeeze(a))
-        outs = node.run_subgraph("body", [*states, *slices])
-        states = list(outs[:len(states)])
-        for j, y in enumerate(outs[len(states):]):
-            ys[j].append(y)
+    global _scan_depth
+    step = Variable(f"onnx_scan_step{_scan_depth}", 0, max(n - 1, 0))  # a name per nesting level: no clash
+    xs = [x.realize() for x in xs]
+    _scan_depth += 1
+    try:
+        for t in range(n):
+            slices = []
+            for x, a, d in zip(xs, axes, in_dirs, strict=True):
+                v = step.bind(n - 1 - t if d else t)
+                slices.append(x.shrink(tuple((v, v + 1) if i == a else None for i in range(x.ndim))).squeeze(a))
+            outs = node.run_subgraph("body", [*states, *slices])
+            Tensor.realize_all(*outs)
+            states = list(outs[:len(states)])
+            for j, y in enumerate(outs[len(states):]):
+                ys[j].append(y)
+    finally:
+        _scan_depth -= 1
     res = []
     for j, seq in enumerate(ys):
         seq = seq[::-1] if out_dirs[j] else seq

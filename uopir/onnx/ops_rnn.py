@@ -1,5 +1,9 @@
-"""ONNX recurrent layers (RNN, GRU, LSTM) on the Tensor API, unrolled over the sequence (the graph holds one cell per
-time step: the sequence length is static here).
+"""ONNX recurrent layers (RNN, GRU, LSTM) on the Tensor API, one realize per time step (the sequence length is static
+here). The input projection of every step is one matmul, realized first; a step reads its row through a bound
+variable and realizes its state, so every step is the same program on other buffers: lowered and compiled once, not
+one distinct kernel per step of a graph unrolled whole (which took ~40 s to compile for a 2-layer, 20-step LSTM).
+An LSTM step is two kernels (the cell state, written in place, with its three gate matmuls fused; then h with the
+output gate's), a GRU step one (linear_before_reset) or two, an RNN step one.
 
 Layout 0: X (seq, batch, input), Y (seq, num_directions, batch, hidden), states (num_directions, batch, hidden);
 layout 1: X (batch, seq, input), Y (batch, seq, num_directions, hidden), states (batch, num_directions, hidden).
@@ -11,11 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from uopir.frontend.tensor import Tensor
+from uopir.frontend.variable import Variable
 from uopir.ir.dtype import dtypes
 from uopir.onnx.ops_shape import opt, req
 from uopir.onnx.registry import Node, onnx_op
 
 Act = Callable[[Tensor], Tensor]
+Commit = Callable[[Tensor], Tensor]  # LSTM: writes the new cell state into its buffer, gives the tensor to read it
 
 
 def _activation(node: Node, name: str, alpha: float | None, beta: float | None) -> Act:
@@ -82,6 +88,7 @@ def _run(node: Node, inputs: list, gates: int, defaults: list[str],
         steps = Tensor.arange(seq, dtype=dtypes.int64, device=x.device).reshape(seq, 1, 1)
         mask = steps < lens.cast(dtypes.int64).reshape(1, batch, 1)  # (seq, batch, 1)
     ys, hs_out, cs_out = [], [], []
+    lstm = node.op_type == "LSTM"
     for d in range(ndir):
         wd, rd = w[d], r[d]
         bd = b[d] if b is not None else Tensor.zeros(2 * gates * hs, dtype=dt, device=x.device)
@@ -89,22 +96,31 @@ def _run(node: Node, inputs: list, gates: int, defaults: list[str],
         h = h0[d] if h0 is not None else Tensor.zeros(batch, hs, dtype=dt, device=x.device)
         c = c0[d] if c0 is not None else Tensor.zeros(batch, hs, dtype=dt, device=x.device)
         pd = p[d] if p is not None else None
-        xw = x @ wd.transpose(0, 1) + wb  # (seq, batch, gates*hs): the input projections of every step at once
+        # every step's input projection as one matmul, realized so a step reads it through the bound step variable
+        xw = (x @ wd.transpose(0, 1) + wb).realize()  # (seq, batch, gates*hs)
+        # the state is realized before the first step and after each one: every step is then the same program on
+        # other buffers and another value of `step`, lowered and compiled once. c (a view of c0, or zeros) gets a
+        # fresh buffer here, so the steps' in-place writes never touch an input
+        Tensor.realize_all(h, *([c] if lstm else []))
         reverse = direction == "reverse" or d == 1
         outs: list[Tensor | None] = [None] * seq
+        step = Variable("onnx_rnn_step", 0, max(seq - 1, 0))
         for t in (reversed(range(seq)) if reverse else range(seq)):
-            hn, cn = cell(xw[t], h, c, rd, rb, pd, hs, acts[d], clip)
-            if mask is not None:
-                m = mask[t]
-                outs[t] = m.where(hn, 0.0).cast(dt)
-                h = m.where(hn, h)
-                if cn is not None:
-                    c = m.where(cn, c)
-            else:
-                outs[t] = hn
-                h = hn
-                if cn is not None:
-                    c = cn
+            v = step.bind(t)
+            xt = xw.shrink(((v, v + 1), None, None)).reshape(batch, gates * hs)
+            m = None if mask is None else mask.shrink(((v, v + 1), None, None)).reshape(batch, 1)
+
+            def commit(cn: Tensor, c: Tensor = c, m: Tensor | None = m) -> Tensor:
+                return c.assign(cn if m is None else m.where(cn, c))  # in place: each element reads only itself
+
+            hn, _ = cell(xt, h, c, rd, rb, pd, hs, acts[d], clip, commit)
+            out = hn
+            if m is not None:
+                out = m.where(hn, 0.0).cast(dt)
+                hn = m.where(hn, h)
+            h = hn
+            Tensor.realize_all(h, *([c] if lstm else []), *([out] if m is not None else []))
+            outs[t] = out
         ys.append(Tensor.stack(*outs, dim=0))  # type: ignore[arg-type]
         hs_out.append(h)
         cs_out.append(c)
@@ -119,14 +135,21 @@ def _clip(v: Tensor, clip: float | None) -> Tensor:
     return v if clip is None else v.clip(-clip, clip)
 
 
+def _gate(xw: Tensor, h: Tensor, r: Tensor, rb: Tensor, k: int, hs: int) -> Tensor:
+    """Gate k's pre-activation: a matmul of its own (not a slice of one (batch, gates*hs) product), so the scheduler
+    fuses its reduction into the step's elementwise kernel instead of realizing the product first."""
+    lo, hi = k * hs, (k + 1) * hs
+    return xw[:, lo:hi] + h @ r[lo:hi].transpose(0, 1) + rb[lo:hi]
+
+
 def _rnn_cell(xw: Tensor, h: Tensor, c: Tensor, r: Tensor, rb: Tensor, p: Tensor | None, hs: int,
-              acts: list[Act], clip: float | None) -> tuple[Tensor, None]:
+              acts: list[Act], clip: float | None, commit: Commit) -> tuple[Tensor, None]:
     return acts[0](_clip(xw + h @ r.transpose(0, 1) + rb, clip)), None
 
 
 def _gru_cell(lbr: bool) -> Callable[..., tuple[Tensor, None]]:
     def cell(xw: Tensor, h: Tensor, c: Tensor, r: Tensor, rb: Tensor, p: Tensor | None, hs: int,
-             acts: list[Act], clip: float | None) -> tuple[Tensor, None]:
+             acts: list[Act], clip: float | None, commit: Commit) -> tuple[Tensor, None]:
         f, g = acts
         rz, rr, rh = r[:hs], r[hs:2 * hs], r[2 * hs:]
         bz, br, bh = rb[:hs], rb[hs:2 * hs], rb[2 * hs:]
@@ -142,17 +165,17 @@ def _gru_cell(lbr: bool) -> Callable[..., tuple[Tensor, None]]:
 
 def _lstm_cell(input_forget: bool) -> Callable[..., tuple[Tensor, Tensor]]:
     def cell(xw: Tensor, h: Tensor, c: Tensor, r: Tensor, rb: Tensor, p: Tensor | None, hs: int,
-             acts: list[Act], clip: float | None) -> tuple[Tensor, Tensor]:
+             acts: list[Act], clip: float | None, commit: Commit) -> tuple[Tensor, Tensor]:
         f, g, hact = acts
-        pre = xw + h @ r.transpose(0, 1) + rb  # gates i, o, f, c
+        pi_, po_, pf_, pc_ = (_gate(xw, h, r, rb, k, hs) for k in range(4))  # gates i, o, f, c
         pi, po, pf = (p[:hs], p[hs:2 * hs], p[2 * hs:]) if p is not None else (None, None, None)
-        i_in = pre[:, :hs] + (pi * c if pi is not None else 0)
-        f_in = pre[:, 2 * hs:3 * hs] + (pf * c if pf is not None else 0)
+        i_in = pi_ + (pi * c if pi is not None else 0)
+        f_in = pf_ + (pf * c if pf is not None else 0)
         it = f(_clip(i_in, clip))
         ft = 1 - it if input_forget else f(_clip(f_in, clip))
-        ct = g(_clip(pre[:, 3 * hs:], clip))
-        cn = ft * c + it * ct
-        ot = f(_clip(pre[:, hs:2 * hs] + (po * cn if po is not None else 0), clip))
+        ct = g(_clip(pc_, clip))
+        cn = commit(ft * c + it * ct)  # the state buffer, which h reads back
+        ot = f(_clip(po_ + (po * cn if po is not None else 0), clip))
         return ot * hact(cn), cn
     return cell
 
