@@ -166,3 +166,25 @@ def test_two_threads_replay_two_jits() -> None:
     for t in ts:
         t.join()
     assert not errors and all(_native(j) for j in jits)
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_a_replay_counts_the_kernels_it_runs_not_its_copies(device: str) -> None:
+    # the function returns its input unchanged beside a result: that output is a copy (a memcpy entry), not a kernel
+    def body(x: Tensor, w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        a, s = _chain(x, w)
+        return a, s, x
+
+    rng = np.random.default_rng(3)
+    w = Tensor(rng.standard_normal((4, 4)).astype(np.float32), device=device)
+    f = TinyJit(body)
+    for _ in range(3):
+        f(Tensor(rng.standard_normal((3, 4)).astype(np.float32), device=device), w)
+    assert _native(f)
+    before = R.STATS.kernels
+    a, s, _ = body(Tensor(rng.standard_normal((3, 4)).astype(np.float32), device=device), w)
+    a.realize(s)
+    eager = R.STATS.kernels - before
+    before = R.STATS.kernels
+    f(Tensor(rng.standard_normal((3, 4)).astype(np.float32), device=device), w)
+    assert R.STATS.kernels - before == eager == f._graph.graph.kernels < f._graph.graph.n

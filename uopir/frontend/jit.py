@@ -349,7 +349,7 @@ class TinyJit(Generic[Ret]):
             a = made[j].host_view()
             graph.bind(("made", j), a.__array_interface__["data"][0] if a.nbytes else SCRATCH_ADDR)
         graph.run()
-        R.STATS.kernels += graph.n
+        R.STATS.kernels += graph.kernels
         return self._result(inputs, made)
 
     def _build_graph(self, inputs: list[Any]) -> _NativeReplay | None | bool:

@@ -109,6 +109,7 @@ class LaunchGraph:
         if self._lib is None:
             raise RuntimeError("the native launch graph is not available")
         self.n = len(launches)
+        self.kernels = sum(1 for fn, _, _ in launches if fn)  # launches that are kernels (an entry 0 is a memcpy)
         total = sum(len(a) for _, a, _ in launches)
         self.args = np.zeros(max(1, total), np.int64)
         self.entries = (Entry * max(1, self.n))()

@@ -20,7 +20,11 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      at least WIDE_TILE_VECTORS vectors (`max_upcast` / vector width: accumulator registers) gets a wider tile:
      two vectors along the contiguous range and as many rows as the remaining budget allows (a power of two), and
      the contiguous range becomes the outermost loop (`outer`), so the panel of the input read along it (a
-     matmul's B columns) is reused by every row block while it is in cache instead of streamed once per row block;
+     matmul's B columns) is reused by every row block while it is in cache instead of streamed once per row block.
+     Among ranges reused alike, the one along which the vector loads (those varying along the contiguous range) do
+     not vary goes first: a conv's output channels reuse its input row, where its output rows would reuse only the
+     broadcast weight. A contiguous range that no full vector divides but that spans at most ROW_TILE_VECTORS
+     vectors in multiples of half a vector is upcast whole (a conv's row of 56: 3.5 vectors of 16);
   2. otherwise, a vector upcast of the contiguous output range (stride 1 in the store, and in every load that reads
      along it) by the largest power of two that divides it and fits the vector width and `max_upcast`;
   3. reductions: on a cpu target, the innermost range of each reduction that depends on no upcast output range
@@ -33,7 +37,8 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      add/mul changes order so, allowed by `reassociate_float_reductions` (the differential tolerances' `accumulate`
      class); integer, bool, max and min reductions are exact in any order.
      Otherwise unroll: the innermost range of each reduction (the last operand of every kernel.reduce that has it) is
-     unrolled fully when its extent is at most 16, else by the first of `unroll_sizes` that divides it, as long as
+     unrolled fully when its extent is at most 16, else by the first of `unroll_sizes` that divides it (else the
+     largest divisor below the largest of them: 9 taps by 3), as long as
      the lanes of a value (upcast times unroll factors) stay within `max_upcast` times the first unroll size;
      code size: when kernel-expand would copy the body into more scalar ops (an op once per lane of the split
      ranges it depends on) than the kernel runs iterations (at least EXPAND_SMALL_OPS) or than EXPAND_MAX_OPS, the
