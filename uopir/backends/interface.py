@@ -15,6 +15,7 @@ the program itself into a closure (see backends/python).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -40,6 +41,8 @@ __all__ = ["Buffer", "Allocator", "HostAllocator", "Renderer", "Compiler", "Prog
 # how many built programs a runtime keeps by source or binary (opencl, cuda) beside the kernels realize caches: a hit
 # saves a driver build; a program still in use is held by its kernels, not by this cache
 RUNTIME_CACHE_SIZE = 64
+# a buffer of at most this many bytes skips check_buffer_size (its sysconf calls): every machine has more memory
+_SURELY_FITS = 64 << 20
 
 
 class CompileError(RuntimeError):
@@ -81,10 +84,22 @@ class BoundedCache:
 class Buffer:
     """Memory for one tensor on one device: dtype, shape and the allocator's handle (host: a numpy array)."""
 
-    __slots__ = ("allocator", "dtype", "shape", "handle", "__weakref__")
+    __slots__ = ("allocator", "dtype", "shape", "handle", "owned", "host", "__weakref__")
 
-    def __init__(self, allocator: Allocator, dtype: DType, shape: tuple[int, ...], handle: Any):
+    def __init__(self, allocator: Allocator, dtype: DType, shape: tuple[int, ...], handle: Any, owned: bool = False):
         self.allocator, self.dtype, self.shape, self.handle = allocator, dtype, tuple(shape), handle
+        # `owned`: the allocator made the handle (Allocator.alloc) and releases it when this Buffer goes (__del__: one
+        # method per class instead of a weakref.finalize object per buffer, which cost ~3 us an allocation)
+        self.owned = owned
+        self.host: Any = None  # what a host runtime remembers of the handle (its address), filled on first launch
+
+    def __del__(self) -> None:
+        if self.owned:
+            try:
+                self.allocator._free(self.handle)
+            except Exception:  # noqa: BLE001 - at interpreter exit the modules it needs may be gone already
+                if not sys.is_finalizing():
+                    raise
 
     @property
     def device(self) -> str:
@@ -117,12 +132,13 @@ class Allocator:
     def alloc(self, dtype: DType, shape: tuple[int, ...]) -> Buffer:
         """An uninitialized buffer; its memory is released when the Buffer object is collected. BufferTooLarge
         (before allocating) when it needs more than this machine's memory."""
-        check_buffer_size(tuple(shape), dtype.itemsize, f"a buffer of {dtype.name} on {self.device or 'the host'}")
-        handle = self._alloc(dtype, tuple(shape))
-        buf = Buffer(self, dtype, tuple(shape), handle)
-        if type(self)._free is not Allocator._free:
-            weakref.finalize(buf, self._free, handle)
-        return buf
+        shape = tuple(shape)
+        n = dtype.itemsize
+        for d in shape:
+            n *= d
+        if n > _SURELY_FITS:  # smaller buffers fit on any machine: skip the system call
+            check_buffer_size(shape, dtype.itemsize, f"a buffer of {dtype.name} on {self.device or 'the host'}")
+        return Buffer(self, dtype, shape, self._alloc(dtype, shape), type(self)._free is not Allocator._free)
 
     def from_numpy(self, array: np.ndarray, dtype: DType) -> Buffer:
         """A buffer holding `array` (already of dtype's host type). A host allocator may keep the array itself: the
@@ -138,7 +154,8 @@ class Allocator:
         raise NotImplementedError
 
     def _free(self, handle: Any) -> None:
-        """Release device memory (the default has nothing to release: the handle is garbage collected)."""
+        """Release device memory (the default has nothing to release: the handle is garbage collected). Called from
+        the dying Buffer's __del__ of a buffer `alloc` made, the handle still in the Buffer's slot."""
 
     def copyin(self, buf: Buffer, array: np.ndarray) -> None:
         raise NotImplementedError

@@ -76,10 +76,35 @@ SCHEDULE_CACHE_SIZE_ENV = "UOPIR_SCHEDULE_CACHE_SIZE"
 PROGRAM_CACHE_SIZE_ENV = "UOPIR_PROGRAM_CACHE_SIZE"
 INPUT_TAG = "realize.input"  # the tag of the placeholder buffers in a schedule-cache key
 
+# The process environment as os.environ keeps it (CPython on POSIX: bytes names and values). Every realize reads a
+# few settings; os.environ.get encodes the name and decodes the value (~0.5 us each), a read of this dict with a
+# name encoded once costs ~0.05 us. It is the same dict os.environ (and so monkeypatch.setenv) writes, so a setting
+# changed at run time through os.environ takes effect at the next realize, as before; a change made behind Python's
+# back (C setenv) is not seen, as os.environ does not see it either.
+_ENV_DATA: dict | None = getattr(os.environ, "_data", None)
+if not (isinstance(_ENV_DATA, dict) and os.environ.encodekey("A") == b"A"):  # type: ignore[attr-defined]
+    _ENV_DATA = None  # another platform's layout: read os.environ itself
+
+
+def env(name: str, default: str = "") -> str:
+    """os.environ.get(name, default), cheaper on the realize path (see _ENV_DATA)."""
+    if _ENV_DATA is None:
+        return os.environ.get(name, default)
+    v = _ENV_DATA.get(_ENV_KEYS.get(name) or _env_key(name))
+    return default if v is None else os.fsdecode(v)
+
+
+_ENV_KEYS: dict[str, bytes] = {}
+
+
+def _env_key(name: str) -> bytes:
+    k = _ENV_KEYS[name] = os.fsencode(name)
+    return k
+
 
 def debug_level() -> int:
     """$UOPIR_DEBUG as a level (a non-number that is set counts as 1)."""
-    v = os.environ.get(DEBUG_ENV, "").strip()
+    v = env(DEBUG_ENV).strip()
     if not v:
         return 0
     try:
@@ -98,11 +123,11 @@ def print_compiled(program: UOp, name: str, source: str, language: str, comment:
 
 
 def schedule_cache_enabled() -> bool:
-    return os.environ.get(SCHEDULE_CACHE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return env(SCHEDULE_CACHE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def _limit(env: str, default: int) -> int:
-    v = os.environ.get(env, "").strip()
+def _limit(name: str, default: int) -> int:
+    v = env(name).strip()
     if not v:
         return default
     try:
@@ -110,7 +135,7 @@ def _limit(env: str, default: int) -> int:
     except ValueError:
         n = -1
     if n < 0:
-        raise ValueError(f"${env} must be a number of entries (an integer >= 0), got {v!r}")
+        raise ValueError(f"${name} must be a number of entries (an integer >= 0), got {v!r}")
     return n
 
 
@@ -169,7 +194,7 @@ class _Cache:
     and loaded twice while one copy lives."""
 
     def __init__(self) -> None:
-        self.plans: OrderedDict[tuple[UOp, str], Plan] = OrderedDict()  # (key, pipeline and UOPIR_NOOPT) -> plan
+        self.plans: OrderedDict[tuple[UOp, str, str], Plan] = OrderedDict()  # (key, pipeline, UOPIR_NOOPT) -> plan
         self.programs: OrderedDict[UOp, Program] = OrderedDict()
         self.live: weakref.WeakValueDictionary[UOp, Program] = weakref.WeakValueDictionary()
 
@@ -219,25 +244,48 @@ def cache_key(root: UOp) -> tuple[UOp, list[UOp], dict[str, int], bool]:
     inputs: list[UOp] = []
     var_vals: dict[str, int] = {}
     symbolic = False
+    BUFFER, VAR, BIND = tensor.BUFFER, tensor.VAR, tensor.BIND
     for u in root.toposort():
         op = u.op
-        if op is tensor.BUFFER:
-            a = u.attrs
-            new[u] = UOp(tensor.BUFFER, u.dtype, (), (len(inputs), a.device, a.shape), INPUT_TAG)
+        if op is BUFFER:
+            _, dev, shape = u.arg  # (id, device, shape)
+            k = (len(inputs), u.dtype, dev, shape)
+            ph = _PLACEHOLDERS.get(k)
+            new[u] = _placeholder(k) if ph is None else ph
             inputs.append(u)
             continue
-        if op is tensor.VAR:
+        src = u.src
+        if not src:
+            new[u] = u
+            if op is VAR:
+                symbolic = True
+            continue
+        if op is VAR:
             symbolic = True
-        elif op is tensor.BIND:
+        elif op is BIND:
             symbolic = True
-            var, val = u.src
-            if var.op is tensor.VAR and val.op is core.CONST:
+            var, val = src
+            if var.op is VAR and val.op is core.CONST:
                 var_vals[var.attrs.name] = int(const_value(val))
                 new[u] = var  # the key holds the variable, not its value
                 continue
-        src = tuple(new[s] for s in u.src)
-        new[u] = u if all(a is b for a, b in zip(src, u.src, strict=True)) else u.replace(src=src)
+        nsrc = tuple([new[s] for s in src])
+        new[u] = u if nsrc == src else UOp(op, u.dtype, nsrc, u.arg, u.tag)  # == compares UOps by identity
     return new[root], inputs, var_vals, symbolic
+
+
+# The placeholder buffers of keys, by (slot, dtype, device, shape): made once (building one hash-conses a nested
+# tuple, ~1 us). They hold no data; the table is emptied past _PLACEHOLDERS_MAX entries (they are rebuilt on need).
+_PLACEHOLDERS: dict[tuple, UOp] = {}
+_PLACEHOLDERS_MAX = 4096
+
+
+def _placeholder(k: tuple) -> UOp:
+    if len(_PLACEHOLDERS) >= _PLACEHOLDERS_MAX:
+        _PLACEHOLDERS.clear()
+    slot, dtype, dev, shape = k
+    u = _PLACEHOLDERS[k] = UOp(tensor.BUFFER, dtype, (), (slot, dev, shape), INPUT_TAG)
+    return u
 
 
 def _input_buffers(inputs: list[UOp]) -> list[Buffer]:
@@ -337,7 +385,8 @@ def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> Plan:
 
 def _run(backend: Backend, plan: Plan, inputs: list[Buffer], var_vals: dict[str, int]) -> Buffer:
     alloc = backend.allocator
-    bufs: list[Buffer | None] = [*inputs, *(alloc.alloc(d, s) for d, s in plan.temps)]
+    temps = plan.temps
+    bufs: list[Buffer | None] = [*inputs, *[alloc.alloc(d, s) for d, s in temps]] if temps else [*inputs]
     out = _copy(alloc, inputs[plan.result]) if plan.copy_result == "entry" else None
     dbg = debug_level()
     launch, sync = backend.runtime.launch, backend.runtime.synchronize
@@ -399,7 +448,7 @@ def _copy(alloc: Allocator, buf: Buffer) -> Buffer:
 def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
     """The executable schedule of a cache key on `backend`: from the schedule cache, else lowered (and cached)."""
     on = schedule_cache_enabled()
-    ck = (key, f"{backend.pipeline}|{NOOPT_ENV}={os.environ.get(NOOPT_ENV, '')}")  # the env var changes the lowering
+    ck = (key, backend.pipeline, env(NOOPT_ENV))  # the env var changes the lowering
     with _LOCK:
         cache = _cache(backend)
         p = cache.plans.get(ck) if on else None

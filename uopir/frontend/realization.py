@@ -125,13 +125,15 @@ class Realization:
     def realize(self, *others: Tensor) -> Tensor:
         """Evaluate the graph on the device, keep the result in a fresh buffer and point this tensor at it. With
         `others`, or when this tensor is an assign, all of them are realized as one program (see `realize_all`)."""
-        if others or self.uop.op is T.ASSIGN or (PENDING and self.uop.op is not T.BUFFER):
+        u = self.uop
+        op = u.op
+        if others or op is T.ASSIGN or (PENDING and op is not T.BUFFER):
             type(self).realize_all(self, *others)
             return self
-        if any(V.is_sym(d) for d in self.shape):
+        if UOp in map(type, u.shape):  # a symbolic dim (V.is_sym), found without a Python call per dim
             return self._realize_symbolic()
-        if self.uop.op is not T.BUFFER:
-            self.uop = D.realize(self.uop, self.device)
+        if op is not T.BUFFER:
+            self.uop = D.realize(u, self.device)
             LAZY.pop(id(self), None)
         return self
 

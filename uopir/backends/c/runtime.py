@@ -18,11 +18,9 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
-
-import numpy as np
 
 from uopir.backends.c.compiler import DetachedCompile
 from uopir.backends.c.renderer import KernelSignature, kernel_signature
@@ -154,13 +152,13 @@ class TieredKernel(CKernel):
                 print(f"*** c        tier 1: kernel {self.sig.name} switched to its C binary after "
                       f"{self.tier0_launches} launch(es) in process", flush=True)
 
-    def __call__(self, arrays: Sequence[np.ndarray], var_vals: Mapping[str, int]) -> None:
+    def _call(self, ptrs: list[int], spans: list[tuple[int, int]], var_vals: Mapping[str, int]) -> None:
         if self.tier == "llvm":
             if self._binary.done():
                 self.finish()
             else:
                 self.tier0_launches += 1
-        HostKernel.__call__(self, arrays, var_vals)
+        HostKernel._call(self, ptrs, spans, var_vals)
 
 
 class CRuntime(HostRuntime):

@@ -1,0 +1,93 @@
+"""The eager realize's fast path (issue 26, item 5): a schedule-cache hit reuses memoized pieces (placeholder buffers
+of keys, each Buffer's host address, env settings read from os.environ's own dict, one __del__ per buffer instead of
+a finalizer). None of them may return a stale result: a hit on new buffers, new contents of the same buffer, or new
+variable values computes the new value; the memo tables stay bounded; settings changed at run time take effect."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from uopir import Tensor, Variable
+from uopir.backends import available, get_backend
+from uopir.backends import realize as R
+from uopir.backends.buffers import BUFFERS, buffer_of
+
+HOST = [d for d in ("c", "llvm") if d in available()]
+pytestmark = pytest.mark.skipif(not HOST, reason="no host-cpu backend (c, llvm) available")
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_hit_on_new_buffers_and_new_contents_is_fresh(device: str) -> None:
+    x = Tensor(np.arange(8, dtype=np.float32), device=device).realize()
+    np.testing.assert_array_equal((x * 2.0 + 1.0).numpy(), np.arange(8) * 2 + 1)
+    hits = R.STATS.cache_hits
+    y = Tensor(np.full(8, 5, np.float32), device=device).realize()  # the same program on another buffer
+    np.testing.assert_array_equal((y * 2.0 + 1.0).numpy(), np.full(8, 11))
+    x.assign(Tensor(np.full(8, -1, np.float32), device=device)).realize()  # the same buffer, new contents
+    np.testing.assert_array_equal((x * 2.0 + 1.0).numpy(), np.full(8, -1))
+    for i in range(5):  # a chain: each realize reads the buffer the last one wrote
+        y = (y * 2.0 + 1.0).realize()
+        assert float(y.numpy()[0]) == 2 ** (i + 1) * 5 + 2 ** (i + 1) - 1
+    assert R.STATS.cache_hits - hits >= 7  # they were hits, not lowerings
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_hit_with_other_variable_values_is_fresh(device: str) -> None:
+    a = Tensor(np.arange(10, dtype=np.float32), device=device).realize()
+    v = Variable(f"k_eager_{device}", 1, 10)
+    got = [float((a[:v.bind(k)] * 1.0).sum().numpy()) for k in (3, 7, 3, 10)]
+    assert got == [3.0, 21.0, 3.0, 45.0]
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_launch_checks_element_type_with_cached_host_info(device: str) -> None:
+    x = Tensor(np.arange(4, dtype=np.float32), device=device).realize()
+    (x + 1.0).realize()
+    buf = buffer_of(x.uop)
+    assert buf.host is not None and buf.host[0] == buf.handle.ctypes.data and buf.host[1] == 16
+    be = get_backend(device)
+    key, inputs, var_vals, _ = R.cache_key((x + 1.0).uop)
+    step = R.plan(be, key, len(inputs)).steps[0]
+    wrong = be.allocator.alloc(R.dtypes.int32, (4,))
+    with pytest.raises(TypeError, match="must hold float32"):
+        be.runtime.launch(step.program, [wrong, buf] if step.args[0] != 0 else [buf, wrong], var_vals=var_vals)
+
+
+def test_placeholders_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "_PLACEHOLDERS_MAX", 4)
+    R._PLACEHOLDERS.clear()
+    device = HOST[0]
+    for n in range(1, 12):
+        t = Tensor(np.ones(n, np.float32), device=device).realize()
+        assert float((t + 1.0).sum().numpy()) == 2 * n  # right after the table was emptied too
+        assert len(R._PLACEHOLDERS) <= 4
+
+
+def test_buffer_table_and_pool_follow_the_ops() -> None:
+    device = HOST[0]
+    gc.collect()
+    before = len(BUFFERS)
+    ts = [(Tensor(np.ones(16, np.float32), device=device) + float(i)).realize() for i in range(50)]
+    assert len(BUFFERS) >= before + 50
+    del ts
+    assert len(BUFFERS) <= before + 1  # no cycle: the weakref callbacks dropped them at once, no gc needed
+    alloc = get_backend(device).allocator
+    held = alloc.held
+    b = alloc.alloc(R.dtypes.float32, (1000,))
+    del b
+    assert alloc.held == held + 4000  # Buffer.__del__ handed the memory back to the pool
+
+
+def test_env_settings_changed_at_run_time_take_effect(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPIR_EAGER_TEST_SETTING", "é1")
+    assert R.env("UOPIR_EAGER_TEST_SETTING") == "é1"
+    monkeypatch.setenv("UOPIR_EAGER_TEST_SETTING", "2")
+    assert R.env("UOPIR_EAGER_TEST_SETTING") == "2"
+    monkeypatch.delenv("UOPIR_EAGER_TEST_SETTING")
+    assert R.env("UOPIR_EAGER_TEST_SETTING", "dflt") == "dflt"
+    monkeypatch.setenv(R.DEBUG_ENV, "3")
+    assert R.debug_level() == 3
+    monkeypatch.setenv(R.SCHEDULE_CACHE_ENV, "0")
+    assert not R.schedule_cache_enabled()
