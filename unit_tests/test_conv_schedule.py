@@ -1,13 +1,14 @@
-"""How a padded convolution is scheduled: its padded input copied into a buffer of its own when the conv reuses each
-element enough (the conv kernel then reads it without a gate per tap), fused into the conv otherwise; the values
-are the same either way."""
+"""How a convolution is scheduled: its padded input copied into a buffer of its own when the conv reuses each element
+enough (the conv kernel then reads it without a gate per tap), fused into the conv otherwise; its weights copied in
+blocks of output channels when its rows are short or its reads strided (the conv's vector is then a block of
+channels); the values are the same either way."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from uopir.backends.registry import available
-from uopir.frontend.nn_ops import PAD_COPY_MIN_REUSE, PAD_COPY_MIN_WORK
+from uopir.frontend.nn_ops import CHANNEL_BLOCK, PAD_COPY_MIN_REUSE, PAD_COPY_MIN_WORK
 from uopir.frontend.tensor import Tensor
 
 DEVICES = [d for d in ("c", "llvm") if d in available()]
@@ -56,11 +57,28 @@ def test_an_input_padded_before_the_conv_is_copied_too() -> None:
     assert len(y.schedule()) == 2
 
 
+def test_short_rows_and_strided_reads_block_the_weights_by_output_channels() -> None:
+    rng = np.random.default_rng(3)
+
+    def kernels(shape: tuple[int, ...], co: int, stride: int = 1) -> int:
+        x = Tensor(rng.random(shape, np.float32), device="python")
+        w = Tensor(rng.random((co, shape[1], 3, 3), np.float32), device="python")
+        return len(x.conv2d(w, stride=stride, padding=1).schedule())
+
+    assert 14 < 2 * CHANNEL_BLOCK and kernels((1, 32, 14, 14), 32) == 3  # padded input, weight blocks, the conv
+    assert kernels((1, 32, 14, 14), 24) == 2  # 24 channels are no whole number of blocks
+    assert kernels((1, 16, 56, 56), 32) == 2  # a row of 56 is vector enough
+    assert kernels((1, 16, 56, 56), 32, stride=2) == 3  # a strided read is no vector
+
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("shape,co,groups", [((2, 16, 56, 56), 32, 1), ((1, 8, 20, 20), 8, 8), ((1, 6, 14, 13), 12, 3)])
-def test_padded_convs_match_numpy(device: str, shape: tuple[int, ...], co: int, groups: int) -> None:
+@pytest.mark.parametrize("shape,co,groups,stride", [((2, 16, 56, 56), 32, 1, 1), ((1, 8, 20, 20), 8, 8, 1),
+                                                    ((1, 6, 14, 13), 12, 3, 1), ((1, 32, 14, 14), 32, 1, 1),
+                                                    ((1, 16, 7, 7), 48, 1, 1), ((1, 16, 29, 30), 32, 1, 2)])
+def test_padded_convs_match_numpy(device: str, shape: tuple[int, ...], co: int, groups: int, stride: int) -> None:
     rng = np.random.default_rng(2)
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((co, shape[1] // groups, 3, 3)).astype(np.float32)
-    got = Tensor(x, device=device).conv2d(Tensor(w, device=device), padding=1, groups=groups).numpy()
-    np.testing.assert_allclose(got, _conv_ref(x, w, 1, groups), rtol=1e-4, atol=1e-4)
+    got = Tensor(x, device=device).conv2d(Tensor(w, device=device), padding=1, groups=groups, stride=stride).numpy()
+    want = _conv_ref(x, w, 1, groups)[:, :, ::stride, ::stride]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

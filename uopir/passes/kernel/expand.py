@@ -281,18 +281,19 @@ class _Expander:
     # ---- memory ------------------------------------------------------------------------------------------------------
     def run_axis(self, ptr: UOp, gates: list[UOp], layout: Layout) -> UOp | None:
         """The lane axis along which the access at ptr touches consecutive elements (stride 1, gates constant along
-        it), the innermost such; None when there is none (a gather/scatter)."""
+        it), the longest such, the innermost of equals; None when there is none (a gather/scatter)."""
         if ptr.op is not K.INDEX or self.deps[ptr.operands.ptr]:
             return None
         gate = ptr.operands.gate
         gates = gates + ([gate] if gate is not None else [])
+        best: UOp | None = None
         for r in reversed(layout):  # linear in r alone: the other lane axes may index any way (a tap k//3, k%3)
             if self.extent[r] < 2 or any(r in self.deps[g] for g in gates):
                 continue
             c = linear_coeffs(ptr.operands.offset, frozenset((r,)), self.deps)
-            if c is not None and c.get(r) == 1:
-                return r
-        return None
+            if c is not None and c.get(r) == 1 and (best is None or self.extent[r] > self.extent[best]):
+                best = r  # the longest run (a conv's row of 56 under 3 taps), the innermost of equals
+        return best
 
     def runs(self, layout: Layout, axis: UOp) -> list[tuple[dict[UOp, int], list[dict[UOp, int]]]]:
         """The layout's points grouped into runs along `axis`: (first point, the run's points in order)."""

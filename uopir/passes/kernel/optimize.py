@@ -63,6 +63,7 @@ in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -89,6 +90,7 @@ EXPAND_SMALL_OPS = 1024  # ... and of a kernel that runs fewer iterations than E
 ACC_VECTORS = 4  # partial-result vectors of a long contiguous reduction (independent add chains: 4-cycle latency)
 ACC_MIN_STEPS = 8  # ... when the reduction runs at least this many iterations of them (the fold after it is scalar)
 ROW_TILE_VECTORS = 4  # a contiguous range no vector divides is upcast whole when it spans at most this many vectors
+CHANNEL_TILE_ROWS = 16  # the most lanes of broadcast inputs beside a channel vector (accumulator vectors)
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
@@ -435,7 +437,12 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         return next((f for f in t.upcast_sizes if 2 <= f <= cap and n % f == 0), 1)
 
     # 1. register tiling of kernels with a reduction
-    if k.reduces:
+    channels = _channel_tile(k, vw, budget, fit_upcast) if k.reduces else None
+    if channels is not None:
+        upcast.update(channels)
+        for f in channels.values():
+            lanes *= f
+    elif k.reduces:
         cands = [r for r in k.out if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0]
         vec = next((r for r in cands if vw >= 2 and k.contiguous(r)), None)
         cands.sort(key=lambda r: (-k.reuse(r), not k.contiguous(r), -k.vector_reuse(r, vec), -k.out.index(r)))
@@ -498,7 +505,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     opts += [Opt("unroll", r.attrs.axis, f) for r, f in unroll.items()]
     # loop order: a wide tile's contiguous range outermost (only when another output range is tiled too)
     loops = [r for r in k.out if upcast.get(r) != const_extent(r)]  # not entirely turned into lanes
-    if wide and len(upcast) == 2 and len(loops) >= 2:
+    if wide and len(upcast) == 2 and len(loops) >= 2 and channels is None:
         first = next((r for r in loops if k.contiguous(r) and r in upcast), None)
         if first is not None and first is not loops[0]:
             opts.append(Opt("outer", first.attrs.axis))
@@ -520,6 +527,40 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         if r.attrs.kind == "loop" and _packs(kdef, opts + [Opt("global", r.attrs.axis)], r.attrs.axis):
             opts += [Opt("global", r.attrs.axis), Opt("pack", r.attrs.axis)]
     return opts
+
+
+def _channel_tile(k: _Kernel, vw: int, budget: int, fit: Callable[[UOp, int], int]) -> dict[UOp, int] | None:
+    """1. (channel vectors) The register tile of a kernel whose contiguous output rows are too short for a vector
+    (a conv's 7, 14 or 28 columns; a strided conv's reads, which are no vector at all) but which reads some input
+    under the reduction with stride 1 along another output range (a conv's weights packed in blocks of output
+    channels, nn_ops.CHANNEL_BLOCK): that range is the vector, one vector of the target's width (each vector load of
+    it serves a whole row), and the output range the vector load does not vary along, the row when there is one, is
+    upcast beside it by the largest divisor of its extent that fits the budget (at most CHANNEL_TILE_ROWS): each of
+    its lanes is one broadcast input times the weight vector. None when the kernel is not like that."""
+    if vw < 2:
+        return None
+    red = k.red_ranges()
+    row = next((r for r in reversed(k.out) if k.contiguous(r)), None)
+    if row is not None and fit(row, budget) >= max(2, vw // 2):
+        return None
+    loaded = [x for x in k.loads if k.deps[x] & red]
+    chan = next((r for r in reversed(k.out) if (const_extent(r) or 1) % vw == 0 and r is not row
+                 and any(k.coeff(x, r) == 1 for x in loaded)), None)
+    if chan is None:
+        return None
+    vec_loads = [x for x in loaded if chan in k.deps[x]]
+    beside = [r for r in reversed(k.out) if r is not chan and not any(r in k.deps[x] for x in vec_loads)
+              and (const_extent(r) or 0) >= 2]
+    if row in beside:
+        beside.remove(row)
+        beside.insert(0, row)
+    tile = {chan: vw}
+    if beside:
+        n = const_extent(beside[0]) or 1
+        f = next((d for d in range(min(n, CHANNEL_TILE_ROWS, budget // vw), 1, -1) if n % d == 0), 1)
+        if f >= 2:
+            tile[beside[0]] = f
+    return tile
 
 
 def _accumulators(k: _Kernel, t: Target, budget: int, upcast: set[UOp]) -> list[tuple[UOp, int]]:

@@ -11,6 +11,9 @@ What it does, as named rules (each shows in --pass-statistics):
 - kernel rules: a range of extent 1 becomes 0 (and leaves its kernel.end / kernel.reduce), a gate that is always
   true is dropped, a load whose gate is always false is its alternative (a dead load), a `where` that repeats the
   gate of the load it selects is that load;
+- range splitting (plain code, before merging): a range r of constant extent that the index reads as r // b or
+  r % b, b dividing the extent (a 3x3 window reshaped into 9 taps, channels blocked by 16), becomes two ranges
+  r0 in [0, n/b) (r's axis) and r1 in [0, b) (a fresh axis), r = r0*b + r1, when that leaves fewer divisions;
 - range merging (plain code: it needs every use of two ranges, which no local pattern sees): two adjacent ranges
   r0 in [0, a), r1 in [0, b) closed together become one range R in [0, a*b) when, with r0 = R // b and r1 = R % b,
   the kernel simplifies back to no more divisions and no more nodes than it had (so r0 and r1 were used only as
@@ -393,6 +396,52 @@ def _merge_once(g: UOp, rewrite: Callable[[UOp], UOp]) -> UOp | None:
     return None
 
 
+def _split_range(g: UOp, nodes: list[UOp], r: UOp, b: int) -> UOp:
+    """g with range r (extent n) split into r0 in [0, n/b) (r's axis and kind) and r1 in [0, b) (a fresh axis, the
+    same kind), r = r0*b + r1 everywhere, r0 r1 in r's place in every end/reduce: the iteration order is r's."""
+    n = _const_int(r.operands.end)
+    assert n is not None
+    axis = 1 + max(u.attrs.axis for u in nodes if u.op is kernel.RANGE)
+    r0 = UOp(kernel.RANGE, dtypes.index, (UOp.const(dtypes.index, n // b),), r.arg)
+    r1 = UOp(kernel.RANGE, dtypes.index, (UOp.const(dtypes.index, b),), (axis, *r.arg[1:]))
+    new: dict[UOp, UOp] = {r: UOp(core.ADD, dtypes.index, (UOp(core.MUL, dtypes.index, (r0, UOp.const(dtypes.index,
+                                                                                                    b))), r1))}
+    for u in nodes:
+        if u is r:
+            continue
+        if u.op is kernel.END or u.op is kernel.REDUCE:
+            v = u.operands.value
+            rs = tuple(x for q in u.operands.ranges for x in ((r0, r1) if q is r else (new.get(q, q),)))
+            src = (new.get(v, v), *rs)
+        else:
+            src = tuple(new.get(s, s) for s in u.src)
+        if src != u.src:
+            new[u] = u.replace(src=src)
+    return new.get(g, g)
+
+
+def _split_once(g: UOp, rewrite: Callable[[UOp], UOp]) -> UOp | None:
+    """Undo a merge the graph above made: a range r of constant extent that the index math reads as r // b or r % b
+    (b dividing its extent: a reshape of a 3x3 window into 9 taps, channels blocked by 16) becomes two ranges when
+    that leaves fewer divisions (then r // b is r0 and r % b is r1); the first such split, or None."""
+    nodes = list(g.toposort())
+    before = _cost(g)
+    tried: set[tuple[UOp, int]] = set()
+    for u in nodes:
+        if u.op is not core.IDIV and u.op is not core.MOD:
+            continue
+        r, c = u.src
+        b, n = _const_int(c), _const_int(r.operands.end) if r.op is kernel.RANGE else None
+        if b is None or n is None or not 1 < b < n or n % b or (r, b) in tried:
+            continue
+        tried.add((r, b))
+        cand = rewrite(_split_range(g, nodes, r, b))
+        after = _cost(cand)
+        if after[0] < before[0] and after[1] <= before[1] + 8:
+            return cand
+    return None
+
+
 # ---- the pass --------------------------------------------------------------------------------------------------------
 @dataclass
 class KernelSimplifyOptions:
@@ -410,6 +459,10 @@ def simplify_kernel(g: UOp, merge_ranges: bool = True, stats: Any = None) -> UOp
     def rewrite(x: UOp) -> UOp:
         return graph_rewrite(x, SIMPLIFY, ctx=_Ctx(), stats=stats)
     g = rewrite(g)
+    while (m := _split_once(g, lambda x: graph_rewrite(x, SIMPLIFY, ctx=_Ctx()))) is not None:
+        g = rewrite(m)
+        if stats is not None:
+            stats.fired["split-ranges"] += 1
     if merge_ranges:
         while (m := _merge_once(g, lambda x: graph_rewrite(x, SIMPLIFY, ctx=_Ctx()))) is not None:
             g = rewrite(m)  # counted once, on the accepted result
