@@ -106,8 +106,9 @@ def test_names_the_generated_code_defines_are_never_given_to_a_kernel_or_variabl
     for d in (dtypes.int8, dtypes.uint64, dtypes.int32, dtypes.index):
         prelude += "\n".join(int_helper(k, d)[1].text for k in ("idiv", "mod", "f2i"))
     prelude += float_helper("max", dtypes.float64)[1].text + bitcast_helper(dtypes.bfloat16, dtypes.int16)[1].text
-    for d in (dtypes.float32.vec(4), dtypes.float64.vec(8)):
+    for d in (dtypes.float32.vec(4), dtypes.float64.vec(8), dtypes.int32.vec(4), dtypes.uint8.vec(16)):
         prelude += vector_type(d)[1].text + vector_max(d)[1].text
+    prelude += "__builtin_convertvector(v, i32x4)"  # integer vector code (uopir.backends.codegen.cvector)
     locals_ = {"data0", "unused3", "v12", "v3_1", "acc0", "ridx2", "reg0", "gidx0", "gsize0", "lidx1", "gid0",
                "lmem0", "core_id", "core_count", "NAN", "INFINITY", "calloc", "free", "abort"}
     for lang, ident, extra in (("c", c_ident, ""), ("llvm", llvm_ident, ""), ("mlir", mlir_ident, ""),

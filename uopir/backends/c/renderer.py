@@ -7,10 +7,12 @@ program's order. Constants, parameters, variables, pointers (`kernel.index`), `c
 statement of their own: they are expressions used in place. An accumulator (`device.acc`) is a variable declared
 where the program declares it; reading it, or the result of a `device.accstore`, reads its current value.
 
-Vectors of f32/f64 (2..64 bytes) live in GCC/clang vector types (`f32x16`): loads and stores through memcpy (any
-alignment), accumulators, add/sub/mul/div/neg/mulacc and max as vector code, each lane rounded exactly as the scalar
-op. Other vectors, and the other ops on them, are rendered lane by lane (one scalar local per lane, `v[i]` to read a
-lane of a vector type). A value used after the block that computes it has closed is declared at the top of the
+Vectors of f32/f64 and of integers (8..64 bytes) live in GCC/clang vector types (`f32x16`, `i32x16`): loads and
+stores through memcpy (any alignment), accumulators, the ALU, compares (bool vectors as masks), selects, shifts,
+casts and bitcasts as vector code, each lane exactly the scalar op (uopir.backends.codegen.cvector; an op wider than
+64 bytes in 64-byte pieces). Other vectors (f16, bf16, bool in memory), and the ops that keep their per-lane rules
+(integer division, float -> int casts), are rendered lane by lane (one scalar local per lane, `v[i]` to read a lane
+of a vector type). A value used after the block that computes it has closed is declared at the top of the
 function and assigned in place (it keeps the value of the last iteration, as in the program).
 
 A global id (`device.special {kind = global_id}`, what kernel-optimize's `global` axis becomes) is a loop over the
@@ -40,7 +42,7 @@ from uopir.ir.uop import UOp
 __all__ = ["CRenderer", "CEmitter", "CPtr", "C_LANGUAGE", "C_ROWS", "KernelSignature", "kernel_signature"]
 
 # C on the host: GCC vector types for f32/f64 vectors of 2..64 bytes, the C headers, ids as loops
-C_LANGUAGE = Language(name="c", title="C", vector_lanes=None, ident=c_ident)
+C_LANGUAGE = Language(name="c", title="C", vector_lanes=None, gnu_vectors=True, ident=c_ident)
 
 
 def kernel_signature(program: UOp, backend: str = "C") -> KernelSignature:

@@ -71,19 +71,38 @@ _ARITH = {"core.add": "+", "core.sub": "-", "core.mul": "*", "core.fdiv": "/", "
 
 class Lanes:
     """The C expressions of one value, one per lane (a scalar has one); `vec` names the vector variable holding
-    them all when the value lives in a native vector type (its lanes are then `vec[i]`)."""
+    them all when the value lives in a native vector type (its lanes are then `vec[i]`). `src` says, per lane,
+    which lane of which vector variable the expression reads (None where it is not one), so that lanes gathered
+    back in order (`core.gep`, `core.vectorize`) are written as the variable itself, not lane by lane."""
 
-    __slots__ = ("exprs", "vec")
+    __slots__ = ("exprs", "vec", "src")
 
-    def __init__(self, exprs: list[str], vec: str | None = None):
-        self.exprs, self.vec = exprs, vec
+    def __init__(self, exprs: list[str], vec: str | None = None,
+                 src: list[tuple[str, int] | None] | None = None):
+        self.exprs, self.vec, self.src = exprs, vec, src
 
     @staticmethod
-    def of_vector(name: str, n: int) -> Lanes:
-        return Lanes([f"{name}[{i}]" for i in range(n)], name)
+    def of_vector(name: str, n: int, lane: str = "{v}[{i}]") -> Lanes:
+        """The lanes of vector variable `name` (`lane`: how one lane is read, e.g. a mask lane as a bool)."""
+        return Lanes([lane.format(v=name, i=i) for i in range(n)], name, [(name, i) for i in range(n)])
 
     def lane(self, i: int) -> str:
         return self.exprs[i if len(self.exprs) > 1 else 0]
+
+    def lane_src(self, i: int) -> tuple[str, int] | None:
+        if self.src is None:
+            return None
+        return self.src[i if len(self.src) > 1 else 0]
+
+    def whole(self, lanes: range) -> str | None:
+        """The vector variable whose lanes 0..n-1 are exactly `lanes` of this value, in order (else None)."""
+        first = self.lane_src(lanes[0])
+        if first is None or first[1] != 0:
+            return None
+        for k, i in enumerate(lanes):
+            if self.lane_src(i) != (first[0], k):
+                return None
+        return first[0]
 
 
 class Exprs:
@@ -91,6 +110,7 @@ class Exprs:
 
     def __init__(self) -> None:
         self.helpers: dict[str, Helper] = {}
+        self.vec_types: dict[str, str] = {}  # vector variable -> its C vector type
 
     def use(self, name: str, helper: Helper | None = None) -> None:
         if name not in self.helpers:
@@ -101,11 +121,16 @@ class Exprs:
         self.use(name, helper)
         return name
 
-    def pack(self, v: Lanes, d: DType) -> str:
-        """An expression of d's vector type holding v's lanes (a broadcast when v is a scalar)."""
-        if v.vec is not None:
+    def pack(self, v: Lanes, d: DType, first: int = 0) -> str:
+        """An expression of d's vector type holding v's lanes first.. first+n-1 (a broadcast when v is a scalar);
+        lanes that are exactly a vector variable of that type, in order, are that variable."""
+        t = self.vtype(d)
+        if v.vec is not None and first == 0 and self.vec_types.get(v.vec) == t:
             return v.vec
-        return f"({self.vtype(d)}){{{', '.join(v.lane(i) for i in range(d.count))}}}"
+        lanes = range(first, first + d.count)
+        if len(v.exprs) > 1 and (name := v.whole(lanes)) is not None and self.vec_types.get(name) == t:
+            return name
+        return f"({t}){{{', '.join(v.lane(i) for i in lanes)}}}"
 
     def ctype(self, d: DType) -> str:
         if d.scalar is dtypes.float16:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from uopir.ir.dtype import DType, dtypes
 
 __all__ = ["Helper", "HELPERS", "ctype", "int_helper", "float_helper", "bitcast_helper", "prelude", "vector_ok",
-           "vector_type", "vector_max", "VECTOR_DTYPES"]
+           "int_vector_ok", "vector_type", "mask_type", "vector_max", "VECTOR_DTYPES", "INT_VECTOR_DTYPES"]
 
 # C spelling of each scalar dtype (f16 and bf16 by their carriers, named for readability)
 _CTYPES: dict[DType, str] = {
@@ -212,12 +212,25 @@ def prelude(used: dict[str, Helper]) -> str:
 
 # ---- vector types (GCC/clang vector extensions) --------------------------------------------------------------------
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)  # lanes computed natively with vector types; others lane by lane
+# integer vectors in C (uopir.backends.c): two's complement lanes, wrapping under -fwrapv like the scalar ops; bool
+# vectors are masks (below), f16/bf16 vectors stay lane by lane (their carriers are not their values)
+INT_VECTOR_DTYPES = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16,
+                     dtypes.uint32, dtypes.uint64)  # not index: addresses are computed lane by lane
+
+
+def _vector_bytes_ok(d: DType) -> bool:
+    n = d.count * d.scalar.itemsize
+    return d.count > 1 and 8 <= n <= 64 and n & (n - 1) == 0
 
 
 def vector_ok(d: DType) -> bool:
     """Whether values of dtype d (a vector) are held in a native vector type: f32/f64, 2..64 bytes, power of two."""
-    n = d.count * d.scalar.itemsize
-    return d.count > 1 and d.scalar in VECTOR_DTYPES and 8 <= n <= 64 and n & (n - 1) == 0
+    return d.scalar in VECTOR_DTYPES and _vector_bytes_ok(d)
+
+
+def int_vector_ok(d: DType) -> bool:
+    """Whether an integer vector dtype fits a native vector type (8..64 bytes, a power of two)."""
+    return d.scalar in INT_VECTOR_DTYPES and _vector_bytes_ok(d)
 
 
 def vector_type(d: DType) -> tuple[str, Helper]:
@@ -230,17 +243,30 @@ def vector_type(d: DType) -> tuple[str, Helper]:
     return name, Helper(text, includes=("string.h",))
 
 
+def mask_type(bits: int, n: int) -> DType:
+    """The dtype whose vector type carries a bool vector of n lanes as a mask of `bits`-bit lanes (all ones where
+    true, zero where false): what a vector compare of `bits`-bit lanes yields in GCC/clang."""
+    return {8: dtypes.int8, 16: dtypes.int16, 32: dtypes.int32, 64: dtypes.int64}[bits].vec(n)
+
+
 def vector_max(d: DType) -> tuple[str, Helper]:
-    """(name, helper) of core.max on a vector type: the scalar max_* rule (NaN wins, +0.0 above -0.0) lane-wise,
-    with vector compares and a bit select, so it stays vector code."""
+    """(name, helper) of core.max on a vector type. Floats: the scalar max_* rule (NaN wins, +0.0 above -0.0)
+    lane-wise, with vector compares and a bit select, so it stays vector code; integers: a compare and a select."""
     vt, _ = vector_type(d)
     bits = d.scalar.itemsize * 8
-    it = f"i{bits}x{d.count}"
+    it, _ = vector_type(mask_type(bits, d.count))
     name = f"max_{vt}"
-    text = (f"typedef int{bits}_t {it} __attribute__((vector_size({d.count * d.scalar.itemsize})));\n"
-            f"static inline {vt} {name}({vt} a, {vt} b) {{\n"
-            f"  {it} ia = ({it})a, ib = ({it})b;\n"
-            f"  {it} pick_a = (a > b) | (a != a) | (~((b > a) | (b != b)) & ~(ia < 0));\n"
-            f"  return ({vt})((ia & pick_a) | (ib & ~pick_a));\n"
+    if d.scalar not in VECTOR_DTYPES:
+        text = (f"static inline {vt} {name}({vt} a, {vt} b) {{\n"
+                f"  {vt} pick_a = ({vt})(a > b);\n"
+                f"  return (a & pick_a) | (b & ~pick_a);\n"
+                f"}}")
+        return name, Helper(text, deps=(vt,))
+    # b where b > a, where b alone is NaN, where they are equal and b is +0 (or the same value); else a (a NaN
+    # wins, as in max_f32): three compares of a, side by side, so that a running max (a: the accumulator) waits on
+    # one compare and the or of their masks, not on a chain of them
+    text = (f"static inline {vt} {name}({vt} a, {vt} b) {{\n"
+            f"  {it} pick_b = (b > a) | ((b != b) & (a == a)) | ((b == a) & (({it})b >= 0));\n"
+            f"  return ({vt})((({it})b & pick_b) | (({it})a & ~pick_b));\n"
             f"}}")
-    return name, Helper(text, deps=(vt,))
+    return name, Helper(text, deps=(vt, it))

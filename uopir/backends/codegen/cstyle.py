@@ -8,7 +8,8 @@ barriers, uopir.backends.gpu.renderer) and frames the function. How values are w
 docstring (uopir.backends.c.renderer): a typed local per value assigned where the program computes it, constants,
 parameters, variables, pointers, `core.gep` and `core.vectorize` as expressions used in place, a value read after its
 block has closed declared at the function's top, f32/f64 vectors in native vector types where the language has them
-(`Language.vector_ok`) and lane by lane otherwise.
+(`Language.vector_ok`; with GCC/clang vector extensions integer and bool vectors too: uopir.backends.codegen.cvector)
+and lane by lane otherwise.
 """
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from uopir.backends.codegen.clanes import NATIVE_VECTOR, Exprs, Lanes, literal
-from uopir.backends.codegen.cprelude import Helper, bitcast_helper, vector_max
+from uopir.backends.codegen.cprelude import Helper, bitcast_helper, int_vector_ok, mask_type, vector_max
 from uopir.backends.codegen.cprelude import vector_ok as c_vector_ok
+from uopir.backends.codegen.cvector import vector_alu, vector_bitcast, vector_cast
 from uopir.backends.codegen.names import c_comment, c_ident
 from uopir.backends.codegen.program import KernelSignature, check_const, op_error
 from uopir.backends.codegen.walk import NO_VALUE_ROWS, Row, Table, Writer, rows, walk
@@ -57,6 +59,9 @@ class Language:
     # lane counts of the f32/f64 vectors held in native vector types (None: every one the C prelude takes, as GCC
     # vector types; (): every vector is rendered lane by lane)
     vector_lanes: tuple[int, ...] | None = ()
+    # GCC/clang vector extensions (C on a cpu): integer vectors too, bool vectors as compare masks, selects,
+    # shifts, casts and bitcasts as vector code, and ops wider than 64 bytes in 64-byte pieces
+    gnu_vectors: bool = False
     # a program's or variable's name as an identifier of the dialect (uopir.backends.codegen.names)
     ident: Callable[[str], str] = c_ident
 
@@ -66,6 +71,10 @@ class Language:
     def vector_ok(self, d: DType) -> bool:
         """Whether a vector value lives in one of the language's vector types (else lane by lane)."""
         return (self.vector_lanes is None or d.count in self.vector_lanes) and c_vector_ok(d)
+
+    def any_vector_ok(self, d: DType) -> bool:
+        """Whether a vector value lives in a vector type, integers included where the language has them."""
+        return self.vector_ok(d) or (self.gnu_vectors and int_vector_ok(d))
 
 
 class CPtr:
@@ -98,6 +107,7 @@ class CEmitter(Exprs, Writer):
         self.ids: list[str] = []  # the ids opened so far (on a cpu: loops; the first one is split across cores)
         self.id_dims: set[int] = set()  # their dims
         self.cleanup: list[str] = []  # statements at the function's end (freeing heap scratch buffers)
+        self.masks: set[str] = set()  # vector variables holding bool vectors as masks (codegen.cvector)
 
     # names and statements
     def fresh(self, kind: str) -> str:
@@ -141,14 +151,19 @@ class CEmitter(Exprs, Writer):
 
     def set_vector(self, u: UOp, expr: str, escapes: bool, kind: str = "v", const: bool = True) -> None:
         """A local of u's vector type assigned `expr` (hoisted to the function top when the value escapes)."""
-        t = self.vtype(u.dtype)
+        name = self.vector_local(self.vtype(u.dtype), expr, escapes, kind, const)
+        self.vals[u] = Lanes.of_vector(name, u.dtype.count)
+
+    def vector_local(self, t: str, expr: str, escapes: bool, kind: str = "v", const: bool = True) -> str:
+        """A fresh local of C vector type t assigned `expr` (hoisted when it escapes); returns its name."""
         name = self.fresh(kind)
         if escapes:
             self.hoisted.append(f"{t} {name};")
             self.emit(f"{name} = {expr};")
         else:
             self.emit(f"{'const ' if const else ''}{t} {name} = {expr};")
-        self.vals[u] = Lanes.of_vector(name, u.dtype.count)
+        self.vec_types[name] = t
+        return name
 
     def scratch(self, u: UOp) -> None:
         """A zeroed stack array (kernel.register, a small kernel.local)."""
@@ -192,11 +207,14 @@ def _index(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 def _gep(em: CEmitter, u: UOp, escapes: bool) -> None:
     src = em.lanes(u.operands.x)
-    em.vals[u] = Lanes([src.lane(i) for i in u.attrs.idx])
+    idx = u.attrs.idx
+    em.vals[u] = Lanes([src.lane(i) for i in idx], None,
+                       None if src.src is None else [src.lane_src(i) for i in idx])
 
 
 def _vectorize(em: CEmitter, u: UOp, escapes: bool) -> None:
-    em.vals[u] = Lanes([em.scalar(s) for s in u.src])
+    lanes = [em.lanes(s) for s in u.src]
+    em.vals[u] = Lanes([x.lane(0) for x in lanes], None, [x.lane_src(0) for x in lanes])
 
 
 def _loop(em: CEmitter, u: UOp, escapes: bool) -> None:
@@ -222,7 +240,7 @@ def _end(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 def _acc(em: CEmitter, u: UOp, escapes: bool) -> None:
     init = em.lanes(u.operands.init)
-    if em.lang.vector_ok(u.dtype):
+    if em.lang.any_vector_ok(u.dtype):
         em.set_vector(u, em.pack(init, u.dtype), escapes, kind="acc", const=False)
         return
     names = em.define(u, [init.lane(i) for i in range(u.dtype.count)], escapes, kind="acc", const=False)
@@ -243,6 +261,8 @@ def _accstore(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 def _cast(em: CEmitter, u: UOp, escapes: bool) -> None:
     x = u.operands.x
+    if em.lang.gnu_vectors and vector_cast(em, u, escapes):
+        return
     src, s, d = em.lanes(x), x.dtype.scalar, u.dtype.scalar
     em.set(u, [em.cast(s, d, src.lane(i)) for i in range(u.dtype.count)], escapes)
 
@@ -250,6 +270,8 @@ def _cast(em: CEmitter, u: UOp, escapes: bool) -> None:
 def _alu(em: CEmitter, u: UOp, escapes: bool) -> None:
     op = u.op
     srcs = [em.lanes(s) for s in u.src]
+    if em.lang.gnu_vectors and u.dtype.count > 1 and vector_alu(em, u, srcs, escapes):
+        return
     if op.name in NATIVE_VECTOR and em.lang.vector_ok(u.dtype):
         a = [em.pack(x, u.dtype) for x in srcs]
         em.set_vector(u, NATIVE_VECTOR[op.name].format(*a), escapes)
@@ -258,6 +280,8 @@ def _alu(em: CEmitter, u: UOp, escapes: bool) -> None:
         em.vtype(u.dtype)
         hname, helper = vector_max(u.dtype)
         em.use(hname, helper)
+        if em.helpers[hname] is helper:  # the C prelude's (not a language's own): its mask type too
+            em.vtype(mask_type(u.dtype.scalar.itemsize * 8, u.dtype.count))
         em.set_vector(u, f"{hname}({em.pack(srcs[0], u.dtype)}, {em.pack(srcs[1], u.dtype)})", escapes)
         return
     em.set(u, [em.alu(u, [s.lane(i) for s in srcs]) for i in range(u.dtype.count)], escapes)
@@ -277,7 +301,7 @@ def _load(em: CEmitter, u: UOp, escapes: bool) -> None:
     p = em.ptr(ops.ptr)
     gate = _gate(em, u, p)
     n = u.dtype.count
-    if em.lang.vector_ok(u.dtype):
+    if em.lang.any_vector_ok(u.dtype):
         t = em.vtype(u.dtype)
         ld = f"load_{t}(&{p.at(0)})"
         if gate is not None:
@@ -313,7 +337,7 @@ def _store(em: CEmitter, u: UOp, escapes: bool) -> None:
     val = em.lanes(ops.value)
     gate = _gate(em, u, p)
     d = ops.value.dtype
-    if em.lang.vector_ok(d):
+    if em.lang.any_vector_ok(d):
         stmts = [f"store_{em.vtype(d)}(&{p.at(0)}, {em.pack(val, d)});"]
     else:
         stmts = [f"{p.at(i)} = {val.lane(i)};" for i in range(d.count)]
@@ -326,6 +350,8 @@ def _store(em: CEmitter, u: UOp, escapes: bool) -> None:
 
 def _bitcast(em: CEmitter, u: UOp, escapes: bool) -> None:
     x = u.operands.x
+    if em.lang.gnu_vectors and vector_bitcast(em, u, escapes):
+        return
     s, d = x.dtype, u.dtype
     src = em.lanes(x)
     if s.count == d.count:  # lane by lane (bf16 rides as a float carrier, so memcpy of the lanes would be wrong)
