@@ -13,7 +13,10 @@ The program (the contract the renderers read; docs/dialects.md, device section):
 
 Placement: an op sits in the loops its operands need (a loop counter needs its loop; an accumulator's update needs
 the accumulator's loops; the reduction's result read after the update escapes those loops), as far out as that
-allows, so loop-invariant work is hoisted. The nesting of the loops is read from the graph: the endloop chain of
+allows, so loop-invariant work is hoisted. A hardware id (`device.special`) is a value, not a loop, but a cpu
+renders it as a loop over the rest of the program (each core runs its share of the ids): the ops of the top level
+that vary over no id (a reduction of a whole row that every element reads) come before the first one, so they run
+once per core, not once per id. The nesting of the loops is read from the graph: the endloop chain of
 a kernel.end (first range outermost), an accumulator's loops (in operand order, inside the loops its accumulator
 needs), and a loop bound's own operands. Within a block, ops keep the kernel's toposort order where their
 dependencies allow; a `kernel.after` runs after the loops and ops of the effects it names, and leaves the program
@@ -220,18 +223,38 @@ def linearize(kdef: UOp) -> UOp:
         for d in deps:
             users[d].append(it)
 
+    # ops that vary over no hardware id come before the first one (a cpu renders an id as a loop over the rest of
+    # the program: work placed before it runs once per core, not once per id). An accumulator varies with its
+    # updates (one whose updates read an id starts again for every id), which feeds back into its readers.
+    on_id: set[UOp] = set()
+    grew = True
+    while grew:
+        grew = False
+        for u in order:
+            if u not in on_id and (u.op is D.SPECIAL or any(s in on_id for s in u.src) or (
+                    u.op is D.ACC and any(st in on_id for st in nest.stores_of[u]))):
+                on_id.add(u)
+                grew = True
+    late: set[UOp] = set()  # top-level items (ops or loops) that hold an op varying over an id
+    for u in ops:
+        if u in on_id:
+            late.add(chain[u][0] if chain[u] else u)
+
+    def key(u: UOp) -> tuple:
+        return (u in late, _priority(u, pos[u]), pos[u])  # (inside a loop no item is late: the ids are outside)
+
     def block_order(block: UOp | None) -> list[UOp]:
         mine = items.get(block, [])
-        ready = [(_priority(u, pos[u]), pos[u], u) for u in mine if indeg[u] == 0]
+        ready = [(key(u), u) for u in mine if indeg[u] == 0]
         heapq.heapify(ready)
         out = []
         while ready:
-            _, _, u = heapq.heappop(ready)
+            _, u = heapq.heappop(ready)
             out.append(u)
             for v in users[u]:
                 indeg[v] -= 1
                 if indeg[v] == 0:
-                    heapq.heappush(ready, (_priority(v, pos[v]), pos[v], v))
+                    heapq.heappush(ready, (key(v), v))
         if len(out) != len(mine):
             stuck = next(u for u in mine if u not in set(out))
             raise _err(stuck, "device-linearize: the ops of this block depend on each other in a cycle")
