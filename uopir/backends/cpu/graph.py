@@ -82,6 +82,10 @@ def native(wait: bool = True) -> Any:
         if wait:
             _load()
         else:
+            # the C backend's modules are imported here, in the caller's thread, before the builder thread starts:
+            # two threads importing a package whose modules import each other can see it half initialized
+            import uopir.backends.c.compiler  # noqa: F401
+            import uopir.backends.c.runtime  # noqa: F401
             threading.Thread(target=_load, name="uopir-graph-build", daemon=True).start()
     if wait:
         _READY.wait()
