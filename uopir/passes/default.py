@@ -1,19 +1,20 @@
 """`default{target=…}`: the named pipeline from the tensor dialect to a linearized device program.
 
-    canonicalize, tensor-split-reduce, tensor-to-kernel, [kernel-simplify], kernel-optimize, kernel-expand,
-    kernel-to-device, device-transcendental, device-decompose, device-devectorize, device-linearize
+    canonicalize, tensor-split-reduce, tensor-to-kernel, [kernel-simplify, kernel-peel], kernel-optimize,
+    kernel-expand, kernel-to-device, device-transcendental, device-decompose, device-devectorize, device-linearize
 
 `target` is a device or target name (`c`, `python`, `cpu`, `gpu`, …); every target-dependent pass gets it.
 kernel-optimize picks each kernel's register tile, unrolls, vector width and threaded axis from the target
 description (`UOPIR_NOOPT=1` turns it off); kernel-expand turns those into vector ops, which the device passes lower
 and split to the target's widths. device-transcendental approximates vector exp2/log2 by polynomials for targets
 whose description asks (`vector_transcendentals`: the host cpu backends), and is a no-op elsewhere.
+kernel-peel cuts the innermost loop of a gated copy (a pad's, a concat's) into borders and a gate-free interior.
 tensor-split-reduce turns a large reduction to fewer outputs than the target has threads into two kernels
 (per-thread partials, then their combine), so that every core works on it.
 `per-kernel=true` nests the passes after tensor-to-kernel in the `kernel(...)` anchor: the same result, but each
 kernel is finished before the next one starts, so the C backend's realize compiles it while the others lower.
-kernel-simplify runs when a module registers it. `uop-opt` can stop after any of these passes (`-p` with a prefix of
-the list) and reads the printed IR back.
+kernel-simplify and kernel-peel run when a module registers kernel-simplify. `uop-opt` can stop after any of these
+passes (`-p` with a prefix of the list) and reads the printed IR back.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class DefaultOptions:
 def default_pipeline(options: DefaultOptions) -> list[str]:
     """The pass list of `default{target=…}` (with per-kernel, the kernel and device passes inside `kernel(...)`)."""
     t = f"{{target={options.target}}}"
-    simplify = ["kernel-simplify"] if resolve("kernel-simplify") else []
+    simplify = ["kernel-simplify", "kernel-peel"] if resolve("kernel-simplify") else []
     per_kernel = [*simplify, f"kernel-optimize{t}", "kernel-expand", f"kernel-to-device{t}",
                   f"device-transcendental{t}", f"device-decompose{t}",
                   f"device-devectorize{t}", "device-linearize"]

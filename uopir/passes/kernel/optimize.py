@@ -324,7 +324,7 @@ class _Kernel:
         self.stores = [u for u in order if u.op is K.STORE]
         self.reduces = [u for u in order if u.op is K.REDUCE]
         out: dict[UOp, None] = {}
-        for u in order:
+        for u in reversed(order):  # the outermost end first (it consumes the ends nested in it: kernel-peel's)
             if u.op is K.END:
                 out.update((r, None) for r in u.operands.ranges if r.attrs.kind in ("loop", "global"))
         self.out = list(out)

@@ -1,0 +1,67 @@
+"""kernel-peel: a gated copy's innermost loop cut into borders and a gate-free interior gives the values it gave
+uncut (pads of any width and value, concats of several sources, crops), and leaves kernels it cannot help alone."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopir.backends.registry import available
+from uopir.dialects import core
+from uopir.dialects import kernel as K
+from uopir.frontend.tensor import Tensor
+from uopir.passes.kernel.peel import peel_kernel
+from uopir.passes.kernel.simplify import simplify_kernel
+
+DEVICES = [d for d in ("c", "llvm") if d in available()]
+
+
+def _kernel(t: Tensor):
+    return simplify_kernel(t.schedule()[-1].ast)
+
+
+def _gated_loads(k) -> int:
+    return sum(1 for u in k.toposort() if u.op is K.LOAD and u.operands.gate is not None)
+
+
+def test_a_pad_copy_is_cut_at_its_borders_and_its_interior_loses_the_column_gate() -> None:
+    k = _kernel(Tensor(np.zeros((4, 30, 30), np.float32), device="python").pad([(0, 0), (2, 2), (2, 2)]))
+    p = peel_kernel(k)
+    ends = [u for u in p.toposort() if u.op is K.END]
+    assert len(ends) == len([u for u in k.toposort() if u.op is K.END]) + 3  # 3 segments nested in the rows' end
+    xs = [u for u in p.toposort() if u.op is K.RANGE and u.attrs.axis >= 3]
+    assert sorted(r.operands.end.arg for r in xs) == [2, 2, 30]
+    interior = next(u for u in ends if u.operands.ranges == (next(r for r in xs if r.operands.end.arg == 30),))
+    # in the interior no gate depends on the column
+    col = interior.operands.ranges[0]
+    gates = [u.operands.gate for u in interior.toposort() if u.op is K.LOAD and u.operands.gate is not None]
+    assert gates and all(col not in g.toposort() for g in gates)
+
+
+def test_kernels_that_peeling_cannot_help_are_left_alone() -> None:
+    x = Tensor(np.zeros((8, 8), np.float32), device="python")
+    k = _kernel(x.pad([(1, 1), (1, 1)]).sum(1))  # a reduction
+    assert peel_kernel(k) is k
+    k = _kernel(x + 1.0)  # no gate
+    assert peel_kernel(k) is k
+    k = _kernel(x.tril())  # the gate is a diagonal, no bound on the column alone
+    assert peel_kernel(k) is k or not any(u.op is core.GROUP for u in peel_kernel(k).toposort())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("pads,value", [([(0, 0), (1, 1), (1, 1)], 0.0), ([(0, 0), (0, 3), (5, 0)], 0.0),
+                                        ([(1, 0), (2, 1), (3, 4)], -1.5), ([(0, 0), (-2, 1), (1, -3)], 0.0)])
+def test_peeled_pads_match_numpy(device: str, pads: list[tuple[int, int]], value: float) -> None:
+    a = np.arange(3 * 17 * 19, dtype=np.float32).reshape(3, 17, 19)
+    got = Tensor(a, device=device).pad(pads, value=value).numpy()
+    crop = tuple(slice(max(0, -b), s - max(0, -e)) for (b, e), s in zip(pads, a.shape, strict=True))
+    want = np.pad(a[crop], [(max(0, b), max(0, e)) for b, e in pads], constant_values=value)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("widths", [(40, 24), (1, 33, 2), (8, 8, 8, 8), (3, 5, 7, 9, 11)])
+def test_peeled_concats_match_numpy(device: str, widths: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal((6, w)).astype(np.float32) for w in widths]
+    ts = [Tensor(p, device=device) for p in parts]
+    np.testing.assert_array_equal(ts[0].cat(*ts[1:], dim=1).numpy(), np.concatenate(parts, axis=1))
