@@ -9,7 +9,9 @@
   and updates it g times per iteration, step t folding lanes j*g+t into result lane j (`acc op pick(x, t)`), so
   every lane accumulates in the order the unexpanded reduction did; the picked lanes are computed from the loads and
   vectors that make them (kernel_to_device/lanes.py), not shuffled out of the whole product. With no range left the
-  runs fold from the identity without a loop.
+  runs fold from the identity without a loop; the runs of an accumulator's result (kernel-optimize's partial
+  accumulators, after their loop) first halve as a tree where the order may change (integers, max/min, float
+  add/mul on a target that reassociates), each run's first half combined with its second in one vector op per step.
 - Every other `kernel.range` becomes a `device.loop`, or a hardware id `device.special` where the target's launch
   limits allow: global ranges `global_id` (`group_id` when the kernel has local ranges), local ranges `local_id`,
   the innermost range on dim 0. On a cpu kernel-optimize marks at most one range global, the one its backend
@@ -41,6 +43,7 @@ from uopir.ir.uop import UOp
 from uopir.ir.upat import UPat
 from uopir.ir.valuerange import vmax
 from uopir.passes.device.common import in_kernels, resolve_target
+from uopir.passes.device.devectorize import gep
 from uopir.passes.kernel.indexmath import const_extent, range_deps
 from uopir.passes.kernel_to_device.lanes import pick_lanes
 from uopir.passes.manager import PassContext
@@ -109,6 +112,25 @@ class _Lowering:
         return UOp(D.LOOP, dtypes.index, (end,), i)
 
 
+def _tree_fold(op: str, x: UOp, lanes: int) -> UOp:
+    """x's runs (lanes j*g .. j*g+g-1 for each result lane j) halved while g is even: the first half of every run
+    combined with its second half, one vector op per step, log2(g) steps instead of g serial ones. The order of the
+    operations changes, so only where it may (`_may_reorder`)."""
+    g = x.dtype.count // lanes
+    while g > 1 and g % 2 == 0:
+        h = g // 2
+        lo = gep(x, tuple(j * g + t for j in range(lanes) for t in range(h)))  # a plain gep: the halves stay vectors
+        hi = gep(x, tuple(j * g + h + t for j in range(lanes) for t in range(h)))
+        x, g = reduce_update(op, lo, hi), h
+    return x
+
+
+def _may_reorder(op: str, dtype: DType, t: Target) -> bool:
+    """Whether a reduction's lanes may fold in another order than the sequential one: always for integers, bools,
+    max and min (exact in any order); float add/mul where the target allows (the `accumulate` tolerance class)."""
+    return not dtype.scalar.is_float or op in ("max", "min") or t.reassociate_float_reductions
+
+
 def _fold_lanes(op: str, acc: UOp, x: UOp, lanes: int) -> UOp:
     """`acc` updated with every lane of x: result lane j folds x's run j (lanes j*g .. j*g+g-1, in order), the runs
     side by side as one vector op per step (g = x's lanes / `lanes`)."""
@@ -164,6 +186,8 @@ def _lower_reduce(ctx: _Lowering, r: UOp) -> UOp:
     if not ranges:
         if value.dtype.count == r.dtype.count:
             return value  # a reduction over nothing is its value (not `identity op value`: -0.0 + 0.0 is +0.0)
+        if value.op is D.ACCSTORE and _may_reorder(r.attrs.op, r.dtype, ctx.target):
+            value = _tree_fold(r.attrs.op, value, r.dtype.count)  # partial accumulators after their loop: a tree
         return _fold_lanes(r.attrs.op, reduce_identity(r.attrs.op, r.dtype), value, r.dtype.count)  # lane runs only
     loops = [ctx.loop(rg) for rg in ranges]
     x = value.substitute(dict(zip(ranges, loops, strict=True)))
