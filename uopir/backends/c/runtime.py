@@ -22,8 +22,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from uopir.backends.c.compiler import DetachedCompile
+from uopir.backends.c.compiler import BASE_FLAGS, CCompiler, DetachedCompile
 from uopir.backends.c.renderer import KernelSignature, kernel_signature
+from uopir.backends.cpu import graph as native_graph
 from uopir.backends.cpu.runtime import HostKernel, HostRuntime, PooledHostAllocator, bind
 from uopir.backends.interface import Program
 from uopir.backends.realize import debug_level
@@ -210,3 +211,13 @@ class CRuntime(HostRuntime):
             entry.finish()
         else:
             entry.ready()
+
+
+def _build_runner(src: str) -> Any:
+    """The native launch graph's runner (uopir.backends.cpu.graph): its source compiled once by the C compiler into
+    the compile cache and loaded; None without a C compiler."""
+    cc = CCompiler(flags=(*BASE_FLAGS, "-pthread"))
+    return load_library(cc.compile_cached(src)) if cc.available else None
+
+
+native_graph.set_builder(_build_runner)

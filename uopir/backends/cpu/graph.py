@@ -9,8 +9,10 @@ split across cores on a persistent native thread pool (workers spin briefly, the
 one ctypes call per launch instead of one per core through a Python thread pool.
 
 Why C and not llvmlite IR: the pool needs pthreads, atomics and condition variables, a few lines of C and many of
-IR; the C backend's compiler and its disk cache are already there. Without a C compiler (the llvm backend alone)
-`native()` is None and launches go the Python way (a thread pool, one ctypes call per kernel), as they did before.
+IR; the C backend's compiler and its disk cache are already there: the C backend names its builder with
+`set_builder` when it is imported (this module imports no backend). Without a C compiler, or before the C backend is
+imported (the llvm backend alone), `native()` is None and launches go the Python way (a thread pool, one ctypes call
+per kernel), as they did before.
 `UOPIR_GRAPH=0` turns the native graph and pool off.
 """
 from __future__ import annotations
@@ -18,10 +20,11 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-__all__ = ["GRAPH_ENV", "Entry", "native", "graph_enabled", "max_args"]
+__all__ = ["GRAPH_ENV", "Entry", "native", "graph_enabled", "max_args", "set_builder", "LaunchGraph"]
 
 GRAPH_ENV = "UOPIR_GRAPH"
 
@@ -43,17 +46,23 @@ _LOCK = threading.Lock()
 _READY = threading.Event()
 
 
-def _load() -> None:
-    from uopir.backends.c.compiler import BASE_FLAGS, CCompiler
-    from uopir.backends.c.runtime import load_library
+# what builds the runner: source text -> a loaded ctypes library (or None). The C backend, which owns a C compiler,
+# sets it when it is imported (uopir.backends.c.runtime): this module, below the backends, imports none of them.
+_BUILDER: list[Callable[[str], Any]] = []
 
+
+def set_builder(build: Callable[[str], Any]) -> None:
+    """Name the function that compiles and loads graph.c's source (the C backend's compiler and loader)."""
+    _BUILDER[:] = [build]
+
+
+def _load() -> None:
     global _LIB
     lib = None
     try:
-        cc = CCompiler(flags=(*BASE_FLAGS, "-pthread"))
-        if cc.available:
-            src = resources.files("uopir.backends.cpu").joinpath("graph.c").read_text(encoding="utf-8")
-            lib = load_library(cc.compile_cached(src))
+        src = resources.files("uopir.backends.cpu").joinpath("graph.c").read_text(encoding="utf-8")
+        lib = _BUILDER[0](src)
+        if lib is not None:
             lib.uopir_run_graph.argtypes = [ctypes.c_int64, ctypes.c_void_p]
             lib.uopir_run_graph.restype = ctypes.c_int64
             lib.uopir_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
@@ -72,8 +81,8 @@ def native(wait: bool = True) -> Any:
     not wait for a compile)."""
     if _STATE[0] == "ready":
         return _LIB if graph_enabled() else None
-    if _STATE[0] == "failed" or not graph_enabled():
-        return None
+    if _STATE[0] == "failed" or not graph_enabled() or not _BUILDER:
+        return None  # no builder yet: the C backend is not imported (a later call, once it is, builds the runner)
     with _LOCK:
         start = _STATE[0] == "new"
         if start:
@@ -82,10 +91,6 @@ def native(wait: bool = True) -> Any:
         if wait:
             _load()
         else:
-            # the C backend's modules are imported here, in the caller's thread, before the builder thread starts:
-            # two threads importing a package whose modules import each other can see it half initialized
-            import uopir.backends.c.compiler  # noqa: F401
-            import uopir.backends.c.runtime  # noqa: F401
             threading.Thread(target=_load, name="uopir-graph-build", daemon=True).start()
     if wait:
         _READY.wait()
