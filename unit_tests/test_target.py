@@ -83,8 +83,9 @@ def test_host_cpu_reads_the_vector_width_from_cpuinfo():
     h = host_cpu("h", AVX2)
     assert h.kind == "cpu" and h.name == "h" and h.threads >= 1
     assert h.reassociate_float_reductions and not CPU.reassociate_float_reductions  # partial sums in lanes
+    assert h.vector_transcendentals and not CPU.vector_transcendentals  # polynomial exp2/log2 on the host only
     assert dataclasses.replace(h, max_vector_bytes=CPU.max_vector_bytes, threads=1, name="cpu",
-                               reassociate_float_reductions=False) == CPU
+                               reassociate_float_reductions=False, vector_transcendentals=False) == CPU
 
 
 def test_register_target_and_factories():

@@ -259,7 +259,8 @@ def test_page_shows_a_kernel_pipeline_as_recorded(mlp_trace: dict, doms: dict[st
     dom = doms[f"mlp#pass={k}&step=2"]
     assert re.findall(r'data-pass="\d+"[^>]*><span class="name">([a-z-]+)<', dom) == [
         q["name"] for q in mlp_trace["passes"]]
-    assert [q["name"] for q in mlp_trace["passes"]][:3] == ["canonicalize", "tensor-to-kernel", "kernel-simplify"]
+    assert [q["name"] for q in mlp_trace["passes"]][:4] == ["canonicalize", "tensor-split-reduce", "tensor-to-kernel",
+                                                             "kernel-simplify"]
     assert len(p["steps"]) > 10  # the kernels are lowered by rewrite steps
     assert _by_id(dom, "step-pattern").endswith(">" + p["steps"][1]["pattern"])
     assert f"step 2 / {len(p['steps'])}" in _by_id(dom, "step-pos")

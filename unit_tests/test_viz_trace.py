@@ -206,11 +206,14 @@ def test_trace_json_is_consistent_and_round_trips(recorded) -> None:
         assert all(str(r) in nodes for r in row.get("regions", ()))
     names = [p["name"] for p in d["passes"]]
     dev = PROGRAMS[name][1]
-    assert names[:2] == ["canonicalize", "tensor-to-kernel"] and all(p["time_ms"] >= 0 for p in d["passes"])
+    # the host-cpu pipelines split large reductions first (tensor-split-reduce); the interpreter's does not
+    assert names[:3] == ["canonicalize", "tensor-split-reduce", "tensor-to-kernel"] if dev == "c" else \
+        names[:2] == ["canonicalize", "tensor-to-kernel"], names
+    assert all(p["time_ms"] >= 0 for p in d["passes"])
     if dev == "c":  # the whole lowering, kernel by kernel: one entry per pipeline element, each kernel one root
         assert names[-1] == "device-linearize" and "kernel-to-device" in names, names
-        assert len(d["passes"][-1]["input"]) == sum(1 for u in tr.passes[1].outputs[0].toposort()
-                                                    if u.op.name == "tensor.call")
+        scheduled = tr.passes[names.index("tensor-to-kernel")].outputs[0]
+        assert len(d["passes"][-1]["input"]) == sum(1 for u in scheduled.toposort() if u.op.name == "tensor.call")
     for p in d["passes"]:
         assert len(p["input"]) == len(p["output"]) >= 1
         for s in p["steps"]:
