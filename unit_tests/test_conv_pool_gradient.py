@@ -87,8 +87,8 @@ def test_max_pool2d_gradient_splits_ties_like_the_numpy_formula(k, stride, pad):
 def test_conv_relu_max_pool_backward_stays_small():
     # regression: the conv input gradient summed over the four repeats of the windows' expand with a division and a
     # remainder per term, and the pooling gradient recomputed everything above it once per pixel of its window
-    # (24x the forward's work in 4 kernels; now 3.1x in 8, one of them the padded input's copy, which the conv's
-    # weight gradient reads as the forward does: nn_ops.PAD_COPY_MIN_REUSE)
+    # (24x the forward's work in 4 kernels; now 3.1x in 9, two of them copies the forward makes and the gradients
+    # read: the padded input (nn_ops.PAD_COPY_MIN_REUSE) and the weights in a block of channels (nn_ops.CHANNEL_BLOCK))
     rng = np.random.default_rng(7)
     x = Tensor(rng.standard_normal((4, 3, 12, 12)).astype(np.float32), device="python", requires_grad=True)
     w = Tensor(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), device="python", requires_grad=True)
@@ -97,5 +97,5 @@ def test_conv_relu_max_pool_backward_stays_small():
     backend = get_backend("python")
     forward = sum(estimate(p.program).flops for p in compiled(backend, y.uop))
     backward = compiled(backend, UOp.sink(dx.uop, dw.uop))
-    assert len(backward) <= 8, [p.name for p in backward]
+    assert len(backward) <= 9, [p.name for p in backward]
     assert sum(estimate(p.program).flops for p in backward) <= 3.5 * forward

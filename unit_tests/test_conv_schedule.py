@@ -66,7 +66,8 @@ def test_short_rows_and_strided_reads_block_the_weights_by_output_channels() -> 
         return len(x.conv2d(w, stride=stride, padding=1).schedule())
 
     assert 14 < 2 * CHANNEL_BLOCK and kernels((1, 32, 14, 14), 32) == 3  # padded input, weight blocks, the conv
-    assert kernels((1, 32, 14, 14), 24) == 2  # 24 channels are no whole number of blocks
+    assert kernels((1, 32, 14, 14), 24) == 3  # 24 channels: blocks of 8 (half a block)
+    assert kernels((1, 32, 14, 14), 20) == 2  # 20 channels are no whole number of blocks
     assert kernels((1, 16, 56, 56), 32) == 2  # a row of 56 is vector enough
     assert kernels((1, 16, 56, 56), 32, stride=2) == 3  # a strided read is no vector
 
@@ -74,7 +75,8 @@ def test_short_rows_and_strided_reads_block_the_weights_by_output_channels() -> 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape,co,groups,stride", [((2, 16, 56, 56), 32, 1, 1), ((1, 8, 20, 20), 8, 8, 1),
                                                     ((1, 6, 14, 13), 12, 3, 1), ((1, 32, 14, 14), 32, 1, 1),
-                                                    ((1, 16, 7, 7), 48, 1, 1), ((1, 16, 29, 30), 32, 1, 2)])
+                                                    ((1, 16, 7, 7), 48, 1, 1), ((1, 16, 29, 30), 32, 1, 2),
+                                                    ((1, 16, 13, 13), 40, 1, 1)])
 def test_padded_convs_match_numpy(device: str, shape: tuple[int, ...], co: int, groups: int, stride: int) -> None:
     rng = np.random.default_rng(2)
     x = rng.standard_normal(shape).astype(np.float32)
@@ -82,3 +84,16 @@ def test_padded_convs_match_numpy(device: str, shape: tuple[int, ...], co: int, 
     got = Tensor(x, device=device).conv2d(Tensor(w, device=device), padding=1, groups=groups, stride=stride).numpy()
     want = _conv_ref(x, w, 1, groups)[:, :, ::stride, ::stride]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_convs_under_pools_and_pads_match_numpy(device: str) -> None:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 8, 20, 20)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    c = np.maximum(_conv_ref(x, w, 1), 0)
+    t = Tensor(x, device=device).conv2d(Tensor(w, device=device), padding=1).relu()
+    np.testing.assert_allclose(t.mean((2, 3)).numpy(), c.mean((2, 3)), rtol=1e-4, atol=1e-4)
+    cp = np.pad(c, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    want = np.max([cp[:, :, dy:dy + 19:2, dx:dx + 19:2] for dy in range(3) for dx in range(3)], axis=0)
+    np.testing.assert_allclose(t.max_pool2d(3, 2, padding=1).numpy(), want, rtol=1e-4, atol=1e-4)

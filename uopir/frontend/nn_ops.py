@@ -37,10 +37,10 @@ if TYPE_CHECKING:
 # outputs instead of a gated load per lane), which pays for the copy many times over
 PAD_COPY_MIN_REUSE = 8
 PAD_COPY_MIN_WORK = 1 << 16  # ... and at least this many in all (a tiny conv is not worth a second kernel)
-# a conv whose output rows are shorter than twice this or read their input with a stride gets its weights copied
-# in blocks of this many output channels, the block innermost ((cout/B, cin, *kernel, B)): the conv kernel then reads
-# a block of weights as one vector and multiplies it by one broadcast input per output column (kernel-optimize's
-# channel tile)
+# a conv whose output rows are shorter than twice this or read their input with a stride gets its weights copied in
+# blocks of this many output channels (half as many when they do not divide the channels), the block innermost ((cout/B,
+# cin, *kernel, B)): the conv kernel then reads a block of weights as one vector and multiplies it by one broadcast
+# input per output column (kernel-optimize's channel tile)
 CHANNEL_BLOCK = 16
 
 
@@ -52,10 +52,15 @@ def _copy_padding(xp: Tensor, macs: Any) -> bool:
     return macs >= PAD_COPY_MIN_WORK and macs >= PAD_COPY_MIN_REUSE * math.prod(xp.shape)
 
 
+def _block(cout: int) -> int:
+    """The channel block of `cout` output channels: CHANNEL_BLOCK, else half of it (1000 classes: blocks of 8)."""
+    return CHANNEL_BLOCK if cout % CHANNEL_BLOCK == 0 else CHANNEL_BLOCK // 2
+
+
 def _block_channels(w: Tensor, groups: int, out: tuple[Any, ...], stride: tuple[int, ...], macs: Any) -> bool:
     """Whether a conv's weights are worth copying in blocks of CHANNEL_BLOCK output channels (see there): one group,
     whole blocks, output rows shorter than two blocks or a strided read, and enough work (PAD_COPY_MIN_WORK)."""
-    if groups != 1 or not all(isinstance(v, int) for v in (*w.shape, *out, macs)) or w.shape[0] % CHANNEL_BLOCK:
+    if groups != 1 or not all(isinstance(v, int) for v in (*w.shape, *out, macs)) or w.shape[0] % _block(w.shape[0]):
         return False
     return (out[-1] < 2 * CHANNEL_BLOCK or stride[-1] > 1) and macs >= PAD_COPY_MIN_WORK
 
@@ -251,7 +256,7 @@ class NNOps:
         xr = pt.reshape((n, groups, 1, cg) + out + (kk,))
         wd = weight.cast(d)
         if _block_channels(wd, groups, out, st, math.prod((n, cout, *out, cg, kk))):
-            b = CHANNEL_BLOCK
+            b = _block(cout)
             wd = wd.reshape((cout // b, b, cg * kk)).permute(0, 2, 1).contiguous().permute(0, 2, 1).reshape(wd.shape)
         wr = wd.reshape((1, groups, og, cg) + (1,) * nd + (kk,))
         ret = sum_of_products(xr, wr, (3, xr.ndim - 1)).reshape((n, cout) + out)

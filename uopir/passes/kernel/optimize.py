@@ -530,13 +530,13 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
 
 
 def _channel_tile(k: _Kernel, vw: int, budget: int, fit: Callable[[UOp, int], int]) -> dict[UOp, int] | None:
-    """1. (channel vectors) The register tile of a kernel whose contiguous output rows are too short for a vector
-    (a conv's 7, 14 or 28 columns; a strided conv's reads, which are no vector at all) but which reads some input
-    under the reduction with stride 1 along another output range (a conv's weights packed in blocks of output
-    channels, nn_ops.CHANNEL_BLOCK): that range is the vector, one vector of the target's width (each vector load of
-    it serves a whole row), and the output range the vector load does not vary along, the row when there is one, is
-    upcast beside it by the largest divisor of its extent that fits the budget (at most CHANNEL_TILE_ROWS): each of
-    its lanes is one broadcast input times the weight vector. None when the kernel is not like that."""
+    """1. (channel vectors) The register tile of a kernel whose contiguous output rows are too short for a vector (a
+    conv's 7, 14 or 28 columns; a strided conv's reads, which are no vector at all) but which reads some input under
+    the reduction with stride 1 along another output range (a conv's weights packed in blocks of output channels,
+    nn_ops.CHANNEL_BLOCK): that range is the vector, one vector of the target's width or half of one (each vector
+    load of it serves a whole row), and the output range the vector load does not vary along, the row when there is
+    one, is upcast beside it by the largest divisor of its extent that fits the budget (at most CHANNEL_TILE_ROWS):
+    each of its lanes is one broadcast input times the weight vector. None when the kernel is not like that."""
     if vw < 2:
         return None
     red = k.red_ranges()
@@ -544,20 +544,21 @@ def _channel_tile(k: _Kernel, vw: int, budget: int, fit: Callable[[UOp, int], in
     if row is not None and fit(row, budget) >= max(2, vw // 2):
         return None
     loaded = [x for x in k.loads if k.deps[x] & red]
-    chan = next((r for r in reversed(k.out) if (const_extent(r) or 1) % vw == 0 and r is not row
+    chan = next((r for r in reversed(k.out) if (const_extent(r) or 1) % max(2, vw // 2) == 0 and r is not row
                  and any(k.coeff(x, r) == 1 for x in loaded)), None)
     if chan is None:
         return None
+    width = _pow2_divisor(const_extent(chan) or 1, vw)  # a whole vector, or half of one (blocks of 8 channels)
     vec_loads = [x for x in loaded if chan in k.deps[x]]
     beside = [r for r in reversed(k.out) if r is not chan and not any(r in k.deps[x] for x in vec_loads)
               and (const_extent(r) or 0) >= 2]
     if row in beside:
         beside.remove(row)
         beside.insert(0, row)
-    tile = {chan: vw}
+    tile = {chan: width}
     if beside:
         n = const_extent(beside[0]) or 1
-        f = next((d for d in range(min(n, CHANNEL_TILE_ROWS, budget // vw), 1, -1) if n % d == 0), 1)
+        f = next((d for d in range(min(n, CHANNEL_TILE_ROWS, budget // width), 1, -1) if n % d == 0), 1)
         if f >= 2:
             tile[beside[0]] = f
     return tile
