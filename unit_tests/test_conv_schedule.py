@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from uopir.backends.registry import available
+from uopir.dialects import kernel as K
 from uopir.frontend.nn_ops import CHANNEL_BLOCK, PAD_COPY_MIN_REUSE, PAD_COPY_MIN_WORK
 from uopir.frontend.tensor import Tensor
 
@@ -84,6 +85,25 @@ def test_padded_convs_match_numpy(device: str, shape: tuple[int, ...], co: int, 
     got = Tensor(x, device=device).conv2d(Tensor(w, device=device), padding=1, groups=groups, stride=stride).numpy()
     want = _conv_ref(x, w, 1, groups)[:, :, ::stride, ::stride]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_conv_read_under_a_gate_or_inside_another_reduction_gets_a_buffer_of_its_own() -> None:
+    # SqueezeNet's fire module: two convs concatenated (each read under the concat's gate), then a max pool, and a
+    # conv under a global average pool: fused into their reader, the convs ran as one gated or nested kernel (no
+    # tile, every branch's loops run for every channel: 23x the work); each conv is now a kernel of its own
+    rng = np.random.default_rng(4)
+    x = Tensor(rng.random((1, 16, 27, 27), np.float32), device="python")
+    w1 = Tensor(rng.random((64, 16, 1, 1), np.float32), device="python")
+    w3 = Tensor(rng.random((64, 16, 3, 3), np.float32), device="python")
+    b = Tensor(rng.random((64,), np.float32), device="python")
+
+    def reductions_per_kernel(t: Tensor) -> list[int]:
+        return [sum(u.op is K.REDUCE for u in it.ast.toposort()) for it in t.schedule()]
+
+    fire = x.conv2d(w1, b).relu().cat(x.conv2d(w3, b, padding=1).relu(), dim=1)
+    assert max(reductions_per_kernel(fire)) == 1 and sum(reductions_per_kernel(fire)) == 2
+    assert max(reductions_per_kernel(fire.max_pool2d(3, 2))) == 1
+    assert reductions_per_kernel(x.conv2d(w1, b).relu().mean((2, 3)))[-2:] == [1, 1]
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -69,6 +69,10 @@ from uopir.passes.tensor_to_kernel.indexing import (
 MAX_KERNEL_OPS = 2000  # tensor nodes rendered into one kernel before the scheduler cuts it (see the size budget)
 EXPENSIVE = frozenset((core.EXP2, core.LOG2, core.SIN, core.SQRT, core.RECIP, core.FDIV))
 HEAVY_LOADS = 4  # an elementwise value reading this many loads is worth a buffer rather than recomputing it in a loop
+# a reduction read under a gate (a pad's, a concat's) or varying along an enclosing reduction's loop is rendered there
+# only while its work in that kernel stays below this: beyond, it gets a buffer of its own (a concat of convs, or a
+# conv under a global pool, would otherwise run as a gated or nested kernel: no vectors, every branch's loops run)
+GATED_REDUCE_MAX_WORK = 1 << 16
 _ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
 _VIEWS = frozenset((tensor.RESHAPE, tensor.PERMUTE, tensor.SHRINK, tensor.FLIP))
 _MOVEMENT = frozenset(tensor.MOVEMENT_OPS)
@@ -500,6 +504,11 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
             if want_reduce:
                 if deps != frozenset(loops[:len(deps)]) or (u not in k.gated and _repeats(deps, t)):
                     return t
+                if u in k.gated and _gated_work(deps, t) > GATED_REDUCE_MAX_WORK:
+                    return t
+                if len(loops) > len(k.ranges) and deps & set(loops[len(k.ranges):]) and \
+                        _gated_work(deps, t) > GATED_REDUCE_MAX_WORK:
+                    return t  # varies along an enclosing reduction's loop (a conv under a global pool): no tile fits
             elif deps != frozenset(loops[:len(deps)]) and (t.op in EXPENSIVE or (
                     loads[u] >= HEAVY_LOADS and math.prod(storage_shape(t.shape)) <= _runs(deps))):
                 return t
@@ -526,8 +535,17 @@ def _repeats(deps: frozenset[UOp], t: UOp) -> bool:
     """Do the loops a value depends on run more than twice as many times as it has elements? Then most elements are
     computed again and again (a many-to-one index: a pooling gradient reads each pooled value once per input pixel
     of its window), which hoisting cannot save either. (A reduction read under a pad's gate is left out: most of
-    those loops are gated off, as when `cat` pads scalar sums into one vector.)"""
+    those loops are gated off, as when `cat` pads scalar sums into one vector; its work is bounded instead,
+    GATED_REDUCE_MAX_WORK.)"""
     return _runs(deps) > 2 * math.prod(storage_shape(t.shape))
+
+
+def _gated_work(deps: frozenset[UOp], t: UOp) -> int:
+    """The work of a reduction read under a gate, or inside another reduction, where it is rendered: how often its
+    loops run there times the elements it reduces (a gate selects the value; the reduction's loops still run)."""
+    x = t.operands.x.shape or ()
+    reduced = math.prod(storage_shape(tuple(x[a] for a in t.attrs.axes))) if x else 1
+    return _runs(deps) * reduced
 
 
 def _reads_other_element(k: Kernel) -> bool:
