@@ -48,6 +48,11 @@ def test_a_conv_that_reuses_its_input_little_keeps_the_padding_fused() -> None:
     x = Tensor(np.ones((1, 64, 64, 64), np.float32), device="python")
     y = x.conv2d(Tensor(np.ones((1, 64, 1, 1), np.float32), device="python"), padding=1)
     assert 1 < PAD_COPY_MIN_REUSE and len(y.schedule()) == 1
+    # a depthwise 3x3/2 conv reads each element 2.25 times: copied (with the SiLU before it computed once each)
+    x = Tensor(np.ones((1, 32, 56, 56), np.float32), device="python")
+    dw = x.silu().pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((32, 1, 3, 3), np.float32),
+                                                                 device="python"), stride=2, groups=32)
+    assert [it.name for it in dw.schedule()] == ["E_32_58_58", "r_32_28_28"]
 
 
 def test_an_input_padded_before_the_conv_is_copied_too() -> None:
