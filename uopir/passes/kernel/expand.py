@@ -8,8 +8,9 @@ becomes one lane per point of those ranges, in one of two forms:
     range replaced by the lane's constant and folded (`r_o * 4 + 2`), so addresses stay plain integers.
 Memory: a load or store whose address is linear in a lane axis with stride 1 (and whose gates do not vary along it)
 becomes one vector access per point of its other lane axes, at the address of that run's first lane (`kernel.load
-%p : vector<4xf32>` reads 4 consecutive elements); any other access is one scalar access per lane (a gather, a
-scatter: the stores grouped with `core.group`).
+%p : vector<4xf32>` reads 4 consecutive elements); an ungated load reading every other element along one
+(LOAD_STRIDE: a stride-2 pool's window) reads the run's span and takes every other lane (`core.gep`); any other
+access is one scalar access per lane (a gather, a scatter: the stores grouped with `core.group`).
 Reductions: a kernel.reduce over unroll (or upcast) ranges, which must be its innermost (last) range operands,
 becomes a kernel.reduce of a vector with fewer result lanes: its value is arranged result-lane-major, reduced lanes
 minor (in the reduce's range order), and each run of lanes folds into one result lane after the remaining ranges,
@@ -39,6 +40,9 @@ __all__ = ["expand_kernel", "LANE_KINDS", "MAX_LANES"]
 
 LANE_KINDS = ("upcast", "unroll")
 MAX_LANES = 4096  # the widest vector kernel-expand builds (a bound on the IR it writes, far above any target's)
+LOAD_STRIDE = 2  # a load reading every other element along a lane axis reads the span and picks its lanes
+SHORT_RUN = 4  # a load whose stride-1 run is shorter than this reads the span of all its lanes when it is dense
+SPAN_DENSITY = 2  # ... at most this many elements per lane
 Layout = tuple[UOp, ...]  # lane axes, the last fastest
 _VECTOR_OPS = ALU | {core.CAST, core.BITCAST}
 _VOID_COLLECTORS = frozenset((K.DEF, core.GROUP, core.SINK))
@@ -295,6 +299,36 @@ class _Expander:
                 best = r  # the longest run (a conv's row of 56 under 3 taps), the innermost of equals
         return best
 
+    def span(self, ptr: UOp, layout: Layout) -> tuple[dict[UOp, int], list[int], int] | None:
+        """When the address is linear in every lane axis with non-negative strides and the lanes cover a span at most
+        SPAN_DENSITY times their count (a stride-2 pool's row and taps: 2*x + kx), (the first point, each lane's
+        offset in the span, its width); else None."""
+        if len(layout) < 2 or ptr.op is not K.INDEX or self.deps[ptr.operands.ptr] or ptr.operands.gate is not None:
+            return None
+        c = linear_coeffs(ptr.operands.offset, frozenset(layout), self.deps)
+        if c is None or any(c.get(r, 0) < 0 for r in layout):
+            return None
+        lanes = self.lanes_of(layout)
+        width = 1 + sum(c.get(r, 0) * (self.extent[r] - 1) for r in layout)
+        if width > SPAN_DENSITY * lanes.size or width > MAX_LANES:
+            return None
+        first = {r: 0 for r in layout}
+        return first, [sum(c.get(r, 0) * p[r] for r in layout) for p in lanes.points()], width
+
+    def strided_axis(self, ptr: UOp, layout: Layout) -> tuple[UOp | None, int]:
+        """The lane axis along which an ungated load reads every LOAD_STRIDE-th element (the longest such) and that
+        stride: the load reads the span and picks its lanes; (None, 1) when there is none."""
+        if ptr.op is not K.INDEX or self.deps[ptr.operands.ptr] or ptr.operands.gate is not None:
+            return None, 1
+        best: UOp | None = None
+        for r in reversed(layout):
+            if self.extent[r] < 2 or (best is not None and self.extent[r] <= self.extent[best]):
+                continue
+            c = linear_coeffs(ptr.operands.offset, frozenset((r,)), self.deps)
+            if c is not None and c.get(r) == LOAD_STRIDE:
+                best = r
+        return (best, LOAD_STRIDE) if best is not None else (None, 1)
+
     def runs(self, layout: Layout, axis: UOp) -> list[tuple[dict[UOp, int], list[dict[UOp, int]]]]:
         """The layout's points grouped into runs along `axis`: (first point, the run's points in order)."""
         other = self.lanes_of(tuple(r for r in layout if r is not axis))
@@ -309,7 +343,15 @@ class _Expander:
         lanes = self.lanes_of(layout)
         ptr, alt, gate = u.operands.ptr, u.operands.alt, u.operands.gate
         gated = gate is not None
-        axis = self.run_axis(ptr, [gate] if gated else [], layout)
+        axis, stride = self.run_axis(ptr, [gate] if gated else [], layout), 1
+        if not gated and (axis is None or self.extent[axis] < SHORT_RUN) and (span := self.span(ptr, layout)):
+            first, lens, width = span  # one load of the span the lanes read, each lane picked from it
+            wide = UOp(K.LOAD, u.dtype.vec(width), (self.scalar(ptr, first),))
+            self.vecs[u] = gep(wide, lens)
+            self.count("span-loads")
+            return
+        if axis is None and not gated:
+            axis, stride = self.strided_axis(ptr, layout)
         if axis is None:  # one scalar load per lane
             self.lanes[u] = [rebuild(u, tuple(self.scalar(s, p) for s in u.src)) for p in lanes.points()]
             self.count("scalar-loads", lanes.size)
@@ -319,8 +361,12 @@ class _Expander:
             src = (self.scalar(ptr, first),)
             if gated:
                 src += (self.vector(alt, run), self.scalar(gate, first))
-            chunks.append((run, UOp(K.LOAD, u.dtype.vec(len(run)), src)))
-            self.count("vector-loads")
+            if stride == 1:
+                chunks.append((run, UOp(K.LOAD, u.dtype.vec(len(run)), src)))
+            else:  # the span the run reads, and every other lane of it (a stride-2 window: a pool's)
+                span = UOp(K.LOAD, u.dtype.vec((len(run) - 1) * stride + 1), src)
+                chunks.append((run, gep(span, list(range(0, (len(run) - 1) * stride + 1, stride)))))
+            self.count("vector-loads" if stride == 1 else "strided-vector-loads")
         if len(chunks) == 1 and layout[-1] is axis:
             self.vecs[u] = chunks[0][1]
             return

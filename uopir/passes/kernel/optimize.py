@@ -26,7 +26,9 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      broadcast weight. A contiguous range that no full vector divides but that spans at most ROW_TILE_VECTORS
      vectors in multiples of half a vector is upcast whole (a conv's row of 56: 3.5 vectors of 16);
   2. otherwise, a vector upcast of the contiguous output range (stride 1 in the store, and in every load that reads
-     along it) by the largest power of two that divides it and fits the vector width and `max_upcast`;
+     along it, or 2 where kernel-expand reads the span: a stride-2 pool, whose row no half vector divides is upcast
+     whole up to ROW_TILE_VECTORS vectors) by the largest power of two that divides it and fits the vector width and
+     `max_upcast`;
   3. reductions: on a cpu target, the innermost range of each reduction that depends on no upcast output range
      (a full sum, a row sum, softmax's max and sum beside its vector of outputs) and along which every load under it
      reads consecutive elements gets partial accumulators: `upcast` of the reduce range by ACC_VECTORS vectors of
@@ -72,6 +74,7 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
 from uopir.passes.kernel.anchors import is_kernel_body
+from uopir.passes.kernel.expand import LOAD_STRIDE
 from uopir.passes.kernel.gpu_threads import gpu_thread_opts
 from uopir.passes.kernel.indexmath import Deps, const_extent, linear_coeffs, range_deps
 from uopir.passes.manager import PassContext
@@ -352,6 +355,14 @@ class _Kernel:
         st = [s for s in self.stores if r in self.deps[s]]
         return bool(st) and all(self.coeff(m, r) == 1 for m in st + [x for x in self.loads if r in self.deps[x]])
 
+    def strided(self, r: UOp) -> bool:
+        """Every store varying along r has stride 1 in it, and every load that varies along r stride 1 or
+        LOAD_STRIDE, no gate along r (kernel-expand reads such a load's span: a stride-2 pool)."""
+        st = [s for s in self.stores if r in self.deps[s]]
+        lds = [x for x in self.loads if r in self.deps[x]]
+        return bool(st) and all(self.coeff(m, r) == 1 for m in st) and \
+            all(self.coeff(x, r) in (1, LOAD_STRIDE) for x in lds)
+
     def reuse(self, r: UOp) -> int:
         """How many reads under a reduction do not vary along r (each is reused by every r iteration)."""
         red = self.red_ranges()
@@ -458,8 +469,11 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     if not upcast and vw >= 2:
         for r in reversed(k.out):
             n = const_extent(r)
-            if n is not None and n >= 2 and k.contiguous(r):
+            strided = n is not None and not k.contiguous(r) and k.strided(r)
+            if n is not None and n >= 2 and (k.contiguous(r) or strided):
                 f = _pow2_divisor(n, min(vw, budget))
+                if strided and f < vw // 2 and vw <= n <= min(ROW_TILE_VECTORS * vw, budget):
+                    f = n  # a strided row no half vector divides (a pool's 55 columns): all of it
                 if f >= 2:
                     upcast[r] = f
                     lanes *= f
