@@ -33,10 +33,11 @@ rest (buffers, the kernels, the copy out); cc_cpu: the compiler processes reaped
 still running then, waited for after the timing; tier0_kernels: kernels that ran on tier 0), and a profile of one
 cold uopir run: where the time goes (import, passes, compile; relative: the profiler slows Python down).
 
-    python3 bench/cold_start.py [--repeat N] [--no-profile] [--root CHECKOUT] [--only-uopir]
+    python3 bench/cold_start.py [--repeat N] [--no-profile] [--root CHECKOUT] [--only-uopir] [--peers PYTHON]
 
 `--root` runs the uopir of another checkout (its folder as the children's working directory: `import uopir` finds
-it first), to compare two versions with the same script; `--only-uopir` skips numpy, tinygrad and the profile.
+it first), to compare two versions with the same script; `--only-uopir` skips numpy, tinygrad and the profile;
+`--peers PYTHON` runs tinygrad with that interpreter (a venv of its own, as bench/core_ops.py takes it).
 """
 from __future__ import annotations
 
@@ -217,8 +218,12 @@ else:
 Result = tuple[float, float, float, float, float]  # seconds, import, cpu, first (wall), first cpu
 
 
-def run(code: str, env: dict[str, str]) -> Result | str:
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)
+PEERS = sys.executable  # the interpreter that runs tinygrad (--peers: a venv of its own)
+
+
+def run(code: str, env: dict[str, str], python: str | None = None) -> Result | str:
+    out = subprocess.run([python or sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900,
+                         cwd=ROOT)
     if out.returncode != 0:
         return f"failed({out.stderr.strip().splitlines()[-1][-160:] if out.stderr.strip() else out.returncode})"
     secs, imp, cpu, first, first_cpu = out.stdout.strip().splitlines()[-1].split()
@@ -244,18 +249,19 @@ def quoted_ratio(name: str, e: Result) -> str:
 
 
 def has_tinygrad() -> bool:
-    return subprocess.run([sys.executable, "-c", "import tinygrad"], capture_output=True).returncode == 0
+    return subprocess.run([PEERS, "-c", "import tinygrad"], capture_output=True).returncode == 0
 
 
 def main() -> int:
-    global ROOT
+    global ROOT, PEERS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes per figure (the best is printed)")
     ap.add_argument("--no-profile", action="store_true", help="skip the profile of a cold uopir run")
     ap.add_argument("--root", default=ROOT, help="the checkout whose uopir runs (default: this one)")
     ap.add_argument("--only-uopir", action="store_true", help="uopir's figures and breakdown only")
+    ap.add_argument("--peers", default=sys.executable, help="the Python that runs tinygrad (default: this one)")
     args = ap.parse_args()
-    ROOT = os.path.abspath(args.root)
+    ROOT, PEERS = os.path.abspath(args.root), args.peers
     c_ok = subprocess.run([sys.executable, "-c", "from uopir.backends import available; "
                            "raise SystemExit(0 if 'c' in available() else 1)"], cwd=ROOT).returncode == 0
     if not c_ok:
@@ -270,7 +276,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
             run(child(UOPIR_IMPORTS, ours), {**os.environ, "UOPIR_CACHE_DIR": cache})
             if tiny:
-                run(child(TINYGRAD_IMPORTS, tg), {**os.environ, "XDG_CACHE_HOME": cache, "DEV": "CPU"})
+                run(child(TINYGRAD_IMPORTS, tg), {**os.environ, "XDG_CACHE_HOME": cache, "DEV": "CPU"}, PEERS)
     for name, (ours, npy, tg) in PROGRAMS.items():
         target = QUOTED_TINYGRAD[name] / 2
         empty, untiered, warm = [], [], []
@@ -300,7 +306,7 @@ def main() -> int:
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
                 env = {**os.environ, "XDG_CACHE_HOME": cache, "CACHELEVEL": "0", "DEV": "CPU"}
-                runs.append(run(child(TINYGRAD_IMPORTS, tg), env))
+                runs.append(run(child(TINYGRAD_IMPORTS, tg), env, PEERS))
         t = best(runs)
         print(f"cold_start program={name} impl=tinygrad {fmt(t)}")
         if isinstance(e, str):
