@@ -299,8 +299,20 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--serve"]:
         serve(argv[1], argv[2])
         return
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return
+    known, i = {"--quick": 0, "--rounds": 1, "--peers": 1}, 0
+    while i < len(argv):  # a mistyped option is an error, not a silent full run
+        if argv[i] not in known or i + known[argv[i]] >= len(argv):
+            sys.exit(f"core_ops: {'missing value for' if argv[i] in known else 'unknown argument'} {argv[i]!r} "
+                     "(usage: core_ops.py [--quick] [--rounds N] [--peers PYTHON])")
+        i += 1 + known[argv[i]]
     quick = "--quick" in argv
-    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else (2 if quick else 5)
+    try:
+        rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else (2 if quick else 5)
+    except ValueError:
+        sys.exit(f"core_ops: --rounds takes a number, got {argv[argv.index('--rounds') + 1]!r}")
     peers_python = argv[argv.index("--peers") + 1] if "--peers" in argv else None
     sys.path.insert(0, os.path.join(HERE, ".."))
     sys.path.insert(0, HERE)
