@@ -1,5 +1,5 @@
-"""Index arithmetic that kernel-optimize and kernel-expand share: which ranges a value depends on, the linear
-coefficient of a range in an address, and rebuilding a node with new operands, folding constants as it goes.
+"""Index arithmetic that the kernel passes share: which ranges a value depends on, the linear coefficient of a range
+in an address, the conjuncts of a gate, and rebuilding a node with new operands, folding constants as it goes.
 
 Plain code over a toposort (no recursion): these are per-node facts, computed once per kernel.
 """
@@ -12,7 +12,7 @@ from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
-__all__ = ["Deps", "range_deps", "linear_coeffs", "rebuild", "const_extent", "ALU"]
+__all__ = ["Deps", "range_deps", "linear_coeffs", "rebuild", "const_extent", "conjuncts", "ALU"]
 
 Deps = dict[UOp, frozenset[UOp]]
 ALU = frozenset(core.ALU_OPS)
@@ -131,3 +131,16 @@ def rebuild(u: UOp, src: tuple[UOp, ...], dtype: DType | None = None) -> UOp:
         if (f := _identity(n)) is not None:
             return f
     return n
+
+
+def conjuncts(g: UOp) -> set[UOp]:
+    """The conditions a bool gate is the `and` of (g itself when it is no `and`)."""
+    out: set[UOp] = set()
+    stack = [g]
+    while stack:
+        x = stack.pop()
+        if x.op is core.AND and x.dtype is dtypes.bool:
+            stack.extend(x.src)
+        else:
+            out.add(x)
+    return out

@@ -27,7 +27,7 @@ from uopir.ir.dtype import dtypes
 from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
 from uopir.passes.kernel.anchors import is_kernel_body
-from uopir.passes.kernel.indexmath import const_extent
+from uopir.passes.kernel.indexmath import conjuncts, const_extent
 from uopir.passes.kernel.simplify import simplify_kernel
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
@@ -41,23 +41,12 @@ def _int(u: UOp) -> int | None:
     return const_value(u) if u.op is core.CONST and u.dtype is dtypes.index else None
 
 
-def _conjuncts(g: UOp) -> list[UOp]:
-    out, stack = [], [g]
-    while stack:
-        u = stack.pop()
-        if u.op is core.AND and u.dtype is dtypes.bool:
-            stack.extend(u.src)
-        else:
-            out.append(u)
-    return out
-
-
 def _cuts(gates: list[UOp], x: UOp) -> set[int] | None:
     """The points where a bound on x alone changes value (`c < x`: at c + 1; `x < c`: at c), or None when some gate
     depends on x otherwise (then the segments would not fold it)."""
     cuts: set[int] = set()
     for g in gates:
-        for c in _conjuncts(g):
+        for c in conjuncts(g):
             if x not in c.toposort():
                 continue
             if c.op is not core.CMPLT:

@@ -41,6 +41,7 @@ from uopir.ir.roles import role_op
 from uopir.ir.uop import UOp
 from uopir.ir.upat import UPat
 from uopir.ir.valuerange import value_range
+from uopir.passes.kernel.indexmath import conjuncts
 from uopir.passes.kernel.simplify_rules import RULES, App, K, Lit, LoConst, QEnv, Rule, Term, V, subterms
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
@@ -291,22 +292,10 @@ def _drop_closed(u: UOp) -> UOp | None:
     return v  # 1 * v, max(lowest, v), min(highest, v), 0 + v on integers: exactly v
 
 
-def _conjuncts(g: UOp) -> set[UOp]:
-    out: set[UOp] = set()
-    stack = [g]
-    while stack:
-        x = stack.pop()
-        if x.op is core.AND and x.dtype is dtypes.bool:
-            stack.extend(x.src)
-        else:
-            out.add(x)
-    return out
-
-
 def _where_gated_load(g: UOp, ld: UOp, p: UOp, a: UOp) -> UOp | None:
     """where(g, load(p, a, h), a) is the load when h implies g (g's conjuncts are among h's): where g is false, so is
     h, and the load gives a."""
-    return ld if _conjuncts(g) <= _conjuncts(ld.operands.gate) else None
+    return ld if conjuncts(g) <= conjuncts(ld.operands.gate) else None
 
 
 _TRUE, _FALSE = UPat.const(dtypes.bool, True), UPat.const(dtypes.bool, False)
