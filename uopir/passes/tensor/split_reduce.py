@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from uopir.dialects import core, tensor
-from uopir.ir.dtype import dtypes
+from uopir.dialects import tensor
 from uopir.ir.uop import UOp
+from uopir.passes.kernel_to_device import reduce_update
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 from uopir.passes.target import Target, UnknownTargetError, check_target_option, target
@@ -42,22 +42,6 @@ SPLIT_MIN_WORK = 1 << 20
 # (4 x 16 lanes), aligned chunk starts
 SPLIT_ALIGN = 1024
 SPLIT_PER_THREAD = 1  # partials per thread (the runtime splits a global range statically: one each is balanced)
-
-
-def _combine(op: str, a: UOp, b: UOp) -> UOp:
-    """a op b elementwise, with the reduction's semantics (NaN propagates through max/min)."""
-    d = a.dtype
-    if op == "add":
-        return UOp(core.ADD, d, (a, b))
-    if op == "mul":
-        return UOp(core.MUL, d, (a, b))
-    if d.is_bool:
-        return UOp(core.OR if op == "max" else core.AND, d, (a, b))
-    if op == "max":
-        return UOp(core.MAX, d, (a, b))
-    if d.is_float:  # min(a, b) = -max(-a, -b): exact, NaN and signed zeros included
-        return UOp(core.NEG, d, (UOp(core.MAX, d, (UOp(core.NEG, d, (a,)), UOp(core.NEG, d, (b,)))),))
-    return UOp(core.WHERE, d, (UOp(core.CMPLT, dtypes.bool, (b, a)), b, a))
 
 
 def _splittable(u: UOp, t: Target) -> bool:
@@ -109,7 +93,7 @@ def split_reduce(u: UOp, t: Target) -> UOp | None:
         m_out = tuple(1 if i in red else s for i, s in enumerate(m_shape))
         rest = tensor.movement(tensor.SHRINK, xm,
                                tuple((p * c, n) if i == g else (0, s) for i, s in enumerate(m_shape)))
-        out = _combine(op, tensor.movement(tensor.RESHAPE, out, m_out),
+        out = reduce_update(op, tensor.movement(tensor.RESHAPE, out, m_out),
                        UOp(tensor.REDUCE, u.dtype, (rest,), (op, tuple(red))))
     return out if out.shape == u.shape else tensor.movement(tensor.RESHAPE, out, u.shape)
 
