@@ -283,9 +283,9 @@ class _Expander:
         return ", ".join(f"axis {r.attrs.axis}" for r in self.layout(u))
 
     # ---- memory ------------------------------------------------------------------------------------------------------
-    def run_axis(self, ptr: UOp, gates: list[UOp], layout: Layout) -> UOp | None:
-        """The lane axis along which the access at ptr touches consecutive elements (stride 1, gates constant along
-        it), the longest such, the innermost of equals; None when there is none (a gather/scatter)."""
+    def run_axis(self, ptr: UOp, gates: list[UOp], layout: Layout, stride: int = 1) -> UOp | None:
+        """The lane axis along which the access at ptr touches every `stride`-th element (1: consecutive ones; gates
+        constant along it), the longest such, the innermost of equals; None when there is none (a gather/scatter)."""
         if ptr.op is not K.INDEX or self.deps[ptr.operands.ptr]:
             return None
         gate = ptr.operands.gate
@@ -295,7 +295,7 @@ class _Expander:
             if self.extent[r] < 2 or any(r in self.deps[g] for g in gates):
                 continue
             c = linear_coeffs(ptr.operands.offset, frozenset((r,)), self.deps)
-            if c is not None and c.get(r) == 1 and (best is None or self.extent[r] > self.extent[best]):
+            if c is not None and c.get(r) == stride and (best is None or self.extent[r] > self.extent[best]):
                 best = r  # the longest run (a conv's row of 56 under 3 taps), the innermost of equals
         return best
 
@@ -314,20 +314,6 @@ class _Expander:
             return None
         first = {r: 0 for r in layout}
         return first, [sum(c.get(r, 0) * p[r] for r in layout) for p in lanes.points()], width
-
-    def strided_axis(self, ptr: UOp, layout: Layout) -> tuple[UOp | None, int]:
-        """The lane axis along which an ungated load reads every LOAD_STRIDE-th element (the longest such) and that
-        stride: the load reads the span and picks its lanes; (None, 1) when there is none."""
-        if ptr.op is not K.INDEX or self.deps[ptr.operands.ptr] or ptr.operands.gate is not None:
-            return None, 1
-        best: UOp | None = None
-        for r in reversed(layout):
-            if self.extent[r] < 2 or (best is not None and self.extent[r] <= self.extent[best]):
-                continue
-            c = linear_coeffs(ptr.operands.offset, frozenset((r,)), self.deps)
-            if c is not None and c.get(r) == LOAD_STRIDE:
-                best = r
-        return (best, LOAD_STRIDE) if best is not None else (None, 1)
 
     def runs(self, layout: Layout, axis: UOp) -> list[tuple[dict[UOp, int], list[dict[UOp, int]]]]:
         """The layout's points grouped into runs along `axis`: (first point, the run's points in order)."""
@@ -350,8 +336,8 @@ class _Expander:
             self.vecs[u] = gep(wide, lens)
             self.count("span-loads")
             return
-        if axis is None and not gated:
-            axis, stride = self.strided_axis(ptr, layout)
+        if axis is None and not gated and ptr.op is K.INDEX and ptr.operands.gate is None:
+            axis, stride = self.run_axis(ptr, [], layout, LOAD_STRIDE), LOAD_STRIDE
         if axis is None:  # one scalar load per lane
             self.lanes[u] = [rebuild(u, tuple(self.scalar(s, p) for s in u.src)) for p in lanes.points()]
             self.count("scalar-loads", lanes.size)

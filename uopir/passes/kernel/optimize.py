@@ -350,18 +350,12 @@ class _Kernel:
         c = linear_coeffs(off, frozenset((r,)), self.deps)
         return None if c is None else c.get(r, 0)
 
-    def contiguous(self, r: UOp) -> bool:
-        """Every store varying along r has stride 1 in it, and so has every load that varies along r."""
+    def contiguous(self, r: UOp, load_strides: tuple[int, ...] = (1,)) -> bool:
+        """Every store varying along r has stride 1 in it, and every load that varies along r one of `load_strides`
+        (gates along r count as no stride). (1, LOAD_STRIDE): kernel-expand reads a stride-2 load's span (a pool)."""
         st = [s for s in self.stores if r in self.deps[s]]
-        return bool(st) and all(self.coeff(m, r) == 1 for m in st + [x for x in self.loads if r in self.deps[x]])
-
-    def strided(self, r: UOp) -> bool:
-        """Every store varying along r has stride 1 in it, and every load that varies along r stride 1 or
-        LOAD_STRIDE, no gate along r (kernel-expand reads such a load's span: a stride-2 pool)."""
-        st = [s for s in self.stores if r in self.deps[s]]
-        lds = [x for x in self.loads if r in self.deps[x]]
         return bool(st) and all(self.coeff(m, r) == 1 for m in st) and \
-            all(self.coeff(x, r) in (1, LOAD_STRIDE) for x in lds)
+            all(self.coeff(x, r) in load_strides for x in self.loads if r in self.deps[x])
 
     def reuse(self, r: UOp) -> int:
         """How many reads under a reduction do not vary along r (each is reused by every r iteration)."""
@@ -469,7 +463,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     if not upcast and vw >= 2:
         for r in reversed(k.out):
             n = const_extent(r)
-            strided = n is not None and not k.contiguous(r) and k.strided(r)
+            strided = n is not None and not k.contiguous(r) and k.contiguous(r, (1, LOAD_STRIDE))
             if n is not None and n >= 2 and (k.contiguous(r) or strided):
                 f = _pow2_divisor(n, min(vw, budget))
                 if strided and f < vw // 2 and vw <= n <= min(ROW_TILE_VECTORS * vw, budget):
