@@ -5,6 +5,7 @@ or hold a non-host one (the Python replay then), from two threads at once; eager
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -188,3 +189,44 @@ def test_a_replay_counts_the_kernels_it_runs_not_its_copies(device: str) -> None
     before = R.STATS.kernels
     f(Tensor(rng.standard_normal((3, 4)).astype(np.float32), device=device), w)
     assert R.STATS.kernels - before == eager == f._graph.graph.kernels < f._graph.graph.n
+
+
+def _prepared(w: Tensor) -> Callable[[Tensor], Tensor]:
+    def f(x: Tensor) -> Tensor:
+        packed = (w.exp() * 0.5).realize()  # reads only w: with w constant, a kernel the graph runs once
+        return ((x @ packed).realize() + w.sum()).realize()
+    return f
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_kernels_that_read_only_constants_run_once(device: str) -> None:
+    rng = np.random.default_rng(4)
+    w = Tensor(rng.standard_normal((4, 4)).astype(np.float32), device=device).realize()
+    plain, const = TinyJit(_prepared(w)), TinyJit(_prepared(w), constants=[w])
+    for _ in range(4):
+        x = rng.standard_normal((3, 4)).astype(np.float32)
+        want = x @ (np.exp(w.numpy()) * 0.5) + w.numpy().sum()
+        np.testing.assert_allclose(plain(Tensor(x, device=device)).numpy(), want, rtol=1e-5)
+        np.testing.assert_allclose(const(Tensor(x, device=device)).numpy(), want, rtol=1e-5)
+    assert _native(plain) and _native(const)
+    assert const._graph.graph.kernels == plain._graph.graph.kernels - 1  # the exp kernel reads only w
+    before = R.STATS.kernels
+    const(Tensor(np.ones((3, 4), np.float32), device=device))
+    assert R.STATS.kernels - before == const._graph.graph.kernels
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_a_constant_the_function_writes_is_not_precomputed(device: str) -> None:
+    # the "constant" is assigned in the function: precomputing from it would go stale, so every kernel replays
+    w = Tensor(np.ones(8, np.float32), device=device).realize()
+
+    def bump(x: Tensor) -> Tensor:
+        doubled = (w * 2.0).realize()
+        w.assign(w + 1.0).realize()
+        return (x + doubled).realize()
+
+    f = TinyJit(bump, constants=[w])
+    for i in range(5):
+        out = f(Tensor(np.zeros(8, np.float32), device=device))
+        np.testing.assert_array_equal(out.numpy(), np.full(8, 2 * (i + 1), np.float32))
+    assert _native(f)

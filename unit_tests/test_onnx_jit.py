@@ -81,3 +81,35 @@ def test_data_dependent_graphs_rebuild() -> None:
     assert m_nz.stats == {"builds": 4, "captures": 0, "replays": 0, "dynamic": 1}
     # the shape read on the host comes from a small int input: one plan per value of s, (2, 3) replayed
     assert m_rs.stats == {"builds": 3, "captures": 3, "replays": 1, "dynamic": 0}
+
+
+def test_weights_repacked_once_per_plan() -> None:
+    # a conv whose schedule re-packs its weight (channel blocks): the packing kernel reads only an initializer, so the
+    # native replay runs it once when its graph is built; a feed that overrides the weight makes it an input again
+    from uopir.backends import available
+    from uopir.backends.cpu import graph as G
+    from uopir.frontend.jit import _NativeReplay
+    host = [d for d in ("llvm", "c") if d in available()]
+    if not host or G.native() is None:
+        pytest.skip("no host-cpu backend or no C compiler")
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((32, 32, 3, 3)).astype(np.float32)
+    m = _model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+               [helper.make_tensor_value_info("x", F, [1, 32, 16, 16])],
+               [helper.make_tensor_value_info("y", F, None)], {"w": w})
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    model = from_onnx(m, device=host[0])
+    for _ in range(4):
+        x = rng.standard_normal((1, 32, 16, 16)).astype(np.float32)
+        np.testing.assert_allclose(model.run(x=x)["y"], sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    jit = next(iter(model._plans.values()))
+    assert isinstance(jit._graph, _NativeReplay)
+    steps = sum(len(st.launch.plan.steps) for st in jit.steps)
+    assert jit._graph.graph.kernels < steps  # the weight's packing is not replayed
+    w2 = rng.standard_normal(w.shape).astype(np.float32)
+    m2 = _model(list(m.graph.node), list(m.graph.input), list(m.graph.output), {"w": w2})
+    sess = ort.InferenceSession(m2.SerializeToString(), providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        x = rng.standard_normal((1, 32, 16, 16)).astype(np.float32)
+        np.testing.assert_allclose(model.run(x=x, w=w2)["y"], sess.run(None, {"x": x})[0],
+                                   rtol=1e-4, atol=1e-4)

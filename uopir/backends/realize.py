@@ -32,6 +32,7 @@ kernel of a schedule, including those of values on other devices (every device's
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -48,6 +49,7 @@ from uopir.backends.buffers import BUFFERS
 from uopir.backends.estimates import Estimates, estimate
 from uopir.dialects import core, device, tensor
 from uopir.dialects.core import const_value
+from uopir.dialects.kernel import stored_params
 from uopir.dialects.semantics import bf16_round, const_array
 from uopir.ir import trace
 from uopir.ir.diagnostics import IRError, diag_at
@@ -174,6 +176,11 @@ class Step:
     args: tuple[int, ...]  # buffer slots in parameter order
     program: Program
     free: tuple[int, ...] = ()  # temporary slots not used after this step
+
+    @functools.cached_property
+    def writes(self) -> frozenset[int] | None:
+        """The parameters the kernel stores into (None: not known, any may be)."""
+        return stored_params(self.kernel)
 
 
 @dataclass

@@ -165,3 +165,22 @@ AFTER = def_op("kernel.after", (2, None), traits=Trait.PURE, verify=_verify_afte
 
 register_range(RANGE, lambda _, s: (0, s[0][1] - 1) if s[0][1] >= 1 else None)
 register_range(VAR, lambda u, _: (u.attrs.min, u.attrs.max))
+
+
+# ---- effects ---------------------------------------------------------------------------------------------------------
+def stored_params(root: UOp) -> frozenset[int] | None:
+    """The `idx` of every buffer argument a kernel (or device program) stores into, or None when a store's pointer
+    does not lead back to a param or a scratch buffer (a form this walk does not know: callers then assume that any
+    argument may be written). Runtimes ask it to tell a kernel's inputs from its outputs."""
+    out: set[int] = set()
+    for u in root.toposort():
+        if u.op is not STORE:
+            continue
+        p = u.src[0]
+        while p.op is not PARAM and p.op is not LOCAL and p.op is not REGISTER:
+            if not p.src or not p.src[0].dtype.is_ptr:
+                return None
+            p = p.src[0]
+        if p.op is PARAM:
+            out.add(p.attrs.idx)
+    return frozenset(out)

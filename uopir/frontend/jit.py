@@ -23,6 +23,11 @@ keeps two threads replaying one TinyJit from sharing them at once). Plans with a
 no C compiler, UOPIR_GRAPH=0, or inputs whose memory overlaps another input or a captured buffer replay the Python
 way below.
 
+`TinyJit(f, constants=[...])` names tensors the caller promises not to change while the capture lives (a model's
+weights; uopir.onnx passes its initializers). The native replay then runs each kernel that reads only those and what
+such kernels wrote (a conv's weights re-packed into channel blocks) once, when its graph is built, and replays the
+rest. Should a replayed kernel write into one of them after all (an assign), nothing is precomputed.
+
 The return value has the structure of the captured one with every Tensor (realized at capture) rebound the same way;
 other values come back as they were captured. Random tensors the function draws (Tensor.rand/randn/uniform/..., dropout
 masks: host data) are drawn again on each replay, from the same generator in the same order. A replay refuses Tensor
@@ -38,7 +43,7 @@ from __future__ import annotations
 import bisect
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -135,6 +140,30 @@ def _rebuild(ret: Any, new: dict[int, Tensor]) -> Any:
     return ret
 
 
+def _reads_only(args: list[Any], params: Any, written: frozenset[int], const: set[int]) -> bool:
+    """Whether a kernel reads only constant buffers (by address) and writes only buffers the graph owns: no buffer
+    bound per replay (a key, not an address) and nothing constant."""
+    if not const:
+        return False
+    for i, (d, a) in enumerate(zip(params, args, strict=False)):
+        if d is None:
+            continue
+        if not isinstance(a, int) or (a in const) == (i in written):
+            return False
+    return bool(written)
+
+
+def _split_constant(entries: list[tuple[Any, bool, set[int] | None]], const: set[int]) -> tuple[list[Any], list[Any]]:
+    """(every launch a replay runs, those that run once at the build): a kernel that reads only constants goes to the
+    second list unless a launch that stays writes into a constant address (an assign into a weight, or an output a
+    later launch overwrites); then nothing is hoisted, as the precomputed values would go stale."""
+    once = [e for e, hoist, _ in entries if hoist]
+    stays = [(e, w) for e, hoist, w in entries if not hoist]
+    if once and any(w is None or w & const for _, w in stays):
+        return [e for e, _, _ in entries], []
+    return [e for e, _ in stays], once
+
+
 def _sig(t: Tensor) -> tuple:
     return (tuple(t.shape), t.dtype, t.device)
 
@@ -146,9 +175,12 @@ def _fmt(sig: tuple) -> str:
 class TinyJit(Generic[Ret]):
     """Decorator: capture the function's kernels on its second call, replay them from the third on."""
 
-    def __init__(self, fxn: Callable[..., Ret], *, warmup: bool = True) -> None:
+    def __init__(self, fxn: Callable[..., Ret], *, warmup: bool = True, constants: Iterable[Tensor] = ()) -> None:
         self.fxn = fxn
         self.warmup = warmup  # False: the first call captures (a function with nothing lazy to settle first)
+        # tensors the caller promises not to change while a capture lives (a model's weights): in the native replay,
+        # kernels that read nothing else (weight re-packing) run once when the graph is built, not on every replay
+        self.constants = list(constants)
         functools.update_wrapper(self, fxn)
         self.reset()
 
@@ -379,7 +411,9 @@ class TinyJit(Generic[Ret]):
         persistent: dict[int, Any] = {}
         keep: list[Any] = []
         fixed: list[tuple[int, int]] = []
-        launches: list[tuple[int, list[Any], int | None]] = []
+        # every launch in order: (entry, whether it reads only constants, the addresses it writes or None: unknown)
+        entries: list[tuple[tuple[int, list[Any], int | None], bool, set[int] | None]] = []
+        const = self._constant_addresses()  # constant buffers, then the outputs of kernels that read only them
         limit = max_args()
 
         def array(buf: Any) -> np.ndarray:
@@ -431,7 +465,7 @@ class TinyJit(Generic[Ret]):
                         source = array(pristine).ctypes.data
                     copy = (0, [target, source, res.nbytes], None) if res.nbytes else None
                     if copy is not None and plan.copy_result != "exit":
-                        launches.append(copy)
+                        entries.append((copy, False, {target} if isinstance(target, int) else set()))
                 for t, (dt, shp) in enumerate(plan.temps):
                     if plan.n_inputs + t == plan.result and st.made in per_replay:
                         refs.append((("made", st.made), array(captured[st.made])))
@@ -467,9 +501,29 @@ class TinyJit(Generic[Ret]):
                         return False
                     fn = k.function(aliased=overlaps(spans))
                     keep.append(fn)
-                    launches.append((address(fn), args, k.threads if sig.parallel else None))
+                    entry = (address(fn), args, k.threads if sig.parallel else None)
+                    written = ps.writes
+                    writes = None if written is None else {args[i] for i in written if i < len(args)}
+                    hoist = written is not None and _reads_only(args, sig.params, written, const)
+                    if hoist:
+                        const |= {a for a in writes if isinstance(a, int)}
+                    entries.append((entry, hoist, writes))
                 if target is not None and copy is not None and plan.copy_result == "exit":
-                    launches.append(copy)
+                    entries.append((copy, False, {target} if isinstance(target, int) else set()))
         except _NoGraph:
             return False
+        launches, once = _split_constant(entries, const)
+        if once:  # run once now, on the captured constants; replays reuse what they wrote
+            LaunchGraph(once, keep).run()
+            R.STATS.kernels += len(once)
         return _NativeReplay(LaunchGraph(launches, keep), sorted(per_replay), fresh, _merge(fixed))
+
+    def _constant_addresses(self) -> set[int]:
+        """The host addresses of the constant tensors' buffers (those realized as plain host buffers)."""
+        out: set[int] = set()
+        for t in self.constants:
+            if t.uop.op is T.BUFFER:
+                a = buffer_of(t.uop).host_view()
+                if a is not None and a.nbytes:
+                    out.add(a.__array_interface__["data"][0])
+        return out

@@ -482,7 +482,9 @@ class OnnxModel:
         def graph(*ts: Tensor) -> dict[str, Tensor]:
             return self._build({**base, **dict(zip(names, ts, strict=True))})
 
-        jit = TinyJit(graph, warmup=False)
+        # the initializers no feed overrides never change under a plan: kernels that read only them (weights
+        # re-packed for a conv's schedule) run once when the plan's native graph is built
+        jit = TinyJit(graph, warmup=False, constants=[t for n, t in self.initializers.items() if n not in names])
         reads: list[Any] = []
         D.HOST_READS.append(reads)
         try:
