@@ -39,7 +39,7 @@ def test_a_pad_copy_is_cut_at_its_borders_and_its_interior_loses_the_column_gate
 
 def test_kernels_that_peeling_cannot_help_are_left_alone() -> None:
     x = Tensor(np.zeros((8, 8), np.float32), device="python")
-    k = _kernel(x.pad([(1, 1), (1, 1)]).sum(1))  # a reduction
+    k = _kernel(x.pad([(0, 0), (1, 1)]).sum(1))  # gates on the reduced axis only
     assert peel_kernel(k) is k
     k = _kernel(x + 1.0)  # no gate
     assert peel_kernel(k) is k
@@ -65,3 +65,28 @@ def test_peeled_concats_match_numpy(device: str, widths: tuple[int, ...]) -> Non
     parts = [rng.standard_normal((6, w)).astype(np.float32) for w in widths]
     ts = [Tensor(p, device=device) for p in parts]
     np.testing.assert_array_equal(ts[0].cat(*ts[1:], dim=1).numpy(), np.concatenate(parts, axis=1))
+
+
+def test_an_outer_range_is_cut_where_a_concat_changes_source_in_a_reduction() -> None:
+    # max-pool over a channel concat: the gates are bounds on the channel range (outermost), constant over the rows,
+    # columns and the pool's window; each source gets its own channel loop and its loads lose their gates
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((1, c, 9, 9)).astype(np.float32) for c in (3, 5))
+    x = Tensor(a, device="python").relu().cat(Tensor(b, device="python").exp(), dim=1)
+    k = _kernel(x.max_pool2d(kernel_size=(3, 3), stride=2))
+    assert _gated_loads(k) > 0
+    p = peel_kernel(k)
+    assert _gated_loads(p) == 0
+    loops = sorted(u.operands.end.arg for u in p.toposort() if u.op is K.RANGE and u.attrs.kind == "loop")
+    assert loops == [3, 4, 4, 4, 4, 5]  # channels 8 -> 3 + 5, each with its own rows and columns
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pooled_concat_matches_numpy(device: str) -> None:
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal((2, c, 11, 11)).astype(np.float32) for c in (4, 7))
+    got = Tensor(a, device=device).relu().cat(Tensor(b, device=device) * 2.0, dim=1).max_pool2d(
+        kernel_size=(3, 3), stride=2).numpy()
+    e = np.concatenate([np.maximum(a, 0), b * 2], 1)
+    want = np.max([e[:, :, i:i + 9:2, j:j + 9:2] for i in range(3) for j in range(3)], axis=0)
+    np.testing.assert_array_equal(got, want)

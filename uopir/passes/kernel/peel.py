@@ -1,7 +1,7 @@
-"""kernel-peel: split the innermost output loop of a gated copy into its borders and an interior without gates.
+"""kernel-peel: cut an output loop of a gated kernel into its segments, each with constant gates.
 
-A kernel that reads through validity gates on its innermost output range x (a pad's copy: `0 < x` and `x < 57`
-around a load of x - 1; a concat's two sources) computes a gate per element and, since the gate varies along x, can
+A kernel that reads through validity gates on an output range x (a pad's copy: `0 < x` and `x < 57` around a load
+of x - 1; a concat's two sources, on any axis) computes a gate per element and, since the gate varies along x, can
 never read a vector of x: kernel-expand makes one gated scalar load per lane. Where the gates are bounds on x alone,
 the values of x fall into segments on which each gate is constant; this pass gives each segment its own loop
 
@@ -12,9 +12,12 @@ the values of x fall into segments on which each gate is constant; this pass giv
 
 and simplifies the result (uopir.passes.kernel.simplify): inside a segment every such gate has one value, so it
 folds away (a load whose gate is always false is its alternative, a zero border): the interior reads and writes
-plain runs that kernel-optimize vectorizes. The stores are the same, in the same order along x, so the result is
-exact. Only kernels without a reduction are peeled (a conv's gated window keeps its gates: its padding is copied out
-by the frontend instead), into at most PEEL_MAX_SEGMENTS segments (the body is copied once per segment).
+plain runs that kernel-optimize vectorizes. The innermost range that allows it is cut; when that is an outer one (a
+concat along channels under a max-pool), the ranges inside it and those of the reductions in its body are copied
+into each segment, so every segment is a loop nest of its own. The stores are the same, in the same order, so the
+result is exact. A gate that also depends on another range (a conv's padded window: y + ky) is no bound on x alone
+and is left alone (the frontend copies a conv's padding out instead); at most PEEL_MAX_SEGMENTS segments are made
+(the body is copied once per segment).
 """
 from __future__ import annotations
 
@@ -72,38 +75,44 @@ def _gates(value: UOp) -> list[UOp]:
 
 
 def _peel_end(e: UOp, next_axis: list[int]) -> UOp | None:
-    """The end e with its innermost range cut into segments, or None when nothing is to gain."""
+    """The end e with one of its ranges cut into segments (the innermost one whose gates allow it), or None when
+    nothing is to gain."""
     rs = e.operands.ranges
-    if not rs:
-        return None
-    x = rs[-1]
-    n = const_extent(x)
-    if n is None or n < 2 or x.attrs.kind != "loop":
-        return None
     value = e.operands.value
     gates = _gates(value)
-    cuts = _cuts(gates, x) if gates else None
-    if not cuts:
+    if not rs or not gates:
         return None
-    points = sorted({0, n} | {c for c in cuts if 0 < c < n})
-    segs = list(itertools.pairwise(points))
-    if len(segs) < 2 or len(segs) > PEEL_MAX_SEGMENTS:
-        return None
-    parts = []
-    for a, b in segs:
-        r = UOp(K.RANGE, dtypes.index, (UOp.const(dtypes.index, b - a),), (next_axis[0], *x.arg[1:]))
-        next_axis[0] += 1
-        at = r if a == 0 else UOp(core.ADD, dtypes.index, (r, UOp.const(dtypes.index, a)))
-        parts.append(UOp(K.END, e.dtype, (value.substitute({x: at}), r), e.arg))
-    body = UOp(core.GROUP, e.dtype, tuple(parts))
-    return body if len(rs) == 1 else UOp(K.END, e.dtype, (body, *rs[:-1]), e.arg)
+    for k in range(len(rs) - 1, -1, -1):
+        x = rs[k]
+        n = const_extent(x)
+        if n is None or n < 2 or x.attrs.kind != "loop":
+            continue
+        cuts = _cuts(gates, x)
+        if not cuts:
+            continue
+        points = sorted({0, n} | {c for c in cuts if 0 < c < n})
+        segs = list(itertools.pairwise(points))
+        if len(segs) < 2 or len(segs) > PEEL_MAX_SEGMENTS:
+            continue
+        parts = []
+        for a, b in segs:
+            r = UOp(K.RANGE, dtypes.index, (UOp.const(dtypes.index, b - a),), (next_axis[0], *x.arg[1:]))
+            next_axis[0] += 1
+            at = r if a == 0 else UOp(core.ADD, dtypes.index, (r, UOp.const(dtypes.index, a)))
+            # every segment has ranges of its own: those inside x and those its reductions run over
+            own = [*rs[k + 1:], *(u for u in value.toposort() if u.op is K.RANGE and u.attrs.kind == "reduce")]
+            fresh = {q: UOp(K.RANGE, dtypes.index, q.src, (next_axis[0] + i, *q.arg[1:])) for i, q in enumerate(own)}
+            next_axis[0] += len(fresh)
+            inner = [fresh[q] for q in rs[k + 1:]]
+            parts.append(UOp(K.END, e.dtype, (value.substitute({x: at, **fresh}), r, *inner), e.arg))
+        body = UOp(core.GROUP, e.dtype, tuple(parts))
+        return body if k == 0 else UOp(K.END, e.dtype, (body, *rs[:k]), e.arg)
+    return None
 
 
 def peel_kernel(kdef: UOp) -> UOp:
     """One kernel body with the borders of its gated copies peeled (the module docstring says which)."""
     order = kdef.toposort()
-    if any(u.op is K.REDUCE for u in order):
-        return kdef
     ranges = [u for u in order if u.op is K.RANGE]
     if not ranges:
         return kdef
@@ -119,7 +128,7 @@ def peel_kernel(kdef: UOp) -> UOp:
     return simplify_kernel(kdef.substitute(new))
 
 
-@register_pass("kernel-peel", summary="cut the innermost loop of a gated copy into borders and a gate-free interior",
+@register_pass("kernel-peel", summary="cut a gated output loop into segments whose gates fold (pads, concats)",
                consumes=("kernel",), produces=("kernel", "core"))
 def kernel_peel(root: UOp, options: None, ctx: PassContext) -> UOp:
     return peel_kernel(root) if is_kernel_body(root) else map_regions(root, is_kernel_body, peel_kernel)
