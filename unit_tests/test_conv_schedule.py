@@ -11,6 +11,7 @@ from uopir.backends.registry import available
 from uopir.dialects import kernel as K
 from uopir.frontend.nn_ops import CHANNEL_BLOCK, PAD_COPY_MIN_REUSE, PAD_COPY_MIN_WORK
 from uopir.frontend.tensor import Tensor
+from uopir.ir.uop import UOp
 
 DEVICES = [d for d in ("c", "llvm") if d in available()]
 
@@ -123,3 +124,49 @@ def test_convs_under_pools_and_pads_match_numpy(device: str) -> None:
     cp = np.pad(c, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
     want = np.max([cp[:, :, dy:dy + 19:2, dx:dx + 19:2] for dy in range(3) for dx in range(3)], axis=0)
     np.testing.assert_allclose(t.max_pool2d(3, 2, padding=1).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def _depthwise_kernel(c: int, hw: int, k: int, stride: int) -> UOp:
+    """The depthwise conv kernel (the schedule's last) of a relu'd input, as kernel-optimize sees it."""
+    from uopir import parse_ir, print_ir
+    from uopir.ir.regions import map_regions
+    from uopir.passes.manager import PassManager
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.random((1, c, hw, hw), np.float32), device="python")
+    w = Tensor(rng.random((c, 1, k, k), np.float32), device="python")
+    text = print_ir(x.relu().conv2d(w, groups=c, stride=stride, padding=k // 2).uop)
+    root = PassManager.parse("canonicalize,tensor-split-reduce{target=cpu},tensor-to-kernel,kernel-simplify,"
+                             "kernel-peel").run(parse_ir(text))
+    kdefs: list = []
+    map_regions(root, lambda r: r.op is K.DEF, lambda r: kdefs.append(r) or r)
+    return kdefs[-1]
+
+
+@pytest.mark.parametrize("c,hw,k,stride,row", [(240, 14, 5, 1, 14), (96, 112, 3, 2, 56), (32, 112, 3, 1, 16)])
+def test_a_depthwise_conv_vectorizes_its_row_and_unrolls_its_window(c: int, hw: int, k: int, stride: int,
+                                                                     row: int) -> None:
+    """Its own schedule (issue 26): the output row is the vector (whole up to 4 vectors: 14 and 56 columns; 112:
+    16 lanes), every tap unrolled (the weight a broadcast per channel), the channels split over the cores. Before,
+    the register-tile rule upcast 2 rows x 2 columns (no reuse to find) and unrolled one window row."""
+    import uopir.backends  # noqa: F401 - registers the llvm target
+    from uopir.passes.kernel.optimize import heuristic_opts
+    from uopir.passes.target import target
+    kdef = _depthwise_kernel(c, hw, k, stride)
+    ranges = {u.attrs.axis: u for u in kdef.toposort() if u.op is K.RANGE}
+    opts = [str(o) for o in heuristic_opts(kdef, target("llvm"))]
+    red = sorted(a for a, r in ranges.items() if r.attrs.kind == "reduce")
+    out = sorted(a for a, r in ranges.items() if r.attrs.kind != "reduce")
+    assert opts == [f"upcast {out[-1]} by {row}", *(f"unroll {a} by {k}" for a in red), f"global {out[0]}"], opts
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape,k,stride", [((1, 37, 13, 11), 3, 2), ((1, 24, 14, 14), 5, 1), ((1, 16, 15, 9), 5, 2),
+                                            ((1, 40, 28, 28), 3, 1)])
+def test_depthwise_convs_match_numpy(device: str, shape: tuple[int, ...], k: int, stride: int) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((shape[1], 1, k, k)).astype(np.float32)
+    got = Tensor(x, device=device).relu().conv2d(Tensor(w, device=device), padding=k // 2, groups=shape[1],
+                                                 stride=stride).numpy()
+    want = _conv_ref(np.maximum(x, 0), w, k // 2, shape[1])[:, :, ::stride, ::stride]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from uopir.backends.realize import cache_key
-from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.frontend.tensor import Tensor
 from uopir.ir.regions import map_regions
 from uopir.ir.rewrite import graph_rewrite
-from uopir.passes.device.devectorize import DEVECTORIZE, _Ctx
+from uopir.passes.device.devectorize import DEVECTORIZE, kernel_ctx
 from uopir.passes.manager import PassManager
 from uopir.passes.target import target
 
@@ -38,8 +37,7 @@ def _programs() -> list[Tensor]:
 
 def _eager(root, width: int):
     def run(k):
-        ids = [u.arg for u in k.toposort() if u.op is D.ACC]
-        return graph_rewrite(k, DEVECTORIZE, ctx=_Ctx(target("c"), width, max(ids, default=-1) + 1))
+        return graph_rewrite(k, DEVECTORIZE, ctx=kernel_ctx(k, target("c"), width))
     return map_regions(root, lambda r: r.op is K.DEF, run)
 
 

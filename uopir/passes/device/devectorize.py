@@ -11,6 +11,9 @@ as soon as every reader is split too:
 - `device.acc` and its `device.accstore`s: one accumulator per part (fresh ids after the kernel's largest);
 - a `core.gep` that picks more lanes than allowed.
 
+Parts are `width` lanes each, the last shorter; a kernel whose stores all write rows of r lanes (more than half a
+vector, no multiple of one) splits a value of whole rows at row boundaries instead (rows of 14 by 16: 14, 14, ...).
+
 The rewrite runs bottom-up: a reader is seen before the value it reads, so a gep of lanes within one part of a
 wide value becomes that part computed alone (`split-part-of-gep`: the op on the same part of its operands, the load
 at the part's offset, the part's accumulator), and a wide value read only through geps is never split whole and
@@ -37,12 +40,13 @@ from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 from uopir.passes.target import Target, check_target_option
 
-__all__ = ["DevectorizeOptions", "device_devectorize", "DEVECTORIZE", "GEP_FOLDS", "gep", "join", "at_offset"]
+__all__ = ["DevectorizeOptions", "kernel_ctx", "device_devectorize", "DEVECTORIZE", "GEP_FOLDS", "gep", "join",
+           "at_offset"]
 
 
 class _Ctx:
-    def __init__(self, t: Target, width: int, next_acc: int):
-        self.t, self.width, self.next_acc = t, width, next_acc
+    def __init__(self, t: Target, width: int, next_acc: int, row: int = 0):
+        self.t, self.width, self.next_acc, self.row = t, width, next_acc, row
         self.acc_parts: dict[UOp, list[UOp]] = {}  # a split accumulator -> its part accumulators
         self._parts: dict[DType, list[tuple[int, ...]] | None] = {}  # parts() of each dtype met (asked per node)
 
@@ -67,8 +71,13 @@ class _Ctx:
             return self._parts[d]
         except KeyError:
             pass
-        n, w = d.count, self.limit(d)
-        got = None if n <= w else [tuple(range(i, min(i + w, n))) for i in range(0, n, w)]
+        n, w, r = d.count, self.limit(d), self.row
+        if n <= w:
+            got = None
+        elif r > w // 2 and r % w and n % r == 0:  # rows of r lanes: no part crosses a row
+            got = [tuple(range(s + i, s + min(i + w, r))) for s in range(0, n, r) for i in range(0, r, w)]
+        else:
+            got = [tuple(range(i, min(i + w, n))) for i in range(0, n, w)]
         self._parts[d] = got
         return got
 
@@ -87,6 +96,16 @@ def join(parts: list[UOp]) -> UOp:
 def _piece(s: UOp, idx: tuple[int, ...], lanes: int) -> UOp:
     """Operand s for the part idx of an op over `lanes` lanes (a scalar operand is shared by every part)."""
     return gep(s, idx) if s.dtype.count == lanes and lanes > 1 else s
+
+
+def kernel_ctx(k: UOp, t: Target, width: int) -> _Ctx:
+    """The splitting context of kernel k: fresh accumulator ids after its largest, and its row: the lanes of its
+    stores when they all have the same count (a depthwise conv's rows of 14, stacked in one wide value, split at
+    row boundaries, so that each part is one row's vector load instead of lanes gathered across two rows)."""
+    order = k.toposort()
+    ids = [u.attrs.id for u in order if u.op is D.ACC]
+    rows = {u.operands.value.dtype.count for u in order if u.op is K.STORE}
+    return _Ctx(t, width, max(ids, default=-1) + 1, rows.pop() if len(rows) == 1 else 0)
 
 
 # ---- patterns --------------------------------------------------------------------------------------------------------
@@ -226,11 +245,10 @@ def _part_of(ctx: _Ctx, g: UOp, x: UOp) -> UOp | None:
     parts = ctx.parts(x.dtype)
     if parts is None:
         return None
-    w = len(parts[0])
     lanes = g.attrs.idx
-    k = lanes[0] // w
+    k = next(j for j, p in enumerate(parts) if p[0] <= lanes[0] <= p[-1])
     p = parts[k]
-    if any(i // w != k for i in lanes):
+    if any(not p[0] <= i <= p[-1] for i in lanes):
         return None
     n = x.dtype.count
     if x.op is D.ACC:
@@ -289,7 +307,5 @@ def device_devectorize(root: UOp, options: DevectorizeOptions, ctx: PassContext)
         return root
 
     def run(k: UOp) -> UOp:
-        ids = [u.attrs.id for u in k.toposort() if u.op is D.ACC]
-        dctx = _Ctx(t, options.width, max(ids, default=-1) + 1)
-        return graph_rewrite(k, DEVECTORIZE, ctx=dctx, stats=ctx.stats, bottom_up=True)
+        return graph_rewrite(k, DEVECTORIZE, ctx=kernel_ctx(k, t, options.width), stats=ctx.stats, bottom_up=True)
     return in_kernels(root, run)

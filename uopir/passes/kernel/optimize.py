@@ -94,6 +94,7 @@ ACC_VECTORS = 4  # partial-result vectors of a long contiguous reduction (indepe
 ACC_MIN_STEPS = 8  # ... when the reduction runs at least this many iterations of them (the fold after it is scalar)
 ROW_TILE_VECTORS = 4  # a contiguous range no vector divides is upcast whole when it spans at most this many vectors
 CHANNEL_TILE_ROWS = 16  # the most lanes of broadcast inputs beside a channel vector (accumulator vectors)
+WINDOW_MAX_TAPS = 49  # a depthwise window (7x7 at most) unrolled whole beside its row vector
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
@@ -441,9 +442,14 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             return _pow2_divisor(n, cap)
         return next((f for f in t.upcast_sizes if 2 <= f <= cap and n % f == 0), 1)
 
-    # 1. register tiling of kernels with a reduction
-    channels = _channel_tile(k, vw, budget, fit_upcast) if k.reduces else None
-    if channels is not None:
+    # 1. register tiling of kernels with a reduction (a depthwise window first)
+    window = _window_tile(k, vw, budget)
+    channels = _channel_tile(k, vw, budget, fit_upcast) if k.reduces and window is None else None
+    if window is not None:
+        upcast.update(window[0])
+        for f in window[0].values():
+            lanes *= f
+    elif channels is not None:
         upcast.update(channels)
         for f in channels.values():
             lanes *= f
@@ -487,7 +493,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         lanes *= max((f for _, f in accs), default=1)
     # 3. else unroll the innermost range of each reduction
     cap = budget * (t.unroll_sizes[0] if t.unroll_sizes else 1)
-    unroll: dict[UOp, int] = {}
+    unroll: dict[UOp, int] = dict(window[1]) if window is not None else {}
+    done.update(unroll)
     for red in k.reduces:
         rs = red.operands.ranges
         r = rs[-1] if rs else None
@@ -535,6 +542,35 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         if r.attrs.kind == "loop" and _packs(kdef, opts + [Opt("global", r.attrs.axis)], r.attrs.axis):
             opts += [Opt("global", r.attrs.axis), Opt("pack", r.attrs.axis)]
     return opts
+
+
+def _window_tile(k: _Kernel, vw: int, budget: int) -> tuple[dict[UOp, int], dict[UOp, int]] | None:
+    """1. (depthwise window) (upcast, unroll) of a kernel whose one reduction is a short window (at most
+    WINDOW_MAX_TAPS taps of constant extent) that no output range shares: every load under it varies along the
+    outermost output range (a depthwise conv's channel: nothing to reuse across channels; its input and weights, a
+    pool's one load keeps its own schedule), and the input read along
+    the contiguous output row moves with the window's innermost range by 1 (stride 1 or LOAD_STRIDE along the row).
+    The row is the vector, whole when it spans at most ROW_TILE_VECTORS vectors (a row of 14: one masked vector),
+    and every tap is unrolled, so each tap is one vector load of the input row times the channel's weight, a
+    broadcast that does not vary along the rows (hoisted out of their loop). None when the kernel is not like that."""
+    if vw < 2 or len(k.reduces) != 1 or not k.out:
+        return None
+    taps = [r for r in k.reduces[0].operands.ranges]
+    n_taps = 1
+    for r in taps:
+        n_taps *= const_extent(r) or WINDOW_MAX_TAPS + 1
+    chan, row = k.out[0], k.out[-1]
+    loaded = [x for x in k.loads if k.deps[x] & set(taps)]
+    n = const_extent(row) or 0
+    if not taps or n_taps > WINDOW_MAX_TAPS or chan is row or n < 2 or len(loaded) < 2 or \
+            any(chan not in k.deps[x] for x in loaded) or not k.contiguous(row, (1, LOAD_STRIDE)):
+        return None
+    if not any(k.coeff(x, row) in (1, LOAD_STRIDE) and k.coeff(x, taps[-1]) == 1 for x in loaded):
+        return None
+    f = n if n <= min(ROW_TILE_VECTORS * vw, budget) else _pow2_divisor(n, vw)
+    if f < 2 or f * n_taps > budget * WINDOW_MAX_TAPS:
+        return None
+    return {row: f}, {r: const_extent(r) or 1 for r in taps if (const_extent(r) or 1) > 1}
 
 
 def _channel_tile(k: _Kernel, vw: int, budget: int, fit: Callable[[UOp, int], int]) -> dict[UOp, int] | None:

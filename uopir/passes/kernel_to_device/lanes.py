@@ -7,8 +7,10 @@ computes only the lanes it folds (a matmul's step t multiplies one broadcast row
 
 - `gep(op(a, b…), idx)` of an elementwise op is `op(gep(a, idx), gep(b, idx)…)` (a scalar operand, e.g. the
   condition of a `where`, stays whole; a bitcast that changes the lane count is left alone);
-- `gep(load, idx)` reads only lanes min(idx)..max(idx): a narrower load at the first of them (a scalar load when
-  every index is the same lane), the gep's order kept by a gep of it;
+- `gep(load, idx)` of several lanes reads only lanes min(idx)..max(idx): a narrower load at the first of them (a
+  scalar load when every index is the same lane), the gep's order kept by a gep of it; a gep of one lane stays (a
+  vectorize of lanes of several loads, a depthwise conv's rows side by side, keeps its vector loads, and
+  device-devectorize splits it along them);
 - and the gep folds of device-devectorize (of a vectorize, a gep, a constant, of every lane in order).
 """
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _through_elementwise(g: UOp, u: UOp) -> UOp | None:
 def _narrow_load(g: UOp, u: UOp) -> UOp | None:
     idx = g.attrs.idx
     n, lo, hi = u.dtype.count, min(idx), max(idx)
-    if n == 1 or hi - lo + 1 == n:
+    if n == 1 or hi - lo + 1 == n or len(idx) == 1:
         return None
     lanes = tuple(range(lo, hi + 1))
     rest = tuple(gep(s, lanes) if s.dtype.count == n else s for s in u.src[1:])
