@@ -345,3 +345,22 @@ def test_local_arrays_are_zeroed_by_memset_and_the_ir_stays_small() -> None:
     sizes = [sum(1 for fn in compiler.optimize(s).functions for blk in fn.blocks for _ in blk.instructions)
              for s in srcs]
     assert sizes[1] <= sizes[0] + 16, sizes
+
+
+def test_a_row_of_14_is_one_masked_access_on_avx512(backend: LLVMBackend) -> None:
+    """An ungated load and store of 14 lanes (a depthwise conv's output row) render as one masked 16-lane access on
+    an AVX-512 host (not 8 + 4 + 2 pieces) and touch nothing past the row: the last row ends the buffer."""
+    out, x = param(0, dtypes.float32), param(1, dtypes.float32)
+    loop = UOp(D.LOOP, dtypes.index, (idx(3),), 0)
+    off = loop * idx(14)
+    v = UOp(K.LOAD, dtypes.float32.vec(14), (UOp(K.INDEX, x.dtype, (x, off)),))
+    w = UOp(C.ADD, dtypes.float32.vec(14), (v, v))
+    st = UOp(K.STORE, dtypes.void, (UOp(K.INDEX, out.dtype, (out, off)), w))
+    prog = program("row14", loop, v, w, st, UOp(D.ENDLOOP, dtypes.void, (loop, st)))
+    wide = LLVMRenderer(wide_vectors=True).render(prog)
+    assert "@llvm.masked.load.v16f32.p0" in wide and "@llvm.masked.store.v16f32.p0" in wide
+    assert "masked" not in LLVMRenderer().render(prog)
+    xs = np.arange(42, dtype=np.float32)
+    got = np.full(42, -1.0, np.float32)
+    run(backend, prog, [got, xs])
+    np.testing.assert_array_equal(got, xs * 2)
