@@ -1,8 +1,8 @@
-"""Recurrent ONNX models (uopir/onnx/testmodels_rnn.py: torch-shaped 2-layer LSTM and GRU) against onnxruntime, and
-the shape of their programs: every time step of LSTM/GRU/RNN and every Scan/Loop iteration is the same program (the
-step read through a bound variable, the state realized between steps), so the kernels compiled do not grow with the
-sequence length, and an LSTM step is two kernels (the cell state with its three gate matmuls fused, then h with the
-output gate's), a GRU step one.
+"""Recurrent ONNX models (uopir/onnx/testmodels_rnn.py: torch-shaped 2-layer LSTM, GRU and RNN) against
+onnxruntime, and the shape of their programs: every time step of LSTM/GRU/RNN and every Scan/Loop iteration is the
+same program (the step read through a bound variable, the state realized between steps), so the kernels compiled do
+not grow with the sequence length, and an LSTM step is two kernels (the cell state with its three gate matmuls fused,
+then h with the output gate's), a GRU or RNN step one.
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ pytest.importorskip("onnx")
 
 from uopir.backends import realize as R  # noqa: E402
 from uopir.onnx import from_onnx  # noqa: E402
-from uopir.onnx.testmodels_rnn import gru, lstm  # noqa: E402
+from uopir.onnx.testmodels_rnn import gru, lstm, rnn  # noqa: E402
 
 
-@pytest.mark.parametrize("build", [lstm, gru], ids=["lstm", "gru"])
+@pytest.mark.parametrize("build", [lstm, gru, rnn], ids=["lstm", "gru", "rnn"])
 def test_model_matches_onnxruntime(build) -> None:  # noqa: ANN001
     ort = pytest.importorskip("onnxruntime")
     m, feeds = build(seq=7, inp=12, hidden=16)
@@ -40,7 +40,7 @@ def _counts(m, feeds) -> tuple[int, int]:  # noqa: ANN001
     return c1 - c0, sum(len(la.plan.steps) for la in launches)
 
 
-@pytest.mark.parametrize("build,per_step", [(lstm, 2), (gru, 1)], ids=["lstm", "gru"])
+@pytest.mark.parametrize("build,per_step", [(lstm, 2), (gru, 1), (rnn, 1)], ids=["lstm", "gru", "rnn"])
 def test_steps_compile_once(build, per_step: int) -> None:  # noqa: ANN001
     # distinct widths per model, so no kernel of one is in the compiled-kernel cache from the other
     short_c, _ = _counts(*build(seq=3, inp=10, hidden=14))
