@@ -83,3 +83,18 @@ def test_scan_iterations_compile_once() -> None:
     short_c, _ = _counts(*_scan_model(3, 6))
     long_c, _ = _counts(*_scan_model(14, 7))
     assert long_c == short_c <= 6
+
+
+@pytest.mark.parametrize("build,gates", [(lstm, 4), (gru, 3), (rnn, 1)], ids=["lstm", "gru", "rnn"])
+def test_steps_read_the_recurrence_weights_transposed(build, gates: int) -> None:  # noqa: ANN001
+    # a step's vector of outputs then loads a contiguous row of R^T per reduction index; reading R (gates*hs, hs)
+    # itself gathered a strided column lane by lane (the LSTM step kernel took 3x as long)
+    hs, inp = 16, 12
+    m, feeds = build(seq=3, inp=inp, hidden=hs, layers=1)
+    model = from_onnx(m, jit=False)  # every realize recorded here (a jit's first call records into its own capture)
+    with R.capture() as launches:
+        model.run(feeds)
+    steps = [la for la in launches if any(k.startswith("onnx_rnn_step") for k in la.var_vals)]
+    assert len(steps) >= 3
+    shapes = {tuple(b.shape) for la in steps for b in la.inputs}
+    assert (hs, gates * hs) in shapes and (1, gates * hs, hs) not in shapes, shapes  # R^T, not the initializer R
