@@ -3,7 +3,9 @@ here). The input projection of every step is one matmul, realized first; a step 
 variable and realizes its state, so every step is the same program on other buffers: lowered and compiled once, not
 one distinct kernel per step of a graph unrolled whole (which took ~40 s to compile for a 2-layer, 20-step LSTM).
 An LSTM step is two kernels (the cell state, written in place, with its three gate matmuls fused; then h with the
-output gate's), a GRU step one (linear_before_reset) or two, an RNN step one.
+output gate's), a GRU step one (linear_before_reset) or two, an RNN step one. A captured JIT (`from_onnx(jit=True)`)
+replays every step's kernels in its one native launch-graph call, at ~10 ns a graph entry: the steps need no loop
+construct of their own; the step kernels' own time is what counts, so W and R are read transposed (see `_run`).
 
 Layout 0: X (seq, batch, input), Y (seq, num_directions, batch, hidden), states (num_directions, batch, hidden);
 layout 1: X (batch, seq, input), Y (batch, seq, num_directions, hidden), states (batch, num_directions, hidden).
