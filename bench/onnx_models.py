@@ -1,5 +1,5 @@
 """ONNX models through uopir beside onnxruntime: the small CNN and the transformer block of uopir/onnx/testmodels.py,
-the 2-layer LSTM and GRU (20 steps, torch's export layout) of uopir/onnx/testmodels_rnn.py.
+the 2-layer LSTM, GRU and RNN (20 steps, torch's export layout) of uopir/onnx/testmodels_rnn.py.
 
 For each model and uopir device, one fresh subprocess with an empty compile cache (UOPIR_CACHE_DIR in a temporary
 folder) measures
@@ -15,7 +15,7 @@ of the process and its compilers for the first run, which a loaded machine infla
         ort_steady=<s> ratio_first=<uopir/ort> ratio_steady=<uopir/ort> steady_cpu=<s> ort_cpu=<s>
         ratio_steady_cpu=<uopir/ort, CPU seconds of the process> max_abs_diff=<d>
 
-    python3 bench/onnx_models.py [--devices python,c] [--models small_cnn,transformer_block,lstm,gru] [--repeat N]
+    python3 bench/onnx_models.py [--devices python,c] [--models small_cnn,transformer_block,lstm,gru,rnn] [--repeat N]
         [--no-jit]
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ import onnxruntime as ort
 from uopir.onnx import from_onnx
 from uopir.onnx import testmodels, testmodels_rnn
 name, device, repeat, jit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
-m, feeds = getattr(testmodels_rnn if name in ("lstm", "gru") else testmodels, name)()
+m, feeds = getattr(testmodels_rnn if name in ("lstm", "gru", "rnn") else testmodels, name)()
 out_name = m.graph.output[0].name
 def cpu():
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -86,7 +86,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--devices", default="python,c")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--models", default="small_cnn,transformer_block,lstm,gru")
+    ap.add_argument("--models", default="small_cnn,transformer_block,lstm,gru,rnn")
     ap.add_argument("--no-jit", action="store_true", help="rebuild the graph on every call (from_onnx(jit=False))")
     a = ap.parse_args()
     try:
@@ -103,10 +103,10 @@ def main() -> int:
             r = run(model, dev, a.repeat, not a.no_jit)
             print(f"onnx_models model={model} device={dev} jit={int(not a.no_jit)} first={r['first']:.3f} "
                   f"first_cpu={r['first_cpu']:.3f} "
-                  f"steady={r['steady']:.4f} ort_first={r['ort_first']:.4f} ort_steady={r['ort_steady']:.5f} "
-                  f"ratio_first={r['first'] / r['ort_first']:.0f} ratio_steady={r['steady'] / r['ort_steady']:.0f} "
-                  f"steady_cpu={r['steady_cpu']:.5f} ort_cpu={r['ort_cpu']:.5f} "
-                  f"ratio_steady_cpu={r['steady_cpu'] / max(r['ort_cpu'], 1e-9):.0f} max_abs_diff={r['diff']:.2e}",
+                  f"steady={r['steady']:.6f} ort_first={r['ort_first']:.4f} ort_steady={r['ort_steady']:.6f} "
+                  f"ratio_first={r['first'] / r['ort_first']:.0f} ratio_steady={r['steady'] / r['ort_steady']:.1f} "
+                  f"steady_cpu={r['steady_cpu']:.6f} ort_cpu={r['ort_cpu']:.6f} "
+                  f"ratio_steady_cpu={r['steady_cpu'] / max(r['ort_cpu'], 1e-9):.1f} max_abs_diff={r['diff']:.2e}",
                   flush=True)
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
     print(f"onnx_models: {time.perf_counter() - t0:.0f} s, cpu {cpu:.0f} s")

@@ -230,3 +230,42 @@ def test_a_constant_the_function_writes_is_not_precomputed(device: str) -> None:
         out = f(Tensor(np.zeros(8, np.float32), device=device))
         np.testing.assert_array_equal(out.numpy(), np.full(8, 2 * (i + 1), np.float32))
     assert _native(f)
+
+
+_SHARES_SRC = r"""
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+static pthread_t main_tid;
+void set_main(void) { main_tid = pthread_self(); }
+/* a parallel kernel's share: counts[core_id] += 1, and by_main[core_id] += 1 when the submitting thread ran it */
+void share(int64_t counts, int64_t by_main, int64_t core_id, int64_t core_count) {
+  (void)core_count;
+  atomic_fetch_add((_Atomic int64_t *)(intptr_t)counts + core_id, 1);
+  if (pthread_equal(pthread_self(), main_tid)) atomic_fetch_add((_Atomic int64_t *)(intptr_t)by_main + core_id, 1);
+}
+"""
+
+
+def test_pool_runs_every_share_once_and_the_caller_takes_shares_a_worker_has_not() -> None:
+    import ctypes
+
+    lib = G._BUILDER[0](_SHARES_SRC)
+    native = G.native()
+    lib.set_main()
+    fn = ctypes.cast(lib.share, ctypes.c_void_p).value
+    native.uopir_set_spin.argtypes = [ctypes.c_int64]
+    native.uopir_set_spin.restype = ctypes.c_int64
+    old = native.uopir_set_spin(0)  # workers sleep between jobs: each job has to wake them
+    try:
+        for cores, jobs in ((2, 300), (7, 100)):
+            counts, by_main = np.zeros(cores, np.int64), np.zeros(cores, np.int64)
+            args = np.array([counts.ctypes.data, by_main.ctypes.data], np.int64)
+            for _ in range(jobs):
+                assert native.uopir_parallel(fn, args.ctypes.data, 2, cores) == 0
+            np.testing.assert_array_equal(counts, jobs)  # each share of each job exactly once
+            # the caller claims shares as the workers do (a statically assigned pool runs only share 0 on it), so a
+            # worker that wakes late, or gets no core, does not hold the job up
+            assert by_main[0] >= 1 and by_main[1:].sum() >= 1, by_main
+    finally:
+        native.uopir_set_spin(old)

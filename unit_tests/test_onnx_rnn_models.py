@@ -1,8 +1,8 @@
-"""Recurrent ONNX models (uopir/onnx/testmodels_rnn.py: torch-shaped 2-layer LSTM and GRU) against onnxruntime, and
-the shape of their programs: every time step of LSTM/GRU/RNN and every Scan/Loop iteration is the same program (the
-step read through a bound variable, the state realized between steps), so the kernels compiled do not grow with the
-sequence length, and an LSTM step is two kernels (the cell state with its three gate matmuls fused, then h with the
-output gate's), a GRU step one.
+"""Recurrent ONNX models (uopir/onnx/testmodels_rnn.py: torch-shaped 2-layer LSTM, GRU and RNN) against
+onnxruntime, and the shape of their programs: every time step of LSTM/GRU/RNN and every Scan/Loop iteration is the
+same program (the step read through a bound variable, the state realized between steps), so the kernels compiled do
+not grow with the sequence length, and an LSTM step is two kernels (the cell state with its three gate matmuls fused,
+then h with the output gate's), a GRU or RNN step one.
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ pytest.importorskip("onnx")
 
 from uopir.backends import realize as R  # noqa: E402
 from uopir.onnx import from_onnx  # noqa: E402
-from uopir.onnx.testmodels_rnn import gru, lstm  # noqa: E402
+from uopir.onnx.testmodels_rnn import gru, lstm, rnn  # noqa: E402
 
 
-@pytest.mark.parametrize("build", [lstm, gru], ids=["lstm", "gru"])
+@pytest.mark.parametrize("build", [lstm, gru, rnn], ids=["lstm", "gru", "rnn"])
 def test_model_matches_onnxruntime(build) -> None:  # noqa: ANN001
     ort = pytest.importorskip("onnxruntime")
     m, feeds = build(seq=7, inp=12, hidden=16)
@@ -40,14 +40,15 @@ def _counts(m, feeds) -> tuple[int, int]:  # noqa: ANN001
     return c1 - c0, sum(len(la.plan.steps) for la in launches)
 
 
-@pytest.mark.parametrize("build,per_step", [(lstm, 2), (gru, 1)], ids=["lstm", "gru"])
+@pytest.mark.parametrize("build,per_step", [(lstm, 2), (gru, 1), (rnn, 1)], ids=["lstm", "gru", "rnn"])
 def test_steps_compile_once(build, per_step: int) -> None:  # noqa: ANN001
     # distinct widths per model, so no kernel of one is in the compiled-kernel cache from the other
     short_c, _ = _counts(*build(seq=3, inp=10, hidden=14))
     long_c, long_k = _counts(*build(seq=15, inp=11, hidden=13))
-    assert long_c == short_c <= 12
-    # per layer: the input projection, the initial state, per_step kernels a step; then the output stack
-    assert long_k <= 2 * (15 * per_step + 4) + 2
+    assert long_c == short_c <= 14
+    # per layer: W and R transposed, the input projection, the initial state, per_step kernels a step; then the
+    # output stack
+    assert long_k <= 2 * (15 * per_step + 6) + 2
 
 
 def _scan_model(n: int, width: int):  # noqa: ANN202
@@ -82,3 +83,18 @@ def test_scan_iterations_compile_once() -> None:
     short_c, _ = _counts(*_scan_model(3, 6))
     long_c, _ = _counts(*_scan_model(14, 7))
     assert long_c == short_c <= 6
+
+
+@pytest.mark.parametrize("build,gates", [(lstm, 4), (gru, 3), (rnn, 1)], ids=["lstm", "gru", "rnn"])
+def test_steps_read_the_recurrence_weights_transposed(build, gates: int) -> None:  # noqa: ANN001
+    # a step's vector of outputs then loads a contiguous row of R^T per reduction index; reading R (gates*hs, hs)
+    # itself gathered a strided column lane by lane (the LSTM step kernel took 3x as long)
+    hs, inp = 16, 12
+    m, feeds = build(seq=3, inp=inp, hidden=hs, layers=1)
+    model = from_onnx(m, jit=False)  # every realize recorded here (a jit's first call records into its own capture)
+    with R.capture() as launches:
+        model.run(feeds)
+    steps = [la for la in launches if any(k.startswith("onnx_rnn_step") for k in la.var_vals)]
+    assert len(steps) >= 3
+    shapes = {tuple(b.shape) for la in steps for b in la.inputs}
+    assert (hs, gates * hs) in shapes and (1, gates * hs, hs) not in shapes, shapes  # R^T, not the initializer R

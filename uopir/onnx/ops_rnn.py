@@ -3,7 +3,9 @@ here). The input projection of every step is one matmul, realized first; a step 
 variable and realizes its state, so every step is the same program on other buffers: lowered and compiled once, not
 one distinct kernel per step of a graph unrolled whole (which took ~40 s to compile for a 2-layer, 20-step LSTM).
 An LSTM step is two kernels (the cell state, written in place, with its three gate matmuls fused; then h with the
-output gate's), a GRU step one (linear_before_reset) or two, an RNN step one.
+output gate's), a GRU step one (linear_before_reset) or two, an RNN step one. A captured JIT (`from_onnx(jit=True)`)
+replays every step's kernels in its one native launch-graph call, at ~10 ns a graph entry: the steps need no loop
+construct of their own; the step kernels' own time is what counts, so W and R are read transposed (see `_run`).
 
 Layout 0: X (seq, batch, input), Y (seq, num_directions, batch, hidden), states (num_directions, batch, hidden);
 layout 1: X (batch, seq, input), Y (batch, seq, num_directions, hidden), states (batch, num_directions, hidden).
@@ -96,8 +98,13 @@ def _run(node: Node, inputs: list, gates: int, defaults: list[str],
         h = h0[d] if h0 is not None else Tensor.zeros(batch, hs, dtype=dt, device=x.device)
         c = c0[d] if c0 is not None else Tensor.zeros(batch, hs, dtype=dt, device=x.device)
         pd = p[d] if p is not None else None
+        # the weights transposed into their own buffers, (in, gates*hs) and (hs, gates*hs): a kernel's vector of
+        # outputs then reads a contiguous row of them per reduction index (one vector load and a broadcast-FMA)
+        # instead of gathering a strided column of W or R lane by lane (the LSTM step kernel took ~2 us that way)
+        wt, rt = wd.transpose(0, 1).contiguous(), rd.transpose(0, 1).contiguous()
+        Tensor.realize_all(wt, rt)
         # every step's input projection as one matmul, realized so a step reads it through the bound step variable
-        xw = (x @ wd.transpose(0, 1) + wb).realize()  # (seq, batch, gates*hs)
+        xw = (x @ wt + wb).realize()  # (seq, batch, gates*hs)
         # the state is realized before the first step and after each one: every step is then the same program on
         # other buffers and another value of `step`, lowered and compiled once. c (a view of c0, or zeros) gets a
         # fresh buffer here, so the steps' in-place writes never touch an input
@@ -113,7 +120,7 @@ def _run(node: Node, inputs: list, gates: int, defaults: list[str],
             def commit(cn: Tensor, c: Tensor = c, m: Tensor | None = m) -> Tensor:
                 return c.assign(cn if m is None else m.where(cn, c))  # in place: each element reads only itself
 
-            hn, _ = cell(xt, h, c, rd, rb, pd, hs, acts[d], clip, commit)
+            hn, _ = cell(xt, h, c, rt, rb, pd, hs, acts[d], clip, commit)
             out = hn
             if m is not None:
                 out = m.where(hn, 0.0).cast(dt)
@@ -135,39 +142,40 @@ def _clip(v: Tensor, clip: float | None) -> Tensor:
     return v if clip is None else v.clip(-clip, clip)
 
 
-def _gate(xw: Tensor, h: Tensor, r: Tensor, rb: Tensor, k: int, hs: int) -> Tensor:
+def _gate(xw: Tensor, h: Tensor, rt: Tensor, rb: Tensor, k: int, hs: int) -> Tensor:
     """Gate k's pre-activation: a matmul of its own (not a slice of one (batch, gates*hs) product), so the scheduler
-    fuses its reduction into the step's elementwise kernel instead of realizing the product first."""
+    fuses its reduction into the step's elementwise kernel instead of realizing the product first. `rt` is R
+    transposed, (hs, gates*hs)."""
     lo, hi = k * hs, (k + 1) * hs
-    return xw[:, lo:hi] + h @ r[lo:hi].transpose(0, 1) + rb[lo:hi]
+    return xw[:, lo:hi] + h @ rt[:, lo:hi] + rb[lo:hi]
 
 
-def _rnn_cell(xw: Tensor, h: Tensor, c: Tensor, r: Tensor, rb: Tensor, p: Tensor | None, hs: int,
+def _rnn_cell(xw: Tensor, h: Tensor, c: Tensor, rt: Tensor, rb: Tensor, p: Tensor | None, hs: int,
               acts: list[Act], clip: float | None, commit: Commit) -> tuple[Tensor, None]:
-    return acts[0](_clip(xw + h @ r.transpose(0, 1) + rb, clip)), None
+    return acts[0](_clip(xw + h @ rt + rb, clip)), None
 
 
 def _gru_cell(lbr: bool) -> Callable[..., tuple[Tensor, None]]:
-    def cell(xw: Tensor, h: Tensor, c: Tensor, r: Tensor, rb: Tensor, p: Tensor | None, hs: int,
+    def cell(xw: Tensor, h: Tensor, c: Tensor, rt: Tensor, rb: Tensor, p: Tensor | None, hs: int,
              acts: list[Act], clip: float | None, commit: Commit) -> tuple[Tensor, None]:
         f, g = acts
-        rz, rr, rh = r[:hs], r[hs:2 * hs], r[2 * hs:]
+        rz, rr, rh = rt[:, :hs], rt[:, hs:2 * hs], rt[:, 2 * hs:]
         bz, br, bh = rb[:hs], rb[hs:2 * hs], rb[2 * hs:]
-        z = f(_clip(xw[:, :hs] + h @ rz.transpose(0, 1) + bz, clip))
-        rt = f(_clip(xw[:, hs:2 * hs] + h @ rr.transpose(0, 1) + br, clip))
+        z = f(_clip(xw[:, :hs] + h @ rz + bz, clip))
+        rg = f(_clip(xw[:, hs:2 * hs] + h @ rr + br, clip))
         if lbr:
-            hh = g(_clip(xw[:, 2 * hs:] + rt * (h @ rh.transpose(0, 1) + bh), clip))
+            hh = g(_clip(xw[:, 2 * hs:] + rg * (h @ rh + bh), clip))
         else:
-            hh = g(_clip(xw[:, 2 * hs:] + (rt * h) @ rh.transpose(0, 1) + bh, clip))
+            hh = g(_clip(xw[:, 2 * hs:] + (rg * h) @ rh + bh, clip))
         return (1 - z) * hh + z * h, None
     return cell
 
 
 def _lstm_cell(input_forget: bool) -> Callable[..., tuple[Tensor, Tensor]]:
-    def cell(xw: Tensor, h: Tensor, c: Tensor, r: Tensor, rb: Tensor, p: Tensor | None, hs: int,
+    def cell(xw: Tensor, h: Tensor, c: Tensor, rt: Tensor, rb: Tensor, p: Tensor | None, hs: int,
              acts: list[Act], clip: float | None, commit: Commit) -> tuple[Tensor, Tensor]:
         f, g, hact = acts
-        pi_, po_, pf_, pc_ = (_gate(xw, h, r, rb, k, hs) for k in range(4))  # gates i, o, f, c
+        pi_, po_, pf_, pc_ = (_gate(xw, h, rt, rb, k, hs) for k in range(4))  # gates i, o, f, c
         pi, po, pf = (p[:hs], p[hs:2 * hs], p[2 * hs:]) if p is not None else (None, None, None)
         i_in = pi_ + (pi * c if pi is not None else 0)
         f_in = pf_ + (pf * c if pf is not None else 0)

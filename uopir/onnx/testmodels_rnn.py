@@ -4,6 +4,7 @@ initializers), for the model tests (unit_tests/test_onnx_rnn_models.py) and the 
 
 - `lstm`: 2 stacked LSTM layers over `seq` time steps -> (seq, batch, hidden) outputs.
 - `gru`: 2 stacked GRU layers (linear_before_reset=1, as torch exports) -> (seq, batch, hidden) outputs.
+- `rnn`: 2 stacked tanh RNN layers (`nn.RNN`) -> (seq, batch, hidden) outputs.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def _stacked(op: str, gates: int, seq: int, batch: int, inp: int, hidden: int, l
         if op == "LSTM":
             inits[f"c0_{i}"] = np.zeros((1, batch, hidden), np.float32)
             ins.append(f"c0_{i}")
-        else:
+        elif op == "GRU":
             attrs["linear_before_reset"] = 1
         nodes.append(helper.make_node(op, ins, [f"y{i}"], **attrs))
         nodes.append(helper.make_node("Squeeze", [f"y{i}", "sq_axis"], [f"s{i}"]))
@@ -56,3 +57,9 @@ def gru(seq: int = 20, batch: int = 1, inp: int = 32, hidden: int = 64, layers: 
         seed: int = 0) -> tuple[Any, dict[str, np.ndarray]]:
     """(model, example inputs): (seq, batch, inp) -> (seq, batch, hidden), torch's 2-layer nn.GRU export."""
     return _stacked("GRU", 3, seq, batch, inp, hidden, layers, seed)
+
+
+def rnn(seq: int = 20, batch: int = 1, inp: int = 32, hidden: int = 64, layers: int = 2,
+        seed: int = 0) -> tuple[Any, dict[str, np.ndarray]]:
+    """(model, example inputs): (seq, batch, inp) -> (seq, batch, hidden), torch's 2-layer tanh nn.RNN export."""
+    return _stacked("RNN", 1, seq, batch, inp, hidden, layers, seed)
