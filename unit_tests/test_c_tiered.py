@@ -276,3 +276,38 @@ def test_the_llvm_prefetch_thread_imports_no_uopir_module():
             "sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["[]", "True"]
+
+
+def test_a_jit_replays_natively_once_slow_binaries_arrive(tmp_path, monkeypatch) -> None:
+    """A TinyJit replays the Python way while its kernels' C binaries are still compiling (tier 0), however many
+    replays that takes, and goes to the native launch graph as soon as they are built (a slow compiler: a real one
+    behind a sleep)."""
+    import shlex
+
+    from uopir import Tensor, TinyJit
+    from uopir.backends import registry
+    from uopir.backends.cpu import graph as G
+    from uopir.frontend.jit import _NativeReplay
+
+    if G.native() is None:
+        pytest.skip("no native launch graph")
+    slow = tmp_path / "slow-cc"
+    slow.write_text(f'#!/bin/sh\nsleep 2\nexec {shlex.join(find_cc())} "$@"\n')
+    slow.chmod(0o755)
+    monkeypatch.setenv("UOPIR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(TIERED_ENV, "1")
+    monkeypatch.setenv("CC", str(slow))
+    be = CBackend()
+    monkeypatch.setitem(registry._INSTANCES, "c", be)  # noqa: SLF001 - this test's backend serves device "c"
+    f = TinyJit(lambda x: ((x * 3.0).realize() + 1.0).realize())
+    x = np.arange(64, dtype=np.float32)
+    for i in range(100):  # more replays than the old limit of 64 attempts, well within the compiler's 2 s
+        np.testing.assert_array_equal(f(Tensor(x + i, device="c")).numpy(), (x + i) * 3 + 1)
+    kernels = [st.program.entry for s in f.steps for st in s.launch.plan.steps]
+    if all(k._binary.done() for k in kernels if isinstance(k, TieredKernel)):  # noqa: SLF001
+        pytest.skip("the binaries were built before the replays ended (a very slow machine)")
+    assert not isinstance(f._graph, _NativeReplay)  # noqa: SLF001
+    for k in kernels:
+        k._binary.result()  # noqa: SLF001 - wait for the compiler
+    np.testing.assert_array_equal(f(Tensor(x, device="c")).numpy(), x * 3 + 1)
+    assert isinstance(f._graph, _NativeReplay)  # noqa: SLF001

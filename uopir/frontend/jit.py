@@ -84,8 +84,6 @@ class _Step:
     made: int  # made index of this launch's result
 
 
-_GRAPH_ATTEMPTS = 64  # replays that try to build the native graph while a kernel's C binary is still compiling
-
 
 class _NoGraph(Exception):
     """A buffer of the capture that the native graph cannot pass (not in host memory)."""
@@ -196,7 +194,7 @@ class TinyJit(Generic[Ret]):
         self.randoms: list[tuple[int, Any, Any, tuple[int, ...]]] = []
         self._keep: list[Any] = []
         self._graph: _NativeReplay | None | bool = None  # None: not built yet; False: this capture cannot have one
-        self._graph_attempts = 0
+        self._waiting: Any = None  # a kernel whose C binary was still compiling when the graph was last tried
         self._graph_lock = threading.Lock()
 
     @property
@@ -307,7 +305,7 @@ class TinyJit(Generic[Ret]):
                            f"{self.other_args!r}); it may have shaped the graph, so call reset() to capture again")
 
     def _replay(self, inputs: list[Any]) -> Ret:
-        if self._graph is not False and self._graph_attempts < _GRAPH_ATTEMPTS:
+        if self._graph is not False:
             with self._graph_lock:
                 out = self._replay_native(inputs)
             if out is not None:
@@ -347,9 +345,10 @@ class TinyJit(Generic[Ret]):
             return None
         g = self._graph
         if g is None:
+            if self._waiting is not None and not self._waiting._binary.done():
+                return None  # the graph is built once every kernel's C binary is (a poll, not a build, per replay)
             g = self._build_graph(inputs)
             if g is None:
-                self._graph_attempts += 1
                 return None
             self._graph = g
         if g is False:
@@ -482,6 +481,7 @@ class TinyJit(Generic[Ret]):
                         return False
                     if isinstance(k, TieredKernel) and k.tier != "c":
                         if not k._binary.done():
+                            self._waiting = k
                             return None
                         k.finish()
                     sig = k.sig
