@@ -23,18 +23,17 @@ def _gated_loads(k) -> int:
     return sum(1 for u in k.toposort() if u.op is K.LOAD and u.operands.gate is not None)
 
 
-def test_a_pad_copy_is_cut_at_its_borders_and_its_interior_loses_the_column_gate() -> None:
+def test_a_pad_copy_is_cut_at_its_borders_and_its_interior_loses_every_gate() -> None:
     k = _kernel(Tensor(np.zeros((4, 30, 30), np.float32), device="python").pad([(0, 0), (2, 2), (2, 2)]))
+    assert _gated_loads(k) == 1
     p = peel_kernel(k)
-    ends = [u for u in p.toposort() if u.op is K.END]
-    assert len(ends) == len([u for u in k.toposort() if u.op is K.END]) + 3  # 3 segments nested in the rows' end
-    xs = [u for u in p.toposort() if u.op is K.RANGE and u.attrs.axis >= 3]
-    assert sorted(r.operands.end.arg for r in xs) == [2, 2, 30]
-    interior = next(u for u in ends if u.operands.ranges == (next(r for r in xs if r.operands.end.arg == 30),))
-    # in the interior no gate depends on the column
-    col = interior.operands.ranges[0]
-    gates = [u.operands.gate for u in interior.toposort() if u.op is K.LOAD and u.operands.gate is not None]
-    assert gates and all(col not in g.toposort() for g in gates)
+    # columns cut at 2 and 32, then rows likewise: 3 x 3 segments, the interior 30 x 30 without a gate
+    assert _gated_loads(p) == 0
+    assert sum(1 for u in p.toposort() if u.op is core.GROUP) == 4  # the rows' group and one per row segment
+    loads = [u for u in p.toposort() if u.op is K.LOAD]
+    assert len(loads) == 1  # the borders store the pad value: no load at all
+    interior = [r.operands.end.arg for r in loads[0].toposort() if r.op is K.RANGE]
+    assert sorted(interior) == [4, 30, 30]
 
 
 def test_kernels_that_peeling_cannot_help_are_left_alone() -> None:
@@ -89,4 +88,31 @@ def test_pooled_concat_matches_numpy(device: str) -> None:
         kernel_size=(3, 3), stride=2).numpy()
     e = np.concatenate([np.maximum(a, 0), b * 2], 1)
     want = np.max([e[:, :, i:i + 9:2, j:j + 9:2] for i in range(3) for j in range(3)], axis=0)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_padded_window_is_cut_where_it_leaves_the_border() -> None:
+    # max-pool 3x3/2 with padding 1: a gate 0 < 2y + ky holds for the whole window from y = 1 on; rows and columns
+    # are cut there, and the interior reads without a gate (the border rows and columns keep theirs)
+    x = Tensor(np.zeros((1, 4, 12, 12), np.float32), device="python").relu()
+    k = _kernel(x.max_pool2d(kernel_size=(3, 3), stride=2, padding=1))
+    p = peel_kernel(k)
+    loads = [u for u in p.toposort() if u.op is K.LOAD]
+    assert len(loads) == 4 and sum(1 for u in loads if u.operands.gate is None) == 1
+    free = next(u for u in loads if u.operands.gate is None)
+    loops = [r.operands.end.arg for r in free.toposort() if r.op is K.RANGE and r.attrs.kind == "loop"]
+    assert sorted(loops) == [4, 5, 5]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape,k,s,p", [((2, 3, 13, 11), 3, 2, 1), ((1, 5, 9, 9), 3, 1, 1), ((1, 2, 16, 16), 5, 2, 2),
+                                         ((1, 3, 7, 12), 2, 2, 1)])
+def test_peeled_pools_match_numpy(device: str, shape: tuple[int, ...], k: int, s: int, p: int) -> None:
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(shape).astype(np.float32)
+    got = Tensor(a, device=device).relu().max_pool2d(kernel_size=(k, k), stride=s, padding=p).numpy()
+    e = np.pad(np.maximum(a, 0), [(0, 0), (0, 0), (p, p), (p, p)], constant_values=-np.inf)
+    oh, ow = (shape[2] + 2 * p - k) // s + 1, (shape[3] + 2 * p - k) // s + 1
+    want = np.max([e[:, :, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s] for i in range(k) for j in range(k)],
+                  axis=0)
     np.testing.assert_array_equal(got, want)

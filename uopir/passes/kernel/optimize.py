@@ -64,6 +64,7 @@ in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -333,6 +334,15 @@ class _Kernel:
                 out.update((r, None) for r in u.operands.ranges if r.attrs.kind in ("loop", "global"))
         self.out = list(out)
 
+    def stored(self, r: UOp) -> int:
+        """How many elements the stores inside range r write (of a peeled kernel's segments, the interior's most)."""
+        most = 0
+        for st in self.stores:
+            deps = self.deps[st]
+            if r in deps:
+                most = max(most, math.prod(const_extent(q) or 1 for q in deps if q.attrs.kind in ("loop", "global")))
+        return most
+
     def red_ranges(self) -> set[UOp]:
         return {r for u in self.reduces for r in u.operands.ranges}
 
@@ -466,8 +476,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
                 upcast[r] = f
                 lanes *= f
     # 2. a vector upcast of the contiguous output range
-    if not upcast and vw >= 2:
-        for r in reversed(k.out):
+    if not upcast and vw >= 2:  # the innermost such range; of a peeled kernel's segments, the interior's
+        for r in sorted(reversed(k.out), key=lambda r: -k.stored(r)):
             n = const_extent(r)
             strided = n is not None and not k.contiguous(r) and k.contiguous(r, (1, LOAD_STRIDE))
             if n is not None and n >= 2 and (k.contiguous(r) or strided):

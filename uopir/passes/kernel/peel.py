@@ -29,15 +29,17 @@ from uopir.dialects.core import const_value
 from uopir.ir.dtype import dtypes
 from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
+from uopir.ir.valuerange import vmax, vmin
 from uopir.passes.kernel.anchors import is_kernel_body
-from uopir.passes.kernel.indexmath import conjuncts, const_extent
+from uopir.passes.kernel.indexmath import conjuncts, const_extent, linear_coeffs
 from uopir.passes.kernel.simplify import simplify_kernel
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 
-__all__ = ["peel_kernel", "PEEL_MAX_SEGMENTS"]
+__all__ = ["peel_kernel", "PEEL_MAX_SEGMENTS", "PEEL_MAX_PARTS"]
 
 PEEL_MAX_SEGMENTS = 4  # the most loops one range is cut into (a pad's 3; a concat of up to 4 sources)
+PEEL_MAX_PARTS = 9  # the most copies of one body (a pool's or a padded window's 3 rows x 3 columns)
 
 
 def _int(u: UOp) -> int | None:
@@ -45,22 +47,48 @@ def _int(u: UOp) -> int | None:
 
 
 def _cuts(gates: list[UOp], x: UOp) -> set[int] | None:
-    """The points where a bound on x alone changes value (`c < x`: at c + 1; `x < c`: at c), or None when some gate
-    depends on x otherwise (then the segments would not fold it)."""
+    """The points where a bound on x changes between "false for the whole window", "depends on the window" and "true
+    for the whole window", or None when some gate depends on x otherwise (then the segments would not fold it).
+
+    A bound is `a < b` with b - a = s*x + rest, s a constant and rest a function of reduction ranges only (a pool's or
+    a conv's window offset, or nothing: `c < x` cuts at c + 1, `x < c` at c): rest lies in [m, M], so the bound holds
+    for every window position where s*x + m >= 1 and for none where s*x + M <= 0."""
     cuts: set[int] = set()
+    deps: dict[UOp, frozenset[UOp]] | None = None
     for g in gates:
         for c in conjuncts(g):
-            if x not in c.toposort():
+            order = c.toposort()
+            if x not in order:
                 continue
             if c.op is not core.CMPLT:
                 return None
             a, b = c.src
             if b is x and (v := _int(a)) is not None:
                 cuts.add(v + 1)
-            elif a is x and (v := _int(b)) is not None:
+                continue
+            if a is x and (v := _int(b)) is not None:
                 cuts.add(v)
-            else:
+                continue
+            if any(u.op is K.RANGE and u is not x and u.attrs.kind != "reduce" for u in order):
+                return None  # a bound that moves with another output range (a diagonal): no segment holds it
+            diff = UOp(core.SUB, dtypes.index, (b, a))
+            if deps is None:
+                deps = {}
+            for u in diff.toposort():
+                deps[u] = frozenset([u]) if u is x else frozenset().union(*(deps[q] for q in u.src)) if u.src else \
+                    frozenset()
+            coef = linear_coeffs(diff, frozenset([x]), deps)
+            if coef is None or x not in coef:
                 return None
+            rest = diff.substitute({x: UOp.const(dtypes.index, 0)})
+            m, big = vmin(rest), vmax(rest)
+            if type(m) is not int or type(big) is not int:
+                return None
+            sx = coef[x]
+            if sx > 0:  # true from ceil((1 - m) / s), false up to floor(-M / s)
+                cuts |= {-((m - 1) // sx), -big // sx + 1}
+            else:  # true up to floor((m - 1) / -s), false from ceil(M / -s)
+                cuts |= {(m - 1) // -sx + 1, -(-big // -sx)}
     return cuts
 
 
@@ -74,9 +102,18 @@ def _gates(value: UOp) -> list[UOp]:
     return out
 
 
-def _peel_end(e: UOp, next_axis: list[int]) -> UOp | None:
-    """The end e with one of its ranges cut into segments (the innermost one whose gates allow it), or None when
-    nothing is to gain."""
+def _bound_inside(value: UOp) -> list[UOp]:
+    """The ranges an end or a reduction inside value closes (its own loops, copied with each segment)."""
+    out: dict[UOp, None] = {}
+    for u in value.toposort():
+        if u.op is K.END or u.op is K.REDUCE:
+            out.update(dict.fromkeys(u.operands.ranges))
+    return list(out)
+
+
+def _peel_end(e: UOp, next_axis: list[int], room: int = PEEL_MAX_PARTS) -> UOp | None:
+    """The end e with its ranges cut into segments (the innermost one whose gates allow it first, then the ranges
+    around it, while the copies of the body stay within `room`), or None when nothing is to gain."""
     rs = e.operands.ranges
     value = e.operands.value
     gates = _gates(value)
@@ -92,21 +129,24 @@ def _peel_end(e: UOp, next_axis: list[int]) -> UOp | None:
             continue
         points = sorted({0, n} | {c for c in cuts if 0 < c < n})
         segs = list(itertools.pairwise(points))
-        if len(segs) < 2 or len(segs) > PEEL_MAX_SEGMENTS:
+        if len(segs) < 2 or len(segs) > min(PEEL_MAX_SEGMENTS, room):
             continue
+        own = list(dict.fromkeys([*rs[k + 1:], *_bound_inside(value)]))
         parts = []
         for a, b in segs:
             r = UOp(K.RANGE, dtypes.index, (UOp.const(dtypes.index, b - a),), (next_axis[0], *x.arg[1:]))
             next_axis[0] += 1
             at = r if a == 0 else UOp(core.ADD, dtypes.index, (r, UOp.const(dtypes.index, a)))
-            # every segment has ranges of its own: those inside x and those its reductions run over
-            own = [*rs[k + 1:], *(u for u in value.toposort() if u.op is K.RANGE and u.attrs.kind == "reduce")]
+            # every segment has loops of its own: the ranges inside x, and those its reductions and ends close
             fresh = {q: UOp(K.RANGE, dtypes.index, q.src, (next_axis[0] + i, *q.arg[1:])) for i, q in enumerate(own)}
             next_axis[0] += len(fresh)
             inner = [fresh[q] for q in rs[k + 1:]]
             parts.append(UOp(K.END, e.dtype, (value.substitute({x: at, **fresh}), r, *inner), e.arg))
         body = UOp(core.GROUP, e.dtype, tuple(parts))
-        return body if k == 0 else UOp(K.END, e.dtype, (body, *rs[:k]), e.arg)
+        if k == 0:
+            return body
+        out = UOp(K.END, e.dtype, (body, *rs[:k]), e.arg)
+        return _peel_end(out, next_axis, room // len(segs)) or out
     return None
 
 
