@@ -53,8 +53,10 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      unrolls, then the upcasts, shrink to smaller divisors until it does not: a long fused chain of gathers under a
      reduction, or a kernel that runs a few hundred iterations, gains nothing from a full unroll but compile time;
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
-     (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations; on a gpu target
-     every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can pack (5.);
+     (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations (a dot-product
+     tile, all vectors at memory speed, DOT_PARALLEL_MIN_WORK: a 1152 -> 48 SE conv runs in 12 us on one core); on a
+     gpu target every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can
+     pack (5.);
   5. pack: when that global range is a wide tile's `outer` contiguous range, each input read under the reduction
      along it and otherwise only along lanes and reduction ranges (a matmul's B: a 32-column panel whose rows lie a
      row of B apart, 4 KiB for 1024 columns, so they alias in the caches and defeat the prefetchers) is copied into
@@ -103,6 +105,7 @@ CHANNEL_TILE_ROWS = 16  # the most lanes of broadcast inputs beside a channel ve
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 DOT_VECTORS = 2  # vectors of partial sums along a dot product's reduction (times DOT_ROWS rows: accumulators)
 DOT_ROWS = 4  # output rows of a dot-product tile (each reuses the vector of x loaded for the others)
+DOT_PARALLEL_MIN_WORK = 1 << 18  # a dot-product tile reads below 1 MiB faster than a second core wakes for it
 DOT_MIN_LANES = 4  # a dot product's reduction this few lanes wide is no vector worth its fold
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
@@ -547,7 +550,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     # 4. threads
     if t.kind == "gpu":
         opts += [Opt(kind, axis, f) for kind, axis, f in gpu_thread_opts(apply_opts(kdef, opts), t)]  # type: ignore[arg-type]
-    elif t.threads > 1 and loops and k.work() >= PARALLEL_MIN_WORK:
+    elif t.threads > 1 and loops and k.work() >= (PARALLEL_MIN_WORK if dot is None else DOT_PARALLEL_MIN_WORK):
         def outer(r: UOp) -> int:
             return (const_extent(r) or t.threads) // upcast.get(r, 1)
         r = next((r for r in loops if outer(r) >= t.threads), max(loops, key=outer))
