@@ -477,6 +477,10 @@ def test_a_matrix_vector_product_vectorizes_the_reduction_or_a_longer_output_run
     k = _reduce_kernel(x @ _whole(64, 256).T, "test-acc")
     assert sorted(str(u.dtype) for u in k.toposort() if u.op is kernel.REDUCE) == ["vector<128xf32>",
                                                                                    "vector<4xf32>"]
+    # an SE conv's expand (48 -> 1152): 3 steps of 16 lanes beside 4 rows; 221 KiB of weight: one core
+    se = _one_kernel(_whole(1, 48) @ _whole(1152, 48).T, "tensor-to-kernel")
+    assert heuristic_opts(se, ACC) == [Opt("upcast", 0, 4), Opt("upcast", 1, 16)]
+    _reduce_kernel(_whole(1, 48) @ _whole(96, 48).T, "test-acc")
     kn = _one_kernel(x @ _whole(256, 200), "tensor-to-kernel")
     assert heuristic_opts(kn, ACC) == [Opt("upcast", 0, 40), Opt("unroll", 1, 4), Opt("global", 0)]
     _reduce_kernel(x @ _whole(256, 200), "test-acc")

@@ -107,6 +107,7 @@ DOT_VECTORS = 2  # vectors of partial sums along a dot product's reduction (time
 DOT_ROWS = 4  # output rows of a dot-product tile (each reuses the vector of x loaded for the others)
 DOT_PARALLEL_MIN_WORK = 1 << 18  # a dot-product tile reads below 1 MiB faster than a second core wakes for it
 DOT_MIN_LANES = 4  # a dot product's reduction this few lanes wide is no vector worth its fold
+DOT_MIN_STEPS = 2  # ... and steps of a short one beside rows (an SE conv's 48 -> 1152: 3 steps of 16 lanes)
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
 
@@ -576,8 +577,9 @@ def _dot_tile(k: _Kernel, t: Target, vw: int, budget: int) -> dict[UOp, int] | N
     does not vary along it (each step loads one vector of x that every row's vector of weights reuses; f is
     DOT_VECTORS vectors then), else by as many rows as fill one vector when r is shorter than one (a 14x14 pool's
     196 = 4 x 49: 4 rows of 4, so its fused swish runs on full vectors; a 7x7 pool's 49, no vector at all: 16 rows,
-    each lane's load its own, each sum in its order). Partial sums only for a reduction of at least ACC_MIN_STEPS
-    vectors, as _accumulators. None when the kernel is not like that, or its reduction's vector with reuse would be
+    each lane's load its own, each sum in its order). Without rows that share x, partial sums only for a reduction
+    of at least ACC_MIN_STEPS vectors, as _accumulators; beside them at least DOT_MIN_STEPS steps (an SE conv's
+    48 -> 1152: 3 of 16 lanes). None when the kernel is not like that, or its reduction's vector with reuse would be
     under DOT_MIN_LANES (a long row with no reuse is _accumulators' case and gets the same partial sums there)."""
     if t.kind != "cpu" or vw < 2 or len(k.reduces) != 1 or any(k.contiguous(r, (1, LOAD_STRIDE)) for r in k.out):
         return None
@@ -599,8 +601,9 @@ def _dot_tile(k: _Kernel, t: Target, vw: int, budget: int) -> dict[UOp, int] | N
     if rows is not None:
         m = const_extent(rows) or 1
         g = next((d for d in range(min(m, DOT_ROWS), 1, -1) if m % d == 0), 1)
-        f = _pow2_divisor(n, min(rw * (DOT_VECTORS if g >= 2 else ACC_VECTORS), budget // g, n // ACC_MIN_STEPS))
-        if not long or f < DOT_MIN_LANES:
+        f = _pow2_divisor(n, min(rw * (DOT_VECTORS if g >= 2 else ACC_VECTORS), budget // g,
+                                 n // (ACC_MIN_STEPS if long else DOT_MIN_STEPS)))
+        if f < DOT_MIN_LANES:
             return None
         return {r: f, rows: g} if g >= 2 else {r: f}
     f = _pow2_divisor(n, min(rw * ACC_VECTORS, budget, n // ACC_MIN_STEPS)) if long else 1
