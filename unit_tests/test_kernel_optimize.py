@@ -287,9 +287,12 @@ def test_long_contiguous_reductions_get_partial_accumulators() -> None:
     assert heuristic_opts(rows, ACC) == [Opt("upcast", 1, 64), Opt("global", 0)]
     _reduce_kernel(_whole(64, 1024).sum(1), "test-acc")
     _reduce_kernel(_whole(64, 1024).max(1), "test-acc")
-    # a shorter row: at least 8 steps of the accumulators (256: 2 vectors), and at least a vector (64: an unroll)
+    # a shorter row: at least 8 steps of the accumulators (256: 2 vectors); under 8 vectors (64) a row keeps its
+    # order (unrolled), its 4 rows the lanes of one vector instead
     assert heuristic_opts(_one_kernel(_whole(4, 256).sum(1), "tensor-to-kernel"), ACC) == [Opt("upcast", 1, 32)]
-    assert heuristic_opts(_one_kernel(_whole(4, 64).sum(1), "tensor-to-kernel"), ACC) == [Opt("unroll", 1, 4)]
+    assert heuristic_opts(_one_kernel(_whole(4, 64).sum(1), "tensor-to-kernel"), ACC) == [Opt("upcast", 0, 4),
+                                                                                          Opt("unroll", 1, 4)]
+    _reduce_kernel(_whole(4, 64).sum(1), "test-acc")
 
 
 def test_partial_accumulators_only_where_the_order_may_change_and_the_reads_are_contiguous() -> None:
@@ -460,3 +463,31 @@ def test_softmax_gets_partial_accumulators_for_its_max_and_its_sum() -> None:
         UOp.sink(_whole(64, 1024).softmax(-1).uop)))
     red = [u for u in k.toposort() if u.op is kernel.REDUCE]
     assert sorted(str(u.dtype) for u in red) == ["f32", "f32", "vector<64xf32>", "vector<64xf32>"]
+
+
+def test_a_matrix_vector_product_vectorizes_the_reduction_or_a_longer_output_run() -> None:
+    """Batch 1: with the weight laid out [N, K] no output range is a vector (each lane another weight row), so the
+    reduction is (2 vectors of partial sums beside 4 rows sharing each vector of x; a dot-product tile); laid out
+    [K, N], the outputs are, in 2.5 vectors (40 of 200) instead of one chain through half a vector."""
+    x = _whole(1, 256)
+    nk = _one_kernel(x @ _whole(64, 256).T, "tensor-to-kernel")
+    assert heuristic_opts(nk, ACC) == [Opt("upcast", 0, 4), Opt("upcast", 1, 32)]  # 64 x 256: too little for threads
+    big = _one_kernel(_whole(1, 1024) @ _whole(1000, 1024).T, "tensor-to-kernel")
+    assert heuristic_opts(big, ACC) == [Opt("upcast", 0, 4), Opt("upcast", 1, 32), Opt("global", 0)]
+    k = _reduce_kernel(x @ _whole(64, 256).T, "test-acc")
+    assert sorted(str(u.dtype) for u in k.toposort() if u.op is kernel.REDUCE) == ["vector<128xf32>",
+                                                                                   "vector<4xf32>"]
+    # an SE conv's expand (48 -> 1152): 3 steps of 16 lanes beside 4 rows; 221 KiB of weight: one core
+    se = _one_kernel(_whole(1, 48) @ _whole(1152, 48).T, "tensor-to-kernel")
+    assert heuristic_opts(se, ACC) == [Opt("upcast", 0, 4), Opt("upcast", 1, 16)]
+    _reduce_kernel(_whole(1, 48) @ _whole(96, 48).T, "test-acc")
+    kn = _one_kernel(x @ _whole(256, 200), "tensor-to-kernel")
+    assert heuristic_opts(kn, ACC) == [Opt("upcast", 0, 40), Opt("unroll", 1, 4), Opt("global", 0)]
+    _reduce_kernel(x @ _whole(256, 200), "test-acc")
+    # a global pool's short row (196 = 4 x 49) shares its vector with 3 more channels; a 7x7 pool's 49 gives no
+    # vector: 16 channels are the lanes
+    assert heuristic_opts(_one_kernel(_whole(64, 196).sum(1), "tensor-to-kernel"), ACC)[:2] == [
+        Opt("upcast", 0, 4), Opt("upcast", 1, 4)]
+    assert heuristic_opts(_one_kernel(_whole(64, 49).sum(1), "tensor-to-kernel"), ACC)[:1] == [Opt("upcast", 0, 16)]
+    _reduce_kernel(_whole(64, 196).sum(1), "test-acc")
+    _reduce_kernel(_whole(64, 49).sum(1), "test-acc")

@@ -24,7 +24,13 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      Among ranges reused alike, the one along which the vector loads (those varying along the contiguous range) do
      not vary goes first: a conv's output channels reuse its input row, where its output rows would reuse only the
      broadcast weight. A contiguous range that no full vector divides but that spans at most ROW_TILE_VECTORS
-     vectors in multiples of half a vector is upcast whole (a conv's row of 56: 3.5 vectors of 16);
+     vectors in multiples of half a vector is upcast whole (a conv's row of 56: 3.5 vectors of 16). A lone vector
+     range under a lone reduction (a matrix-vector product, weight [K, N]) gets up to ROW_TILE_VECTORS vectors in
+     half vectors (1000: 40 lanes), independent chains through a longer run of each weight row. On a cpu, a kernel
+     whose one reduction reads every load contiguously along its innermost range while no output range is
+     contiguous (a matrix-vector product with the weight [N, K], a 1x1-spatial squeeze-excite conv, a global pool)
+     gets a dot-product tile instead (`_dot_tile`): the reduction upcast into vectors of partial sums beside up to
+     DOT_ROWS rows that share each vector of x (or, with nothing to share, as many rows as fill one vector);
   2. otherwise, a vector upcast of the contiguous output range (stride 1 in the store, and in every load that reads
      along it, or 2 where kernel-expand reads the span: a stride-2 pool, whose row no half vector divides is upcast
      whole up to ROW_TILE_VECTORS vectors) by the largest power of two that divides it and fits the vector width and
@@ -47,8 +53,10 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      unrolls, then the upcasts, shrink to smaller divisors until it does not: a long fused chain of gathers under a
      reduction, or a kernel that runs a few hundred iterations, gains nothing from a full unroll but compile time;
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
-     (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations; on a gpu target
-     every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can pack (5.);
+     (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations (a dot-product
+     tile, all vectors at memory speed, DOT_PARALLEL_MIN_WORK: a 1152 -> 48 SE conv runs in 12 us on one core); on a
+     gpu target every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can
+     pack (5.);
   5. pack: when that global range is a wide tile's `outer` contiguous range, each input read under the reduction
      along it and otherwise only along lanes and reduction ranges (a matmul's B: a 32-column panel whose rows lie a
      row of B apart, 4 KiB for 1024 columns, so they alias in the caches and defeat the prefetchers) is copied into
@@ -97,6 +105,11 @@ ROW_TILE_VECTORS = 4  # a contiguous range no vector divides is upcast whole whe
 CHANNEL_TILE_ROWS = 16  # the most lanes of broadcast inputs beside a channel vector (accumulator vectors)
 WINDOW_MAX_TAPS = 49  # a depthwise window (7x7 at most) unrolled whole beside its row vector
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
+DOT_VECTORS = 2  # vectors of partial sums along a dot product's reduction (times DOT_ROWS rows: accumulators)
+DOT_ROWS = 4  # output rows of a dot-product tile (each reuses the vector of x loaded for the others)
+DOT_PARALLEL_MIN_WORK = 1 << 18  # a dot-product tile reads below 1 MiB faster than a second core wakes for it
+DOT_MIN_LANES = 4  # a dot product's reduction this few lanes wide is no vector worth its fold
+DOT_MIN_STEPS = 2  # ... and steps of a short one beside rows (an SE conv's 48 -> 1152: 3 steps of 16 lanes)
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
 
@@ -452,12 +465,19 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             return _pow2_divisor(n, cap)
         return next((f for f in t.upcast_sizes if 2 <= f <= cap and n % f == 0), 1)
 
-    # 1. register tiling of kernels with a reduction (a depthwise window first)
+    # 1. register tiling of kernels with a reduction (a depthwise window first, then a dot product)
     window = _window_tile(k, vw, budget)
-    channels = _channel_tile(k, vw, budget, fit_upcast) if k.reduces and window is None else None
+    dot = _dot_tile(k, t, vw, budget) if k.reduces and window is None else None
+    channels = _channel_tile(k, vw, budget, fit_upcast) if k.reduces and window is None and dot is None else None
+    done: set[UOp] = set()
     if window is not None:
         upcast.update(window[0])
         for f in window[0].values():
+            lanes *= f
+    elif dot is not None:
+        upcast.update(dot)
+        done.update(r for r in dot if r.attrs.kind == "reduce")
+        for f in dot.values():
             lanes *= f
     elif channels is not None:
         upcast.update(channels)
@@ -475,6 +495,17 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             if f >= 2:
                 upcast[r] = f
                 lanes *= f
+        if len(upcast) == 1 and len(cands) == 1 and len(k.reduces) == 1 and cands[0] in k.deps[k.reduces[0]] \
+                and vw >= 2 and k.contiguous(cands[0]):
+            # one vector range alone (a matrix-vector product with the weight laid out [K, N]): as many vectors
+            # along it as ROW_TILE_VECTORS (in half vectors: 1000 = 25 x 40), so that each step reads a longer run
+            # of a weight row into that many independent accumulator chains
+            r = cands[0]
+            n = const_extent(r) or 1
+            f = max((d for d in range(upcast[r], min(n, ROW_TILE_VECTORS * vw, budget) + 1)
+                     if n % d == 0 and d % max(2, vw // 2) == 0), default=upcast[r])
+            lanes = lanes // upcast[r] * f
+            upcast[r] = f
     # 2. a vector upcast of the contiguous output range
     if not upcast and vw >= 2:  # the innermost such range; of a peeled kernel's segments, the interior's
         for r in sorted(reversed(k.out), key=lambda r: -k.stored(r)):
@@ -491,9 +522,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     # applied in axis order, so the new lane axes keep the order of the ranges they came from (kernel-expand lays
     # lanes out by axis: rows-major register tiles, reductions innermost)
     in_ends = set(k.out)
-    done: set[UOp] = set()
     # 3. partial accumulators of each long reduction read contiguously (a gpu shares it by threads instead: 6.)
-    if t.kind == "cpu":
+    if t.kind == "cpu" and dot is None:
         accs = _accumulators(k, t, budget, set(upcast))
         for r, f in accs:
             upcast[r] = f
@@ -538,7 +568,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     # 4. threads
     if t.kind == "gpu":
         opts += [Opt(kind, axis, f) for kind, axis, f in gpu_thread_opts(apply_opts(kdef, opts), t)]  # type: ignore[arg-type]
-    elif t.threads > 1 and loops and k.work() >= PARALLEL_MIN_WORK:
+    elif t.threads > 1 and loops and k.work() >= (PARALLEL_MIN_WORK if dot is None else DOT_PARALLEL_MIN_WORK):
         def outer(r: UOp) -> int:
             return (const_extent(r) or t.threads) // upcast.get(r, 1)
         r = next((r for r in loops if outer(r) >= t.threads), max(loops, key=outer))
@@ -581,6 +611,55 @@ def _window_tile(k: _Kernel, vw: int, budget: int) -> tuple[dict[UOp, int], dict
     if f < 2 or f * n_taps > budget * WINDOW_MAX_TAPS:
         return None
     return {row: f}, {r: const_extent(r) or 1 for r in taps if (const_extent(r) or 1) > 1}
+
+
+def _dot_tile(k: _Kernel, t: Target, vw: int, budget: int) -> dict[UOp, int] | None:
+    """1. (dot products) The register tile of a kernel whose one reduction reads every load along its innermost
+    range r with stride 1 while no output range is contiguous in its loads (nor a span kernel-expand reads: a
+    strided pool's row): a matrix-vector product with the weight laid out [N, K], a squeeze-excite 1x1 conv on a 1x1
+    input, a global pool. A vector of outputs would gather each lane from another row, so r is the vector instead:
+    f partial sums (`upcast` of r, folded once per output after the loop), at least ACC_MIN_STEPS iterations of them.
+    Beside it the innermost output range is upcast (its rows): by up to DOT_ROWS when some load under the reduction
+    does not vary along it (each step loads one vector of x that every row's vector of weights reuses; f is
+    DOT_VECTORS vectors then), else by as many rows as fill one vector when r is shorter than one (a 14x14 pool's
+    196 = 4 x 49: 4 rows of 4, so its fused swish runs on full vectors; a 7x7 pool's 49, no vector at all: 16 rows,
+    each lane's load its own, each sum in its order). Without rows that share x, partial sums only for a reduction
+    of at least ACC_MIN_STEPS vectors, as _accumulators; beside them at least DOT_MIN_STEPS steps (an SE conv's
+    48 -> 1152: 3 of 16 lanes). None when the kernel is not like that, or its reduction's vector with reuse would be
+    under DOT_MIN_LANES (a long row with no reuse is _accumulators' case and gets the same partial sums there)."""
+    if t.kind != "cpu" or vw < 2 or len(k.reduces) != 1 or any(k.contiguous(r, (1, LOAD_STRIDE)) for r in k.out):
+        return None
+    red = k.reduces[0]
+    rs = red.operands.ranges
+    r = rs[-1] if rs else None
+    n = const_extent(r) if r is not None else None
+    if r is None or n is None or r.attrs.kind != "reduce":
+        return None
+    if red.dtype.scalar.is_float and red.attrs.op in ("add", "mul") and not t.reassociate_float_reductions:
+        return None
+    reads = [x for x in k.loads if r in k.deps[x] and x in red.operands.value.toposort()]
+    if not reads or any(k.coeff(x, r) != 1 for x in reads):
+        return None
+    rw = t.vector_width(red.dtype)
+    long = n >= ACC_MIN_STEPS * rw  # partial sums change a float sum's order: only where they pay (_accumulators')
+    outs = [o for o in reversed(k.out) if (const_extent(o) or 0) >= 2]
+    rows = next((o for o in outs if k.reuse(o) > 0), None)
+    if rows is not None:
+        m = const_extent(rows) or 1
+        g = next((d for d in range(min(m, DOT_ROWS), 1, -1) if m % d == 0), 1)
+        f = _pow2_divisor(n, min(rw * (DOT_VECTORS if g >= 2 else ACC_VECTORS), budget // g,
+                                 n // (ACC_MIN_STEPS if long else DOT_MIN_STEPS)))
+        if f < DOT_MIN_LANES:
+            return None
+        return {r: f, rows: g} if g >= 2 else {r: f}
+    f = _pow2_divisor(n, min(rw * ACC_VECTORS, budget, n // ACC_MIN_STEPS)) if long else 1
+    if f >= rw or not outs:
+        return None
+    g = _pow2_divisor(const_extent(outs[0]) or 1, rw // f)
+    if g < 2:  # no rows to fill the vector with: a short row alone keeps its order (an unroll)
+        return None
+    # a vector too short to fold keeps the reduction's order: rows alone (a 7x7 pool's 49: 16 rows, loads gathered)
+    return {outs[0]: g} if f < DOT_MIN_LANES else {r: f, outs[0]: g}
 
 
 def _channel_tile(k: _Kernel, vw: int, budget: int, fit: Callable[[UOp, int], int]) -> dict[UOp, int] | None:
