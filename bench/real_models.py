@@ -154,18 +154,19 @@ def classify(name: str, flop: int, table: list) -> str:
         ratio = per / f
         hw = shape[1] * shape[2]
         if len(dims) == 1:  # a reduce to C: the conv and the global pool after it
-            cands = [(ratio / hw, " +GAP")]
+            cands = [(ratio / hw, " +GAP", 0.0)]
         elif dims[1:] == shape[1:]:
-            cands = [(ratio, "")]
+            cands = [(ratio, "", 0.0)]
         elif dims[1] > shape[1] and dims[1] - shape[1] == dims[2] - shape[2] <= 6:
-            cands = [(ratio, f" ->pad ({_prod(dims[1:]) / hw:.2f}x the outputs)")]  # the border is computed too
+            cands = [(ratio, f" ->pad ({_prod(dims[1:]) / hw:.2f}x the outputs)", 0.0)]  # the border is computed too
         elif pooled and dims[1] < shape[1] and 1.5 < ratio < 30:
-            cands = [(1.0, f" +maxpool (x{ratio:.1f} recompute)")]
+            # any recompute factor fits: behind any conv whose output has this shape and this work per output
+            cands = [(1.0, f" +maxpool (x{ratio:.1f} recompute)", 1.0)]
         else:
             continue
-        for r, tag in cands:
+        for r, tag, penalty in cands:
             if 0.7 <= r <= 2.0:
-                err = abs(np.log(r))
+                err = abs(np.log(r)) + penalty
                 if best is None or err < best[0]:
                     best = (err, kind + tag)
     if best:
@@ -193,7 +194,8 @@ def profile(model: str, device: str, repeat: int, size: int, top: int) -> None:
     table = node_table(model, size)
     total = sum(k[2] for k in ks)
     print(f"real_models profile model={model} device={device} kernels={len(ks)} kernel_ms={total / 1e3:.2f} "
-          f"steady_ms={res['steady'] * 1e3:.2f} (jit replay, native graph off under UOPIR_DEBUG=2) "
+          f"steady_ms={res['steady'] * 1e3:.2f} (jit replay, native graph off under UOPIR_DEBUG=2, so the weight "
+          f"re-packing kernels it runs once per plan are listed too: E_.._16/E_.._8 with 2 args) "
           f"ort_ms={res['ort_steady'] * 1e3:.2f}")
     by_kind: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0])
     rows = []
@@ -220,6 +222,15 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="per-kernel times (UOPIR_DEBUG=2) instead of the table")
     ap.add_argument("--top", type=int, default=12)
     a = ap.parse_args()
+    bad = [m for m in a.models.split(",") if m not in MODELS]
+    if bad:
+        ap.error(f"unknown model(s) {', '.join(bad)}; the models are {', '.join(MODELS)}")
+    from uopir.backends.registry import DEVICES
+    bad = [d for d in a.devices.split(",") if d not in DEVICES]
+    if bad:
+        ap.error(f"unknown device(s) {', '.join(bad)}; the devices are {', '.join(DEVICES)}")
+    if a.repeat < 1 or a.size < 32 or a.top < 0:
+        ap.error("--repeat must be >= 1, --size >= 32 and --top >= 0")
     try:
         import onnx  # noqa: F401
         import onnxruntime  # noqa: F401
