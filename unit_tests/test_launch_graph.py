@@ -269,3 +269,25 @@ def test_pool_runs_every_share_once_and_the_caller_takes_shares_a_worker_has_not
             assert by_main[0] >= 1 and by_main[1:].sum() >= 1, by_main
     finally:
         native.uopir_set_spin(old)
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_only_the_constant_kernels_whose_output_is_overwritten_replay(device: str) -> None:
+    # both first kernels read only w; the first one's output is then updated in place, so it must run on every
+    # replay (and so must nothing else): one kernel fewer than without constants, and the values of every call
+    w = Tensor(np.arange(8, dtype=np.float32), device=device).realize()
+
+    def body(x: Tensor) -> Tensor:
+        a = (w * 2.0).realize()
+        b = (w + 1.0).realize()
+        a.assign(a + x).realize()
+        return (a + b).realize()
+
+    plain, const = TinyJit(body), TinyJit(body, constants=[w])
+    for i in range(5):
+        x = np.full(8, i, np.float32)
+        want = w.numpy() * 3 + 1 + i
+        np.testing.assert_array_equal(plain(Tensor(x, device=device)).numpy(), want)
+        np.testing.assert_array_equal(const(Tensor(x, device=device)).numpy(), want)
+    assert _native(plain) and _native(const)
+    assert const._graph.graph.kernels == plain._graph.graph.kernels - 1

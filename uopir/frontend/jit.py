@@ -151,15 +151,26 @@ def _reads_only(args: list[Any], params: Any, written: frozenset[int], const: se
     return bool(written)
 
 
-def _split_constant(entries: list[tuple[Any, bool, set[int] | None]], const: set[int]) -> tuple[list[Any], list[Any]]:
-    """(every launch a replay runs, those that run once at the build): a kernel that reads only constants goes to the
-    second list unless a launch that stays writes into a constant address (an assign into a weight, or an output a
-    later launch overwrites); then nothing is hoisted, as the precomputed values would go stale."""
-    once = [e for e, hoist, _ in entries if hoist]
-    stays = [(e, w) for e, hoist, w in entries if not hoist]
-    if once and any(w is None or w & const for _, w in stays):
-        return [e for e, _, _ in entries], []
-    return [e for e, _ in stays], once
+def _split_constant(entries: list[tuple[Any, bool, set[int] | None, set[int]]]) -> tuple[list[Any], list[Any]]:
+    """(every launch a replay runs, those that run once at the build). Of the kernels that read only constants, one
+    stays in the replay when a launch that stays writes a buffer it reads or writes (an assign into a weight, an
+    output a later launch overwrites: the precomputed value would go stale), and so on to a fixed point (what
+    reads a buffer a kernel brought back into the replay writes comes back too)."""
+    hoist = [h for _, h, _, _ in entries]
+    while True:
+        written: set[Any] = set()
+        for (_, _, w, _), h in zip(entries, hoist, strict=True):
+            if not h:
+                if w is None:  # a launch that may write anything
+                    return [e for e, *_ in entries], []
+                written |= w
+        back = [i for i, (_, _, w, r) in enumerate(entries) if hoist[i] and ((w or set()) | r) & written]
+        if not back:
+            break
+        for i in back:
+            hoist[i] = False
+    return [e for (e, *_), h in zip(entries, hoist, strict=True) if not h], \
+        [e for (e, *_), h in zip(entries, hoist, strict=True) if h]
 
 
 def _sig(t: Tensor) -> tuple:
@@ -411,7 +422,9 @@ class TinyJit(Generic[Ret]):
         keep: list[Any] = []
         fixed: list[tuple[int, int]] = []
         # every launch in order: (entry, whether it reads only constants, the addresses it writes or None: unknown)
-        entries: list[tuple[tuple[int, list[Any], int | None], bool, set[int] | None]] = []
+        # every launch in order: (entry, whether it reads only constants, the addresses it writes (None: unknown),
+        # the addresses it reads)
+        entries: list[tuple[tuple[int, list[Any], int | None], bool, set[int] | None, set[int]]] = []
         const = self._constant_addresses()  # constant buffers, then the outputs of kernels that read only them
         limit = max_args()
 
@@ -464,7 +477,7 @@ class TinyJit(Generic[Ret]):
                         source = array(pristine).ctypes.data
                     copy = (0, [target, source, res.nbytes], None) if res.nbytes else None
                     if copy is not None and plan.copy_result != "exit":
-                        entries.append((copy, False, {target} if isinstance(target, int) else set()))
+                        entries.append((copy, False, {target} if isinstance(target, int) else set(), set()))
                 for t, (dt, shp) in enumerate(plan.temps):
                     if plan.n_inputs + t == plan.result and st.made in per_replay:
                         refs.append((("made", st.made), array(captured[st.made])))
@@ -507,12 +520,14 @@ class TinyJit(Generic[Ret]):
                     hoist = written is not None and _reads_only(args, sig.params, written, const)
                     if hoist:
                         const |= {a for a in writes if isinstance(a, int)}
-                    entries.append((entry, hoist, writes))
+                    reads = {a for i, (d, a) in enumerate(zip(sig.params, args, strict=False))
+                             if d is not None and isinstance(a, int) and (written is None or i not in written)}
+                    entries.append((entry, hoist, writes, reads))
                 if target is not None and copy is not None and plan.copy_result == "exit":
-                    entries.append((copy, False, {target} if isinstance(target, int) else set()))
+                    entries.append((copy, False, {target} if isinstance(target, int) else set(), set()))
         except _NoGraph:
             return False
-        launches, once = _split_constant(entries, const)
+        launches, once = _split_constant(entries)
         if once:  # run once now, on the captured constants; replays reuse what they wrote
             LaunchGraph(once, keep).run()
             R.STATS.kernels += len(once)
