@@ -108,9 +108,10 @@ class Lanes:
 class Exprs:
     """Writes C expressions for one lane of a core op and collects the prelude helpers they call."""
 
-    def __init__(self) -> None:
+    def __init__(self, shuffles: bool = False) -> None:
         self.helpers: dict[str, Helper] = {}
         self.vec_types: dict[str, str] = {}  # vector variable -> its C vector type
+        self.shuffles = shuffles  # GCC/clang vector extensions: lanes of two vectors gather with one shuffle
 
     def use(self, name: str, helper: Helper | None = None) -> None:
         if name not in self.helpers:
@@ -130,7 +131,26 @@ class Exprs:
         lanes = range(first, first + d.count)
         if len(v.exprs) > 1 and (name := v.whole(lanes)) is not None and self.vec_types.get(name) == t:
             return name
+        if self.shuffles and len(v.exprs) > 1 and (shuffle := self._shuffle(v, lanes, t)) is not None:
+            return shuffle
         return f"({t}){{{', '.join(v.lane(i) for i in lanes)}}}"
+
+    def _shuffle(self, v: Lanes, lanes: range, t: str) -> str | None:
+        """Lanes that all read lanes of at most two vector variables of type t, as one `__builtin_shufflevector`
+        (GCC 12+ and clang: a stride-2 window's every other lane of two loaded vectors); else None."""
+        names: list[str] = []
+        idx: list[int] = []
+        for i in lanes:
+            src = v.lane_src(i)
+            if src is None or self.vec_types.get(src[0]) != t:
+                return None
+            if src[0] not in names:
+                if len(names) == 2:
+                    return None
+                names.append(src[0])
+            idx.append(src[1] + names.index(src[0]) * len(lanes))
+        a, b = names[0], names[-1]
+        return f"__builtin_shufflevector({a}, {b}, {', '.join(map(str, idx))})"
 
     def ctype(self, d: DType) -> str:
         if d.scalar is dtypes.float16:

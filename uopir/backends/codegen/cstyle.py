@@ -96,7 +96,7 @@ class CEmitter(Exprs, Writer):
     pointer = CPtr
 
     def __init__(self, lang: Language, restrict: bool = True):
-        Exprs.__init__(self)
+        Exprs.__init__(self, shuffles=lang.gnu_vectors)
         Writer.__init__(self)
         self.lang, self.restrict = lang, restrict
         self.who = f"the {lang.title} backend"
