@@ -91,3 +91,27 @@ def test_env_settings_changed_at_run_time_take_effect(monkeypatch: pytest.Monkey
     assert R.debug_level() == 3
     monkeypatch.setenv(R.SCHEDULE_CACHE_ENV, "0")
     assert not R.schedule_cache_enabled()
+
+
+@pytest.mark.parametrize("device", HOST)
+def test_pooled_memory_brings_its_host_info(device: str) -> None:
+    # a buffer handed pooled memory takes the address a launch read of that memory (no second read per realize),
+    # and that address is its array's: a stale one would point a kernel at freed memory
+    alloc = get_backend(device).allocator
+    x = Tensor(np.arange(64, dtype=np.float32), device=device).realize()
+    for i in range(4):
+        y = (x + float(i)).realize()
+        buf = buffer_of(y.uop)
+        assert buf.host is not None and buf.host[0] == buf.handle.ctypes.data
+        np.testing.assert_array_equal(y.numpy(), np.arange(64) + i)
+        del y, buf
+    fresh = alloc.alloc(buffer_of(x.uop).dtype, (64,))  # memory of the last y, back from the pool with its address
+    assert fresh.host is not None and fresh.host[0] == fresh.handle.ctypes.data and fresh.handle.shape == (64,)
+
+
+def test_argkey_keeps_a_nested_int_tuple() -> None:
+    from uopir.ir.uop import _argkey
+    arg = (3, "c", (4, 5))
+    assert _argkey(arg) is arg  # no rebuild per UOp of a shape arg
+    assert _argkey((1, (2, 0.5))) == (1, (2, _argkey(0.5)))  # a float inside is still keyed bit-exactly
+    assert _argkey((1, (0.0,))) != _argkey((1, (-0.0,)))

@@ -113,3 +113,47 @@ def test_weights_repacked_once_per_plan() -> None:
         x = rng.standard_normal((1, 32, 16, 16)).astype(np.float32)
         np.testing.assert_allclose(model.run(x=x, w=w2)["y"], sess.run(None, {"x": x})[0],
                                    rtol=1e-4, atol=1e-4)
+
+
+def test_steady_calls_copy_feeds_and_return_fresh_buffers() -> None:
+    # from the third call of a numpy signature the feeds are copied straight into the plan's input buffers
+    # (uopir.onnx.replay): every output is still this call's own (or a copy), and the checked errors stay
+    from uopir.onnx.registry import OnnxImportError
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"]), helper.make_node("Identity", ["x"], ["xi"]),
+             helper.make_node("Identity", ["w"], ["wi"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [2, 3])],
+               [helper.make_tensor_value_info(n, F, [2, 3]) for n in ("y", "xi", "wi")], {"w": w})
+    model = from_onnx(m)
+    rng = np.random.default_rng(5)
+    kept, tensors = [], []
+    for i in range(6):
+        x = rng.standard_normal(6).astype(np.float32)  # (6,): reshaped to the declared (2, 3)
+        want = x.reshape(2, 3).copy()
+        r = model.run(x=x) if i % 2 else None
+        t = model(x=x) if r is None else None
+        x[:] = 7  # the caller's array changes after the call: no output sees it
+        out = r if r is not None else {k: v.numpy() for k, v in t.items()}
+        np.testing.assert_array_equal(out["y"], want + w)
+        np.testing.assert_array_equal(out["xi"], want)
+        np.testing.assert_array_equal(out["wi"], w)
+        if r is not None:
+            r["wi"][:] = -1  # a copy: the model's weight is untouched
+        else:
+            tensors.append((t, want))
+        kept.append((out, want))
+    assert len(model._fast) == 1 and model.stats["builds"] == 1 and model.stats["replays"] == 5
+    for out, want in kept:  # no later call wrote an earlier result
+        np.testing.assert_array_equal(out["xi"], want)
+        np.testing.assert_array_equal(out["y"], want + w)
+    for t, want in tensors:
+        np.testing.assert_array_equal(t["y"].numpy(), want + w)
+    with pytest.raises(OnnxImportError, match=r"input 'x': dtype f64, the model wants f32"):
+        model.run(x=np.zeros(6))
+    with pytest.raises(OnnxImportError, match=r"input 'x': shape \(7,\) does not match"):
+        model.run(x=np.zeros(7, np.float32))
+    with pytest.raises(OnnxImportError, match=r"unknown input\(s\) \['z'\]"):
+        model.run(x=np.zeros(6, np.float32), z=np.zeros(1, np.float32))
+    model.reset_plans()
+    assert not model._fast
+    np.testing.assert_array_equal(model.run(x=np.ones(6, np.float32))["y"], w + 1)

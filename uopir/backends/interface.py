@@ -96,7 +96,7 @@ class Buffer:
     def __del__(self) -> None:
         if self.owned:
             try:
-                self.allocator._free(self.handle)
+                self.allocator._free(self.handle, self.host)
             except Exception:  # noqa: BLE001 - at interpreter exit the modules it needs may be gone already
                 if not sys.is_finalizing():
                     raise
@@ -153,9 +153,10 @@ class Allocator:
     def _alloc(self, dtype: DType, shape: tuple[int, ...]) -> Any:
         raise NotImplementedError
 
-    def _free(self, handle: Any) -> None:
+    def _free(self, handle: Any, host: Any = None) -> None:
         """Release device memory (the default has nothing to release: the handle is garbage collected). Called from
-        the dying Buffer's __del__ of a buffer `alloc` made, the handle still in the Buffer's slot."""
+        the dying Buffer's __del__ of a buffer `alloc` made, the handle still in the Buffer's slot; `host` is what a
+        host runtime remembered of it (Buffer.host), for an allocator that hands the memory out again."""
 
     def copyin(self, buf: Buffer, array: np.ndarray) -> None:
         raise NotImplementedError

@@ -29,22 +29,17 @@ class Elementwise:
 
     def add(self, y: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(y, reverse)
-        t = self._first(a, b)
-        if t.dtype.is_bool:
-            return self._binary(C.OR, y, reverse)
-        return self._binary(C.ADD, y, reverse)
+        return self._apply(C.OR if self._first(a, b).dtype.is_bool else C.ADD, a, b)
 
     def sub(self, y: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(y, reverse)
         if self._first(a, b).dtype.is_bool:
             raise TypeError("subtraction of bool tensors is not supported; use ^ or logical_not instead")
-        return self._binary(C.SUB, y, reverse)
+        return self._apply(C.SUB, a, b)
 
     def mul(self, y: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(y, reverse)
-        if self._first(a, b).dtype.is_bool:
-            return self._binary(C.AND, y, reverse)
-        return self._binary(C.MUL, y, reverse)
+        return self._apply(C.AND if self._first(a, b).dtype.is_bool else C.MUL, a, b)
 
     def div(self, y: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
         """True division; ints and bools divide in the default float (float32). rounding_mode: trunc|floor."""

@@ -51,7 +51,7 @@ import numpy as np
 
 from uopir.backends import realize as R
 from uopir.backends.buffers import buffer_of, buffer_op
-from uopir.backends.cpu.runtime import SCRATCH_ADDR, overlaps
+from uopir.backends.cpu.runtime import SCRATCH_ADDR, host_info, overlaps
 from uopir.dialects import tensor as T
 from uopir.dialects.semantics import np_dtype
 from uopir.frontend import dtype_promotion as P
@@ -202,6 +202,7 @@ class TinyJit(Generic[Ret]):
         self.other_args: tuple = ()
         self.ret: Any = None
         self.ret_slots: dict[int, _Slot] = {}
+        self._ret_flat: list[tuple[int, _Slot, str]] = []  # per returned Tensor (_flatten order): id, slot, device
         self.randoms: list[tuple[int, Any, Any, tuple[int, ...]]] = []
         self._keep: list[Any] = []
         self._graph: _NativeReplay | None | bool = None  # None: not built yet; False: this capture cannot have one
@@ -243,7 +244,24 @@ class TinyJit(Generic[Ret]):
         if self.cnt == 1:
             return self._capture(tensors, others, args, kwargs)
         self._check(tensors, others)
-        return self._replay(self._input_buffers(tensors))
+        inputs = self._input_buffers(tensors)
+        return self._result(inputs, self._replay(inputs))
+
+    def replay_buffers(self, inputs: list[Any]) -> list[tuple[Any, bool]]:
+        """Replay the capture on input Buffers (one per captured Tensor argument, of its shape and dtype: a JitError
+        otherwise) without building a Tensor: each returned Tensor's buffer, in the order of the return value's
+        Tensors, with whether it is this replay's own new buffer (else an input or a captured buffer, which the
+        caller must copy before handing it out). uopir.onnx's steady calls come here."""
+        if not self.captured:
+            raise JitError("TinyJit.replay_buffers: nothing is captured yet")
+        if len(inputs) != len(self.in_sigs):
+            raise JitError(f"TinyJit.replay_buffers: {len(inputs)} buffers for {len(self.in_sigs)} captured inputs")
+        for i, (b, sig) in enumerate(zip(inputs, self.in_sigs, strict=True)):
+            if b.shape != sig[0] or b.dtype is not sig[1] or b.device != sig[2]:
+                raise JitError(f"TinyJit.replay_buffers: buffer {i} is {b!r}, the capture has {_fmt(sig)}")
+        made = self._replay(inputs)
+        return [(inputs[s.index] if s.kind == "in" else made[s.index] if s.kind == "made" else s.buf,
+                 s.kind == "made") for _, s, _ in self._ret_flat]
 
     # ---- capture ----------------------------------------------------------------------------------------------------
     def _capture(self, tensors: list[Tensor], others: tuple, args: tuple, kwargs: dict) -> Ret:
@@ -292,6 +310,7 @@ class TinyJit(Generic[Ret]):
             ret_slots[id(t)] = where.get(id(b), _Slot("fixed", buf=b))
         self.randoms = [(where[id(b)].index if id(b) in where else -1, b, gen, shp) for b, gen, shp in randoms]
         self.steps, self.n_made, self.ret, self.ret_slots, self._keep = steps, n_made, ret, ret_slots, keep
+        self._ret_flat = [(id(t), ret_slots[id(t)], t.device) for t in outs]
         self.in_sigs, self.other_args = [_sig(t) for t in tensors], others
         self.cnt = 2
         return ret
@@ -315,7 +334,8 @@ class TinyJit(Generic[Ret]):
             raise JitError(f"TinyJit({name}): a non-Tensor argument differs from the capture's (captured "
                            f"{self.other_args!r}); it may have shaped the graph, so call reset() to capture again")
 
-    def _replay(self, inputs: list[Any]) -> Ret:
+    def _replay(self, inputs: list[Any]) -> list[Any]:
+        """Run the capture on `inputs`: the buffers made in this replay, by made index."""
         if self._graph is not False:
             with self._graph_lock:
                 out = self._replay_native(inputs)
@@ -335,23 +355,21 @@ class TinyJit(Generic[Ret]):
             for i, b in st.fresh:
                 made[i] = b.allocator.alloc(b.dtype, b.shape)
             made[st.made] = R.run_plan(la.backend, la.plan, [bind(s) for s in st.slots], la.var_vals)
-        return self._result(inputs, made)
+        return made
 
     def _result(self, inputs: list[Any], made: list[Any]) -> Ret:
-        def bind(s: _Slot) -> Any:
-            return inputs[s.index] if s.kind == "in" else made[s.index] if s.kind == "made" else s.buf
-
         new: dict[int, Tensor] = {}
-        for t in _flatten(self.ret):
-            new[id(t)] = Tensor(buffer_op(bind(self.ret_slots[id(t)])), device=t.device)
+        for i, s, device in self._ret_flat:
+            b = inputs[s.index] if s.kind == "in" else made[s.index] if s.kind == "made" else s.buf
+            new[i] = Tensor._of_buffer(buffer_op(b), device)
         return _rebuild(self.ret, new)
 
     # ---- replay as one native call (host-cpu kernels: uopir.backends.cpu.graph) --------------------------------------
-    def _replay_native(self, inputs: list[Any]) -> Ret | None:
-        """The replay through the native launch graph, or None when this replay goes the Python way (no graph for
-        this capture, not yet buildable, UOPIR_DEBUG >= 2, or inputs that overlap each other or a captured buffer:
-        the graph chose each kernel's no-alias variant for the capture's buffers). Called under `_graph_lock`: the
-        graph's intermediate buffers are shared by its replays."""
+    def _replay_native(self, inputs: list[Any]) -> list[Any] | None:
+        """The replay through the native launch graph (the made buffers, as `_replay`), or None when it goes the
+        Python way (no graph for this capture, not yet buildable, UOPIR_DEBUG >= 2, or inputs that overlap each other
+        or a captured buffer: the graph chose each kernel's no-alias variant for the capture's buffers). Called under
+        `_graph_lock`: the graph's intermediate buffers are shared by its replays."""
         if R.debug_level() >= 2:
             return None
         g = self._graph
@@ -368,13 +386,13 @@ class TinyJit(Generic[Ret]):
         spans: list[tuple[int, int]] = []
         addrs: list[int] = []
         for b in inputs:
-            a = b.host_view()
-            if a is None:
+            info = host_info(b)  # read once per Buffer (a pooled one brings its array's)
+            if info is None:
                 return None
-            addr = a.__array_interface__["data"][0]
+            addr, nbytes = info[0], info[1]
             addrs.append(addr)
-            if a.nbytes:
-                spans.append((addr, addr + a.nbytes))
+            if nbytes:
+                spans.append((addr, addr + nbytes))
         if overlaps(spans) or any(g.hits_fixed(sp) for sp in spans):
             return None
         graph = g.graph
@@ -388,11 +406,10 @@ class TinyJit(Generic[Ret]):
         for j, alloc, dtype, shape in g.fresh:
             made[j] = alloc.alloc(dtype, shape)
         for j in g.per_replay:
-            a = made[j].host_view()
-            graph.bind(("made", j), a.__array_interface__["data"][0] if a.nbytes else SCRATCH_ADDR)
+            graph.bind(("made", j), host_info(made[j])[0])  # type: ignore[index]  # host buffers (the graph's)
         graph.run()
         R.STATS.kernels += graph.kernels
-        return self._result(inputs, made)
+        return made
 
     def _build_graph(self, inputs: list[Any]) -> _NativeReplay | None | bool:
         """The capture as one launch graph (False when it cannot be one: a kernel not on a host-cpu backend, a plan

@@ -149,6 +149,17 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
         LAZY[id(t)] = t
         return t
 
+    @staticmethod
+    def _of_buffer(u: UOp, device: str) -> Tensor:
+        """A Tensor of a `tensor.buffer` op (what `Tensor(u, device=device)` makes, without its argument parsing:
+        a JIT replay wraps its results)."""
+        t = object.__new__(Tensor)
+        t.uop, t.device = u, device
+        t.grad, t._requires_grad = None, None
+        if u.dtype.is_float:
+            G.live(t, True)
+        return t
+
     def _op(self, op: OpDef, *srcs: Tensor | Scalar, dtype: DType | None = None, arg: Any = None) -> Tensor:
         """Apply one op; the operands already agree on shape and dtype, Python scalars become shapeless consts."""
         cd = self.dtype
@@ -364,11 +375,15 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
 
     def _binary(self, op: OpDef, y: Any, reverse: bool = False, dtype: DType | None = None,
                 out: DType | None = None) -> Tensor:
-        a, b = self._broadcasted(y, reverse, dtype)
+        return self._apply(op, *self._broadcasted(y, reverse, dtype), out=out)
+
+    @staticmethod
+    def _apply(op: OpDef, a: Tensor | Scalar, b: Tensor | Scalar, out: DType | None = None) -> Tensor:
+        """op(a, b) on a pair `_broadcasted` gave (for a caller that already looked at the pair: not built twice)."""
         if isinstance(a, Tensor):
             return a._op(op, b, dtype=out)
-        t = self._first(a, b)
-        return t._new(UOp(op, out or t.dtype, (C.const(t.dtype, a), t.uop)))  # type: ignore[arg-type]
+        t: Tensor = b  # type: ignore[assignment]
+        return t._new(UOp(op, out or t.dtype, (C.const(t.dtype, a), t.uop)))
 
     def _broadcast_pair(self, y: Any) -> tuple[Tensor, Tensor]:
         a, b = self._broadcasted(y)

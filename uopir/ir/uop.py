@@ -28,9 +28,10 @@ def _argkey(a: Any) -> Any:
         return _FloatKey((a.hex(),))
     if t is bool:
         return (bool, a)
-    if t is tuple:
+    if t is tuple:  # rebuilt only where a float or bool is inside: a nested tuple of ints is its own key
         for x in a:
-            if type(x) in (float, bool, tuple):
+            tx = type(x)
+            if tx is float or tx is bool or (tx is tuple and _argkey(x) is not x):
                 return tuple(_argkey(x) for x in a)
     return a
 

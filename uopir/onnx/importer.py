@@ -20,6 +20,7 @@ from uopir.ir.diagnostics import BufferTooLarge, check_buffer_size
 from uopir.ir.dtype import DType, dtypes
 from uopir.onnx.lowp import LOWP, LOWP_AWARE, LOWP_PASSTHROUGH, LowpType, from_storage, lowp_of_np, to_storage
 from uopir.onnx.registry import Node, OnnxImportError, lookup
+from uopir.onnx.replay import MAX_SIGNATURES, FastPlan, fast_plan, signature
 
 if TYPE_CHECKING:
     import onnx
@@ -196,6 +197,8 @@ class OnnxModel:
         self._plans: dict[tuple, Any] = {}
         # per signature whose graph reads small integer inputs on the host: their indices (plans keyed on their values)
         self._value_inputs: dict[tuple, tuple[int, ...]] = {}
+        # per numpy feed signature replayed once: its plan's steady call (uopir.onnx.replay)
+        self._fast: dict[tuple, FastPlan] = {}
         self.stats = {"builds": 0, "captures": 0, "replays": 0, "dynamic": 0}
         self.opsets: dict[str, int] = {}
         for imp in proto.opset_import:
@@ -442,9 +445,15 @@ class OnnxModel:
         it runs; later calls of that signature replay them on the new data without building the graph again. A
         graph that reads values computed from its inputs back to the host while it is built (NonZero, Compress,
         Unique, a computed shape, a Loop/If condition) keys its plans on those inputs' values when they are small
-        integer tensors, else is rebuilt on every call."""
+        integer tensors, else is rebuilt on every call. A signature of numpy feeds replayed once takes the steady way
+        from then on (uopir.onnx.replay)."""
         from uopir.frontend.tensor import Tensor
         feeds = {**(feeds or {}), **kw}
+        got = self._run_fast(feeds) if self._fast else None
+        if got is not None:
+            from uopir.backends.buffers import buffer_op
+            return {nm: Tensor._of_buffer(buffer_op(b), self.device) for nm, (b, _) in zip(self.output_names, got,
+                                                                                           strict=True)}
         env = self._bind_inputs(feeds)
         if not self.jit:
             return self._realized(self._build(dict(env)))
@@ -459,8 +468,24 @@ class OnnxModel:
         plan = self._plans.get(full)
         if plan is not None:
             self.stats["replays"] += 1
-            return dict(plan(*ins))
+            out = dict(plan(*ins))
+            if vidx is None and (sig := signature(feeds)) is not None:  # later calls of these arrays: the steady way
+                fp = fast_plan(plan, names, feeds, ins, {**self.lowp_inputs, **self._lowp_inits})
+                if fp is not None and len(fp.jit.ret_slots) == len(self.output_names):
+                    if len(self._fast) >= MAX_SIGNATURES:
+                        self._fast.clear()
+                    self._fast[sig] = fp
+            return out
         return self._capture(key, names, ins, env)
+
+    def _run_fast(self, feeds: Mapping[str, Any]) -> list[tuple[Any, bool]] | None:
+        """The outputs' buffers of a steady call (uopir.onnx.replay), or None when the feeds' signature has none."""
+        sig = signature(feeds)
+        fp = self._fast.get(sig) if sig is not None else None
+        if fp is None:
+            return None
+        self.stats["replays"] += 1
+        return fp.run(feeds)
 
     @staticmethod
     def _realized(outs: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -518,6 +543,7 @@ class OnnxModel:
             self.stats["captures"] += 1
         if len(self._plans) >= self.max_plans:
             self._plans.pop(next(iter(self._plans)))
+            self._fast.clear()  # a steady call must not keep an evicted plan
         self._plans[full] = jit
         return outs
 
@@ -525,11 +551,25 @@ class OnnxModel:
         """Forget every captured plan (the next call of each signature captures again)."""
         self._plans.clear()
         self._value_inputs.clear()
+        self._fast.clear()
 
     def run(self, feeds: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, np.ndarray]:
         """The outputs by name as numpy arrays (bfloat16 as float32, as `Tensor.numpy`; an output of a low-precision
         ONNX type — float8, float4, int4, int2 — in that type's ml_dtypes dtype)."""
-        return {k: self.output_numpy(k, v) for k, v in self(feeds, **kw).items()}
+        feeds = {**(feeds or {}), **kw}
+        got = self._run_fast(feeds) if self._fast else None
+        if got is None:
+            return {k: self.output_numpy(k, v) for k, v in self(feeds).items()}
+        out: dict[str, np.ndarray] = {}
+        handed: set[int] = set()
+        for nm, (b, own) in zip(self.output_names, got, strict=True):
+            # this call's own buffer is handed over as it is (nothing else holds it); others are copied
+            a = b.host_view() if own and id(b) not in handed and b.dtype is not dtypes.bfloat16 else None
+            handed.add(id(b))
+            a = b.numpy() if a is None else a
+            lt = self.lowp_outputs.get(nm)
+            out[nm] = a if lt is None else from_storage(a, lt)
+        return out
 
     def output_numpy(self, name: str, t: Tensor) -> np.ndarray:
         """Output `name`'s Tensor as numpy in its ONNX type (an ml_dtypes array for a low-precision type, whose

@@ -16,7 +16,6 @@ variant is (`alias_fn`). `HostRuntime` launches them on host buffers; `PooledHos
 from __future__ import annotations
 
 import ctypes
-import math
 import os
 import sys
 import threading
@@ -34,7 +33,7 @@ from uopir.dialects.semantics import np_dtype
 from uopir.ir.dtype import DType, dtypes
 from uopir.passes.target import Target, host_cpu, target
 
-__all__ = ["HostKernel", "HostRuntime", "PooledHostAllocator", "THREADS_ENV", "threads", "host_array",
+__all__ = ["HostKernel", "HostRuntime", "PooledHostAllocator", "THREADS_ENV", "threads", "host_array", "host_info",
            "bind", "host_target", "address", "overlaps", "SCRATCH_ADDR"]
 
 THREADS_ENV = "UOPIR_THREADS"
@@ -89,40 +88,66 @@ class PooledHostAllocator(HostAllocator):
     """Host buffers whose memory is reused: the array of a collected buffer is kept (up to `budget` bytes, the oldest
     dropped first) and handed to the next allocation of the same element type and size, so a steady loop of
     realizes does not pay the page faults of fresh memory each time (tinygrad's LRU allocator does the same). An
-    array anything else still references (a numpy view of it, say) is never reused."""
+    array anything else still references (a numpy view of it, say) is never reused. What a launch read of the array
+    (`Buffer.host`: its address...) is kept with it, so the next buffer of that memory does not read it again."""
 
     def __init__(self, device: str, budget: int = 256 << 20):
         super().__init__(device)
         self.budget, self.held = budget, 0
-        self._pool: OrderedDict[tuple[np.dtype, int], list[np.ndarray]] = OrderedDict()
+        self._pool: OrderedDict[tuple[np.dtype, int], list[tuple[np.ndarray, Any]]] = OrderedDict()
         self._lock = threading.Lock()
+        self._np: dict[DType, np.dtype] = {}  # np_dtype per dtype (np.dtype(name) costs ~0.3 us)
 
-    def _alloc(self, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
-        want = np_dtype(dtype)
-        key = (want, math.prod(shape))
+    def _take(self, dtype: DType, shape: tuple[int, ...]) -> tuple[np.dtype, tuple[np.ndarray, Any] | None]:
+        """(the host element type, a pooled (array, host info) of its size or None)."""
+        want = self._np.get(dtype)
+        if want is None:
+            want = self._np[dtype] = np_dtype(dtype)
+        n = 1
+        for d in shape:
+            n *= d
+        key = (want, n)
         with self._lock:
             free = self._pool.get(key)
-            if free:
-                arr = free.pop()
-                if not free:
-                    del self._pool[key]
-                self.held -= arr.nbytes
-                arr.shape = shape  # in place: a reshape would be a view, never pooled again
-                return arr
-        return np.empty(shape, want)
+            if not free:
+                return want, None
+            got = free.pop()
+            if not free:
+                del self._pool[key]
+            self.held -= got[0].nbytes
+        return want, got
 
-    def _free(self, handle: np.ndarray) -> None:
+    def alloc(self, dtype: DType, shape: tuple[int, ...]) -> Buffer:
+        shape = tuple(shape)
+        _, got = self._take(dtype, shape)
+        if got is None:
+            return super().alloc(dtype, shape)
+        arr, host = got
+        arr.shape = shape  # in place: a reshape would be a view, never pooled again
+        buf = Buffer(self, dtype, shape, arr, True)
+        buf.host = host
+        return buf
+
+    def _alloc(self, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+        want, got = self._take(dtype, shape)
+        if got is None:
+            return np.empty(shape, want)
+        got[0].shape = shape
+        return got[0]
+
+    def _free(self, handle: np.ndarray, host: Any = None) -> None:
         # the references a free array has here: the dying Buffer's slot (Buffer.__del__ runs before slots are
         # cleared), this call's parameter and getrefcount's own; more: someone else has it
         if sys.getrefcount(handle) > 3 or handle.base is not None or not 0 < handle.nbytes <= self.budget:
             return
+        key = (handle.dtype, handle.size)
         with self._lock:
-            self._pool.setdefault((handle.dtype, handle.size), []).append(handle)
-            self._pool.move_to_end((handle.dtype, handle.size))
+            self._pool.setdefault(key, []).append((handle, host))
+            self._pool.move_to_end(key)
             self.held += handle.nbytes
             while self.held > self.budget:
                 key, arrs = next(iter(self._pool.items()))
-                self.held -= arrs.pop(0).nbytes
+                self.held -= arrs.pop(0)[0].nbytes
                 if not arrs:
                     del self._pool[key]
 
@@ -278,6 +303,18 @@ def _host_info(a: np.ndarray) -> tuple[int, int, np.dtype, bool]:
     itself is not kept: a pooled allocator counts the references to a dying buffer's array)."""
     nbytes = a.nbytes
     return (a.ctypes.data if nbytes else _SCRATCH_ADDR, nbytes, a.dtype, a.flags.c_contiguous)
+
+
+def host_info(b: Buffer) -> tuple[int, int, np.dtype, bool] | None:
+    """`_host_info` of a Buffer's host array, read once and kept on it (`Buffer.host`); None when it is not in host
+    memory."""
+    info = b.host
+    if info is None:
+        a = b.host_view()
+        if a is None:
+            return None
+        info = b.host = _host_info(a)
+    return info
 
 
 def host_array(b: Buffer | np.ndarray, device: str) -> np.ndarray:
