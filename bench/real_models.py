@@ -1,5 +1,7 @@
-"""The real CNNs of issue 26 (uopir/onnx/testmodels_cnn.py: ResNet-18, MobileNetV3-small, EfficientNet-B0,
-SqueezeNet 1.1; batch 1, 224x224, random weights) through uopir beside onnxruntime, and where uopir's time goes.
+"""The real models of issue 26 (uopir/onnx/testmodels_cnn.py: ResNet-18, MobileNetV3-small, EfficientNet-B0,
+SqueezeNet 1.1, batch 1, 224x224; uopir/onnx/testmodels_transformer.py: a ViT of 6 layers, width 384, 224x224, and
+a TransformerEncoder of 4 layers, d 256, 64 tokens; random weights) through uopir beside onnxruntime, and where
+uopir's time goes.
 
 Timing (default): for each model and uopir device, one fresh subprocess with an empty compile cache measures
     first  = from_onnx(..., jit=True) + the first call, output realized into numpy (lowering, compiles, run)
@@ -21,7 +23,9 @@ the kernel's output shape whose work per output (2 * Cin/group * k * k flop) mat
     elementwise (E_ kernels: pads, activations, adds; "im2col copy" for a 4-d one, the taps of a strided
     depthwise conv), unmatched; with a suffix when the kernel holds more than the node: "->pad" (written into the
     next conv's zero-padded input), "+maxpool xN" (the following max pool fused, the conv recomputed N times per
-    pooled output), "+GAP" (the global average pool fused)
+    pooled output), "+GAP" (the global average pool fused); a transformer's kernels: linear (a MatMul by a weight or
+    a Gemm), attention QK^T / AV, softmax, layernorm (a reduce of that node's shape and a few flop per output),
+    patch conv, elementwise (E_ kernels: GELU, residual adds, copies)
 
     python3 bench/real_models.py [--devices c,llvm] [--models resnet18,...] [--repeat N] [--size 224]
         [--profile [--top 12]]
@@ -40,7 +44,7 @@ from collections import defaultdict
 
 import numpy as np
 
-MODELS = ("resnet18", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1")
+MODELS = ("resnet18", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1", "vit", "transformer_encoder")
 
 CHILD = r"""
 import json, sys, time
@@ -48,11 +52,13 @@ import numpy as np
 import onnxruntime as ort
 from uopir.onnx import from_onnx
 from uopir.onnx.testmodels_cnn import MODELS
+from uopir.onnx.testmodels_transformer import MODELS as TX
 name, device, repeat, size, profile = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
-m, feeds = MODELS[name](size=size)
+m, feeds = TX[name]() if name == "transformer_encoder" else {**MODELS, **TX}[name](size=size)
+out = m.graph.output[0].name
 t = time.perf_counter()
 model = from_onnx(m, device=device, jit=True)
-got = model.run(feeds)["logits"]
+got = model.run(feeds)[out]
 first = time.perf_counter() - t
 settle = 0.0
 if device == "c" and not profile:  # the C binaries compile in the background (tier 0 runs meanwhile): wait for them
@@ -174,6 +180,52 @@ def classify(name: str, flop: int, table: list) -> str:
     return "global-pool / gemm / SE" if len(dims) == 1 else f"unmatched ({per:.0f} flop per output)"
 
 
+TRANSFORMERS = ("vit", "transformer_encoder")
+
+
+def tx_table(model: str) -> list[tuple[tuple[int, ...], str, float]]:
+    """(output shape without 1-dims, kind, flop per output) of a transformer's Conv, MatMul, Gemm, Softmax and
+    LayerNormalization nodes: a MatMul by an initializer or a Gemm is a linear layer, one of two activations is
+    attention (QK^T when its output is square, else the weighted sum of V)."""
+    import onnx
+    from onnx import numpy_helper
+
+    from uopir.onnx.testmodels_transformer import MODELS as TX
+    m = onnx.shape_inference.infer_shapes(TX[model]()[0])
+    shapes = {v.name: tuple(d.dim_value for d in v.type.tensor_type.shape.dim if d.dim_value != 1)
+              for v in [*m.graph.value_info, *m.graph.output, *m.graph.input]}
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    out = []
+    for n in m.graph.node:
+        shape = shapes.get(n.output[0], ())
+        if n.op_type == "Conv":
+            w = inits[n.input[1]]
+            out.append((shape, "patch conv", 2 * w[0].size))
+        elif n.op_type in ("MatMul", "Gemm"):
+            k = (inits[n.input[1]].shape[1 if n.op_type == "Gemm" else 0] if n.input[1] in inits
+                 else shapes[n.input[0]][-1])
+            kind = ("linear" if n.input[1] in inits else "attention QK^T" if shape[-1] == shape[-2]
+                    else "attention AV")
+            out.append((shape, kind, 2 * k))
+        elif n.op_type in ("Softmax", "LayerNormalization"):
+            out.append((shape, n.op_type.lower(), 8))
+    return out
+
+
+def tx_classify(name: str, flop: int, table: list) -> str:
+    """A transformer kernel's kind: the node of its output shape nearest its flop per output (a reduce whose flop
+    per output is a matmul's is that matmul; a few flop per output, a softmax or a layernorm), elementwise (E_)."""
+    head = re.match(r"^[A-Za-z]+((?:_\d+)*)", name)
+    dims = tuple(int(d) for d in head[1].split("_")[1:] if d != "1") if head else ()
+    if name.startswith("E_"):
+        return "elementwise (gelu, adds, copies)"
+    per = flop / max(1, _prod(dims))
+    best = min(((abs(np.log(max(per, 1e-3) / f)), kind) for shape, kind, f in table if shape == dims), default=None)
+    if best and best[0] < 1.0:
+        return best[1]
+    return "other reduce (fused: layernorm + residual, the head)" if per < 2000 else "other reduce (a fused matmul)"
+
+
 def _prod(s: tuple[int, ...]) -> int:
     p = 1
     for d in s:
@@ -191,7 +243,8 @@ def profile(model: str, device: str, repeat: int, size: int, top: int) -> None:
             calls[-1].append((mt[1], int(mt[2]), float(mt[3]), int(mt[4]), int(mt[5])))
     calls = calls[1:] if len(calls) > 1 else calls  # the first call may still page in its buffers
     ks = [(c[0][:2] + (min(x[i][2] for x in calls),) + c[0][3:]) for i, c in enumerate(zip(*calls, strict=True))]
-    table = node_table(model, size)
+    tx = model in TRANSFORMERS
+    table = tx_table(model) if tx else node_table(model, size)
     total = sum(k[2] for k in ks)
     print(f"real_models profile model={model} device={device} kernels={len(ks)} kernel_ms={total / 1e3:.2f} "
           f"steady_ms={res['steady'] * 1e3:.2f} (jit replay, native graph off under UOPIR_DEBUG=2, so the weight "
@@ -200,7 +253,7 @@ def profile(model: str, device: str, repeat: int, size: int, top: int) -> None:
     by_kind: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0])
     rows = []
     for name, nargs, us, flop, nbytes in ks:
-        kind = classify(name, flop, table)
+        kind = tx_classify(name, flop, table) if tx else classify(name, flop, table)
         by_kind[kind][0] += us
         by_kind[kind][1] += 1
         by_kind[kind][2] += flop

@@ -176,6 +176,23 @@ def test_a_register_rich_target_gets_a_two_vector_tile_with_the_columns_outermos
     lowered_matches(UOp.sink((x @ w).uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
 
 
+def test_rows_no_power_of_two_divides_get_the_tile_anyway_their_last_lanes_clamped() -> None:
+    """197 rows (a ViT's tokens, prime): the same 8 x 32 tile as 200 rows, 25 row blocks, the three lanes past the
+    end clamped to row 196 (they store its value again); bit-identical through expand. Not ragged: a range the
+    store reads consecutively (its lanes are a vector), a reduction range."""
+    x, w = _f32(197, 48), _f32(48, 64)
+    k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
+    assert heuristic_opts(k, RICH) == [Opt("upcast", 0, 8), Opt("upcast", 1, 32), Opt("unroll", 2, 4),
+                                       Opt("outer", 1), Opt("global", 1), Opt("pack", 1)]
+    assert const_extent(next(u for u in apply_opt(k, Opt("upcast", 0, 8)).toposort()
+                             if u.op is kernel.RANGE and u.arg == (0, "loop"))) == 25
+    lowered_matches(UOp.sink((x @ w).uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
+    with pytest.raises(OptError, match="does not divide"):
+        apply_opt(k, Opt("upcast", 1, 24))
+    assert not optimize._ragged_ok(k.substitute({}), next(u for u in k.toposort() if u.op is kernel.RANGE
+                                                           and u.arg == (2, "reduce")))
+
+
 def test_pack_copies_each_global_iteration_s_panel_and_reads_it_after_the_copy() -> None:
     """pack: B's panel of one column block ([k][32 columns], row-major) is copied to a kernel.local before the
     row blocks read it through kernel.after; the whole lowering (to the device program, run by the python backend)

@@ -78,6 +78,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from uopir.dialects import core
 from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.regions import map_regions
@@ -110,6 +111,8 @@ DOT_ROWS = 4  # output rows of a dot-product tile (each reuses the vector of x l
 DOT_PARALLEL_MIN_WORK = 1 << 18  # a dot-product tile reads below 1 MiB faster than a second core wakes for it
 DOT_MIN_LANES = 4  # a dot product's reduction this few lanes wide is no vector worth its fold
 DOT_MIN_STEPS = 2  # ... and steps of a short one beside rows (an SE conv's 48 -> 1152: 3 steps of 16 lanes)
+RAGGED_BELOW = 4  # a register tile's row range whose largest power-of-two divisor is below this (197 tokens: 1) ...
+RAGGED_MIN_STEPS = 4  # ... is upcast by the tile's rows anyway, its last lanes clamped, when it runs this many tiles
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
 
@@ -144,14 +147,19 @@ def _range_of(kdef: UOp, axis: int) -> UOp:
 
 
 def _split(kdef: UOp, r: UOp, f: int, kind: str) -> UOp:
-    """r becomes r_o * f + r_i (r_i a new axis of `kind`); in ends and reductions, r_o, r_i take r's place."""
+    """r becomes r_o * f + r_i (r_i a new axis of `kind`); in ends and reductions, r_o, r_i take r's place. When f
+    does not divide r's extent n (a ragged upcast, `_ragged_ok`), r_o runs ceil(n / f) times and r becomes
+    min(r_o * f + r_i, n - 1): the lanes past the end compute and store row n - 1 again, the same value."""
     n = const_extent(r)
     axis = 1 + max(u.attrs.axis for u in kdef.toposort() if u.op is K.RANGE)
     if n == f:  # all of r changes kind; lanes take a fresh axis still, so they keep the order the opts were applied in
         return kdef.substitute({r: r.replace(arg=(axis if kind in _SPLIT_KINDS else r.attrs.axis, kind))})
-    outer = UOp(K.RANGE, dtypes.index, (_iconst(n // f),), r.arg)
+    outer = UOp(K.RANGE, dtypes.index, (_iconst(-(-n // f)),), r.arg)
     inner = UOp(K.RANGE, dtypes.index, (_iconst(f),), (axis, kind))
-    new: dict[UOp, UOp] = {r: outer * _iconst(f) + inner}
+    at = outer * _iconst(f) + inner
+    if n % f:  # min(at, n - 1) = n - 1 - max(n - 1 - at, 0)
+        at = _iconst(n - 1) - UOp(core.MAX, dtypes.index, (_iconst(n - 1) - at, _iconst(0)))
+    new: dict[UOp, UOp] = {r: at}
     for u in kdef.toposort():
         if u is r:
             continue
@@ -187,11 +195,31 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
         raise OptError(f"axis {opt.axis} has no positive constant extent to split")
     if r.attrs.kind in _SPLIT_KINDS:
         raise OptError(f"axis {opt.axis} is already an {r.attrs.kind} range")
-    if opt.factor < 1 or n % opt.factor:
+    if opt.factor < 1 or n % opt.factor and not (opt.kind == "upcast" and opt.factor < n and _ragged_ok(kdef, r)):
         raise OptError(f"factor {opt.factor} does not divide the extent {n} of axis {opt.axis}")
     if opt.kind == "upcast" and r.attrs.kind == "reduce":
         return _split_accumulators(kdef, r, opt.factor)
     return _split(kdef, r, opt.factor, opt.kind)
+
+
+def _ragged_ok(kdef: UOp, r: UOp) -> bool:
+    """Whether r may be upcast by a factor that does not divide it (its last lanes clamped to its last value): r is
+    an output loop that no store reads along consecutively (so the repeated lanes are whole stores of their own, not
+    lanes of a vector), and no buffer the kernel stores into is loaded by it (a repeated lane stores what the first
+    stored, never a value computed from it)."""
+    if r.attrs.kind != "loop":
+        return False
+    order = kdef.toposort()
+    stored = {u.src[0].src[0] for u in order if u.op is K.STORE and u.src[0].op is K.INDEX}
+    if any(u.op is K.LOAD and u.src[0].op is K.INDEX and u.src[0].src[0] in stored for u in order):
+        return False
+    for u in order:
+        if u.op is K.STORE and u.src[0].op is K.INDEX:
+            idx = u.src[0].src[1]
+            coef = linear_coeffs(idx, frozenset([r]), range_deps(idx.toposort()))
+            if coef is None or coef.get(r, 0) in (0, 1, -1):
+                return False
+    return True
 
 
 def _split_accumulators(kdef: UOp, r: UOp, f: int) -> UOp:
@@ -453,7 +481,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
 
-    def fit_upcast(r: UOp, cap: int) -> int:
+    def fit_upcast(r: UOp, cap: int, ragged: bool = False) -> int:
         n = const_extent(r) or 1
         if vw >= 2 and k.contiguous(r):
             f = _pow2_divisor(n, min(vw * (2 if wide else 1), cap))
@@ -462,7 +490,11 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             if f >= 2:
                 return f
         if wide:
-            return _pow2_divisor(n, cap)
+            f = _pow2_divisor(n, cap)
+            g = 1 << (cap.bit_length() - 1)  # the rows a tile holds; ragged when no such power of two divides n
+            if ragged and f < RAGGED_BELOW <= g and n >= RAGGED_MIN_STEPS * g and _ragged_ok(kdef, r):
+                return g
+            return f
         return next((f for f in t.upcast_sizes if 2 <= f <= cap and n % f == 0), 1)
 
     # 1. register tiling of kernels with a reduction (a depthwise window first, then a dot product)
@@ -491,7 +523,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         smallest = min((f for f in t.upcast_sizes if f >= 2), default=2)
         for i, r in enumerate(cands):
             reserve = smallest ** (len(cands) - 1 - i)
-            f = fit_upcast(r, budget // lanes // reserve)
+            f = fit_upcast(r, budget // lanes // reserve, ragged=True)
             if f >= 2:
                 upcast[r] = f
                 lanes *= f
