@@ -22,7 +22,7 @@ from uopir.passes.target import target
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import cnn  # noqa: E402
 
-BEFORE = ("canonicalize,tensor-to-kernel,kernel-simplify,kernel-optimize{target=c},kernel-expand,"
+BEFORE = ("canonicalize,tensor-to-kernel,kernel-simplify,kernel-peel,kernel-optimize{target=c},kernel-expand,"
           "kernel-to-device{target=c},device-decompose{target=c}")
 
 
@@ -32,7 +32,10 @@ def _programs() -> list[Tensor]:
     b = Tensor(rng.standard_normal((24, 40), dtype=np.float32), device="c")
     params = {k: Tensor(v, device="c") for k, v in cnn.init_params().items()}
     x = Tensor(rng.standard_normal((2, 1, 28, 28), dtype=np.float32), device="c")
-    return [a @ a, (a + 1).sum(0) * a, (b.T @ b).relu().max(1), b.exp() + b.sum(0), cnn.forward(x, params)]
+    # ResNet's stem pool: rows of 55 outputs split in overlapping parts, every other lane of a 109-lane load
+    stem = Tensor(np.zeros((1, 64, 112, 112), np.float32), device="c")
+    return [a @ a, (a + 1).sum(0) * a, (b.T @ b).relu().max(1), b.exp() + b.sum(0), cnn.forward(x, params),
+            stem.relu().max_pool2d(kernel_size=(3, 3), stride=2, padding=1)]
 
 
 def _eager(root, width: int):

@@ -5,7 +5,8 @@ wide op becomes one op per part of at most that many lanes (the last part may be
 vector operands; the parts are joined back with a `core.vectorize` of their lanes, which the gep folds below dissolve
 as soon as every reader is split too:
 
-- elementwise ops and casts (a scalar `where` condition stays whole; a bitcast that changes the lane count is left);
+- elementwise ops and casts (a scalar `where` condition stays whole; a bitcast that changes the lane count is left),
+  as wide as the narrowest of their result and operands allow (a compare of f32 lanes: the f32 width);
 - `kernel.load` of n lanes at offset o: loads of each part at o + start (a gated load's alternative split alike);
 - `kernel.store`: one store per part, grouped (`core.group`);
 - `device.acc` and its `device.accstore`s: one accumulator per part (fresh ids after the kernel's largest);
@@ -13,6 +14,14 @@ as soon as every reader is split too:
 
 Parts are `width` lanes each, the last shorter; a kernel whose stores all write rows of r lanes (more than half a
 vector, no multiple of one) splits a value of whole rows at row boundaries instead (rows of 14 by 16: 14, 14, ...).
+When no buffer the kernel stores to is also read by it, a shorter last part (of a value or a row) is instead the last
+`width` lanes, overlapping the part before (55 lanes by 16: 0-15, 16-31, 32-47, 39-54): lanes computed twice are
+the same values, stored twice, and the row stays vector code instead of a tail of scalars. The join of such parts
+is tagged with their (start, lanes), and a gep of it (`gep-of-vectorize` here) takes lanes within one part from that
+part, as `split-part-of-gep` below takes them from the value before the split (lanes held twice come from the part
+the reader needs, not half from the part before); a gep of it too wide for the target is left to its readers, whose
+geps fold through it. So the eager order (every value split before its readers) gives the bottom-up program.
+A stride-2 pick of lanes from three or more parts of a load, at most two vectors apart, is its own load of that span.
 
 The rewrite runs bottom-up: a reader is seen before the value it reads, so a gep of lanes within one part of a
 wide value becomes that part computed alone (`split-part-of-gep`: the op on the same part of its operands, the load
@@ -45,9 +54,13 @@ __all__ = ["DevectorizeOptions", "kernel_ctx", "device_devectorize", "DEVECTORIZ
 
 
 class _Ctx:
-    def __init__(self, t: Target, width: int, next_acc: int, row: int = 0):
-        self.t, self.width, self.next_acc, self.row = t, width, next_acc, row
+    def __init__(self, t: Target, width: int, next_acc: int, row: int = 0, overlap: bool = False,
+                 bool_lanes: dict[int, int] | None = None):
+        self.t, self.width, self.next_acc, self.row, self.overlap = t, width, next_acc, row, overlap
+        self.bool_lanes = bool_lanes or {}  # lane count -> the fewest lanes per vector of a data dtype that wide
         self.acc_parts: dict[UOp, list[UOp]] = {}  # a split accumulator -> its part accumulators
+        # a part accumulator's id -> the lanes of the wide one it holds (by id: rewriting its init makes a new node)
+        self.acc_lanes: dict[int, tuple[int, ...]] = {}
         self._parts: dict[DType, list[tuple[int, ...]] | None] = {}  # parts() of each dtype met (asked per node)
 
     def accs(self, u: UOp, parts: list[tuple[int, ...]]) -> list[UOp]:
@@ -58,12 +71,29 @@ class _Ctx:
             for p in parts:
                 init = _piece(u.operands.init, p, u.dtype.count)
                 got.append(UOp(D.ACC, u.dtype.scalar.vec(len(p)), (init, *u.operands.loops), self.next_acc))
+                self.acc_lanes[self.next_acc] = p
                 self.next_acc += 1
             self.acc_parts[u] = got
         return got
 
     def limit(self, d: DType) -> int:
-        return max(1, self.width if self.width > 0 else self.t.vector_width(d.scalar))
+        """The most lanes of d per vector; bools (compare results, masks) as many as the data of their lane count
+        (a 55-lane `x < 0` of f32 lanes: 16, the f32 width, not the 64 a vector of bytes holds), so that a compare
+        and the logic on it split into the same parts as the values compared and selected."""
+        if self.width > 0:
+            return self.width
+        w = self.t.vector_width(d.scalar)
+        if d.scalar is dtypes.bool:
+            w = min(w, self.bool_lanes.get(d.count, w))
+        return max(1, w)
+
+    def _cut(self, start: int, n: int, w: int) -> list[tuple[int, ...]]:
+        """Lanes start..start+n-1 in parts of w; a shorter last part is the last w lanes (overlapping the one before)
+        when the kernel may compute lanes twice, so that a row of 55 is four vectors of 16, not 3 and 7 scalars."""
+        got = [tuple(range(start + i, start + min(i + w, n))) for i in range(0, n, w)]
+        if self.overlap and n > w and n % w:
+            got[-1] = tuple(range(start + n - w, start + n))
+        return got
 
     def parts(self, d: DType) -> list[tuple[int, ...]] | None:
         """The lane indices of each part, or None when d fits (the same list for every node of dtype d: read only)."""
@@ -75,9 +105,9 @@ class _Ctx:
         if n <= w:
             got = None
         elif r > w // 2 and r % w and n % r == 0:  # rows of r lanes: no part crosses a row
-            got = [tuple(range(s + i, s + min(i + w, r))) for s in range(0, n, r) for i in range(0, r, w)]
+            got = [p for s in range(0, n, r) for p in self._cut(s, r, w)]
         else:
-            got = [tuple(range(i, min(i + w, n))) for i in range(0, n, w)]
+            got = self._cut(0, n, w)
         self._parts[d] = got
         return got
 
@@ -87,10 +117,22 @@ def gep(x: UOp, idx: tuple[int, ...]) -> UOp:
     return UOp(C.GEP, x.dtype.scalar.vec(len(idx)), (x,), tuple(idx))
 
 
-def join(parts: list[UOp]) -> UOp:
-    """One vector of the lanes of parts, in order (a scalar part is one lane)."""
-    lanes = [p if p.dtype.count == 1 else gep(p, (i,)) for p in parts for i in range(p.dtype.count)]
-    return UOp(C.VECTORIZE, lanes[0].dtype.vec(len(lanes)), tuple(lanes))
+def join(parts: list[UOp], where: list[tuple[int, ...]] | None = None) -> UOp:
+    """One vector of the lanes of parts, in order (a scalar part is one lane); with `where` (each part's lanes of
+    the whole, ascending), a lane that an earlier part holds too is taken from that one (overlapping parts), and
+    the vectorize is tagged with each part's (start, lanes): which lanes a later part holds too, so that a gep of
+    lanes within one part is that part (`_part_of_join`), not lanes of two. (Not when the parts are geps: their
+    lanes fold into lanes of what they pick, the same lane for a lane two parts hold.)"""
+    lanes: list[UOp] = []
+    overlapped = False
+    for k, p in enumerate(parts):
+        skip = 0 if where is None or k == 0 else sum(1 for i in where[k] if i <= where[k - 1][-1])
+        overlapped |= skip > 0
+        lanes += [p if p.dtype.count == 1 else gep(p, (i,)) for i in range(skip, p.dtype.count)]
+    tag = None
+    if overlapped and where is not None and all(p.op is not C.GEP for p in parts):
+        tag = tuple((w[0], len(w)) for w in where)
+    return UOp(C.VECTORIZE, lanes[0].dtype.vec(len(lanes)), tuple(lanes), None, tag)
 
 
 def _piece(s: UOp, idx: tuple[int, ...], lanes: int) -> UOp:
@@ -105,16 +147,38 @@ def kernel_ctx(k: UOp, t: Target, width: int) -> _Ctx:
     order = k.toposort()
     ids = [u.attrs.id for u in order if u.op is D.ACC]
     rows = {u.operands.value.dtype.count for u in order if u.op is K.STORE}
-    return _Ctx(t, width, max(ids, default=-1) + 1, rows.pop() if len(rows) == 1 else 0)
+    stored = {_buffer(u.operands.ptr) for u in order if u.op is K.STORE}
+    loaded = {_buffer(u.operands.ptr) for u in order if u.op is K.LOAD}
+    overlap = all(b is not None and b.op is K.PARAM for b in stored) and not stored & loaded
+    bool_lanes: dict[int, int] = {}
+    for d in {u.dtype for u in order if u.dtype.count > 1 and u.dtype.scalar not in (dtypes.bool, dtypes.index)}:
+        bool_lanes[d.count] = min(bool_lanes.get(d.count, d.count), t.vector_width(d.scalar))
+    return _Ctx(t, width, max(ids, default=-1) + 1, rows.pop() if len(rows) == 1 else 0, overlap, bool_lanes)
+
+
+def _buffer(ptr: UOp) -> UOp | None:
+    """The buffer a pointer points into (through kernel.index), or None when it is not plain."""
+    while ptr.op is K.INDEX:
+        ptr = ptr.operands.ptr
+    return ptr if ptr.op in (K.PARAM, K.LOCAL, K.REGISTER) else None
 
 
 # ---- patterns --------------------------------------------------------------------------------------------------------
+def _op_dtype(ctx: _Ctx, u: UOp) -> DType:
+    """The dtype an elementwise op is split by: the one of its result and same-width operands with the fewest lanes
+    per vector (a cast of 32 f32 lanes to f16 splits as the f32 do). Only dtypes, which rewriting keeps: the
+    same parts whether an operand is met before or after it is split (bottom-up or eager top-down)."""
+    n = u.dtype.count
+    return min([u.dtype] + [s.dtype for s in u.src if s.dtype.count == n], key=ctx.limit)
+
+
 def _elementwise(ctx: _Ctx, u: UOp) -> UOp | None:
-    parts = ctx.parts(u.dtype)
+    parts = ctx.parts(_op_dtype(ctx, u))
     if parts is None or (u.op is C.BITCAST and u.operands.x.dtype.count != u.dtype.count):
         return None
     n = u.dtype.count
-    return join([UOp(u.op, u.dtype.scalar.vec(len(p)), tuple(_piece(s, p, n) for s in u.src), u.arg) for p in parts])
+    return join([UOp(u.op, u.dtype.scalar.vec(len(p)), tuple(_piece(s, p, n) for s in u.src), u.arg) for p in parts],
+                parts)
 
 
 def at_offset(ptr: UOp, start: int) -> UOp:
@@ -144,7 +208,7 @@ def _load(ctx: _Ctx, u: UOp) -> UOp | None:
         return None
     ptr, rest, n = u.operands.ptr, u.src[1:], u.dtype.count
     return join([UOp(K.LOAD, u.dtype.scalar.vec(len(p)), (at_offset(ptr, p[0]), *(_piece(s, p, n) for s in rest)))
-                 for p in parts])
+                 for p in parts], parts)
 
 
 def _store(ctx: _Ctx, u: UOp) -> UOp | None:
@@ -160,7 +224,7 @@ def _acc(ctx: _Ctx, u: UOp) -> UOp | None:
     parts = ctx.parts(u.dtype)
     if parts is None:
         return None
-    return join(ctx.accs(u, parts))
+    return join(ctx.accs(u, parts), parts)
 
 
 def _joined_accs(v: UOp) -> list[UOp] | None:
@@ -183,22 +247,25 @@ def _accstore(ctx: _Ctx, u: UOp) -> UOp | None:
     accs = ctx.accs(a, parts) if parts is not None else _joined_accs(a)
     if accs is None:
         return None
-    val, stores, start = u.operands.value, [], 0
+    val, stores, where, start = u.operands.value, [], [], 0
     for a in accs:
         n = a.dtype.count
-        p = tuple(range(start, start + n))
+        p = ctx.acc_lanes.get(a.attrs.id, tuple(range(start, start + n)))
         stores.append(UOp(D.ACCSTORE, a.dtype if u.dtype is not dtypes.void else dtypes.void,
                           (a, gep(val, p))))
-        start += n
-    return join(stores) if u.dtype is not dtypes.void else UOp(C.GROUP, dtypes.void, tuple(stores))
+        where.append(p)
+        start = p[-1] + 1
+    return join(stores, where) if u.dtype is not dtypes.void else UOp(C.GROUP, dtypes.void, tuple(stores))
 
 
 def _wide_gep(ctx: _Ctx, u: UOp) -> UOp | None:
     parts = ctx.parts(u.dtype)
     if parts is None:
         return None
-    idx = u.attrs.idx
-    return join([gep(u.operands.x, tuple(idx[i] for i in p)) for p in parts])
+    x, idx = u.operands.x, u.attrs.idx
+    if x.op is C.VECTORIZE and x.tag is not None:  # left to its readers: see `_gep_of_join`
+        return None
+    return join([gep(x, tuple(idx[i] for i in p)) for p in parts], parts)
 
 
 def _gep_of_vectorize(g: UOp, v: UOp) -> UOp:
@@ -242,14 +309,18 @@ def _part_of(ctx: _Ctx, g: UOp, x: UOp) -> UOp | None:
     computed alone (an op on the same part of its operands, a load at the part's offset, the part's accumulator),
     and the gep of it. Reached first (devectorize runs bottom-up), so a wide value read only through geps is never
     split whole and joined back lane by lane."""
-    parts = ctx.parts(x.dtype)
+    parts = ctx.parts(_op_dtype(ctx, x) if x.op in _SPLIT_ALU else x.dtype)
     if parts is None:
         return None
     lanes = g.attrs.idx
-    k = next(j for j, p in enumerate(parts) if p[0] <= lanes[0] <= p[-1])
+    lo, hi = min(lanes), max(lanes)
+    k = next((j for j, p in enumerate(parts) if p[0] <= lo and hi <= p[-1]), None)
+    if k is None:
+        if x.op is not K.LOAD or not ctx.overlap:
+            return None
+        touched = {next(k for k, p in enumerate(parts) if i in p) for i in lanes}
+        return _narrow_load(x, 0, lanes, len(touched), ctx.limit(x.dtype))
     p = parts[k]
-    if any(not p[0] <= i <= p[-1] for i in lanes):
-        return None
     n = x.dtype.count
     if x.op is D.ACC:
         part = ctx.accs(x, parts)[k]
@@ -264,6 +335,61 @@ def _part_of(ctx: _Ctx, g: UOp, x: UOp) -> UOp | None:
     return part if idx == tuple(range(part.dtype.count)) else gep(part, idx)
 
 
+def _part_of_join(ctx: _Ctx, g: UOp, v: UOp) -> UOp | None:
+    """Lanes of a join of overlapping parts (tagged by `join`) as `split-part-of-gep` takes them from the value
+    before it is split, so that both rewrite orders give one program: the first part that holds them all, else a
+    load of just their span (`_narrow_load`); else None (also when a part's own lanes are no longer lanes 0.. of
+    one node of its width: the tag no longer describes the vectorize)."""
+    found: list[UOp | None] = []
+    end = 0
+    for start, n in v.tag:
+        skip = max(0, end - start)
+        x = v.src[start + skip].src[0] if v.src[start + skip].op is C.GEP else None
+        ok = x is not None and x.dtype.count == n and x.op not in (C.GEP, C.VECTORIZE, C.CONST) and all(
+            v.src[start + j].op is C.GEP and v.src[start + j].src[0] is x and v.src[start + j].attrs.idx == (j,)
+            for j in range(skip, n))
+        found.append(x if ok else None)
+        end = start + n
+    idx = g.attrs.idx
+    lo, hi = min(idx), max(idx)
+    for part, (start, n) in zip(found, v.tag, strict=True):
+        if start <= lo and hi < start + n:
+            if part is None:
+                return None
+            got = tuple(i - start for i in idx)
+            return part if got == tuple(range(n)) else gep(part, got)
+    k = next(k for k, (start, n) in enumerate(v.tag) if start <= lo < start + n)
+    part = found[k]
+    if part is None or part.op is not K.LOAD:
+        return None
+    touched = {next(j for j, (s, n) in enumerate(v.tag) if s <= i < s + n) for i in idx}
+    return _narrow_load(part, v.tag[k][0], idx, len(touched), v.tag[k][1])
+
+
+def _gep_of_join(ctx: _Ctx, g: UOp, v: UOp) -> UOp | None:
+    """`gep-of-vectorize` in device-devectorize: a gep of a tagged join as `_part_of_join` takes it; one too wide
+    for the target left whole (not split, not lanes) for its readers, whose geps of its parts fold through it
+    (`gep-of-gep`) to geps of the join, as they fold to geps of the value in the bottom-up order."""
+    if v.tag is not None:
+        if (got := _part_of_join(ctx, g, v)) is not None:
+            return got
+        if len(g.attrs.idx) > ctx.limit(g.dtype):
+            return None
+    return _gep_of_vectorize(g, v)
+
+
+def _narrow_load(x: UOp, start: int, idx: tuple[int, ...], touched: int, width: int) -> UOp | None:
+    """Lanes idx of the load x of lanes start.. of a wide load split in overlapping parts of `width`, which no one
+    part holds, picked from three or more parts but at most two vectors apart (every other lane of a stride-2
+    window's span, past an overlapping last part): a load of just lanes lo..hi, which splits into two overlapping
+    vectors, and a gep of it (one shuffle of two vectors, not lanes of three). Ungated loads only."""
+    lo, hi = min(idx), max(idx)
+    if len(x.src) != 1 or hi - lo + 1 > 2 * width or touched < 3:
+        return None
+    ld = UOp(K.LOAD, x.dtype.scalar.vec(hi - lo + 1), (at_offset(x.operands.ptr, lo - start),))
+    return gep(ld, tuple(i - lo for i in idx))
+
+
 GEP_FOLDS = [
     (UPat(C.GEP, src=(UPat(C.VECTORIZE, name="v"),), name="g"), _gep_of_vectorize, "gep-of-vectorize"),
     (UPat(C.GEP, src=(UPat(C.GEP, name="h"),), name="g"), _gep_of_gep, "gep-of-gep"),
@@ -275,9 +401,10 @@ GEP_FOLDS = [
 _SPLIT_ALU = frozenset(C.ELEMENTWISE_OPS)
 
 DEVECTORIZE = PatternMatcher([
-    *GEP_FOLDS,
-    (UPat(C.GEP, src=(UPat((D.ACC, K.LOAD, *C.ELEMENTWISE_OPS), dtype=is_vector, name="x"),), name="g"), _part_of,
-     "split-part-of-gep"),
+    (UPat(C.GEP, src=(UPat(C.VECTORIZE, name="v"),), name="g"), _gep_of_join, "gep-of-vectorize"),
+    *(f for f in GEP_FOLDS if f[2] != "gep-of-vectorize"),
+    (UPat(C.GEP, src=(UPat((D.ACC, K.LOAD, *C.ELEMENTWISE_OPS), dtype=is_vector, name="x"),), name="g"),
+     _part_of, "split-part-of-gep"),
     (UPat(C.GEP, dtype=is_vector, name="u"), _wide_gep, "split-wide-gep"),
     (UPat(C.ELEMENTWISE_OPS, dtype=is_vector, name="u"), _elementwise, "split-elementwise"),
     (UPat(K.LOAD, dtype=is_vector, name="u"), _load, "split-load"),
