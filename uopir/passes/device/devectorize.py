@@ -45,8 +45,8 @@ __all__ = ["DevectorizeOptions", "kernel_ctx", "device_devectorize", "DEVECTORIZ
 
 
 class _Ctx:
-    def __init__(self, t: Target, width: int, next_acc: int, row: int = 0):
-        self.t, self.width, self.next_acc, self.row = t, width, next_acc, row
+    def __init__(self, t: Target, width: int, next_acc: int, row: int = 0, mask: int = 0):
+        self.t, self.width, self.next_acc, self.row, self.mask = t, width, next_acc, row, mask
         self.acc_parts: dict[UOp, list[UOp]] = {}  # a split accumulator -> its part accumulators
         self._parts: dict[DType, list[tuple[int, ...]] | None] = {}  # parts() of each dtype met (asked per node)
 
@@ -63,6 +63,8 @@ class _Ctx:
         return got
 
     def limit(self, d: DType) -> int:
+        if d.scalar is dtypes.bool and self.mask and self.width <= 0:
+            return self.mask
         return max(1, self.width if self.width > 0 else self.t.vector_width(d.scalar))
 
     def parts(self, d: DType) -> list[tuple[int, ...]] | None:
@@ -101,11 +103,15 @@ def _piece(s: UOp, idx: tuple[int, ...], lanes: int) -> UOp:
 def kernel_ctx(k: UOp, t: Target, width: int) -> _Ctx:
     """The splitting context of kernel k: fresh accumulator ids after its largest, and its row: the lanes of its
     stores when they all have the same count (a depthwise conv's rows of 14, stacked in one wide value, split at
-    row boundaries, so that each part is one row's vector load instead of lanes gathered across two rows)."""
+    row boundaries, so that each part is one row's vector load instead of lanes gathered across two rows), and its
+    mask width: a bool vector splits as the vectors it was compared from (a compare of 28 floats: masks of 16 and
+    12 lanes beside their halves, not one 28-lane mask whose bits are moved one by one into each half's select)."""
     order = k.toposort()
     ids = [u.attrs.id for u in order if u.op is D.ACC]
     rows = {u.operands.value.dtype.count for u in order if u.op is K.STORE}
-    return _Ctx(t, width, max(ids, default=-1) + 1, rows.pop() if len(rows) == 1 else 0)
+    masks = [t.vector_width(s.dtype.scalar) for u in order if u.dtype.scalar is dtypes.bool and u.dtype.count > 1
+             and u.op in _SPLIT_ALU for s in u.src if s.dtype.scalar is not dtypes.bool and s.dtype.count > 1]
+    return _Ctx(t, width, max(ids, default=-1) + 1, rows.pop() if len(rows) == 1 else 0, min(masks, default=0))
 
 
 # ---- patterns --------------------------------------------------------------------------------------------------------
