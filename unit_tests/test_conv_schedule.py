@@ -54,6 +54,12 @@ def test_a_conv_that_reuses_its_input_little_keeps_the_padding_fused() -> None:
     dw = x.silu().pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((32, 1, 3, 3), np.float32),
                                                                  device="python"), stride=2, groups=32)
     assert [it.name for it in dw.schedule()] == ["E_32_58_58", "r_32_28_28"]
+    # ... and on a 28x28 input 1.96 times per element of its 30x30 copy (EfficientNet-B0's 240 channels): copied too,
+    # where the taps' products times the weights were materialized 9x the input (E_240_14_14_9, an im2col-like copy)
+    x = Tensor(np.ones((1, 240, 28, 28), np.float32), device="python")
+    dw = x.silu().pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((240, 1, 3, 3), np.float32),
+                                                                 device="python"), stride=2, groups=240)
+    assert [it.name for it in dw.schedule()] == ["E_240_30_30", "r_240_14_14"]
 
 
 def test_an_input_padded_before_the_conv_is_copied_too() -> None:
