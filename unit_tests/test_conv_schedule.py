@@ -176,3 +176,24 @@ def test_depthwise_convs_match_numpy(device: str, shape: tuple[int, ...], k: int
                                                  stride=stride).numpy()
     want = _conv_ref(np.maximum(x, 0), w, k // 2, shape[1])[:, :, ::stride, ::stride]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_squeeze_excite_block_stores_the_activated_conv_once(device: str) -> None:
+    # the depthwise conv is read by the squeeze-excite's pool and by the scale: its kernel stores swish(conv + b),
+    # which both read, instead of the bare conv from which each recomputed the bias and the swish (its exp); the
+    # scale is then fused into the 1x1 conv after it, which reads x * s[c] (the gate s materialized: C values)
+    from uopir.dialects import core as C
+    rng = np.random.default_rng(5)
+    xs, ws, bs = rng.standard_normal((1, 16, 8, 8)), rng.standard_normal((16, 1, 3, 3)), rng.standard_normal(16)
+    w1 = rng.standard_normal((8, 16, 1, 1))
+    x, w, b, p = (Tensor(a.astype(np.float32), device=device) for a in (xs, ws, bs, w1))
+    h = x.conv2d(w, b, groups=16, padding=1).silu()
+    out = (h * h.mean((2, 3), keepdim=True).sigmoid()).conv2d(p)
+    items = out.schedule()
+    exps = [it.name for it in items for u in it.ast.toposort() if u.op is C.EXP2]
+    assert len(exps) == 2 and not any(it.name.startswith("E_16_8_8") for it in items), [it.name for it in items]
+    hr = _conv_ref(xs, ws, 1, groups=16) + bs[None, :, None, None]
+    hr = hr / (1 + np.exp(-hr))
+    sr = 1 / (1 + np.exp(-hr.mean((2, 3), keepdims=True)))
+    np.testing.assert_allclose(out.numpy(), _conv_ref(hr * sr, w1, 0), rtol=1e-4, atol=1e-4)

@@ -6,11 +6,13 @@ index, in which kernel), and a kernel body is the rendering of a tensor node *at
 What is materialized (gets a buffer and a kernel): `tensor.contiguous`, `tensor.copy` (and its operand), every
 `tensor.assign` (into its target), the root sink's tensor results; then, found by building the kernels and looking at
 them (`_Plan.review`), a reduction that would otherwise be computed twice (read by two kernels, or at two indices in
-one) or recomputed (its value does not depend on exactly the outermost loops around it, so it could not be hoisted:
-`m.sum(0)` expanded along the rows of an output, or read at an index that the loops around it reach more than twice per
-element: a max-pool gradient reads each pooled value once per pixel of its window), and, for the first reason, an
-elementwise value that is expensive (exp2, log2, sin, sqrt, recip, fdiv) or heavy (`HEAVY_LOADS` loads under it: a
-conv weight gradient reads the pooling gradient once per kernel tap) and no larger than its loops. Size budget: a
+one; or the top of the elementwise chain above it when every reader reaches it through that chain: a conv's
+swish(conv + bias), stored once for a squeeze-excite's pool and scale) or recomputed (its value does not depend on
+exactly the outermost loops around it, so it could not be hoisted: `m.sum(0)` expanded along the rows of an output, or
+read at an index that the loops around it reach more than twice per element: a max-pool gradient reads each pooled
+value once per pixel of its window), and, for the first reason, an elementwise value that is expensive (exp2, log2,
+sin, sqrt, recip, fdiv) or heavy (`HEAVY_LOADS` loads under it: a conv weight gradient reads the pooling gradient once
+per kernel tap) and no larger than its loops. Size budget: a
 kernel whose body renders more than `MAX_KERNEL_OPS` tensor nodes (a 20,000-op elementwise chain) is cut: every
 `MAX_KERNEL_OPS // 2` nodes in rendering order, an elementwise node no larger than the kernel's output is materialized,
 so no kernel is huge (a C compiler's time grows faster than linearly with the size of a function) and each piece is an
@@ -74,6 +76,8 @@ HEAVY_LOADS = 4  # an elementwise value reading this many loads is worth a buffe
 # conv under a global pool, would otherwise run as a gated or nested kernel: no vectors, every branch's loops run)
 GATED_REDUCE_MAX_WORK = 1 << 16
 _ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
+CHAIN_MAX = 32  # nodes of the elementwise chain above a twice-read reduction looked at for what to materialize
+_CHAIN_VIEWS = frozenset((tensor.RESHAPE, tensor.DETACH))
 _VIEWS = frozenset((tensor.RESHAPE, tensor.PERMUTE, tensor.SHRINK, tensor.FLIP))
 _MOVEMENT = frozenset(tensor.MOVEMENT_OPS)
 
@@ -280,6 +284,8 @@ class _Plan:
         self.storage: dict[UOp, tuple[UOp, UOp | None]] = {}  # node -> (buffer, assign target view or None)
         self.reduce_at: dict[UOp, tuple] = {}  # reduction -> where this build first rendered it
         self.twice: dict[UOp, None] = {}  # reductions this build found at a second place
+        self.consumers: dict[UOp, list[UOp]] | None = None  # node -> the nodes that read it (made when first needed)
+        self.pos: dict[UOp, int] = {}  # node -> its place in self.order
         self.kernel_no = 0
         ids = [u.attrs.id for u in self.order if u.op is tensor.BUFFER]
         self.first_id = max(ids, default=-1) + 1
@@ -356,9 +362,45 @@ class _Plan:
                 kernels.append(k)
         if self.twice:
             for t in self.twice:
-                self.materialized[t] = "a reduction read by two kernels or at two indices"
+                top = self._chain_top(t)
+                if top in self.materialized:
+                    top = t
+                self.materialized[top] = "a reduction read by two kernels or at two indices" + (
+                    "" if top is t else ", through the elementwise chain above it")
             return None
         return None if self.cut else kernels
+
+    def _chain_top(self, r: UOp) -> UOp:
+        """What to materialize for reduction r read twice: the topmost node of the elementwise chain above it (views
+        and elementwise ops of r's size, at most CHAIN_MAX of them) through which every reader reaches r, else r. A
+        depthwise conv read by its squeeze-excite's pool and by the scale then stores swish(conv + bias) once: the
+        pool and the scale read it, where each recomputed the bias and the activation (its exp) from the bare conv."""
+        if self.consumers is None:
+            self.consumers = {}
+            for u in self.order:
+                for s in dict.fromkeys(u.src):
+                    self.consumers.setdefault(s, []).append(u)
+            self.pos = {u: i for i, u in enumerate(self.order)}
+        size = math.prod(storage_shape(r.shape))
+        region, frontier = {r}, [r]
+        while frontier and len(region) < CHAIN_MAX:
+            x = frontier.pop()
+            for c in self.consumers.get(x, ()):
+                if c not in region and (c.op in _ELEMENTWISE or c.op in _CHAIN_VIEWS) and c.shape is not None and \
+                        c.dtype is not dtypes.void and math.prod(storage_shape(c.shape)) == size:
+                    region.add(c)
+                    frontier.append(c)
+        for u in sorted(region - {r}, key=lambda x: -self.pos[x]):  # the topmost first
+            below, stack = {u}, [u]
+            while stack:
+                for s in stack.pop().src:
+                    if s in region and s not in below:
+                        below.add(s)
+                        stack.append(s)
+            if r in below and all(x not in self.materialized and all(c in below for c in self.consumers.get(x, ()))
+                                  for x in below - {u}):
+                return u
+        return r
 
     def _cut(self, b: _Builder, own: UOp, shape: tuple) -> None:
         """Keep a kernel under the size budget: every max_ops // 2 rendered nodes (operands come before their users,
