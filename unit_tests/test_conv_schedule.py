@@ -197,3 +197,16 @@ def test_a_squeeze_excite_block_stores_the_activated_conv_once(device: str) -> N
     hr = hr / (1 + np.exp(-hr))
     sr = 1 / (1 + np.exp(-hr.mean((2, 3), keepdims=True)))
     np.testing.assert_allclose(out.numpy(), _conv_ref(hr * sr, w1, 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_hard_sigmoid_gate_fuses_into_the_conv_after_it(device: str) -> None:
+    # MobileNetV3's scale x * hardsigmoid(s[c]) reads 3 distinct buffers (x, and s's two terms): no heavy value to
+    # store, though its clip uses the gate's value twice (counted by load, not by path: was a 4-load "heavy" kernel)
+    rng = np.random.default_rng(6)
+    xs, ss, sb, w1 = (rng.standard_normal(s) for s in ((1, 16, 8, 8), (1, 16, 1, 1), (1, 16, 1, 1), (8, 16, 1, 1)))
+    x, s, b, p = (Tensor(a.astype(np.float32), device=device) for a in (xs, ss, sb, w1))
+    out = (x * (s + b).hardsigmoid()).conv2d(p)
+    assert [it.name for it in out.schedule()] == ["r_8_8_8"]
+    np.testing.assert_allclose(out.numpy(), _conv_ref(xs * np.clip((ss + sb) / 6 + 0.5, 0, 1), w1, 0),
+                               rtol=1e-5, atol=1e-5)

@@ -78,6 +78,7 @@ GATED_REDUCE_MAX_WORK = 1 << 16
 _ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
 CHAIN_MAX = 32  # nodes of the elementwise chain above a twice-read reduction looked at for what to materialize
 _CHAIN_VIEWS = frozenset((tensor.RESHAPE, tensor.DETACH))
+_HEAVY = frozenset(range(HEAVY_LOADS))  # stands for HEAVY_LOADS or more distinct loads
 _VIEWS = frozenset((tensor.RESHAPE, tensor.PERMUTE, tensor.SHRINK, tensor.FLIP))
 _MOVEMENT = frozenset(tensor.MOVEMENT_OPS)
 
@@ -530,9 +531,12 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
         return None
     free = _free_ranges(k.ast)
     loads: dict[UOp, int] = {}
-    if not want_reduce:  # loads under each node, counted up to HEAVY_LOADS
+    if not want_reduce:  # the distinct loads under each node, counted up to HEAVY_LOADS (a value used twice, as a
+        under: dict[UOp, frozenset] = {}  # clip's compare and select use it, is one load: a hard-sigmoid gate reads 2)
         for x in k.ast.toposort():
-            loads[x] = min(HEAVY_LOADS, (x.op is kernel.LOAD) + sum(loads[s] for s in x.src))
+            got = frozenset((x,)) if x.op is kernel.LOAD else frozenset().union(*(under[s] for s in x.src))
+            under[x] = got if len(got) < HEAVY_LOADS else _HEAVY
+            loads[x] = len(under[x])
     seen: set[tuple[UOp, tuple[UOp, ...]]] = set()
     stack: list[tuple[UOp, tuple[UOp, ...]]] = [(k.ast, k.ranges)]
     while stack:
