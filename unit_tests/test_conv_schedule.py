@@ -210,3 +210,23 @@ def test_a_hard_sigmoid_gate_fuses_into_the_conv_after_it(device: str) -> None:
     assert [it.name for it in out.schedule()] == ["r_8_8_8"]
     np.testing.assert_allclose(out.numpy(), _conv_ref(xs * np.clip((ss + sb) / 6 + 0.5, 0, 1), w1, 0),
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_squeeze_excite_s_reductions_store_their_activations(device: str) -> None:
+    # each reduction of the squeeze-excite (pool, squeeze conv, excite conv) is stored with the elementwise chain
+    # above it (the mean's divide, the SiLU, the sigmoid gate) instead of bare, with that chain as a kernel of its own
+    # after it (E_16, E_4, E_16n1): 5 kernels, not 8
+    rng = np.random.default_rng(7)
+    xs, ws, bs = rng.standard_normal((1, 16, 8, 8)), rng.standard_normal((16, 1, 3, 3)), rng.standard_normal(16)
+    w1, w2, w3 = (rng.standard_normal(s) for s in ((8, 16, 1, 1), (4, 16, 1, 1), (16, 4, 1, 1)))
+    x, w, b, p, q, r = (Tensor(a.astype(np.float32), device=device) for a in (xs, ws, bs, w1, w2, w3))
+    h = x.conv2d(w, b, groups=16, padding=1).silu()
+    out = (h * h.mean((2, 3), keepdim=True).conv2d(q).silu().conv2d(r).sigmoid()).conv2d(p)
+    assert [it.name for it in out.schedule()] == ["r_16_8_8", "r_16", "r_4", "r_16n1", "r_8_8_8"]
+
+    def silu(v: np.ndarray) -> np.ndarray:
+        return v / (1 + np.exp(-v))
+    hr = silu(_conv_ref(xs, ws, 1, groups=16) + bs[None, :, None, None])
+    sr = 1 / (1 + np.exp(-_conv_ref(silu(_conv_ref(hr.mean((2, 3), keepdims=True), w2, 0)), w3, 0)))
+    np.testing.assert_allclose(out.numpy(), _conv_ref(hr * sr, w1, 0), rtol=1e-4, atol=1e-4)

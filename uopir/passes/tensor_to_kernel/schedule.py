@@ -6,17 +6,18 @@ index, in which kernel), and a kernel body is the rendering of a tensor node *at
 What is materialized (gets a buffer and a kernel): `tensor.contiguous`, `tensor.copy` (and its operand), every
 `tensor.assign` (into its target), the root sink's tensor results; then, found by building the kernels and looking at
 them (`_Plan.review`), a reduction that would otherwise be computed twice (read by two kernels, or at two indices in
-one; or the top of the elementwise chain above it when every reader reaches it through that chain: a conv's
-swish(conv + bias), stored once for a squeeze-excite's pool and scale) or recomputed (its value does not depend on
-exactly the outermost loops around it, so it could not be hoisted: `m.sum(0)` expanded along the rows of an output, or
-read at an index that the loops around it reach more than twice per element: a max-pool gradient reads each pooled
-value once per pixel of its window), and, for the first reason, an elementwise value that is expensive (exp2, log2,
-sin, sqrt, recip, fdiv) or heavy (`HEAVY_LOADS` loads under it: a conv weight gradient reads the pooling gradient once
-per kernel tap) and no larger than its loops. Size budget: a
-kernel whose body renders more than `MAX_KERNEL_OPS` tensor nodes (a 20,000-op elementwise chain) is cut: every
-`MAX_KERNEL_OPS // 2` nodes in rendering order, an elementwise node no larger than the kernel's output is materialized,
-so no kernel is huge (a C compiler's time grows faster than linearly with the size of a function) and each piece is an
-ordinary kernel.
+one) or recomputed (its value does not depend on exactly the outermost loops around it, so it could not be hoisted:
+`m.sum(0)` expanded along the rows of an output, or read at an index that the loops around it reach more than twice
+per element: a max-pool gradient reads each pooled value once per pixel of its window), and, for the first reason, an
+elementwise value that is expensive (exp2, log2, sin, sqrt, recip, fdiv) or heavy (`HEAVY_LOADS` loads under it: a
+conv weight gradient reads the pooling gradient once per kernel tap) and no larger than its loops. A reduction is
+stored with the elementwise chain above it (views and elementwise ops of its size, `_Plan._chain_top`) when every
+reader reaches it through that chain: a conv stores swish(conv + bias) once for a squeeze-excite's pool and scale, an
+SE conv its sigmoid gate, a project conv its bias and residual add, where the bare conv was stored and each reader (or
+a kernel of its own) added the rest. Size budget: a kernel whose body renders more than `MAX_KERNEL_OPS` tensor nodes
+(a 20,000-op elementwise chain) is cut: every `MAX_KERNEL_OPS // 2` nodes in rendering order, an elementwise node no
+larger than the kernel's output is materialized, so no kernel is huge (a C compiler's time grows faster than linearly
+with the size of a function) and each piece is an ordinary kernel.
 Everything else fuses into the kernel that reads it: elementwise chains, the producers of a reduction, and a reduction
 into its consumer when each of its values is computed once per the loops around it (`(x @ w + b).relu()`, softmax and
 layernorm rows are one kernel each).
@@ -372,10 +373,10 @@ class _Plan:
         return None if self.cut else kernels
 
     def _chain_top(self, r: UOp) -> UOp:
-        """What to materialize for reduction r read twice: the topmost node of the elementwise chain above it (views
-        and elementwise ops of r's size, at most CHAIN_MAX of them) through which every reader reaches r, else r. A
-        depthwise conv read by its squeeze-excite's pool and by the scale then stores swish(conv + bias) once: the
-        pool and the scale read it, where each recomputed the bias and the activation (its exp) from the bare conv."""
+        """What to materialize for reduction r (read twice, or recomputed where it is read): the topmost node of the
+        elementwise chain above it (views and elementwise ops of r's size, at most CHAIN_MAX of them) through which
+        every reader reaches r, else r. A depthwise conv read by its squeeze-excite's pool and by the scale then
+        stores swish(conv + bias) once, where each reader recomputed the bias and the activation (its exp)."""
         if self.consumers is None:
             self.consumers = {}
             for u in self.order:
@@ -477,7 +478,9 @@ class _Plan:
             for k in kernels:
                 bad = _first_recomputed(k, want_reduce)
                 if bad is not None:
-                    self.materialized[bad] = "recomputed inside a loop its value does not depend on"
+                    top = self._chain_top(bad) if want_reduce else bad
+                    self.materialized[bad if top in self.materialized else top] = \
+                        "recomputed inside a loop its value does not depend on"
                     return True
         for k in kernels:
             if k.node.op is tensor.ASSIGN and k.node not in self.temp_assigns and _reads_other_element(k):
