@@ -62,18 +62,22 @@ def test_parts_through_geps_give_the_eager_split_with_fewer_visits():
 def test_a_mask_splits_as_the_vectors_it_was_compared_from():
     # a hard-swish on a 14x14 plane upcast by 28 lanes (two vectors of 16 on a 64-byte target): its clip compares
     # 28 floats; the mask is split 16 + 12 beside them, never kept as one 28-lane mask (an LLVM <28 x i1> whose bits
-    # were moved one by one into each half's select)
+    # were moved one by one into each half's select); without masked vectors (C) every part is a power of two
     from uopir.dialects import core as C
     from uopir.ir.dtype import dtypes
     from uopir.passes.target import CPU, register_target
-    register_target(CPU.derive(name="test-mask", max_vector_bytes=64, threads=1), replace=True)
     rng = np.random.default_rng(0)
     x = Tensor(rng.standard_normal((6, 14, 14), dtype=np.float32), device="c")
     key, *_ = cache_key((x * (x * (1 / 6) + 0.5).clip(0, 1)).uop)
-    text = BEFORE.replace("target=c", "target=test-mask") + ",device-devectorize{target=test-mask}"
-    found: list = []
-    map_regions(PassManager.parse(text).run(key), lambda r: r.op is K.DEF, lambda r: found.append(r) or r)
-    masks = [u for k in found for u in k.toposort() if u.dtype.scalar is dtypes.bool and u.dtype.count > 1]
-    compares = [u for u in masks if u.op in (C.CMPLT, C.CMPNE, C.CMPEQ)]
-    assert sorted({u.dtype.count for u in compares}) == [12, 16], sorted({u.dtype.count for u in masks})
-    assert max(u.dtype.count for u in masks) == 16
+    for masked, want in ((True, [12, 16]), (False, [4, 8, 16])):
+        register_target(CPU.derive(name="test-mask", max_vector_bytes=64, threads=1, masked_vectors=masked),
+                        replace=True)
+        text = BEFORE.replace("target=c", "target=test-mask") + ",device-devectorize{target=test-mask}"
+        found: list = []
+        map_regions(PassManager.parse(text).run(key), lambda r: r.op is K.DEF, lambda r: found.append(r) or r)
+        masks = [u for k in found for u in k.toposort() if u.dtype.scalar is dtypes.bool and u.dtype.count > 1]
+        compares = [u for u in masks if u.op in (C.CMPLT, C.CMPNE, C.CMPEQ)]
+        assert sorted({u.dtype.count for u in compares}) == want, sorted({u.dtype.count for u in masks})
+        assert max(u.dtype.count for u in masks) == 16
+        floats = {u.dtype.count for k in found for u in k.toposort() if u.dtype.scalar is dtypes.float32}
+        assert masked or floats <= {1, 2, 4, 8, 16}, floats

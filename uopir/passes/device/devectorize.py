@@ -12,7 +12,10 @@ as soon as every reader is split too:
 - a `core.gep` that picks more lanes than allowed.
 
 Parts are `width` lanes each, the last shorter; a kernel whose stores all write rows of r lanes (more than half a
-vector, no multiple of one) splits a value of whole rows at row boundaries instead (rows of 14 by 16: 14, 14, ...).
+vector, no multiple of one) splits a value of whole rows at row boundaries instead (rows of 14 by 16: 14, 14, ...). At
+the target's width, unless it has `masked_vectors` (LLVM on AVX-512: a masked access for any lane count), each part is
+split again into power-of-two parts, the largest first (14 = 8 + 4 + 2; C keeps a vector of another size lane by
+lane).
 
 The rewrite runs bottom-up: a reader is seen before the value it reads, so a gep of lanes within one part of a
 wide value becomes that part computed alone (`split-part-of-gep`: the op on the same part of its operands, the load
@@ -74,14 +77,27 @@ class _Ctx:
         except KeyError:
             pass
         n, w, r = d.count, self.limit(d), self.row
+        pow2 = self.width <= 0 and not self.t.masked_vectors and d.scalar is not dtypes.index
         if n <= w:
-            got = None
+            got = None if not pow2 or n & (n - 1) == 0 else [tuple(range(n))]
         elif r > w // 2 and r % w and n % r == 0:  # rows of r lanes: no part crosses a row
             got = [tuple(range(s + i, s + min(i + w, r))) for s in range(0, n, r) for i in range(0, r, w)]
         else:
             got = [tuple(range(i, min(i + w, n))) for i in range(0, n, w)]
+        if got is not None and pow2:
+            got = [q for p in got for q in _pow2_pieces(p)]
         self._parts[d] = got
         return got
+
+
+def _pow2_pieces(p: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Lanes p in parts of power-of-two sizes, the largest first (14 lanes: 8, 4, 2)."""
+    out, i = [], 0
+    while i < len(p):
+        k = 1 << ((len(p) - i).bit_length() - 1)
+        out.append(p[i:i + k])
+        i += k
+    return out
 
 
 def gep(x: UOp, idx: tuple[int, ...]) -> UOp:
