@@ -59,6 +59,12 @@ def test_parts_through_geps_give_the_eager_split_with_fewer_visits():
     assert fired["split-part-of-gep"] > 0 and fired["split-elementwise"] == 0
 
 
+def _kernels(out):
+    found: list = []
+    map_regions(out, lambda r: r.op is K.DEF, lambda r: found.append(r) or r)
+    return found
+
+
 def test_a_mask_splits_as_the_vectors_it_was_compared_from():
     # a hard-swish on a 14x14 plane upcast by 28 lanes (two vectors of 16 on a 64-byte target): its clip compares
     # 28 floats; the mask is split 16 + 12 beside them, never kept as one 28-lane mask (an LLVM <28 x i1> whose bits
@@ -73,8 +79,7 @@ def test_a_mask_splits_as_the_vectors_it_was_compared_from():
         register_target(CPU.derive(name="test-mask", max_vector_bytes=64, threads=1, masked_vectors=masked),
                         replace=True)
         text = BEFORE.replace("target=c", "target=test-mask") + ",device-devectorize{target=test-mask}"
-        found: list = []
-        map_regions(PassManager.parse(text).run(key), lambda r: r.op is K.DEF, lambda r: found.append(r) or r)
+        found = _kernels(PassManager.parse(text).run(key))
         masks = [u for k in found for u in k.toposort() if u.dtype.scalar is dtypes.bool and u.dtype.count > 1]
         compares = [u for u in masks if u.op in (C.CMPLT, C.CMPNE, C.CMPEQ)]
         assert sorted({u.dtype.count for u in compares}) == want, sorted({u.dtype.count for u in masks})
