@@ -54,6 +54,12 @@ def test_a_conv_that_reuses_its_input_little_keeps_the_padding_fused() -> None:
     dw = x.silu().pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((32, 1, 3, 3), np.float32),
                                                                  device="python"), stride=2, groups=32)
     assert [it.name for it in dw.schedule()] == ["E_32_58_58", "r_32_28_28"]
+    # ... and on a 28x28 input 1.96 times per element of its 30x30 copy (EfficientNet-B0's 240 channels): copied too,
+    # where the taps' products times the weights were materialized 9x the input (E_240_14_14_9, an im2col-like copy)
+    x = Tensor(np.ones((1, 240, 28, 28), np.float32), device="python")
+    dw = x.silu().pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((240, 1, 3, 3), np.float32),
+                                                                 device="python"), stride=2, groups=240)
+    assert [it.name for it in dw.schedule()] == ["E_240_30_30", "r_240_14_14"]
 
 
 def test_an_input_padded_before_the_conv_is_copied_too() -> None:
@@ -170,3 +176,57 @@ def test_depthwise_convs_match_numpy(device: str, shape: tuple[int, ...], k: int
                                                  stride=stride).numpy()
     want = _conv_ref(np.maximum(x, 0), w, k // 2, shape[1])[:, :, ::stride, ::stride]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_squeeze_excite_block_stores_the_activated_conv_once(device: str) -> None:
+    # the depthwise conv is read by the squeeze-excite's pool and by the scale: its kernel stores swish(conv + b),
+    # which both read, instead of the bare conv from which each recomputed the bias and the swish (its exp); the
+    # scale is then fused into the 1x1 conv after it, which reads x * s[c] (the gate s materialized: C values)
+    from uopir.dialects import core as C
+    rng = np.random.default_rng(5)
+    xs, ws, bs = rng.standard_normal((1, 16, 8, 8)), rng.standard_normal((16, 1, 3, 3)), rng.standard_normal(16)
+    w1 = rng.standard_normal((8, 16, 1, 1))
+    x, w, b, p = (Tensor(a.astype(np.float32), device=device) for a in (xs, ws, bs, w1))
+    h = x.conv2d(w, b, groups=16, padding=1).silu()
+    out = (h * h.mean((2, 3), keepdim=True).sigmoid()).conv2d(p)
+    items = out.schedule()
+    exps = [it.name for it in items for u in it.ast.toposort() if u.op is C.EXP2]
+    assert len(exps) == 2 and not any(it.name.startswith("E_16_8_8") for it in items), [it.name for it in items]
+    hr = _conv_ref(xs, ws, 1, groups=16) + bs[None, :, None, None]
+    hr = hr / (1 + np.exp(-hr))
+    sr = 1 / (1 + np.exp(-hr.mean((2, 3), keepdims=True)))
+    np.testing.assert_allclose(out.numpy(), _conv_ref(hr * sr, w1, 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_hard_sigmoid_gate_fuses_into_the_conv_after_it(device: str) -> None:
+    # MobileNetV3's scale x * hardsigmoid(s[c]) reads 3 distinct buffers (x, and s's two terms): no heavy value to
+    # store, though its clip uses the gate's value twice (counted by load, not by path: was a 4-load "heavy" kernel)
+    rng = np.random.default_rng(6)
+    xs, ss, sb, w1 = (rng.standard_normal(s) for s in ((1, 16, 8, 8), (1, 16, 1, 1), (1, 16, 1, 1), (8, 16, 1, 1)))
+    x, s, b, p = (Tensor(a.astype(np.float32), device=device) for a in (xs, ss, sb, w1))
+    out = (x * (s + b).hardsigmoid()).conv2d(p)
+    assert [it.name for it in out.schedule()] == ["r_8_8_8"]
+    np.testing.assert_allclose(out.numpy(), _conv_ref(xs * np.clip((ss + sb) / 6 + 0.5, 0, 1), w1, 0),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_squeeze_excite_s_reductions_store_their_activations(device: str) -> None:
+    # each reduction of the squeeze-excite (pool, squeeze conv, excite conv) is stored with the elementwise chain
+    # above it (the mean's divide, the SiLU, the sigmoid gate) instead of bare, with that chain as a kernel of its own
+    # after it (E_16, E_4, E_16n1): 5 kernels, not 8
+    rng = np.random.default_rng(7)
+    xs, ws, bs = rng.standard_normal((1, 16, 8, 8)), rng.standard_normal((16, 1, 3, 3)), rng.standard_normal(16)
+    w1, w2, w3 = (rng.standard_normal(s) for s in ((8, 16, 1, 1), (4, 16, 1, 1), (16, 4, 1, 1)))
+    x, w, b, p, q, r = (Tensor(a.astype(np.float32), device=device) for a in (xs, ws, bs, w1, w2, w3))
+    h = x.conv2d(w, b, groups=16, padding=1).silu()
+    out = (h * h.mean((2, 3), keepdim=True).conv2d(q).silu().conv2d(r).sigmoid()).conv2d(p)
+    assert [it.name for it in out.schedule()] == ["r_16_8_8", "r_16", "r_4", "r_16n1", "r_8_8_8"]
+
+    def silu(v: np.ndarray) -> np.ndarray:
+        return v / (1 + np.exp(-v))
+    hr = silu(_conv_ref(xs, ws, 1, groups=16) + bs[None, :, None, None])
+    sr = 1 / (1 + np.exp(-_conv_ref(silu(_conv_ref(hr.mean((2, 3), keepdims=True), w2, 0)), w3, 0)))
+    np.testing.assert_allclose(out.numpy(), _conv_ref(hr * sr, w1, 0), rtol=1e-4, atol=1e-4)

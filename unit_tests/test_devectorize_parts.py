@@ -60,3 +60,33 @@ def test_parts_through_geps_give_the_eager_split_with_fewer_visits():
     pm.run(lowered, pass_statistics=True, out=io.StringIO())
     fired = pm.report.records[0].stats.fired
     assert fired["split-part-of-gep"] > 0 and fired["split-elementwise"] == 0
+
+
+def _kernels(out):
+    found: list = []
+    map_regions(out, lambda r: r.op is K.DEF, lambda r: found.append(r) or r)
+    return found
+
+
+def test_a_mask_splits_as_the_vectors_it_was_compared_from():
+    # a hard-swish on a 14x14 plane upcast by 28 lanes (two vectors of 16 on a 64-byte target): its clip compares
+    # 28 floats; the mask is split beside them, never kept as one 28-lane mask (an LLVM <28 x i1> whose bits were
+    # moved one by one into each half's select). The kernel reads nothing it writes, so the short last part is the
+    # last 16 lanes (0-15, 12-27: lanes 12-15 computed twice), with or without masked vectors
+    from uopir.dialects import core as C
+    from uopir.ir.dtype import dtypes
+    from uopir.passes.target import CPU, register_target
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.standard_normal((6, 14, 14), dtype=np.float32), device="c")
+    key, *_ = cache_key((x * (x * (1 / 6) + 0.5).clip(0, 1)).uop)
+    for masked, want in ((True, [16]), (False, [16])):
+        register_target(CPU.derive(name="test-mask", max_vector_bytes=64, threads=1, masked_vectors=masked),
+                        replace=True)
+        text = BEFORE.replace("target=c", "target=test-mask") + ",device-devectorize{target=test-mask}"
+        found = _kernels(PassManager.parse(text).run(key))
+        masks = [u for k in found for u in k.toposort() if u.dtype.scalar is dtypes.bool and u.dtype.count > 1]
+        compares = [u for u in masks if u.op in (C.CMPLT, C.CMPNE, C.CMPEQ)]
+        assert sorted({u.dtype.count for u in compares}) == want, sorted({u.dtype.count for u in masks})
+        assert max(u.dtype.count for u in masks) == 16
+        floats = {u.dtype.count for k in found for u in k.toposort() if u.dtype.scalar is dtypes.float32}
+        assert masked or floats <= {1, 2, 4, 8, 16}, floats

@@ -233,6 +233,19 @@ def test_elementwise_gets_a_vector_upcast_of_the_contiguous_axis() -> None:
     assert [u.src[1].dtype for u in stores] == [dtypes.float32.vec(4)]
 
 
+def test_an_elementwise_row_no_vector_divides_takes_the_divisor_that_fills_vectors_best() -> None:
+    # a squeeze-excite scale on 14x14 planes: 196 = 4 x 49, its power of two (4) fills a quarter of a 16-lane vector;
+    # 28 lanes fill 7/8 of two. A row of 7 is upcast whole instead of staying scalar.
+    for hw, want in ((14, 28), (7, 7)):
+        x, s = _f32(6, hw, hw), _f32(6, 1, 1)
+        k = _one_kernel(x * s.sigmoid(), "tensor-to-kernel,kernel-simplify,kernel-optimize{target=test-wide}")
+        assert (want, "upcast") in kinds(k).values(), kinds(k)
+        lowered_matches(UOp.sink((x * s.sigmoid()).uop), pipeline("tensor-to-kernel,kernel-simplify,"
+                                                                  "kernel-optimize{target=test-wide},kernel-expand"))
+    k = _one_kernel(_f32(3, 64) + 1.0, "tensor-to-kernel,kernel-optimize{target=test-wide}")
+    assert sorted(kinds(k).values()) == [(3, "loop"), (4, "loop"), (16, "upcast")]  # a full vector divides: kept
+
+
 def test_a_transposed_read_is_not_vector_upcast() -> None:
     a = _f32(8, 8)
     k = _one_kernel(a.permute(1, 0) + 1.0, "tensor-to-kernel,kernel-optimize")

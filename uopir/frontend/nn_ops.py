@@ -33,10 +33,11 @@ if TYPE_CHECKING:
     from uopir.frontend.tensor import Tensor
 
 # a padded conv input is copied into a buffer of its own when the conv does at least this many multiply-adds per
-# element of that copy (a depthwise 3x3/2 conv: 2.25): the conv kernel then reads it without a validity gate per tap
-# (one vector load per run of outputs instead of a gated load per lane), and an activation fused before the pad (a
-# SiLU's exp) is computed once per element in the copy instead of once per tap in the conv
-PAD_COPY_MIN_REUSE = 2
+# element of that copy (a depthwise 3x3/2 conv: 2.25, less the border: 1.96 on a 28x28 input's 30x30 copy): the conv
+# kernel then reads it without a validity gate per tap (one vector load per run of outputs instead of a gated load
+# per lane), and an activation fused before the pad (a SiLU's exp) is computed once per element in the copy instead
+# of once per tap in the conv (or, with the taps' products materialized, an im2col-like copy 9x the input)
+PAD_COPY_MIN_REUSE = 1.5
 PAD_COPY_MIN_WORK = 1 << 16  # ... and at least this many in all (a tiny conv is not worth a second kernel)
 # a conv whose output rows are shorter than twice this (or no multiple of half of it) or read their input with a
 # stride gets its weights copied in blocks of this many output channels (half as many when they do not divide the

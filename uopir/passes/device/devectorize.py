@@ -22,6 +22,9 @@ part, as `split-part-of-gep` below takes them from the value before the split (l
 the reader needs, not half from the part before); a gep of it too wide for the target is left to its readers, whose
 geps fold through it. So the eager order (every value split before its readers) gives the bottom-up program.
 A stride-2 pick of lanes from three or more parts of a load, at most two vectors apart, is its own load of that span.
+At the target's width, unless it has `masked_vectors` (LLVM on AVX-512: a masked access for any lane count), each
+part is split again into power-of-two parts, the largest first (14 = 8 + 4 + 2; C keeps a vector of another size
+lane by lane).
 
 The rewrite runs bottom-up: a reader is seen before the value it reads, so a gep of lanes within one part of a
 wide value becomes that part computed alone (`split-part-of-gep`: the op on the same part of its operands, the load
@@ -102,14 +105,27 @@ class _Ctx:
         except KeyError:
             pass
         n, w, r = d.count, self.limit(d), self.row
+        pow2 = self.width <= 0 and not self.t.masked_vectors and d.scalar is not dtypes.index
         if n <= w:
-            got = None
+            got = None if not pow2 or n & (n - 1) == 0 else [tuple(range(n))]
         elif r > w // 2 and r % w and n % r == 0:  # rows of r lanes: no part crosses a row
             got = [p for s in range(0, n, r) for p in self._cut(s, r, w)]
         else:
             got = self._cut(0, n, w)
+        if got is not None and pow2:
+            got = [q for p in got for q in _pow2_pieces(p)]
         self._parts[d] = got
         return got
+
+
+def _pow2_pieces(p: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Lanes p in parts of power-of-two sizes, the largest first (14 lanes: 8, 4, 2)."""
+    out, i = [], 0
+    while i < len(p):
+        k = 1 << ((len(p) - i).bit_length() - 1)
+        out.append(p[i:i + k])
+        i += k
+    return out
 
 
 def gep(x: UOp, idx: tuple[int, ...]) -> UOp:
@@ -143,7 +159,9 @@ def _piece(s: UOp, idx: tuple[int, ...], lanes: int) -> UOp:
 def kernel_ctx(k: UOp, t: Target, width: int) -> _Ctx:
     """The splitting context of kernel k: fresh accumulator ids after its largest, and its row: the lanes of its
     stores when they all have the same count (a depthwise conv's rows of 14, stacked in one wide value, split at
-    row boundaries, so that each part is one row's vector load instead of lanes gathered across two rows)."""
+    row boundaries, so that each part is one row's vector load instead of lanes gathered across two rows), and its
+    mask width: a bool vector splits as the vectors it was compared from (a compare of 28 floats: masks of 16 and
+    12 lanes beside their halves, not one 28-lane mask whose bits are moved one by one into each half's select)."""
     order = k.toposort()
     ids = [u.attrs.id for u in order if u.op is D.ACC]
     rows = {u.operands.value.dtype.count for u in order if u.op is K.STORE}

@@ -34,7 +34,8 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
   2. otherwise, a vector upcast of the contiguous output range (stride 1 in the store, and in every load that reads
      along it, or 2 where kernel-expand reads the span: a stride-2 pool, whose row no half vector divides is upcast
      whole up to ROW_TILE_VECTORS vectors) by the largest power of two that divides it and fits the vector width and
-     `max_upcast`;
+     `max_upcast`; when that is less than a vector, by the divisor up to ROW_TILE_VECTORS vectors whose lanes fill
+     their vectors best (a 14x14 plane: 28 lanes, 7/8 of two vectors, not 4; a row of 7 whole, not scalar);
   3. reductions: on a cpu target, the innermost range of each reduction that depends on no upcast output range
      (a full sum, a row sum, softmax's max and sum beside its vector of outputs) and along which every load under it
      reads consecutive elements gets partial accumulators: `upcast` of the reduce range by ACC_VECTORS vectors of
@@ -461,6 +462,16 @@ def _pow2_divisor(n: int, cap: int) -> int:
     return f
 
 
+def _fullest_divisor(n: int, vw: int, cap: int, f: int) -> int:
+    """The divisor of n up to cap whose lanes fill their vectors best (lanes / (vectors * vw)), the larger on a tie;
+    f (a power of two below vw) unless one fills them better: a 14x14 plane's 196 = 7 x 28 lanes (two vectors of 16,
+    7/8 full) where its power of two, 4, fills a quarter of one; a 7-wide row whole rather than scalar."""
+    def fill(d: int) -> float:
+        return d / (-(-d // vw) * vw)
+    best = max((d for d in range(2, min(n, cap) + 1) if n % d == 0), key=lambda d: (fill(d), d), default=f)
+    return best if fill(best) > fill(f) else f
+
+
 def _leave_alone(kdef: UOp) -> bool:
     """A kernel the heuristic does not touch: already optimized (upcast/unroll ranges, vectors), or two ranges on
     one axis number (an opt names its range by axis)."""
@@ -547,6 +558,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
                 f = _pow2_divisor(n, min(vw, budget))
                 if strided and f < vw // 2 and vw <= n <= min(ROW_TILE_VECTORS * vw, budget):
                     f = n  # a strided row no half vector divides (a pool's 55 columns): all of it
+                elif f < vw:
+                    f = _fullest_divisor(n, vw, min(ROW_TILE_VECTORS * vw, budget), f)
                 if f >= 2:
                     upcast[r] = f
                     lanes *= f

@@ -7,14 +7,17 @@ What is materialized (gets a buffer and a kernel): `tensor.contiguous`, `tensor.
 `tensor.assign` (into its target), the root sink's tensor results; then, found by building the kernels and looking at
 them (`_Plan.review`), a reduction that would otherwise be computed twice (read by two kernels, or at two indices in
 one) or recomputed (its value does not depend on exactly the outermost loops around it, so it could not be hoisted:
-`m.sum(0)` expanded along the rows of an output, or read at an index that the loops around it reach more than twice per
-element: a max-pool gradient reads each pooled value once per pixel of its window), and, for the first reason, an
+`m.sum(0)` expanded along the rows of an output, or read at an index that the loops around it reach more than twice
+per element: a max-pool gradient reads each pooled value once per pixel of its window), and, for the first reason, an
 elementwise value that is expensive (exp2, log2, sin, sqrt, recip, fdiv) or heavy (`HEAVY_LOADS` loads under it: a
-conv weight gradient reads the pooling gradient once per kernel tap) and no larger than its loops. Size budget: a
-kernel whose body renders more than `MAX_KERNEL_OPS` tensor nodes (a 20,000-op elementwise chain) is cut: every
-`MAX_KERNEL_OPS // 2` nodes in rendering order, an elementwise node no larger than the kernel's output is materialized,
-so no kernel is huge (a C compiler's time grows faster than linearly with the size of a function) and each piece is an
-ordinary kernel.
+conv weight gradient reads the pooling gradient once per kernel tap) and no larger than its loops. A reduction is
+stored with the elementwise chain above it (views and elementwise ops of its size, `_Plan._chain_top`) when every
+reader reaches it through that chain: a conv stores swish(conv + bias) once for a squeeze-excite's pool and scale, an
+SE conv its sigmoid gate, a project conv its bias and residual add, where the bare conv was stored and each reader (or
+a kernel of its own) added the rest. Size budget: a kernel whose body renders more than `MAX_KERNEL_OPS` tensor nodes
+(a 20,000-op elementwise chain) is cut: every `MAX_KERNEL_OPS // 2` nodes in rendering order, an elementwise node no
+larger than the kernel's output is materialized, so no kernel is huge (a C compiler's time grows faster than linearly
+with the size of a function) and each piece is an ordinary kernel.
 Everything else fuses into the kernel that reads it: elementwise chains, the producers of a reduction, and a reduction
 into its consumer when each of its values is computed once per the loops around it (`(x @ w + b).relu()`, softmax and
 layernorm rows are one kernel each).
@@ -74,6 +77,9 @@ HEAVY_LOADS = 4  # an elementwise value reading this many loads is worth a buffe
 # conv under a global pool, would otherwise run as a gated or nested kernel: no vectors, every branch's loops run)
 GATED_REDUCE_MAX_WORK = 1 << 16
 _ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
+CHAIN_MAX = 32  # nodes of the elementwise chain above a twice-read reduction looked at for what to materialize
+_CHAIN_VIEWS = frozenset((tensor.RESHAPE, tensor.DETACH))
+_HEAVY = frozenset(range(HEAVY_LOADS))  # stands for HEAVY_LOADS or more distinct loads
 _VIEWS = frozenset((tensor.RESHAPE, tensor.PERMUTE, tensor.SHRINK, tensor.FLIP))
 _MOVEMENT = frozenset(tensor.MOVEMENT_OPS)
 
@@ -280,6 +286,8 @@ class _Plan:
         self.storage: dict[UOp, tuple[UOp, UOp | None]] = {}  # node -> (buffer, assign target view or None)
         self.reduce_at: dict[UOp, tuple] = {}  # reduction -> where this build first rendered it
         self.twice: dict[UOp, None] = {}  # reductions this build found at a second place
+        self.consumers: dict[UOp, list[UOp]] | None = None  # node -> the nodes that read it (made when first needed)
+        self.pos: dict[UOp, int] = {}  # node -> its place in self.order
         self.kernel_no = 0
         ids = [u.attrs.id for u in self.order if u.op is tensor.BUFFER]
         self.first_id = max(ids, default=-1) + 1
@@ -356,9 +364,45 @@ class _Plan:
                 kernels.append(k)
         if self.twice:
             for t in self.twice:
-                self.materialized[t] = "a reduction read by two kernels or at two indices"
+                top = self._chain_top(t)
+                if top in self.materialized:
+                    top = t
+                self.materialized[top] = "a reduction read by two kernels or at two indices" + (
+                    "" if top is t else ", through the elementwise chain above it")
             return None
         return None if self.cut else kernels
+
+    def _chain_top(self, r: UOp) -> UOp:
+        """What to materialize for reduction r (read twice, or recomputed where it is read): the topmost node of the
+        elementwise chain above it (views and elementwise ops of r's size, at most CHAIN_MAX of them) through which
+        every reader reaches r, else r. A depthwise conv read by its squeeze-excite's pool and by the scale then
+        stores swish(conv + bias) once, where each reader recomputed the bias and the activation (its exp)."""
+        if self.consumers is None:
+            self.consumers = {}
+            for u in self.order:
+                for s in dict.fromkeys(u.src):
+                    self.consumers.setdefault(s, []).append(u)
+            self.pos = {u: i for i, u in enumerate(self.order)}
+        size = math.prod(storage_shape(r.shape))
+        region, frontier = {r}, [r]
+        while frontier and len(region) < CHAIN_MAX:
+            x = frontier.pop()
+            for c in self.consumers.get(x, ()):
+                if c not in region and (c.op in _ELEMENTWISE or c.op in _CHAIN_VIEWS) and c.shape is not None and \
+                        c.dtype is not dtypes.void and math.prod(storage_shape(c.shape)) == size:
+                    region.add(c)
+                    frontier.append(c)
+        for u in sorted(region - {r}, key=lambda x: -self.pos[x]):  # the topmost first
+            below, stack = {u}, [u]
+            while stack:
+                for s in stack.pop().src:
+                    if s in region and s not in below:
+                        below.add(s)
+                        stack.append(s)
+            if r in below and all(x not in self.materialized and all(c in below for c in self.consumers.get(x, ()))
+                                  for x in below - {u}):
+                return u
+        return r
 
     def _cut(self, b: _Builder, own: UOp, shape: tuple) -> None:
         """Keep a kernel under the size budget: every max_ops // 2 rendered nodes (operands come before their users,
@@ -434,7 +478,9 @@ class _Plan:
             for k in kernels:
                 bad = _first_recomputed(k, want_reduce)
                 if bad is not None:
-                    self.materialized[bad] = "recomputed inside a loop its value does not depend on"
+                    top = self._chain_top(bad) if want_reduce else bad
+                    self.materialized[bad if top in self.materialized else top] = \
+                        "recomputed inside a loop its value does not depend on"
                     return True
         for k in kernels:
             if k.node.op is tensor.ASSIGN and k.node not in self.temp_assigns and _reads_other_element(k):
@@ -488,9 +534,12 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
         return None
     free = _free_ranges(k.ast)
     loads: dict[UOp, int] = {}
-    if not want_reduce:  # loads under each node, counted up to HEAVY_LOADS
+    if not want_reduce:  # the distinct loads under each node, counted up to HEAVY_LOADS (a value used twice, as a
+        under: dict[UOp, frozenset] = {}  # clip's compare and select use it, is one load: a hard-sigmoid gate reads 2)
         for x in k.ast.toposort():
-            loads[x] = min(HEAVY_LOADS, (x.op is kernel.LOAD) + sum(loads[s] for s in x.src))
+            got = frozenset((x,)) if x.op is kernel.LOAD else frozenset().union(*(under[s] for s in x.src))
+            under[x] = got if len(got) < HEAVY_LOADS else _HEAVY
+            loads[x] = len(under[x])
     seen: set[tuple[UOp, tuple[UOp, ...]]] = set()
     stack: list[tuple[UOp, tuple[UOp, ...]]] = [(k.ast, k.ranges)]
     while stack:
