@@ -364,3 +364,18 @@ def test_a_row_of_14_is_one_masked_access_on_avx512(backend: LLVMBackend) -> Non
     got = np.full(42, -1.0, np.float32)
     run(backend, prog, [got, xs])
     np.testing.assert_array_equal(got, xs * 2)
+
+
+def test_a_scalar_repeated_by_a_gep_is_a_splat(backend: LLVMBackend) -> None:
+    """gep(x, (0, 0, 0, 0)) of a one-lane x (device-devectorize's broadcast of a 1-lane part: a row of 7 cut 4+2+1
+    on a target without masked vectors) is x in every lane, not the scalar itself (LLVM rejected the module)."""
+    out, x = param(0, dtypes.float32), param(1, dtypes.float32)
+    v = UOp(K.LOAD, dtypes.float32.vec(4), (UOp(K.INDEX, x.dtype, (x, idx(0))),))
+    s = UOp(K.LOAD, dtypes.float32, (UOp(K.INDEX, x.dtype, (x, idx(4))),))
+    b = UOp(C.GEP, dtypes.float32.vec(4), (s,), (0, 0, 0, 0))
+    m = UOp(C.MUL, dtypes.float32.vec(4), (v, b))
+    st = UOp(K.STORE, dtypes.void, (UOp(K.INDEX, out.dtype, (out, idx(0))), m))
+    xs = np.array([1, 2, 3, 4, 5], np.float32)
+    got = np.zeros(4, np.float32)
+    run(backend, program("splat", v, s, b, m, st), [got, xs])
+    np.testing.assert_array_equal(got, xs[:4] * 5)

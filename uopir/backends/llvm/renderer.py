@@ -507,8 +507,8 @@ class _Walk(Writer):
         f = self.f
         v = self.get(u.operands.x)
         lanes = tuple(u.attrs.idx)
-        if v.n == 1:
-            self.define(u, v.ref, escapes)
+        if v.n == 1:  # lane 0 of a scalar, once or repeated (a broadcast)
+            self.define(u, v.ref if len(lanes) == 1 else self.get(u.operands.x, len(lanes)).ref, escapes)
         elif len(lanes) == 1:
             self.define(u, f.ins(f"extractelement {v.ty} {v.ref}, i64 {lanes[0]}"), escapes)
         else:
