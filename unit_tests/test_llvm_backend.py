@@ -347,9 +347,10 @@ def test_local_arrays_are_zeroed_by_memset_and_the_ir_stays_small() -> None:
     assert sizes[1] <= sizes[0] + 16, sizes
 
 
-def test_a_row_of_14_is_one_masked_access_on_avx512(backend: LLVMBackend) -> None:
-    """An ungated load and store of 14 lanes (a depthwise conv's output row) render as one masked 16-lane access on
-    an AVX-512 host (not 8 + 4 + 2 pieces) and touch nothing past the row: the last row ends the buffer."""
+def test_a_row_of_14_runs_up_to_the_buffers_end(backend: LLVMBackend) -> None:
+    """An ungated load and store of 14 lanes (a depthwise conv's output row) is a plain <14 x float> access, which
+    LLVM lowers to pieces that touch nothing past the row: the last row ends the buffer. (A masked 16-lane access
+    made ResNet's 28/14/7-row convs 2x slower.)"""
     out, x = param(0, dtypes.float32), param(1, dtypes.float32)
     loop = UOp(D.LOOP, dtypes.index, (idx(3),), 0)
     off = loop * idx(14)
@@ -357,9 +358,7 @@ def test_a_row_of_14_is_one_masked_access_on_avx512(backend: LLVMBackend) -> Non
     w = UOp(C.ADD, dtypes.float32.vec(14), (v, v))
     st = UOp(K.STORE, dtypes.void, (UOp(K.INDEX, out.dtype, (out, off)), w))
     prog = program("row14", loop, v, w, st, UOp(D.ENDLOOP, dtypes.void, (loop, st)))
-    wide = LLVMRenderer(wide_vectors=True).render(prog)
-    assert "@llvm.masked.load.v16f32.p0" in wide and "@llvm.masked.store.v16f32.p0" in wide
-    assert "masked" not in LLVMRenderer().render(prog)
+    assert "load <14 x float>" in LLVMRenderer(wide_vectors=True).render(prog)
     xs = np.arange(42, dtype=np.float32)
     got = np.full(42, -1.0, np.float32)
     run(backend, prog, [got, xs])

@@ -37,7 +37,6 @@ and the header comment names the program and its variables through `llvm_comment
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 import numpy as np
 
@@ -321,15 +320,6 @@ _INT_BIN = {"core.add": "add", "core.sub": "sub", "core.mul": "mul", "core.and":
             "core.xor": "xor"}
 _FLOAT_UN = {"core.sqrt": "sqrt", "core.trunc": "trunc", "core.exp2": "exp2", "core.log2": "log2", "core.sin": "sin"}
 _EXACT_IN_BF16 = frozenset(("core.max", "core.neg", "core.trunc", "core.mod", "core.where"))  # no rounding needed
-
-
-def _lanes(idx: Any) -> str:
-    return ", ".join(f"i32 {i}" for i in idx)
-
-
-def _head_mask(n: int, m: int) -> str:
-    """The constant mask <m x i1> of the first n lanes."""
-    return "<" + ", ".join("i1 true" if i < n else "i1 false" for i in range(m)) + ">"
 
 
 class LLVMRenderer(Renderer):
@@ -616,14 +606,7 @@ class _Walk(Writer):
         mt, al = mem_type(d), np_dtype(d).itemsize
         if gate is None:
             addr = p.base if p.off == "0" else f.ins(f"getelementptr inbounds {mt}, ptr {p.base}, i64 {p.off}")
-            m = self._masked_width(n, al)
-            if m:  # one masked vector load, not a load per power-of-two piece of n (a row of 14: 8 + 4 + 2)
-                vt = vec(mt, m)
-                x = f.call(f"llvm.masked.load.{mangle(mt, m)}.p0", vt,
-                           [(f"ptr align {al}", addr), (f"<{m} x i1>", _head_mask(n, m)), (vt, "poison")])
-                x = f.ins(f"shufflevector {vt} {x}, {vt} poison, <{n} x i32> <{_lanes(range(n))}>")
-            else:
-                x = f.ins(f"load {vec(mt, n)}, ptr {addr}, align {al}")
+            x = f.ins(f"load {vec(mt, n)}, ptr {addr}, align {al}")
             self.define(u, self._from_mem(x, d, n), escapes)
             return
         alt = self.get(ops.alt, n).ref if ops.alt is not None else splat(scalar_type(d), n, 0)
@@ -641,16 +624,6 @@ class _Walk(Writer):
         ty = vec(scalar_type(d), n)
         self.define(u, f.ins(f"select i1 {gate}, {ty} {x}, {ty} {alt}"), escapes)
 
-    def _masked_width(self, n: int, itemsize: int) -> int:
-        """The lanes of the masked vector access that reads or writes n elements of `itemsize` bytes in one
-        instruction on an AVX-512 host (mask registers: a masked load suppresses faults where the mask is off), or 0
-        where a plain access serves: n a power of two, or no wider vector (a 32- or 64-bit element) fits a
-        register."""
-        m = 1 << max(0, n - 1).bit_length()
-        if not self.r.wide_vectors or n < 2 or m == n or itemsize not in (4, 8) or m * itemsize > 64:
-            return 0
-        return m
-
     def store(self, u: UOp, escapes: bool) -> None:
         f, ops = self.f, u.operands
         p = self.ptr(ops.ptr)
@@ -667,15 +640,7 @@ class _Walk(Writer):
             f.emit(f"br i1 {gate}, label %{then}, label %{cont}")
             f.block(then)
         addr = p.base if p.off == "0" else f.ins(f"getelementptr inbounds {mt}, ptr {p.base}, i64 {p.off}")
-        m = self._masked_width(n, al)
-        if m:  # one masked vector store (see load)
-            wide = f.ins(f"shufflevector {vec(mt, n)} {v}, {vec(mt, n)} poison, <{m} x i32> "
-                         f"<{_lanes(list(range(n)) + [n] * (m - n))}>")
-            name = f"llvm.masked.store.{mangle(mt, m)}.p0"
-            f.intrinsic(name, "void", [vec(mt, m), "ptr", f"<{m} x i1>"])
-            f.emit(f"call void @{name}({vec(mt, m)} {wide}, ptr align {al} {addr}, <{m} x i1> {_head_mask(n, m)})")
-        else:
-            f.emit(f"store {vec(mt, n)} {v}, ptr {addr}, align {al}")
+        f.emit(f"store {vec(mt, n)} {v}, ptr {addr}, align {al}")
         if cont is not None:
             f.emit(f"br label %{cont}")
             f.block(cont)

@@ -13,7 +13,8 @@ as soon as every reader is split too:
 - a `core.gep` that picks more lanes than allowed.
 
 Parts are `width` lanes each, the last shorter; a kernel whose stores all write rows of r lanes (more than half a
-vector, no multiple of one) splits a value of whole rows at row boundaries instead (rows of 14 by 16: 14, 14, ...).
+vector, no multiple of one) splits a value of whole rows, of at most ROW_SPLIT_MAX_VECTORS vectors, at row boundaries
+instead (rows of 14 by 16: 14, 14, ...).
 When no buffer the kernel stores to is also read by it, a shorter last part (of a value or a row) is instead the last
 `width` lanes, overlapping the part before (55 lanes by 16: 0-15, 16-31, 32-47, 39-54): lanes computed twice are
 the same values, stored twice, and the row stays vector code instead of a tail of scalars. The join of such parts
@@ -51,6 +52,11 @@ from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 from uopir.passes.target import Target, check_target_option
+
+# the most vectors a value of whole rows may span to be split at row boundaries (a depthwise conv's rows of 14);
+# a wider one (16 channels x 14 columns of a conv's register tile) is cut into full vectors across rows instead:
+# split per row, every row's tail is a short piece of its own (ResNet's 28/14/7-row 3x3 convs ran 2x slower)
+ROW_SPLIT_MAX_VECTORS = 4
 
 __all__ = ["DevectorizeOptions", "kernel_ctx", "device_devectorize", "DEVECTORIZE", "GEP_FOLDS", "gep", "join",
            "at_offset"]
@@ -108,7 +114,7 @@ class _Ctx:
         pow2 = self.width <= 0 and not self.t.masked_vectors and d.scalar is not dtypes.index
         if n <= w:
             got = None if not pow2 or n & (n - 1) == 0 else [tuple(range(n))]
-        elif r > w // 2 and r % w and n % r == 0:  # rows of r lanes: no part crosses a row
+        elif r > w // 2 and r % w and n % r == 0 and n <= ROW_SPLIT_MAX_VECTORS * w:  # whole rows, short values
             got = [p for s in range(0, n, r) for p in self._cut(s, r, w)]
         else:
             got = self._cut(0, n, w)
