@@ -69,9 +69,9 @@ class Target:
     # f32/f64 vector exp2/log2 are rewritten into polynomial core ops (device-transcendental: within the
     # differential tolerance's `transcendental` class, not bit-exact) instead of one library call per lane
     vector_transcendentals: bool = False
-    # a vector of any lane count is one (masked) access and one register op per vector width (LLVM on AVX-512: a row
-    # of 14 is one masked load); without it device-devectorize splits vectors into power-of-two parts (14 = 8 + 4 + 2:
-    # C keeps a vector of another size lane by lane)
+    # the backend takes a vector of any lane count as one value (LLVM on AVX-512 legalizes a <14 x float> itself);
+    # without it device-devectorize splits vectors into power-of-two parts (14 = 8 + 4 + 2: C keeps a vector of
+    # another size lane by lane)
     masked_vectors: bool = False
 
     def __post_init__(self) -> None:

@@ -29,7 +29,7 @@ PIPELINE = "default{target=llvm}"
 
 def llvm_target() -> Target:
     """The LLVM target: the host cpu (uopir.backends.cpu.runtime.host_target); every core op is native; on an
-    AVX-512 host a vector of any lane count is a masked access (the renderer's `wide_vectors`)."""
+    AVX-512 host a vector of any lane count stays one value for LLVM to legalize (`masked_vectors`)."""
     t = host_target("llvm")
     return t.derive(masked_vectors=t.max_vector_bytes >= 64)
 

@@ -23,7 +23,7 @@ part, as `split-part-of-gep` below takes them from the value before the split (l
 the reader needs, not half from the part before); a gep of it too wide for the target is left to its readers, whose
 geps fold through it. So the eager order (every value split before its readers) gives the bottom-up program.
 A stride-2 pick of lanes from three or more parts of a load, at most two vectors apart, is its own load of that span.
-At the target's width, unless it has `masked_vectors` (LLVM on AVX-512: a masked access for any lane count), each
+At the target's width, unless it has `masked_vectors` (LLVM on AVX-512 takes any lane count), each
 part is split again into power-of-two parts, the largest first (14 = 8 + 4 + 2; C keeps a vector of another size
 lane by lane).
 
