@@ -31,7 +31,7 @@ from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
 from uopir.ir.valuerange import vmax, vmin
 from uopir.passes.kernel.anchors import is_kernel_body
-from uopir.passes.kernel.indexmath import conjuncts, const_extent, linear_coeffs
+from uopir.passes.kernel.indexmath import conjuncts, const_extent, linear_coeffs, range_deps
 from uopir.passes.kernel.simplify import simplify_kernel
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
@@ -54,7 +54,6 @@ def _cuts(gates: list[UOp], x: UOp) -> set[int] | None:
     a conv's window offset, or nothing: `c < x` cuts at c + 1, `x < c` at c): rest lies in [m, M], so the bound holds
     for every window position where s*x + m >= 1 and for none where s*x + M <= 0."""
     cuts: set[int] = set()
-    deps: dict[UOp, frozenset[UOp]] | None = None
     for g in gates:
         for c in conjuncts(g):
             order = c.toposort()
@@ -72,12 +71,7 @@ def _cuts(gates: list[UOp], x: UOp) -> set[int] | None:
             if any(u.op is K.RANGE and u is not x and u.attrs.kind != "reduce" for u in order):
                 return None  # a bound that moves with another output range (a diagonal): no segment holds it
             diff = UOp(core.SUB, dtypes.index, (b, a))
-            if deps is None:
-                deps = {}
-            for u in diff.toposort():
-                deps[u] = frozenset([u]) if u is x else frozenset().union(*(deps[q] for q in u.src)) if u.src else \
-                    frozenset()
-            coef = linear_coeffs(diff, frozenset([x]), deps)
+            coef = linear_coeffs(diff, frozenset([x]), range_deps(diff.toposort(), lambda r: r is x))
             if coef is None or x not in coef:
                 return None
             rest = diff.substitute({x: UOp.const(dtypes.index, 0)})
