@@ -26,7 +26,8 @@ way below.
 `TinyJit(f, constants=[...])` names tensors the caller promises not to change while the capture lives (a model's
 weights; uopir.onnx passes its initializers). The native replay then runs each kernel that reads only those and what
 such kernels wrote (a conv's weights re-packed into channel blocks) once, when its graph is built, and replays the
-rest. Should a replayed kernel write into one of them after all (an assign), nothing is precomputed.
+rest. A kernel whose buffers a replayed launch writes after all (an assign into a constant, an output overwritten
+later) stays in the replay, and so does whatever reads what it writes.
 
 The return value has the structure of the captured one with every Tensor (realized at capture) rebound the same way;
 other values come back as they were captured. Random tensors the function draws (Tensor.rand/randn/uniform/..., dropout
@@ -82,7 +83,6 @@ class _Step:
     slots: list[_Slot]
     fresh: list[tuple[int, Any]]  # (made index, captured buffer) of the fresh targets allocated before this launch
     made: int  # made index of this launch's result
-
 
 
 class _NoGraph(Exception):
@@ -438,7 +438,6 @@ class TinyJit(Generic[Ret]):
         persistent: dict[int, Any] = {}
         keep: list[Any] = []
         fixed: list[tuple[int, int]] = []
-        # every launch in order: (entry, whether it reads only constants, the addresses it writes or None: unknown)
         # every launch in order: (entry, whether it reads only constants, the addresses it writes (None: unknown),
         # the addresses it reads)
         entries: list[tuple[tuple[int, list[Any], int | None], bool, set[int] | None, set[int]]] = []
@@ -555,7 +554,7 @@ class TinyJit(Generic[Ret]):
         out: set[int] = set()
         for t in self.constants:
             if t.uop.op is T.BUFFER:
-                a = buffer_of(t.uop).host_view()
-                if a is not None and a.nbytes:
-                    out.add(a.__array_interface__["data"][0])
+                info = host_info(buffer_of(t.uop))
+                if info is not None and info[1]:
+                    out.add(info[0])
         return out
