@@ -168,19 +168,24 @@ register_range(VAR, lambda u, _: (u.attrs.min, u.attrs.max))
 
 
 # ---- effects ---------------------------------------------------------------------------------------------------------
+def pointer_base(ptr: UOp) -> UOp | None:
+    """The buffer a pointer points into (through kernel.index and kernel.after): a param, or a local or register
+    scratch buffer; None for a pointer of another form."""
+    while ptr.op is INDEX or ptr.op is AFTER:
+        ptr = ptr.operands.ptr
+    return ptr if ptr.op is PARAM or ptr.op is LOCAL or ptr.op is REGISTER else None
+
+
 def stored_params(root: UOp) -> frozenset[int] | None:
     """The `idx` of every buffer argument a kernel (or device program) stores into, or None when a store's pointer
-    does not lead back to a param or a scratch buffer (a form this walk does not know: callers then assume that any
-    argument may be written). Runtimes ask it to tell a kernel's inputs from its outputs."""
+    does not lead back to a param or a scratch buffer (a form `pointer_base` does not know: callers then assume that
+    any argument may be written). Runtimes ask it to tell a kernel's inputs from its outputs."""
     out: set[int] = set()
     for u in root.toposort():
-        if u.op is not STORE:
-            continue
-        p = u.src[0]
-        while p.op is not PARAM and p.op is not LOCAL and p.op is not REGISTER:
-            if not p.src or not p.src[0].dtype.is_ptr:
+        if u.op is STORE:
+            base = pointer_base(u.operands.ptr)
+            if base is None:
                 return None
-            p = p.src[0]
-        if p.op is PARAM:
-            out.add(p.attrs.idx)
+            if base.op is PARAM:
+                out.add(base.attrs.idx)
     return frozenset(out)

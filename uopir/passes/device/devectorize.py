@@ -171,20 +171,13 @@ def kernel_ctx(k: UOp, t: Target, width: int) -> _Ctx:
     order = k.toposort()
     ids = [u.attrs.id for u in order if u.op is D.ACC]
     rows = {u.operands.value.dtype.count for u in order if u.op is K.STORE}
-    stored = {_buffer(u.operands.ptr) for u in order if u.op is K.STORE}
-    loaded = {_buffer(u.operands.ptr) for u in order if u.op is K.LOAD}
+    stored = {K.pointer_base(u.operands.ptr) for u in order if u.op is K.STORE}
+    loaded = {K.pointer_base(u.operands.ptr) for u in order if u.op is K.LOAD}
     overlap = all(b is not None and b.op is K.PARAM for b in stored) and not stored & loaded
     bool_lanes: dict[int, int] = {}
     for d in {u.dtype for u in order if u.dtype.count > 1 and u.dtype.scalar not in (dtypes.bool, dtypes.index)}:
         bool_lanes[d.count] = min(bool_lanes.get(d.count, d.count), t.vector_width(d.scalar))
     return _Ctx(t, width, max(ids, default=-1) + 1, rows.pop() if len(rows) == 1 else 0, overlap, bool_lanes)
-
-
-def _buffer(ptr: UOp) -> UOp | None:
-    """The buffer a pointer points into (through kernel.index), or None when it is not plain."""
-    while ptr.op is K.INDEX:
-        ptr = ptr.operands.ptr
-    return ptr if ptr.op in (K.PARAM, K.LOCAL, K.REGISTER) else None
 
 
 # ---- patterns --------------------------------------------------------------------------------------------------------

@@ -211,8 +211,8 @@ def _ragged_ok(kdef: UOp, r: UOp) -> bool:
     if r.attrs.kind != "loop":
         return False
     order = kdef.toposort()
-    stored = {u.src[0].src[0] for u in order if u.op is K.STORE and u.src[0].op is K.INDEX}
-    if any(u.op is K.LOAD and u.src[0].op is K.INDEX and u.src[0].src[0] in stored for u in order):
+    stored = {K.pointer_base(u.operands.ptr) for u in order if u.op is K.STORE}
+    if None in stored or any(u.op is K.LOAD and K.pointer_base(u.operands.ptr) in stored for u in order):
         return False
     for u in order:
         if u.op is K.STORE and u.src[0].op is K.INDEX:
