@@ -521,3 +521,16 @@ def test_a_matrix_vector_product_vectorizes_the_reduction_or_a_longer_output_run
     assert heuristic_opts(_one_kernel(_whole(64, 49).sum(1), "tensor-to-kernel"), ACC)[:1] == [Opt("upcast", 0, 16)]
     _reduce_kernel(_whole(64, 196).sum(1), "test-acc")
     _reduce_kernel(_whole(64, 49).sum(1), "test-acc")
+
+
+@pytest.mark.parametrize("opt", [Opt("upcast", 0, 16), Opt("unroll", 2, 4), Opt("global", 1), Opt("outer", 0),
+                                 Opt("pack", 3), Opt("local", 0, 8), Opt("group", 1, 32)])
+def test_opt_text_round_trips(opt: Opt) -> None:
+    assert Opt.parse(str(opt)) == opt
+
+
+@pytest.mark.parametrize("text", ["", "upcast 0", "upcast 0 by", "upcast x by 4", "global 1 by 2", "tile 0 by 4",
+                                  "upcast 0 times 4", "upcast -1 by 4"])
+def test_opt_parse_rejects_bad_text(text: str) -> None:
+    with pytest.raises(OptError, match="not an opt"):
+        Opt.parse(text)

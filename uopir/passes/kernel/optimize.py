@@ -134,6 +134,18 @@ class Opt:
     def __str__(self) -> str:
         return f"{self.kind} {self.axis}" + (f" by {self.factor}" if self.kind in _SPLIT_KINDS + _THREAD_KINDS else "")
 
+    @classmethod
+    def parse(cls, text: str) -> Opt:
+        """The opt `str(opt)` printed ("upcast 0 by 16", "global 1"): how a tuning cache or a log names one."""
+        words = text.split()
+        kinds = _SPLIT_KINDS + _THREAD_KINDS + ("global", "outer", "pack")
+        split = len(words) == 4 and words[2] == "by"
+        if not words or words[0] not in kinds or len(words) != (4 if words[0] in _SPLIT_KINDS + _THREAD_KINDS else 2):
+            raise OptError(f"not an opt: {text!r} (expected e.g. 'upcast 0 by 16' or 'global 1')")
+        if not words[1].isdigit() or (split and not words[3].isdigit()) or (len(words) == 4 and not split):
+            raise OptError(f"not an opt: {text!r} (the axis and factor are non-negative integers)")
+        return cls(words[0], int(words[1]), int(words[3]) if split else 0)  # type: ignore[arg-type]
+
 
 # ---- applying opts ---------------------------------------------------------------------------------------------------
 def _iconst(v: int) -> UOp:
