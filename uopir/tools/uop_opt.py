@@ -14,6 +14,7 @@ import shlex
 import stat
 import sys
 import tempfile
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -100,6 +101,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         "a .mlir file, else uop)")
     p.add_argument("--dump-pass-pipeline", action="store_true",
                    help="print the expanded pipeline with every option's value")
+    p.add_argument("--tuning-cache", metavar="FILE", default=None,
+                   help="the tuning cache kernel-optimize{strategy=beam} reads and records to (a sqlite file, "
+                        "created if missing; default: $UOPIR_TUNING_CACHE or tuning.sqlite in the cache folder; "
+                        "'none': no cache)")
     p.add_argument("--run-reproducer", action="store_true",
                    help="INPUT is a crash reproducer: run it with the flags in its '// configuration:' header")
     p.add_argument("--reproducer", metavar="PATH", default=None,
@@ -389,6 +394,13 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args.input = "-"
     if args.run_reproducer:
         return _main(_replay_argv(argv, args), out, err)
+    if args.tuning_cache is not None:
+        with _tuning_cache(args.tuning_cache):
+            return _run(args, explicit_input, out, err)
+    return _run(args, explicit_input, out, err)
+
+
+def _run(args: argparse.Namespace, explicit_input: bool, out: TextIO, err: TextIO) -> int:
     if args.output != "-":
         check_output_file(args.output, "-o")
     if args.reproducer not in (None, "none") and not os.path.isdir(args.reproducer):  # a folder: a new file in it
@@ -430,6 +442,16 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     if args.viz is not None:
         return _with_viz(args, filename, lambda: _run_chunks(chunks, filename, pm, args, out, err), err)
     return _run_chunks(chunks, filename, pm, args, out, err)
+
+
+def _tuning_cache(path: str) -> AbstractContextManager[object]:
+    """The --tuning-cache file, opened and checked before any work, as the one searches use during the run."""
+    from uopir.search.cache import TuningCache, TuningCacheError, using_tuning_cache
+
+    try:
+        return using_tuning_cache(None if path == "none" else TuningCache(path))
+    except TuningCacheError as e:
+        raise UsageError(f"--tuning-cache: {e}") from None
 
 
 def _with_viz(args: argparse.Namespace, filename: str, run, err: TextIO) -> int:
