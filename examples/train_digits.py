@@ -6,7 +6,8 @@
 Each training step (forward, backward, AdamW update; the learning rate decays along a cosine, per epoch, by
 writing the optimizer's lr tensor) is one TinyJit function: call 1 runs it, call 2 captures its
 kernels, every later step replays them on the next batch (no graph is built, scheduled or compiled again). Per epoch
-it prints the mean training loss, the test accuracy and the time; a progress bar shows the steps.
+it prints the mean training loss, the test accuracy and the time; a progress bar on stderr shows the steps (plain
+lines, no `\r`, when stderr is not a terminal: uopir.search.progress).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ except ModuleNotFoundError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     from uopir import Tensor, TinyJit, nn
 from uopir.nn.state import get_parameters
+from uopir.search.progress import progress
 
 TARGETS = {"mlp": 0.95, "cnn": 0.97}  # test accuracy each model reaches (issue 13)
 
@@ -67,11 +69,6 @@ def load(seed: int = 0, test_fraction: float = 0.2) -> tuple[np.ndarray, np.ndar
     return x[tr], y[tr], x[te], y[te]
 
 
-def _bar(i: int, n: int, loss: float, width: int = 30) -> str:
-    k = width * i // n
-    return f"\r  [{'#' * k}{'.' * (width - k)}] {i}/{n} loss {loss:.4f}"
-
-
 def train(model_name: str = "mlp", epochs: int = 10, batch: int = 64, lr: float = 3e-3, seed: int = 0,
           jit: bool = True, device: str | None = None, verbose: bool = True,
           data: tuple | None = None) -> tuple[list[float], list[float]]:
@@ -102,19 +99,19 @@ def train(model_name: str = "mlp", epochs: int = 10, batch: int = 64, lr: float 
         Tensor.training = True
         order = rng.permutation(len(x_tr))
         total = 0.0
-        for i in range(n_steps):
-            idx = order[i * batch:(i + 1) * batch]
-            loss = run_step(Tensor(x_tr[idx], device=dev), Tensor(y_tr[idx], device=dev)).item()
-            total += loss
-            if verbose:
-                print(_bar(i + 1, n_steps, loss), end="", file=sys.stderr, flush=True)
+        with progress(n_steps, f"{model_name} epoch {epoch}", leave=False, disable=not verbose) as bar:
+            for i in range(n_steps):
+                idx = order[i * batch:(i + 1) * batch]
+                loss = run_step(Tensor(x_tr[idx], device=dev), Tensor(y_tr[idx], device=dev)).item()
+                total += loss
+                bar.set_postfix(loss=loss)
+                bar.update()
         Tensor.training = False
         pred = model(Tensor(x_te, device=dev)).argmax(axis=-1).numpy()
         acc = float((pred == y_te).mean())
         losses.append(total / n_steps)
         accs.append(acc)
         if verbose:
-            print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
             print(f"{model_name} epoch {epoch:2d}  loss {losses[-1]:.4f}  test accuracy {acc * 100:.2f}%  "
                   f"({time.perf_counter() - t0:.2f} s)", flush=True)
     return losses, accs

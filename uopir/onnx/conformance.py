@@ -7,7 +7,8 @@ onnx's backend runner does (same dtype, then `assert_allclose(rtol=1e-3, atol=1e
 NaN), and classifies it: passed, failed (wrong values, or any error other than the importer's clear rejection) or
 skipped (the importer rejected the model with OnnxImportError: an unsupported operator, dtype or attribute).
 
-`python -m uopir.onnx.conformance [--device c] [--jobs N] [--table FILE]` runs the whole suite and prints the summary.
+`python -m uopir.onnx.conformance [--device c] [--jobs N] [--table FILE]` runs the whole suite and prints the summary
+(a progress bar on stderr while it runs: plain lines when stderr is not a terminal).
 """
 from __future__ import annotations
 
@@ -20,11 +21,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from uopir.search.progress import progress
 
 RTOL, ATOL = 1e-3, 1e-7  # onnx.backend.test.case.node.expect's defaults for every node test
 INDEX = "index.json"
@@ -217,18 +221,32 @@ def _worker(args: tuple[str, list[tuple[str, dict[str, Any]]], str | None, float
 
 
 def run_all(folder: Path, device: str | None = None, jobs: int = 1, timeout_s: float = 60.0,
-            names: list[str] | None = None) -> list[Result]:
-    """Run every case (or `names`), in `jobs` worker processes when > 1."""
+            names: list[str] | None = None, show_progress: bool = False) -> list[Result]:
+    """Run every case (or `names`), in `jobs` worker processes when > 1; `show_progress`: a bar on stderr (plain
+    lines on a pipe) counts the cases and their outcomes."""
     index = load_index(folder)
     items = [(n, index[n]) for n in sorted(names if names is not None else index)]
-    if jobs <= 1:
-        return _worker((str(folder), items, device, timeout_s))
+    if jobs <= 1:  # one chunk a case: the bar moves with each
+        chunks = [[it] for it in items]
+        runs: Iterable[list[Result]] = (_worker((str(folder), c, device, timeout_s)) for c in chunks)
+        return _collect(runs, len(items), show_progress)
     import multiprocessing as mp
     chunks = [items[i::jobs * 8] for i in range(jobs * 8)]
     ctx = mp.get_context("spawn")  # fresh interpreters: no state of the caller (pytest) leaks into the workers
     with ctx.Pool(jobs) as pool:
-        out = [r for rs in pool.imap_unordered(_worker, [(str(folder), c, device, timeout_s) for c in chunks])
-               for r in rs]
+        runs = pool.imap_unordered(_worker, [(str(folder), c, device, timeout_s) for c in chunks])
+        return _collect(runs, len(items), show_progress)
+
+
+def _collect(runs: Iterable[list[Result]], total: int, show_progress: bool) -> list[Result]:
+    out: list[Result] = []
+    counts: Counter[str] = Counter()
+    with progress(total, "onnx node tests", disable=not show_progress) as bar:
+        for rs in runs:
+            out += rs
+            counts.update(r.status for r in rs)
+            bar.set_postfix(passed=counts["passed"], failed=counts["failed"], skipped=counts["skipped"])
+            bar.update(len(rs))
     return sorted(out, key=lambda r: r.name)
 
 
@@ -287,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = generate(Path(a.cache) if a.cache else None)
     t1 = time.perf_counter()
     names = [n for n in load_index(folder) if a.k is None or a.k in n]
-    results = run_all(folder, device, a.jobs, a.timeout, names)
+    results = run_all(folder, device, a.jobs, a.timeout, names, show_progress=True)
     t2 = time.perf_counter()
     if a.table:
         Path(a.table).write_text(table(results, device))
