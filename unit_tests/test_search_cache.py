@@ -303,8 +303,10 @@ def test_cli_lists_and_merges(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "E_8  cpu  [upcast 0 by 4, unroll 1 by 2, global 0]  10.0 us (2.00x the heuristic)" in res.stdout
     assert "kernel.def" in res.stdout and f"1 entry in {a}" in res.stdout
-    res = run("-m", "uopir.search", "path", env={"UOPIR_TUNING_CACHE": str(a)})
-    assert res.stdout.strip() == str(a)
+    res = run("-m", "uopir.search", "path", env={"UOPIR_TUNING_CACHE": str(tmp_path / "not-yet.sqlite")})
+    assert res.stdout.strip() == str(tmp_path / "not-yet.sqlite") and not (tmp_path / "not-yet.sqlite").exists()
+    res = run("-m", "uopir.search", "path", env={"UOPIR_TUNING_CACHE": "", "UOPIR_CACHE_DIR": str(tmp_path / "c")})
+    assert res.stdout.strip() == str(tmp_path / "c" / "tuning.sqlite")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -366,3 +368,29 @@ def test_device_fingerprints() -> None:
     if not get_backend("cuda").available:
         with pytest.raises(RuntimeError):
             device_fingerprint("cuda")
+
+
+def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    c = TuningCache(path)
+    c.record(kernel(8), "cpu", FP, OPTS, 1e-5)
+    parents = c._conn
+    pid = os.fork()
+    if pid == 0:  # the child: its parent's connection must not be used (sqlite forbids it across fork)
+        ok = c.lookup(kernel(8), "cpu", FP) == OPTS and c._conn is not parents
+        c.record(kernel(16), "cpu", FP, OPTS, 1e-5)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert c.lookup(kernel(16), "cpu", FP) == OPTS  # the child's entry, in the parent
+    c.close()
+
+
+def test_a_default_file_that_cannot_be_opened_is_left_alone(default_cache: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    default_cache.parent.mkdir()
+    default_cache.mkdir()  # a folder where the file goes
+    with tc.open_tuning_cache() as c:
+        c.record(kernel(), "cpu", FP, OPTS, 1e-5)
+        assert c.lookup(kernel(), "cpu", FP) == OPTS
+    assert "is a folder" in capsys.readouterr().err and default_cache.is_dir()

@@ -2,7 +2,7 @@
 
     python -m uopir.search list [FILE]          one line per entry (default FILE: $UOPIR_TUNING_CACHE or the default)
     python -m uopir.search merge DST SRC...     take SRC's entries DST lacks or has slower (DST is created if missing)
-    python -m uopir.search path                 the file searches use here
+    python -m uopir.search path                 the file searches use here (not opened)
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TextIO
 
-from uopir.search.cache import TuningCache, TuningCacheError, open_tuning_cache
+from uopir.search.cache import TUNING_CACHE_ENV, TuningCache, TuningCacheError, configured_path, open_tuning_cache
 
 PROG = "python -m uopir.search"
 
@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     try:
         a = _parser().parse_args(sys.argv[1:] if argv is None else argv)
         if a.cmd == "path":
-            with open_tuning_cache() as c:
-                out.write(f"{c.path}\n")
+            where = configured_path()
+            out.write(f"{where if where is not None else 'off (' + TUNING_CACHE_ENV + '=off)'}\n")
         elif a.cmd == "list":
             if a.file is not None and not os.path.isfile(a.file):
                 raise TuningCacheError(f"tuning cache {a.file}: no such file")

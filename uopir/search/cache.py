@@ -8,15 +8,16 @@ row whose key does not match its content.
 
 Which file: the path given, else $UOPIR_TUNING_CACHE (`off` turns the cache off), else `tuning.sqlite` in the
 compile cache's folder (uopir.backends.cache.cache_dir). The file can be copied to another machine and merged
-(`python -m uopir.search.cache merge DST SRC...`): for one key the faster entry wins, there and in `record`.
+(`python -m uopir.search merge DST SRC...`): for one key the faster entry wins, there and in `record`.
 
 Trust (DESIGN.md section 10): writers of several processes share the file (WAL journal, a busy timeout), each write
 is one transaction, the schema has a version (PRAGMA user_version; the file is marked as ours by application_id).
 A file that is not a sqlite database, is another program's, or has a newer schema is a TuningCacheError naming the
 file when the user named it (argument, $UOPIR_TUNING_CACHE, --tuning-cache); the default file is moved aside as
-FILE.damaged with one warning and started again (a file of a newer uopir is left alone: no cache this run). After
-the file opened, a failing read or write (the disk is full, the file was damaged meanwhile) is a warning and a miss,
-never an error: the search runs again. At most `max_entries` rows: the oldest recorded go first.
+FILE.damaged with one warning and started again (a file of a newer uopir, or one that cannot be opened, is left
+alone: the cache is in memory this run). After the file opened, a failing read or write (the disk is full, the file
+was damaged meanwhile) is a warning and a miss, never an error: the search runs again. At most `max_entries` rows:
+the oldest recorded go first.
 """
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ from uopir.ir.uop import UOp
 from uopir.passes.kernel.optimize import Opt, OptError
 
 __all__ = ["TUNING_CACHE_ENV", "DEFAULT_NAME", "SCHEMA_VERSION", "APPLICATION_ID", "MAX_ENTRIES", "TuningCacheError",
-           "TuningCache", "Entry", "canonical_text", "tuning_key", "default_path", "open_tuning_cache",
-           "set_tuning_cache", "get_tuning_cache", "using_tuning_cache"]
+           "TuningCache", "Entry", "canonical_text", "tuning_key", "default_path", "configured_path",
+           "open_tuning_cache", "set_tuning_cache", "get_tuning_cache", "using_tuning_cache"]
 
 TUNING_CACHE_ENV = "UOPIR_TUNING_CACHE"
 DEFAULT_NAME = "tuning.sqlite"
@@ -68,7 +69,10 @@ _UPSERT = (f"INSERT INTO tuning ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) 
 
 
 class TuningCacheError(ValueError):
-    """A tuning cache file that cannot be used (the message names the file and says why)."""
+    """A tuning cache file that cannot be used (the message names the file and says why); `damaged`: its content is
+    not a tuning cache (the default file is then replaced), rather than a file this uopir cannot open or read."""
+
+    damaged: bool = False
 
 
 def canonical_text(kernel: UOp) -> str:
@@ -126,7 +130,7 @@ class Entry:
 
 class TuningCache:
     """One tuning cache file (see the module docstring). `strict=False` (the default file) replaces a damaged file
-    with a warning instead of raising TuningCacheError."""
+    with a warning instead of raising TuningCacheError, and works in memory when the file cannot be used."""
 
     def __init__(self, path: str | os.PathLike, strict: bool = True, max_entries: int = MAX_ENTRIES) -> None:
         self.path = Path(path)
@@ -139,34 +143,40 @@ class TuningCache:
         self._connect()
 
     # ---- the file ----------------------------------------------------------------------------------------------------
-    def _fail(self, why: str) -> TuningCacheError:
-        return TuningCacheError(f"tuning cache {self.path}: {why}")
+    def _fail(self, why: str, damaged: bool = False) -> TuningCacheError:
+        e = TuningCacheError(f"tuning cache {self.path}: {why}")
+        e.damaged = damaged
+        return e
 
     def _connect(self) -> None:
-        """Open (creating when missing) and check the file; in non-strict mode a damaged file is replaced."""
+        """Open (creating when missing) and check the file; in non-strict mode a damaged file is replaced, and one
+        that cannot be used otherwise (a newer uopir's, unreadable) is left alone for an in-memory cache."""
+        self._pid = os.getpid()
         try:
             self._conn = self._open()
+            return
         except TuningCacheError as e:
-            if self.strict or "newer uopir" in str(e):
-                if not self.strict:  # a newer uopir's file: keep it, work without a cache this run
-                    _warn(f"{e}; not using it")
-                    self._conn = sqlite3.connect(":memory:", check_same_thread=False)
-                    self._init_schema(self._conn)
-                    self._pid = os.getpid()
-                    return
+            if self.strict:
                 raise
+            if not e.damaged:
+                _warn(f"{e}; not using it this run")
+                self._conn = self._memory()
+                return
             aside = self.path.with_name(self.path.name + ".damaged")
             _warn(f"{e}; moved to {aside}, starting an empty one")
-            try:
-                os.replace(self.path, aside)
-                for suffix in ("-wal", "-shm"):
-                    Path(str(self.path) + suffix).unlink(missing_ok=True)
-                self._conn = self._open()
-            except (OSError, TuningCacheError) as e2:
-                _warn(f"tuning cache {self.path} cannot be replaced ({e2}); not using it")
-                self._conn = sqlite3.connect(":memory:", check_same_thread=False)
-                self._init_schema(self._conn)
-        self._pid = os.getpid()
+        try:
+            os.replace(self.path, aside)
+            for suffix in ("-wal", "-shm"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+            self._conn = self._open()
+        except (OSError, TuningCacheError) as e2:
+            _warn(f"tuning cache {self.path} cannot be replaced ({e2}); not using it this run")
+            self._conn = self._memory()
+
+    def _memory(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(":memory:", check_same_thread=False)
+        self._init_schema(conn)
+        return conn
 
     def _open(self) -> sqlite3.Connection:
         p = self.path
@@ -186,19 +196,23 @@ class TuningCache:
             app = conn.execute("PRAGMA application_id").fetchone()[0]
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if tables and app != APPLICATION_ID:
-                raise self._fail("is a sqlite database of another program, not a uopir tuning cache")
+                raise self._fail("is a sqlite database of another program, not a uopir tuning cache", damaged=True)
             if version > SCHEMA_VERSION:
                 raise self._fail(f"was written by a newer uopir (schema {version}; this one reads {SCHEMA_VERSION})")
             if tables and "tuning" not in tables:
-                raise self._fail("has no tuning table (damaged)")
+                raise self._fail("has no tuning table (damaged)", damaged=True)
             conn.execute("PRAGMA journal_mode = WAL")  # readers never wait for a writer, writers queue
             if version < SCHEMA_VERSION:
                 self._init_schema(conn)
             return conn
+        except sqlite3.OperationalError as e:  # cannot open or write it (permissions, locked past the timeout)
+            if conn is not None:
+                conn.close()
+            raise self._fail(f"cannot be opened ({e})") from None
         except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed", ...
             if conn is not None:
                 conn.close()
-            raise self._fail(f"not a readable sqlite database ({e})") from None
+            raise self._fail(f"not a readable sqlite database ({e})", damaged=True) from None
         except TuningCacheError:
             if conn is not None:
                 conn.close()
@@ -240,8 +254,8 @@ class TuningCache:
 
     # ---- the interface the search uses -------------------------------------------------------------------------------
     def lookup(self, kernel: UOp, target: str, fingerprint: str) -> list[Opt] | None:
-        """The recorded opts of `kernel` on `target` and a device of `fingerprint`, or None (no entry, or one that
-        cannot be read: a warning)."""
+        """The recorded opts of `kernel` (the kernel.def as kernel-optimize receives it, before any opt) on `target`
+        and a device of `fingerprint`, or None (no entry, or one that cannot be read: a warning)."""
         key = tuning_key(canonical_text(kernel), target, fingerprint)
         with self._lock:
             try:
@@ -260,8 +274,8 @@ class TuningCache:
 
     def record(self, kernel: UOp, target: str, fingerprint: str, opts: list[Opt], seconds: float,
                baseline_seconds: float | None = None) -> None:
-        """Keep `opts` (measured at `seconds`; the heuristic at `baseline_seconds`) for `kernel` on `target` and a
-        device of `fingerprint`, unless the entry there is faster."""
+        """Keep `opts` (measured at `seconds`; the heuristic at `baseline_seconds`) for `kernel` (before any opt, as
+        `lookup` takes it) on `target` and a device of `fingerprint`, unless the entry there is faster."""
         _check_seconds(seconds, "seconds")
         _check_seconds(baseline_seconds, "baseline_seconds", optional=True)
         if not all(isinstance(o, Opt) for o in opts):
@@ -330,17 +344,23 @@ class TuningCache:
 
 
 # ---- which cache -----------------------------------------------------------------------------------------------------
+def configured_path() -> Path | None:
+    """The file $UOPIR_TUNING_CACHE names, else the default file; None when it says `off`."""
+    env = os.environ.get(TUNING_CACHE_ENV, "").strip()
+    if env.lower() == "off":
+        return None
+    return Path(env).expanduser() if env else default_path()
+
+
 def open_tuning_cache(path: str | os.PathLike | None = None) -> TuningCache:
     """The cache at `path`; None: $UOPIR_TUNING_CACHE, else the default file (non-strict: see the module docstring).
     TuningCacheError when $UOPIR_TUNING_CACHE is `off` (ask get_tuning_cache, which says None)."""
     if path is not None:
         return TuningCache(path)
-    env = os.environ.get(TUNING_CACHE_ENV, "").strip()
-    if env.lower() == "off":
+    where = configured_path()
+    if where is None:
         raise TuningCacheError(f"${TUNING_CACHE_ENV}=off: the tuning cache is turned off")
-    if env:
-        return TuningCache(Path(env).expanduser())
-    return TuningCache(default_path(), strict=False)
+    return TuningCache(where, strict=os.environ.get(TUNING_CACHE_ENV, "").strip() != "")
 
 
 _ACTIVE: TuningCache | None = None
