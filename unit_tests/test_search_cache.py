@@ -267,8 +267,10 @@ def test_merge_takes_missing_and_faster_entries_from_a_copied_file(tmp_path: Pat
         cb.record(kernel(32), "cpu", "cpu other | arm64, 8 cpus | ffff", [], 1e-5)  # another machine's
     copy = tmp_path / "from-another-machine.sqlite"
     shutil.copy(b, copy)  # closed: the file alone holds everything
+    before = copy.read_bytes()
     with TuningCache(a) as ca:
         assert ca.merge(copy) == 2
+        assert copy.read_bytes() == before  # a merge only reads its source
         assert ca.lookup(kernel(8), "cpu", FP) == OPTS
         assert ca.lookup(kernel(16), "cpu", FP) == [Opt("upcast", 0, 8)]
         assert ca.lookup(kernel(32), "cpu", FP) is None
@@ -303,6 +305,12 @@ def test_cli_lists_and_merges(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "E_8  cpu  [upcast 0 by 4, unroll 1 by 2, global 0]  10.0 us (2.00x the heuristic)" in res.stdout
     assert "kernel.def" in res.stdout and f"1 entry in {a}" in res.stdout
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")  # an empty file is an empty sqlite database: nothing to take, and it stays empty
+    res = run("-m", "uopir.search", "merge", str(a), str(empty))
+    assert (res.returncode, res.stdout, empty.read_bytes()) == (0, f"{empty}: 0 entries taken\n", b""), res.stderr
+    res = run("-m", "uopir.search", "list", env={"UOPIR_TUNING_CACHE": str(tmp_path / "not-yet.sqlite")})
+    assert res.stdout == f"0 entries in {tmp_path / 'not-yet.sqlite'} (no file yet)\n"
     res = run("-m", "uopir.search", "path", env={"UOPIR_TUNING_CACHE": str(tmp_path / "not-yet.sqlite")})
     assert res.stdout.strip() == str(tmp_path / "not-yet.sqlite") and not (tmp_path / "not-yet.sqlite").exists()
     res = run("-m", "uopir.search", "path", env={"UOPIR_TUNING_CACHE": "", "UOPIR_CACHE_DIR": str(tmp_path / "c")})

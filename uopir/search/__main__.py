@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TextIO
 
-from uopir.search.cache import TUNING_CACHE_ENV, TuningCache, TuningCacheError, configured_path, open_tuning_cache
+from uopir.search.cache import TUNING_CACHE_ENV, TuningCache, TuningCacheError, configured_path
 
 PROG = "python -m uopir.search"
 
@@ -64,7 +64,13 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         elif a.cmd == "list":
             if a.file is not None and not os.path.isfile(a.file):
                 raise TuningCacheError(f"tuning cache {a.file}: no such file")
-            with open_tuning_cache(a.file) as c:
+            where = a.file if a.file is not None else configured_path()
+            if where is None:
+                raise TuningCacheError(f"the tuning cache is turned off ({TUNING_CACHE_ENV}=off): name a FILE")
+            if not os.path.isfile(where):
+                out.write(f"0 entries in {where} (no file yet)\n")
+                return 0
+            with TuningCache(where, readonly=True) as c:
                 _list(c, a.kernels, out)
         else:
             with TuningCache(a.dst) as dst:

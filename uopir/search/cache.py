@@ -132,9 +132,11 @@ class TuningCache:
     """One tuning cache file (see the module docstring). `strict=False` (the default file) replaces a damaged file
     with a warning instead of raising TuningCacheError, and works in memory when the file cannot be used."""
 
-    def __init__(self, path: str | os.PathLike, strict: bool = True, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(self, path: str | os.PathLike, strict: bool = True, max_entries: int = MAX_ENTRIES,
+                 readonly: bool = False) -> None:
         self.path = Path(path)
-        self.strict = strict
+        self.strict = strict or readonly
+        self.readonly = readonly
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
@@ -191,7 +193,11 @@ class TuningCache:
                 raise self._fail(f"cannot create its folder: {e.strerror or e}") from None
         conn = None
         try:
-            conn = sqlite3.connect(str(p), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+            if self.readonly:  # a file to merge from: never written, not even its journal mode
+                uri = f"{p.resolve().as_uri()}?mode=ro"
+                conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+            else:
+                conn = sqlite3.connect(str(p), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             app = conn.execute("PRAGMA application_id").fetchone()[0]
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -201,6 +207,11 @@ class TuningCache:
                 raise self._fail(f"was written by a newer uopir (schema {version}; this one reads {SCHEMA_VERSION})")
             if tables and "tuning" not in tables:
                 raise self._fail("has no tuning table (damaged)", damaged=True)
+            if self.readonly:
+                if not tables:  # an empty file: no entries
+                    conn.close()
+                    conn = self._memory()
+                return conn
             conn.execute("PRAGMA journal_mode = WAL")  # readers never wait for a writer, writers queue
             if version < SCHEMA_VERSION:
                 self._init_schema(conn)
@@ -308,7 +319,10 @@ class TuningCache:
     def entries(self) -> list[Entry]:
         """Every row, oldest first (a row that cannot be read is skipped with a warning)."""
         with self._lock:
-            rows = self._db().execute(f"SELECT {_COLUMNS} FROM tuning ORDER BY recorded").fetchall()
+            try:
+                rows = self._db().execute(f"SELECT {_COLUMNS} FROM tuning ORDER BY recorded").fetchall()
+            except sqlite3.Error as e:
+                raise self._fail(f"cannot be read ({e})", damaged=True) from None
         out = []
         for row in rows:
             try:
@@ -322,7 +336,7 @@ class TuningCache:
         `other` whose key does not match its content is skipped with a warning."""
         if not Path(other).is_file():
             raise TuningCacheError(f"tuning cache {other}: no such file")
-        src = TuningCache(other, strict=True)
+        src = TuningCache(other, readonly=True)
         try:
             if src.path.resolve() == self.path.resolve():
                 return 0
