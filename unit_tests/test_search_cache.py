@@ -317,6 +317,16 @@ def test_cli_lists_and_merges(tmp_path: Path) -> None:
     assert res.stdout.strip() == str(tmp_path / "c" / "tuning.sqlite")
 
 
+def test_cli_list_escapes_what_could_drive_a_terminal(tmp_path: Path) -> None:
+    path = tmp_path / "a.sqlite"
+    with TuningCache(path) as c:
+        c.record(kernel(8, name="E_8\x1b[2J\u202e"), "cpu", "cpu evil\x07 | x | 0", OPTS, 1e-5)
+    res = run("-m", "uopir.search", "list", str(path))
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\u202e" not in res.stdout and "\x07" not in res.stdout
+    assert "E_8\\x1b[2J\\u202e" in res.stdout and "cpu evil\\x07" in res.stdout
+
+
 @pytest.mark.parametrize("args, message", [
     (["list", "{bad}"], "tuning cache {bad}: not a readable sqlite database"),
     (["merge", "{good}", "{bad}"], "tuning cache {bad}: not a readable sqlite database"),

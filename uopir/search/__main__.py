@@ -39,16 +39,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _printable(text: str) -> str:
+    """`text` with every character that is not printable (controls, bidirectional overrides) as an escape: a cache
+    file may come from another machine, and its names must not drive the terminal."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def _list(cache: TuningCache, kernels: bool, out: TextIO) -> None:
     entries = cache.entries()
     for e in entries:
         speed = f" ({e.baseline_seconds / e.seconds:.2f}x the heuristic)" if e.baseline_seconds else ""
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.recorded))
         opts = ", ".join(map(str, e.opts)) or "no opts"
-        out.write(f"{e.key[:12]}  {e.name or '(unnamed)'}  {e.target}  [{opts}]  {e.seconds * 1e6:.1f} us{speed}  "
-                  f"{when}  {e.fingerprint}\n")
+        out.write(f"{e.key[:12]}  {_printable(e.name or '(unnamed)')}  {_printable(e.target)}  [{opts}]  "
+                  f"{e.seconds * 1e6:.1f} us{speed}  {when}  {_printable(e.fingerprint)}\n")
         if kernels:
-            out.write("".join(f"    {line}\n" for line in e.text.splitlines()))
+            out.write("".join(f"    {_printable(line)}\n" for line in e.text.splitlines()))
     out.write(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} in {cache.path}\n")
 
 
