@@ -27,7 +27,7 @@ except ModuleNotFoundError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     from uopir import Tensor, TinyJit, nn
 from uopir.nn.state import get_parameters
-from uopir.search.progress import progress
+from uopir.search.progress import progress, progress_setting
 
 TARGETS = {"mlp": 0.95, "cnn": 0.97}  # test accuracy each model reaches (issue 13)
 
@@ -127,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default=None, help="default: $UOPIR_DEVICE or the best available")
     ap.add_argument("--no-jit", action="store_true", help="run each step in Python (builds the graph every step)")
     args = ap.parse_args(argv)
+    try:
+        progress_setting()
+    except ValueError as e:
+        ap.error(str(e))
     data = load(args.seed)
     status = 0
     for name in (["mlp", "cnn"] if args.model == "both" else [args.model]):

@@ -144,3 +144,11 @@ def test_the_conformance_runner_counts_cases_on_a_pipe(tmp_path: Path, capsys: p
     err = capsys.readouterr().err
     assert "\r" not in err
     assert err.splitlines()[-1].startswith("onnx node tests: 3/3 (100%) passed=3 failed=0 skipped=0 [")
+
+
+@pytest.mark.parametrize("program", [["-m", "uopir.onnx.conformance"], [str(ROOT / "examples" / "train_digits.py")]])
+def test_a_bad_progress_setting_is_a_usage_error_before_any_work(program: list[str]) -> None:
+    res = subprocess.run([sys.executable, *program], capture_output=True, text=True, timeout=120,
+                         env=_env(UOPIR_PROGRESS="sometimes"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "error: $UOPIR_PROGRESS must be 0 (no progress), 1" in res.stderr

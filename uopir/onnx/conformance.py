@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from uopir.search.progress import progress
+from uopir.search.progress import progress, progress_setting
 
 RTOL, ATOL = 1e-3, 1e-7  # onnx.backend.test.case.node.expect's defaults for every node test
 INDEX = "index.json"
@@ -299,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-k", default=None, help="only tests whose name contains this")
     p.add_argument("--cache", default=None, help="the data cache root (default: the uopir cache dir)")
     a = p.parse_args(argv)
+    try:
+        progress_setting()
+    except ValueError as e:
+        p.error(str(e))
     from uopir.onnx.importer import default_device
     device = a.device or default_device()
     t0 = time.perf_counter()

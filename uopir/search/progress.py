@@ -15,7 +15,7 @@ import time
 from types import TracebackType
 from typing import Any, TextIO
 
-__all__ = ["PROGRESS_ENV", "LINE_INTERVAL_S", "Progress", "progress"]
+__all__ = ["PROGRESS_ENV", "LINE_INTERVAL_S", "Progress", "progress", "progress_setting"]
 
 PROGRESS_ENV = "UOPIR_PROGRESS"
 LINE_INTERVAL_S = 10.0  # the least time between two plain lines (the first and the last are always written)
@@ -102,13 +102,24 @@ def _columns(stream: TextIO) -> int:
         return 0
 
 
-def _mode(stream: TextIO) -> str:
+def progress_setting() -> str:
+    """$UOPIR_PROGRESS, checked: "off", "lines" or "auto". ValueError for another value (a program's main calls
+    this first, to turn a bad value into its usage error rather than a failure halfway through)."""
     env = os.environ.get(PROGRESS_ENV, "").strip().lower()
     if env in ("0", "off", "no", "false"):
         return "off"
-    if env not in ("", "1", "on", "yes", "true", "auto", "lines"):
+    if env == "lines":
+        return "lines"
+    if env not in ("", "1", "on", "yes", "true", "auto"):
         raise ValueError(f"${PROGRESS_ENV} must be 0 (no progress), 1 (a bar on a terminal, lines on a pipe) or "
                          f"lines, got {env!r}")
+    return "auto"
+
+
+def _mode(stream: TextIO) -> str:
+    env = progress_setting()
+    if env == "off":
+        return "off"
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError, OSError):
