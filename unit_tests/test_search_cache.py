@@ -383,9 +383,13 @@ def test_device_fingerprints() -> None:
         device_fingerprint("tpu")
     from uopir.backends.registry import get_backend
 
-    if not get_backend("cuda").available:
-        with pytest.raises(RuntimeError):
-            device_fingerprint("cuda")
+    for gpu in ("opencl", "cuda"):  # the device the backend opens, or the backend's reason why there is none
+        if get_backend(gpu).available:
+            fp = device_fingerprint(gpu)
+            assert fp.startswith(f"{gpu} ") and fp != host and fp == device_fingerprint(gpu)
+        else:
+            with pytest.raises(RuntimeError):
+                device_fingerprint(gpu)
 
 
 def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
