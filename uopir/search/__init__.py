@@ -3,17 +3,17 @@
 it runs (uopir.search.progress). `python -m uopir.search list|merge` lists and merges tuning cache files.
 
 The names below load their module on first use, so that `uopir.search.progress` (used by examples and test
-runners) does not import the compiler."""
+runners) does not import the compiler. `progress` is imported from its module (`from uopir.search.progress import
+progress`): as a package attribute the name is the submodule."""
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
 __all__ = ["TuningCache", "TuningCacheError", "open_tuning_cache", "set_tuning_cache", "get_tuning_cache",
-           "using_tuning_cache", "device_fingerprint", "progress"]
+           "using_tuning_cache", "device_fingerprint"]
 
-_HOME = {name: "uopir.search.cache" for name in __all__[:6]} | {"device_fingerprint": "uopir.search.fingerprint",
-                                                                 "progress": "uopir.search.progress"}
+_HOME = {name: "uopir.search.cache" for name in __all__[:6]} | {"device_fingerprint": "uopir.search.fingerprint"}
 
 
 def __getattr__(name: str) -> Any:
