@@ -104,6 +104,25 @@ def test_beam_climbs_a_deterministic_cost():
     assert res.seconds is not None and res.baseline_seconds == cost(()) and res.seconds < 0.1
 
 
+def test_a_lucky_timing_is_not_confirmed():
+    """A candidate that timed fast once (the machine was quiet just then) but not when timed again beside the start
+    does not replace it; the note says why."""
+    k = parse_ir(matmul(8, 8, 8))
+    seen: dict[tuple[str, ...], int] = {}
+
+    def measure(jobs: list[Job]) -> list[Measurement]:
+        out = []
+        for j in jobs:
+            seen[j.opts] = seen.get(j.opts, 0) + 1
+            lucky = j.opts == ("upcast 0 by 2",) and seen[j.opts] == 1
+            out.append(Measurement(j.opts, 0.5 if lucky else 1.0 if not j.opts else 2.0, "fp", None, (np.zeros(1),)))
+        return out
+
+    res = B.beam_search(k, "c", 1, measure, [], rounds=1)
+    assert res.opts == [] and res.seconds == 1.0
+    assert any("not confirmed" in n for n in res.notes)
+
+
 def test_search_beats_a_bad_start_on_the_device(pool):
     """From no opts at all (scalar loops), a real search on the c device finds a faster opt set for a matmul."""
     k = parse_ir(matmul(64, 64, 64))

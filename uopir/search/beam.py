@@ -6,11 +6,13 @@ on an axis that has none, the global (threaded) range moved to another output ax
 off, an output range made the outer loop. A candidate whose opts do not apply is dropped before anything runs; one
 that fails to compile, crashes, runs over its time limit or computes another result than the starting opts (within a
 reassociation tolerance) is skipped with a note. The search stops when a round finds nothing MIN_GAIN faster than
-the best so far, after MAX_ROUNDS rounds, or past BUDGET_S seconds. The tuning cache is read first (a hit: no
-search) and gets the winner.
+the best so far, after MAX_ROUNDS rounds, or past BUDGET_S seconds; the winner then replaces the start only when it
+is MIN_GAIN faster again in CONFIRM_RUNS more timings of both, taken alternately (a shared machine's noise). The
+tuning cache is read first (a hit: no search) and gets the winner.
 """
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,13 +29,14 @@ from uopir.passes.target import Target
 from uopir.search.job import Job, Measurement
 
 __all__ = ["SearchResult", "beam_search", "neighbours", "beam_strategy", "Measure", "MAX_ROUNDS", "MIN_GAIN",
-           "BUDGET_S", "TIME_LIMIT_S", "RUNS"]
+           "BUDGET_S", "TIME_LIMIT_S", "RUNS", "CONFIRM_RUNS"]
 
 MAX_ROUNDS = 4
 MIN_GAIN = 0.03  # a candidate must be this much faster than the best so far to count (timing noise)
 BUDGET_S = 300.0  # a search stops starting rounds after this many seconds
 TIME_LIMIT_S = 30.0  # for one candidate's compile, and again for its timing
 RUNS = 5  # timed launches per candidate (their median)
+CONFIRM_RUNS = 2  # the winner and the start timed again this many times each, alternately, before the winner counts
 MAX_PER_ROUND = 48  # candidates measured per round at most (the first found: removals and factor changes first)
 _FACTORS = (2, 3, 4, 8, 16, 32)
 _SPLITS = ("upcast", "unroll", "local", "group")
@@ -163,8 +166,16 @@ def beam_search(kernel: UOp, device: str, width: int, measure: Measure, start: l
             on_round(rnd + 1, len(cands), beam[0][0])
         if beam[0][0] > best * (1 - MIN_GAIN) or time.perf_counter() - t0 > BUDGET_S:
             break
-    if beam[0][0] <= base.seconds * (1 - MIN_GAIN):
-        res.seconds, res.opts = beam[0][0], list(beam[0][1])
+    if beam[0][1] != first:  # confirm: the winner and the start timed again, alternately, so a lucky draw (the
+        # machine busy while the start ran) does not replace a faster schedule
+        again = measure([job(first), job(beam[0][1])] * CONFIRM_RUNS)
+        t_first = min((m.seconds for m in again[0::2] if m.seconds is not None), default=None)
+        t_best = min((m.seconds for m in again[1::2] if m.seconds is not None), default=None)
+        if t_first is not None and t_best is not None and t_best <= t_first * (1 - MIN_GAIN):
+            res.seconds, res.baseline_seconds, res.opts = t_best, t_first, list(beam[0][1])
+        else:
+            res.notes.append(f"[{', '.join(map(str, beam[0][1]))}] not confirmed: {t_best} s against the start's "
+                             f"{t_first} s when timed again")
     return res
 
 
@@ -178,6 +189,7 @@ def _measurer(device: str) -> Measure:
 def beam_strategy(kdef: UOp, t: Target, width: int) -> list[Opt]:
     """kernel-optimize's `beam`: the tuning cache's opts for this kernel on this device, else a search from the
     heuristic's opts (recorded in the cache)."""
+    from uopir.backends.realize import debug_level
     from uopir.backends.registry import DEVICES, get_backend
     from uopir.search.cache import open_tuning_cache
     from uopir.search.fingerprint import device_fingerprint
@@ -198,8 +210,16 @@ def beam_strategy(kdef: UOp, t: Target, width: int) -> list[Opt]:
         def on_round(rnd: int, n: int, best: float | None) -> None:
             bar.update(n)
             bar.set_postfix(round=rnd, best_us=f"{(best or 0) * 1e6:.1f}")
-        res = beam_search(kdef, device, width, _measurer(device), heuristic_opts(kdef, t), threads=t.threads,
-                          on_round=on_round)
+        heuristic = heuristic_opts(kdef, t)
+        res = beam_search(kdef, device, width, _measurer(device), heuristic, threads=t.threads, on_round=on_round)
     if res.seconds is not None:
         cache.record(kdef, device, fingerprint, res.opts, res.seconds, res.baseline_seconds)
+    if debug_level() >= 1:  # what the search chose, and why candidates were skipped at UOPIR_DEBUG=2
+        def us(s: float | None) -> str:
+            return "?" if s is None else f"{s * 1e6:.1f} us"
+        print(f"beam {name}: [{', '.join(map(str, heuristic))}] {us(res.baseline_seconds)} -> "
+              f"[{', '.join(map(str, res.opts))}] {us(res.seconds)} ({res.tried} candidates, {res.rounds} rounds, "
+              f"{len(res.notes)} skipped)", file=sys.stderr)
+        for note in res.notes if debug_level() >= 2 else ():
+            print(f"  {note}", file=sys.stderr)
     return res.opts

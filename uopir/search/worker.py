@@ -13,6 +13,7 @@ import pickle
 import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO
 
@@ -34,7 +35,6 @@ def _write(f: IO[bytes], obj: object) -> None:
 
 
 def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
-    import time
     out = b""
     while len(out) < n:
         wait = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -58,7 +58,6 @@ class Worker:
 
     def run(self, job: Job, limit: float) -> Measurement:
         """The job's Measurement; WorkerDied (the worker killed) when it dies or passes `limit` seconds."""
-        import time
         assert self.proc.stdin is not None and self.proc.stdout is not None
         deadline = time.monotonic() + limit
         try:
