@@ -10,6 +10,7 @@ Each op runs in two child processes of this script, sharing one fresh tuning cac
 Prints machine-readable lines (nothing is asserted):
     search workload=<name> unit=<gflops|gbps> heuristic=<rate> searched=<rate> warm=<rate> warm_over_heuristic=<r>
         search_s=<s> heuristic_first_s=<s> warm_first_s=<s> kernels_tuned=<n>
+    search choice beam <kernel>: [<heuristic opts>] <time> -> [<chosen opts>] <time> (...)   (with UOPIR_DEBUG=1)
     search loadavg=<the 1, 5 and 15 minute load averages at the end>
 Run: python3 bench/search.py [--quick] [--width N] [--rounds N] [--ops matmul1024,softmax,...] (default: every op).
 """
@@ -68,6 +69,9 @@ def child(phase: str, name: str, quick: bool, width: int, rounds: int) -> None:
 def _run_child(args: list[str], env: dict[str, str]) -> dict[str, float] | str:
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *args], env=env, capture_output=True,
                        text=True)
+    for x in p.stderr.splitlines():  # UOPIR_DEBUG=1: each search's choice (uopir.search.beam)
+        if x.startswith("beam ") and "->" in x:
+            print(f"search choice {x}", flush=True)
     line = next((x for x in p.stdout.splitlines() if x.startswith("search_json ")), None)
     if p.returncode != 0 or line is None:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]

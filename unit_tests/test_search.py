@@ -197,6 +197,8 @@ def test_uopir_beam_env(tuning_cache, monkeypatch):
     with pytest.raises(IRError, match="UOPIR_BEAM='x': expected a beam width"):
         (Tensor(a, device="c") * 3).numpy()
     monkeypatch.setenv("UOPIR_BEAM", "1")
+    k = parse_ir(matmul(8, 8, 8))  # a target with no device to time on keeps the heuristic under UOPIR_BEAM
+    assert PassManager.parse("kernel-optimize{target=cpu}").run(k) is apply_opts(k, heuristic_opts(k, target("cpu")))
     np.testing.assert_array_equal((Tensor(a, device="c") * 2 + 1).numpy(), a * 2 + 1)
     assert open_tuning_cache().path == str(tuning_cache)
     import sqlite3

@@ -70,6 +70,10 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      shared by a work-group's threads).
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
+
+`strategy=beam width=N` (or `UOPIR_BEAM=N` in place of the heuristic, on a target that has a device to time on; the
+heuristic elsewhere) asks the strategy that uopir.search installs (uopir.passes.kernel.strategies): a search from
+the heuristic's opts, timed on the device; its winner is applied and printed exactly as the heuristic's would be.
 """
 from __future__ import annotations
 
@@ -859,6 +863,7 @@ def kernel_optimize(root: UOp, options: KernelOptimizeOptions, ctx: PassContext)
             ctx.error(root, str(e))
             return root
         strategy = "beam" if width else strategy
+    from_env = strategy != options.strategy  # UOPIR_BEAM: where nothing can measure (no device), the heuristic
     try:
         t = target(options.target)
     except UnknownTargetError as e:
@@ -867,7 +872,12 @@ def kernel_optimize(root: UOp, options: KernelOptimizeOptions, ctx: PassContext)
 
     def run(kdef: UOp) -> UOp:
         try:
-            new, opts = optimize_kernel(kdef, t, strategy, width)
+            try:
+                new, opts = optimize_kernel(kdef, t, strategy, width)
+            except StrategyUnavailable:
+                if not from_env:
+                    raise
+                new, opts = optimize_kernel(kdef, t, "heuristic")
         except (OptError, StrategyUnavailable) as e:
             ctx.error(kdef, f"kernel-optimize: {e}")
             return kdef
