@@ -58,6 +58,7 @@ from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
 from uopir.passes.instruments import PassEvent, PassInstrumentation
 from uopir.passes.kernel.optimize import NOOPT_ENV
+from uopir.passes.kernel.strategies import BEAM_ENV
 
 if TYPE_CHECKING:
     from uopir.backends.interface import Allocator, Backend, Buffer, Program
@@ -201,7 +202,8 @@ class _Cache:
     and loaded twice while one copy lives."""
 
     def __init__(self) -> None:
-        self.plans: OrderedDict[tuple[UOp, str, str], Plan] = OrderedDict()  # (key, pipeline, UOPIR_NOOPT) -> plan
+        self.plans: OrderedDict[tuple[UOp, str, str, str], Plan] = OrderedDict()  # (key, pipeline, UOPIR_NOOPT,
+        # UOPIR_BEAM) -> plan
         self.programs: OrderedDict[UOp, Program] = OrderedDict()
         self.live: weakref.WeakValueDictionary[UOp, Program] = weakref.WeakValueDictionary()
 
@@ -455,7 +457,7 @@ def _copy(alloc: Allocator, buf: Buffer) -> Buffer:
 def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
     """The executable schedule of a cache key on `backend`: from the schedule cache, else lowered (and cached)."""
     on = schedule_cache_enabled()
-    ck = (key, backend.pipeline, env(NOOPT_ENV))  # the env var changes the lowering
+    ck = (key, backend.pipeline, env(NOOPT_ENV), env(BEAM_ENV))  # the env vars change the lowering
     with _LOCK:
         cache = _cache(backend)
         p = cache.plans.get(ck) if on else None

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+import uopir.search  # noqa: F401 - installs kernel-optimize{strategy=beam} (UOPIR_BEAM=N)
 from uopir.backends import get_backend
 from uopir.backends.buffers import buffer_of, buffer_op
 from uopir.backends.interface import Program

@@ -379,6 +379,7 @@ def open_tuning_cache(path: str | os.PathLike | None = None) -> TuningCache:
 
 _ACTIVE: TuningCache | None = None
 _ACTIVE_SET = False
+_FROM_ENV: tuple[str, TuningCache | None] | None = None  # ($UOPIR_TUNING_CACHE, the cache it opened)
 _ACTIVE_LOCK = threading.Lock()
 
 
@@ -410,12 +411,15 @@ def using_tuning_cache(cache: TuningCache | None) -> Iterator[TuningCache | None
 
 
 def get_tuning_cache() -> TuningCache | None:
-    """The cache searches use: the one set by set_tuning_cache, else open_tuning_cache() on first use (None when
-    $UOPIR_TUNING_CACHE is `off`)."""
-    global _ACTIVE, _ACTIVE_SET
+    """The cache searches use: the one set by set_tuning_cache, else the one $UOPIR_TUNING_CACHE names (or the
+    default; None when it is `off`), opened on first use and again when the variable changes."""
+    global _FROM_ENV
     with _ACTIVE_LOCK:
-        if not _ACTIVE_SET:
-            off = os.environ.get(TUNING_CACHE_ENV, "").strip().lower() == "off"
-            _ACTIVE = None if off else open_tuning_cache()
-            _ACTIVE_SET = True
-        return _ACTIVE
+        if _ACTIVE_SET:
+            return _ACTIVE
+        setting = os.environ.get(TUNING_CACHE_ENV, "").strip()
+        if _FROM_ENV is None or _FROM_ENV[0] != setting:
+            if _FROM_ENV is not None and _FROM_ENV[1] is not None:
+                _FROM_ENV[1].close()
+            _FROM_ENV = (setting, None if setting.lower() == "off" else open_tuning_cache())
+        return _FROM_ENV[1]

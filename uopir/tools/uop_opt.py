@@ -408,6 +408,7 @@ def _run(args: argparse.Namespace, explicit_input: bool, out: TextIO, err: TextI
     if args.viz is not None:
         check_output_file(args.viz, "--viz")
     import uopir.backends  # noqa: F401 - registers each device's target description (`default{target=c}`) and emit-c
+    import uopir.search  # noqa: F401 - installs kernel-optimize{strategy=beam}
     from uopir.passes.manager import PassManager
     from uopir.passes.registry import check_pass_names, list_passes_text, load_passes
 

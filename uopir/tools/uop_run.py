@@ -43,7 +43,7 @@ import numpy as np
 from uopir.backends import tolerance
 from uopir.backends.differential import backend_status, check_outputs, verdict_line
 from uopir.backends.interface import Backend, Buffer, CompileError, Program
-from uopir.backends.params import written_params
+from uopir.backends.params import param_sizes, written_params
 from uopir.backends.python.interpreter import evaluate
 from uopir.backends.registry import DEVICES, get_backend
 from uopir.dialects import core
@@ -56,7 +56,6 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.ir.parser import parse_with_source_map
 from uopir.ir.regions import regions_of
 from uopir.ir.uop import UOp
-from uopir.ir.valuerange import value_range
 from uopir.ir.verify import verify
 from uopir.passes.manager import PassManager
 from uopir.passes.pipeline import parse_pipeline
@@ -179,44 +178,13 @@ def _region_stage(r: UOp) -> str:
     return "lowered" if any(u.op.dialect == "device" for u in r.toposort()) else "kernel"
 
 
-def _param_sizes(body: UOp) -> dict[int, tuple[int | None, UOp]]:
-    """param index -> (elements its index math reaches, or None when unbounded; the index op that decides)."""
-    lanes: dict = {}
-    for u in body.toposort():
-        if u.op in (K.LOAD, K.STORE):
-            ops = u.operands
-            n = (u.dtype if u.op is K.LOAD else ops.value.dtype).count
-            lanes[ops.ptr] = max(lanes.get(ops.ptr, 1), n)
-    out: dict[int, tuple[int | None, UOp]] = {}
-    for u in body.toposort():
-        if u.op is not K.INDEX:
-            continue
-        base, off = u.operands.ptr, u.operands.offset
-        while base.op is K.INDEX:
-            off, base = None, base.operands.ptr  # an index of an index: no bound from here
-        if base.op is not K.PARAM:
-            continue
-        if off is None:
-            out[base.arg] = (None, u)
-            continue
-        lo, hi = value_range(off)
-        prev = out.get(base.arg, (0, u))
-        if prev[0] is None:
-            continue
-        if lo < 0 or hi >= 2**40:
-            out[base.arg] = (None, u)
-        else:
-            out[base.arg] = (max(prev[0], int(hi) + lanes.get(u, 1)), u)
-    return out
-
-
 def _wrap_kernel(body: UOp, device: str, given_sizes: dict[int, int]) -> Prepared:
     """A one-call schedule running `body` (a kernel.def or device.program) on one buffer per param."""
     params: dict[int, UOp] = {}
     for u in body.toposort():
         if u.op is K.PARAM:
             params.setdefault(u.arg, u)
-    sizes = _param_sizes(body)
+    sizes = param_sizes(body)
     stored = written_params(body)
     slots, bufs = [], []
     for i in range(max(params) + 1 if params else 0):

@@ -70,6 +70,10 @@ The printed kernel says what was done: the kinds of its ranges (and the index ma
      shared by a work-group's threads).
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
+
+`strategy=beam width=N` (or `UOPIR_BEAM=N` in place of the heuristic, on a target that has a device to time on; the
+heuristic elsewhere) asks the strategy that uopir.search installs (uopir.passes.kernel.strategies): a search from
+the heuristic's opts, timed on the device; its winner is applied and printed exactly as the heuristic's would be.
 """
 from __future__ import annotations
 
@@ -88,6 +92,7 @@ from uopir.passes.kernel.anchors import is_kernel_body
 from uopir.passes.kernel.expand import LOAD_STRIDE
 from uopir.passes.kernel.gpu_threads import gpu_thread_opts
 from uopir.passes.kernel.indexmath import Deps, const_extent, linear_coeffs, range_deps
+from uopir.passes.kernel.strategies import BEAM_ENV, StrategyUnavailable, beam_width_from_env, get_strategy
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 from uopir.passes.target import Target, UnknownTargetError, check_target_option, target
@@ -816,11 +821,12 @@ def _packs(kdef: UOp, opts: list[Opt], axis: int) -> bool:
     return bool(panels) and sum(panels) <= PACK_MAX_BYTES
 
 
-def optimize_kernel(kdef: UOp, t: Target, strategy: str = "heuristic") -> tuple[UOp, list[Opt]]:
-    """One kernel optimized by `strategy` on target t: (the new kernel, the opts applied)."""
-    if strategy == "none":
+def optimize_kernel(kdef: UOp, t: Target, strategy: str = "heuristic", width: int = 4) -> tuple[UOp, list[Opt]]:
+    """One kernel optimized by `strategy` on target t: (the new kernel, the opts applied). A measured strategy
+    (`beam`, uopir.passes.kernel.strategies) raises StrategyUnavailable when nothing can measure on t."""
+    if strategy == "none" or (strategy != "heuristic" and _leave_alone(kdef)):
         return kdef, []
-    opts = heuristic_opts(kdef, t)
+    opts = heuristic_opts(kdef, t) if strategy == "heuristic" else get_strategy(strategy)(kdef, t, width)
     return apply_opts(kdef, opts), opts
 
 
@@ -829,21 +835,35 @@ def optimize_kernel(kdef: UOp, t: Target, strategy: str = "heuristic") -> tuple[
 class KernelOptimizeOptions:
     """The options of kernel-optimize."""
 
-    strategy: Literal["heuristic", "none"] = field(default="heuristic", metadata={
-        "help": f"how opts are chosen (heuristic: from the target description; none: no change; {NOOPT_ENV}=1 in "
-                f"the environment makes heuristic none)"})
+    strategy: Literal["heuristic", "beam", "none"] = field(default="heuristic", metadata={
+        "help": f"how opts are chosen (heuristic: from the target description; beam: a search timed on the target's "
+                f"device, starting from the heuristic's opts; none: no change; {NOOPT_ENV}=1 in the environment makes "
+                f"heuristic none, {BEAM_ENV}=N makes it beam with width N)"})
     target: str = field(default="cpu", metadata={"help": "the target description to read (cpu, gpu, a device)"})
+    width: int = field(default=4, metadata={"help": "beam: the candidates kept per round"})
 
     def __post_init__(self) -> None:
         check_target_option(self.target)
+        if self.width < 1:
+            e = ValueError(f"width={self.width}: a beam keeps at least one candidate")
+            e.option = "width"  # type: ignore[attr-defined]
+            raise e
 
 
 @register_pass("kernel-optimize", summary="choose upcast/unroll/thread opts per kernel from the target description",
                consumes=("kernel",), produces=("kernel",), options=KernelOptimizeOptions)
 def kernel_optimize(root: UOp, options: KernelOptimizeOptions, ctx: PassContext) -> UOp:
-    strategy = options.strategy
+    strategy, width = options.strategy, options.width
     if strategy == "heuristic" and os.environ.get(NOOPT_ENV, "") not in ("", "0"):
         strategy = "none"
+    if strategy == "heuristic":
+        try:
+            width = beam_width_from_env() or 0
+        except ValueError as e:
+            ctx.error(root, str(e))
+            return root
+        strategy = "beam" if width else strategy
+    from_env = strategy != options.strategy  # UOPIR_BEAM: where nothing can measure (no device), the heuristic
     try:
         t = target(options.target)
     except UnknownTargetError as e:
@@ -852,8 +872,13 @@ def kernel_optimize(root: UOp, options: KernelOptimizeOptions, ctx: PassContext)
 
     def run(kdef: UOp) -> UOp:
         try:
-            new, opts = optimize_kernel(kdef, t, strategy)
-        except OptError as e:
+            try:
+                new, opts = optimize_kernel(kdef, t, strategy, width)
+            except StrategyUnavailable:
+                if not from_env:
+                    raise
+                new, opts = optimize_kernel(kdef, t, "heuristic")
+        except (OptError, StrategyUnavailable) as e:
             ctx.error(kdef, f"kernel-optimize: {e}")
             return kdef
         if opts:
