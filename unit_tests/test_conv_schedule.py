@@ -85,6 +85,9 @@ def test_short_rows_and_strided_reads_block_the_weights_by_output_channels() -> 
     assert kernels((1, 16, 64, 64), 32) == 2  # a row of 64 is whole vectors: a row tile, the weights as they are
     assert kernels((1, 16, 56, 56), 32) == 3  # a row of 56 is 3.5 vectors: blocks, 16 channels x 14 columns
     assert kernels((1, 16, 56, 56), 72) == 2  # ... but blocks of 8 channels (half vectors) are no better there
+    x = Tensor(rng.random((1, 24, 56, 56), np.float32), device="python")
+    pointwise = x.conv2d(Tensor(rng.random((144, 24, 1, 1), np.float32), device="python")).schedule()
+    assert len(pointwise) == 1  # ... nor is a 1x1 conv's (its row tile reads whole rows, no shifted taps)
     assert kernels((1, 16, 55, 55), 32) == 3  # a row of 55 is no whole number of half vectors (SqueezeNet's)
     assert kernels((1, 16, 56, 56), 32, stride=2) == 3  # a strided read is no vector
 
