@@ -35,7 +35,8 @@ def test_a_big_padded_conv_copies_its_padding_and_a_small_one_fuses_it() -> None
     rng = np.random.default_rng(0)
     big = Tensor(rng.random((1, 16, 56, 56), np.float32), device="python").conv2d(
         Tensor(rng.random((32, 16, 3, 3), np.float32), device="python"), padding=1)
-    assert len(big.schedule()) == 2  # the padded copy (16x58x58), then the conv reading it
+    # the padded copy (16x58x58), the weight blocks (a row of 56 is 3.5 vectors), then the conv reading both
+    assert [it.name for it in big.schedule()] == ["E_16_58_58", "E_2_144_16", "r_32_56_56"]
     small = Tensor(rng.random((1, 2, 6, 6), np.float32), device="python").conv2d(
         Tensor(rng.random((2, 2, 3, 3), np.float32), device="python"), padding=1)
     assert 2 * 2 * 6 * 6 * 2 * 9 < PAD_COPY_MIN_WORK and len(small.schedule()) == 1
@@ -67,7 +68,7 @@ def test_an_input_padded_before_the_conv_is_copied_too() -> None:
     rng = np.random.default_rng(1)
     x = Tensor(rng.random((1, 16, 56, 56), np.float32), device="python").pad([(0, 0), (0, 0), (1, 1), (1, 1)])
     y = x.conv2d(Tensor(rng.random((32, 16, 3, 3), np.float32), device="python"))
-    assert len(y.schedule()) == 2
+    assert len(y.schedule()) == 3  # the padded copy, the weight blocks (rows of 56), the conv
 
 
 def test_short_rows_and_strided_reads_block_the_weights_by_output_channels() -> None:
@@ -81,7 +82,12 @@ def test_short_rows_and_strided_reads_block_the_weights_by_output_channels() -> 
     assert 14 < 2 * CHANNEL_BLOCK and kernels((1, 32, 14, 14), 32) == 3  # padded input, weight blocks, the conv
     assert kernels((1, 32, 14, 14), 24) == 3  # 24 channels: blocks of 8 (half a block)
     assert kernels((1, 32, 14, 14), 20) == 2  # 20 channels are no whole number of blocks
-    assert kernels((1, 16, 56, 56), 32) == 2  # a row of 56 is vector enough
+    assert kernels((1, 16, 64, 64), 32) == 2  # a row of 64 is whole vectors: a row tile, the weights as they are
+    assert kernels((1, 16, 56, 56), 32) == 3  # a row of 56 is 3.5 vectors: blocks, 16 channels x 14 columns
+    assert kernels((1, 16, 56, 56), 72) == 2  # ... but blocks of 8 channels (half vectors) are no better there
+    x = Tensor(rng.random((1, 24, 56, 56), np.float32), device="python")
+    pointwise = x.conv2d(Tensor(rng.random((144, 24, 1, 1), np.float32), device="python")).schedule()
+    assert len(pointwise) == 1  # ... nor is a 1x1 conv's (its row tile reads whole rows, no shifted taps)
     assert kernels((1, 16, 55, 55), 32) == 3  # a row of 55 is no whole number of half vectors (SqueezeNet's)
     assert kernels((1, 16, 56, 56), 32, stride=2) == 3  # a strided read is no vector
 

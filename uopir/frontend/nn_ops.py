@@ -39,10 +39,12 @@ if TYPE_CHECKING:
 # of once per tap in the conv (or, with the taps' products materialized, an im2col-like copy 9x the input)
 PAD_COPY_MIN_REUSE = 1.5
 PAD_COPY_MIN_WORK = 1 << 16  # ... and at least this many in all (a tiny conv is not worth a second kernel)
-# a conv whose output rows are shorter than twice this (or no multiple of half of it) or read their input with a
-# stride gets its weights copied in blocks of this many output channels (half as many when they do not divide the
-# channels), the block innermost ((cout/B, cin, *kernel, B)): the conv kernel then reads a block of weights as one
-# vector and multiplies it by one broadcast input per output column (kernel-optimize's channel tile)
+# a conv whose output rows are shorter than twice this (or no multiple of half of it, or with whole blocks none of
+# it: a row of 56 is 3.5 vectors, whose row tile computes the half vector's lanes twice or packs two rows' halves into
+# one vector by a shuffle per tap) or read their input with a stride gets its weights copied in blocks of this many
+# output channels (half as many when they do not divide the channels), the block innermost ((cout/B, cin, *kernel,
+# B)): the conv kernel then reads a block of weights as one vector and multiplies it by one broadcast input per
+# output column (kernel-optimize's channel tile)
 CHANNEL_BLOCK = 16
 
 
@@ -62,11 +64,16 @@ def _block(cout: int) -> int:
 def _block_channels(w: Tensor, groups: int, out: tuple[Any, ...], stride: tuple[int, ...], macs: Any) -> bool:
     """Whether a conv's weights are worth copying in blocks of CHANNEL_BLOCK output channels (see there): one group,
     whole blocks, output rows shorter than two blocks or no multiple of half a block (55: no vector tile fits) or a
-    strided read, and enough work (PAD_COPY_MIN_WORK)."""
+    strided read, or rows no multiple of a block (56) when the blocks are whole vectors and the conv has a window
+    (blocks of 8, half a vector per broadcast input, measured no faster than the row tile: MobileNetV3's 16 -> 72
+    1x1 over 56x56; a 1x1 conv's row tile reads whole unshifted rows and transposes nothing to store: EfficientNet's
+    24 -> 144 over 56x56 took 125 us that way, 217 us in blocks), and enough work (PAD_COPY_MIN_WORK)."""
     if groups != 1 or not all(isinstance(v, int) for v in (*w.shape, *out, macs)) or w.shape[0] % _block(w.shape[0]):
         return False
-    return (out[-1] < 2 * CHANNEL_BLOCK or out[-1] % (CHANNEL_BLOCK // 2) or stride[-1] > 1) and \
-        macs >= PAD_COPY_MIN_WORK
+    row = out[-1]
+    return (row < 2 * CHANNEL_BLOCK or row % (CHANNEL_BLOCK // 2) or stride[-1] > 1
+            or row % CHANNEL_BLOCK and _block(w.shape[0]) == CHANNEL_BLOCK and math.prod(w.shape[2:]) > 1) \
+        and macs >= PAD_COPY_MIN_WORK
 
 
 def sum_keep_dtype(x: Tensor, axis: Any) -> Tensor:

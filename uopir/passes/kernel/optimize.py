@@ -726,7 +726,8 @@ def _dot_tile(k: _Kernel, t: Target, vw: int, budget: int) -> dict[UOp, int] | N
 
 def _channel_tile(k: _Kernel, vw: int, budget: int, fit: Callable[[UOp, int], int]) -> dict[UOp, int] | None:
     """1. (channel vectors) The register tile of a kernel whose contiguous output rows are too short for a vector (a
-    conv's 7, 14 or 28 columns; a strided conv's reads, which are no vector at all) but which reads some input under
+    conv's 7, 14 or 28 columns; a strided conv's reads, which are no vector at all) or no whole number of vectors (56
+    columns: 3.5 x 16, a half vector per row computed twice or packed by shuffles) but which reads some input under
     the reduction with stride 1 along another output range (a conv's weights packed in blocks of output channels,
     nn_ops.CHANNEL_BLOCK): that range is the vector, one vector of the target's width or half of one (each vector
     load of it serves a whole row), and the output range the vector load does not vary along, the row when there is
@@ -736,8 +737,8 @@ def _channel_tile(k: _Kernel, vw: int, budget: int, fit: Callable[[UOp, int], in
         return None
     red = k.red_ranges()
     row = next((r for r in reversed(k.out) if k.contiguous(r)), None)
-    if row is not None and fit(row, budget) >= max(2, vw // 2):
-        return None
+    if row is not None and fit(row, budget) % vw == 0:
+        return None  # whole vectors along the row (a row tile that a half vector ends is 1/8 waste or shuffles)
     loaded = [x for x in k.loads if k.deps[x] & red]
     chan = next((r for r in reversed(k.out) if (const_extent(r) or 1) % max(2, vw // 2) == 0 and r is not row
                  and any(k.coeff(x, r) == 1 for x in loaded)), None)
