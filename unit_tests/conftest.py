@@ -19,6 +19,11 @@ import subprocess
 import pytest
 from hypothesis import settings
 
+# tinygrad's names (DEBUG, NOOPT, VIZ, BEAM) are aliases of UOPIR_ variables (uopir/ir/env.py): one left set in a
+# developer's shell would change what the tests see, so the suite drops them (set the UOPIR_ name to debug a test)
+for _alias in ("DEBUG", "NOOPT", "VIZ", "BEAM"):
+    os.environ.pop(_alias, None)
+
 # The test-* passes (uopir.passes.testing) load only on request; the tests use them.
 os.environ.setdefault("UOPIR_TEST_PASSES", "1")
 

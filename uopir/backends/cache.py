@@ -23,13 +23,14 @@ is kept in USAGE_FILE (updated by each put; a lost update between two processes 
 is walked only when that says the bound is passed, when the file is missing, or after a process has put an eighth of
 the bound since its last walk (which corrects any drift).
 
-`python cache.py seal OUT DST KEY` (stdlib only, run by path: no uopir import) is the last step of the C compiler's
-detached compile (uopir.backends.c.compiler): it seals the compiler's output OUT as the entry DST of KEY.
+`python cache.py seal OUT DST KEY BOUND` (stdlib only, run by path: no uopir import at module level, so the settings
+are read through uopir.ir.env inside the functions that need them, and the sealer gets the size bound as BOUND) is the
+last step of the C compiler's detached compile (uopir.backends.c.compiler): it seals the compiler's output OUT as the
+entry DST of KEY.
 """
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import shutil
 import struct
@@ -37,7 +38,6 @@ import sys
 import tempfile
 import threading
 import time
-from functools import cache
 from pathlib import Path
 
 __all__ = ["CACHE_DIR_ENV", "DISABLE_ENV", "MAX_MB_ENV", "DEFAULT_MAX_MB", "ENTRY_SUFFIX", "HEADER_SIZE",
@@ -45,7 +45,7 @@ __all__ = ["CACHE_DIR_ENV", "DISABLE_ENV", "MAX_MB_ENV", "DEFAULT_MAX_MB", "ENTR
            "cache_put", "cache_path", "cache_evict", "max_bytes", "seal", "unseal", "read_entry", "write_entry",
            "trim", "seal_command", "main"]
 
-CACHE_DIR_ENV = "UOPIR_CACHE_DIR"
+CACHE_DIR_ENV = "UOPIR_CACHE_DIR"  # declared in uopir.ir.env, read there
 DISABLE_ENV = "UOPIR_DISABLE_CACHE"
 MAX_MB_ENV = "UOPIR_CACHE_MAX_MB"
 DEFAULT_MAX_MB = 1024.0
@@ -67,31 +67,28 @@ class DamagedEntry(Exception):
 
 def cache_dir() -> Path:
     """The cache folder (it may not exist yet)."""
-    env = os.environ.get(CACHE_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
+    from uopir.ir import env
+
+    folder = env.CACHE_DIR.raw()
+    if folder:
+        return Path(folder).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "uopir"
 
 
 def cache_enabled() -> bool:
-    return os.environ.get(DISABLE_ENV, "0").strip().lower() in ("", "0", "false", "no", "off")
+    from uopir.ir import env
+
+    return not env.DISABLE_CACHE.get()
 
 
 def max_bytes() -> int | None:
     """The size bound of the cache folder in bytes ($UOPIR_CACHE_MAX_MB), or None for no bound."""
-    return _parse_max_mb(os.environ.get(MAX_MB_ENV, "").strip())
+    from uopir.ir import env
 
-
-@cache
-def _parse_max_mb(text: str) -> int | None:
-    try:
-        mb = float(text) if text else DEFAULT_MAX_MB
-    except ValueError:
-        mb = -1.0
-    if not math.isfinite(mb) or mb < 0:
-        raise ValueError(f"${MAX_MB_ENV} must be a number of megabytes (0 for no bound), got {text!r}")
+    mb = env.CACHE_MAX_MB.get()
+    mb = DEFAULT_MAX_MB if mb is None else mb
     return None if mb == 0 else max(1, int(mb * (1 << 20)))
 
 
@@ -358,15 +355,17 @@ def seal_command(out: str, dst: Path, key: str) -> list[str] | None:
     isolated Python, so it starts in milliseconds), or None when there is no Python executable to run it."""
     if not sys.executable:
         return None
-    return [sys.executable, "-I", "-S", os.path.abspath(__file__), "seal", out, str(dst), key]
+    bound = max_bytes()
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), "seal", out, str(dst), key, str(bound or 0)]
 
 
 def main(argv: list[str]) -> int:
-    """`seal OUT DST KEY`: exit 0 when the entry is written."""
-    if len(argv) != 4 or argv[0] != "seal":
-        print("usage: cache.py seal OUT DST KEY", file=sys.stderr)
+    """`seal OUT DST KEY BOUND` (BOUND: the folder's size bound in bytes, 0 for none): exit 0 when the entry is
+    written."""
+    if len(argv) != 5 or argv[0] != "seal" or not argv[4].isdigit():
+        print("usage: cache.py seal OUT DST KEY BOUND", file=sys.stderr)
         return 2
-    out, dst, key = argv[1], Path(argv[2]), argv[3]
+    out, dst, key, bound = argv[1], Path(argv[2]), argv[3], int(argv[4])
     try:
         with open(out, "rb") as f:
             payload = f.read()
@@ -374,11 +373,7 @@ def main(argv: list[str]) -> int:
         return 1
     if not write_entry(dst, key, payload):
         return 1
-    try:
-        bound = max_bytes()
-    except ValueError:  # the process that started the compile reports it
-        return 0
-    if bound is not None:
+    if bound:
         _account(dst.parent.parent.parent, HEADER_SIZE + len(payload), bound, dst)
     return 0
 

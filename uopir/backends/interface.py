@@ -14,7 +14,6 @@ the program itself into a closure (see backends/python).
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import weakref
@@ -27,6 +26,7 @@ import numpy as np
 
 from uopir.backends.cache import cache_get, cache_key, cache_put
 from uopir.dialects.semantics import np_dtype
+from uopir.ir import env
 from uopir.ir.diagnostics import check_buffer_size
 from uopir.ir.dtype import DType
 from uopir.ir.uop import UOp
@@ -301,7 +301,7 @@ class Backend:
         text = (self.lowering or self.pipeline) if pipeline is None else pipeline
         if not text:
             return root
-        insts = standard_instruments(verify=os.environ.get("UOPIR_VERIFY") == "1") + list(instruments)
+        insts = standard_instruments(verify=env.VERIFY.get()) + list(instruments)
         return PassManager.parse(text).run(root, instruments=insts)
 
     def compile(self, program: UOp, name: str = "program") -> Program:

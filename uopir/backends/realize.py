@@ -33,7 +33,6 @@ kernel of a schedule, including those of values on other devices (every device's
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import time
 import weakref
@@ -51,14 +50,12 @@ from uopir.dialects import core, device, tensor
 from uopir.dialects.core import const_value
 from uopir.dialects.kernel import stored_params
 from uopir.dialects.semantics import bf16_round, const_array
-from uopir.ir import trace
+from uopir.ir import env, trace
 from uopir.ir.diagnostics import IRError, diag_at
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
 from uopir.passes.instruments import PassEvent, PassInstrumentation
-from uopir.passes.kernel.optimize import NOOPT_ENV
-from uopir.passes.kernel.strategies import BEAM_ENV
 
 if TYPE_CHECKING:
     from uopir.backends.interface import Allocator, Backend, Buffer, Program
@@ -68,52 +65,20 @@ __all__ = ["realize", "compiled", "cache_key", "plan", "debug_level", "print_com
            "SCHEDULE_CACHE_ENV", "SCHEDULE_CACHE_SIZE_ENV", "PROGRAM_CACHE_SIZE_ENV", "schedule_cache_size",
            "program_cache_size", "cached_counts", "Launch", "capture", "run_plan", "const_result"]
 
-DEBUG_ENV = "UOPIR_DEBUG"
-SCHEDULE_CACHE_ENV = "UOPIR_SCHEDULE_CACHE"
+DEBUG_ENV = env.DEBUG.name
+SCHEDULE_CACHE_ENV = env.SCHEDULE_CACHE.name
 # The bounds of the in-memory caches, per backend. A compiled kernel costs about 10-50 KB (its IR, source and binary,
 # and native memory: an LLVM engine's share or a dlopen'ed library), so full caches stay under about 20 MB; an entry
 # past a bound is dropped least recently used first, and its native memory is freed once nothing else holds it.
 CACHE_SIZE = 256  # plans (executable schedules) kept per backend; $UOPIR_SCHEDULE_CACHE_SIZE overrides
 PROGRAM_CACHE_SIZE = 256  # compiled kernels kept per backend besides those of live plans; $UOPIR_PROGRAM_CACHE_SIZE
-SCHEDULE_CACHE_SIZE_ENV = "UOPIR_SCHEDULE_CACHE_SIZE"
-PROGRAM_CACHE_SIZE_ENV = "UOPIR_PROGRAM_CACHE_SIZE"
+SCHEDULE_CACHE_SIZE_ENV = env.SCHEDULE_CACHE_SIZE.name
+PROGRAM_CACHE_SIZE_ENV = env.PROGRAM_CACHE_SIZE.name
 INPUT_TAG = "realize.input"  # the tag of the placeholder buffers in a schedule-cache key
 
-# The process environment as os.environ keeps it (CPython on POSIX: bytes names and values). Every realize reads a
-# few settings; os.environ.get encodes the name and decodes the value (~0.5 us each), a read of this dict with a
-# name encoded once costs ~0.05 us. It is the same dict os.environ (and so monkeypatch.setenv) writes, so a setting
-# changed at run time through os.environ takes effect at the next realize, as before; a change made behind Python's
-# back (C setenv) is not seen, as os.environ does not see it either.
-_ENV_DATA: dict | None = getattr(os.environ, "_data", None)
-if not (isinstance(_ENV_DATA, dict) and os.environ.encodekey("A") == b"A"):  # type: ignore[attr-defined]
-    _ENV_DATA = None  # another platform's layout: read os.environ itself
-
-
-def env(name: str, default: str = "") -> str:
-    """os.environ.get(name, default), cheaper on the realize path (see _ENV_DATA)."""
-    if _ENV_DATA is None:
-        return os.environ.get(name, default)
-    v = _ENV_DATA.get(_ENV_KEYS.get(name) or _env_key(name))
-    return default if v is None else os.fsdecode(v)
-
-
-_ENV_KEYS: dict[str, bytes] = {}
-
-
-def _env_key(name: str) -> bytes:
-    k = _ENV_KEYS[name] = os.fsencode(name)
-    return k
-
-
 def debug_level() -> int:
-    """$UOPIR_DEBUG as a level (a non-number that is set counts as 1)."""
-    v = env(DEBUG_ENV).strip()
-    if not v:
-        return 0
-    try:
-        return int(v)
-    except ValueError:
-        return 1
+    """$UOPIR_DEBUG (or tinygrad's DEBUG) as a level; EnvError naming the variable for a value that is not one."""
+    return env.DEBUG.get()
 
 
 def print_compiled(program: UOp, name: str, source: str, language: str, comment: str = "//") -> None:
@@ -126,31 +91,22 @@ def print_compiled(program: UOp, name: str, source: str, language: str, comment:
 
 
 def schedule_cache_enabled() -> bool:
-    return env(SCHEDULE_CACHE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return env.SCHEDULE_CACHE.get()
 
 
-def _limit(name: str, default: int) -> int:
-    v = env(name).strip()
-    if not v:
-        return default
-    try:
-        n = int(v)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise ValueError(f"${name} must be a number of entries (an integer >= 0), got {v!r}")
-    return n
+def _limit(var: env.EnvVar[int], default: int) -> int:
+    return var.get() if var.is_set() else default  # the module's bound (tests lower it) unless the variable is set
 
 
 def schedule_cache_size() -> int:
     """How many plans the schedule cache keeps per backend: $UOPIR_SCHEDULE_CACHE_SIZE, else CACHE_SIZE."""
-    return _limit(SCHEDULE_CACHE_SIZE_ENV, CACHE_SIZE)
+    return _limit(env.SCHEDULE_CACHE_SIZE, CACHE_SIZE)
 
 
 def program_cache_size() -> int:
     """How many compiled kernels each backend keeps besides those of live plans: $UOPIR_PROGRAM_CACHE_SIZE, else
     PROGRAM_CACHE_SIZE."""
-    return _limit(PROGRAM_CACHE_SIZE_ENV, PROGRAM_CACHE_SIZE)
+    return _limit(env.PROGRAM_CACHE_SIZE, PROGRAM_CACHE_SIZE)
 
 
 @dataclass
@@ -457,7 +413,7 @@ def _copy(alloc: Allocator, buf: Buffer) -> Buffer:
 def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
     """The executable schedule of a cache key on `backend`: from the schedule cache, else lowered (and cached)."""
     on = schedule_cache_enabled()
-    ck = (key, backend.pipeline, env(NOOPT_ENV), env(BEAM_ENV))  # the env vars change the lowering
+    ck = (key, backend.pipeline, env.NOOPT.raw(), env.BEAM.raw())  # the env vars change the lowering
     with _LOCK:
         cache = _cache(backend)
         p = cache.plans.get(ck) if on else None

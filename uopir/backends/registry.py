@@ -1,22 +1,23 @@
 """Which backends exist: device name -> backend factory, the best-available order, and the frontend's device names.
 
 Every backend is registered by name, once, with a factory that imports its modules on first use (so a realize on
-`c` never imports llvmlite or the gpu renderers). `register_backend(name, factory, replace=True)` redefines one.
+`c` never imports llvmlite or the gpu renderers), and with what it needs to run (the docs' table of backends is
+generated from it). `register_backend(name, factory, replace=True)` redefines one.
 
 Each device's target description is registered under the device name (uopir.passes.target), so a pass reads
 `target("c")` without importing a backend.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 from uopir.backends.interface import Backend
+from uopir.ir import env
 from uopir.ir.once import FirstUse
 from uopir.passes.target import Target, register_target
 
 __all__ = ["DEVICES", "BACKENDS", "PREFERENCE", "register_backend", "get_backend", "available", "canonical",
-           "default_device"]
+           "default_device", "requirements"]
 
 DEVICES: tuple[str, ...] = ("python", "c", "llvm", "opencl", "cuda")  # what Tensor(device=...) accepts
 BACKENDS: tuple[str, ...] = DEVICES + ("mlir",)  # mlir exports IR for other tools; it is not a Tensor device
@@ -26,16 +27,18 @@ BACKENDS: tuple[str, ...] = DEVICES + ("mlir",)  # mlir exports IR for other too
 PREFERENCE: tuple[str, ...] = ("cuda", "c", "llvm", "opencl", "python")
 
 _FACTORIES: dict[str, Callable[[], Backend]] = {}
+_NEEDS: dict[str, str] = {}  # backend -> what it needs to run, in words
 _INSTANCES: dict[str, Backend] = {}
 _FIRST_USE = FirstUse("backend")  # threads asking for a backend first: one instance, made once
 
 
-def register_backend(name: str, factory: Callable[[], Backend], *, replace: bool = False) -> None:
+def register_backend(name: str, factory: Callable[[], Backend], *, needs: str = "", replace: bool = False) -> None:
     """Make `name` a backend; `factory()` builds it on first use (once per process, also when several threads use it
-    first at the same time)."""
+    first at the same time). `needs`: what it needs to run, in words (for the docs)."""
     if name in _FACTORIES and not replace:
         raise ValueError(f"backend {name!r} is already registered (pass replace=True to redefine it)")
     _FACTORIES[name] = factory
+    _NEEDS[name] = needs
     _INSTANCES.pop(name, None)
 
 
@@ -48,6 +51,11 @@ def get_backend(name: str) -> Backend:
     if key not in _FACTORIES:
         raise ValueError(f"unknown backend {name!r}; registered backends: {', '.join(_FACTORIES)}")
     return _FIRST_USE.get(_INSTANCES, key, _FACTORIES[key])
+
+
+def requirements() -> dict[str, str]:
+    """Backend name -> what it needs to run (without probing the machine: `available()` says what runs here)."""
+    return {n: _NEEDS.get(n, "") for n in _FACTORIES}
 
 
 def available() -> list[str]:
@@ -69,9 +77,9 @@ def canonical(name: str | None) -> str:
 
 def default_device() -> str:
     """$UOPIR_DEVICE if set (validated), else the best available device."""
-    env = os.environ.get("UOPIR_DEVICE")
-    if env:
-        return canonical(env)
+    name = env.DEVICE.raw()
+    if name:
+        return canonical(name)
     for d in PREFERENCE:  # the first available, without probing the ones after it
         if d in _FACTORIES and get_backend(d).available:
             return d
@@ -150,12 +158,13 @@ def _llvm_target() -> Target:
     return llvm_target()
 
 
-register_backend("python", _python)
-register_backend("c", _c)
-register_backend("llvm", _llvm)
-register_backend("opencl", _opencl)
-register_backend("cuda", _cuda)
-register_backend("mlir", _mlir)
+register_backend("python", _python, needs="nothing: the reference interpreter (numpy)")
+register_backend("c", _c, needs="a C compiler ($CC, clang or cc); llvmlite for the tiered start")
+register_backend("llvm", _llvm, needs="llvmlite (the test extra)")
+register_backend("opencl", _opencl, needs="pyopencl and an OpenCL device (a GPU driver, or pocl on the CPU)")
+register_backend("cuda", _cuda, needs="pycuda, nvcc and an NVIDIA GPU (the cuda extra)")
+register_backend("mlir", _mlir, needs="xdsl, llvmlite, mlir-opt and mlir-translate (Debian: mlir-19-tools; or "
+                 "$UOPIR_MLIR_BIN); it exports and runs IR, it is not a Tensor device")
 
 # each device's target under its name, built on first use (probing the host is not free)
 register_target(_python_target, "python")

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from uopir.ir import trace
+from uopir.ir import env, trace
 from uopir.viz import write_page
 
 __all__ = ["VIZ_ENV", "from_env", "save", "viz_paths"]
 
-VIZ_ENV = "UOPIR_VIZ"
+VIZ_ENV = env.VIZ.name
 DEFAULT_NAME = "uopir-viz"
 
 
@@ -57,7 +56,7 @@ def _write_at_exit(tracer: trace.Tracer, value: str) -> None:
 
 def from_env() -> trace.Tracer | None:
     """Start recording for the rest of the process when $UOPIR_VIZ is set (not `0`), writing at exit; idempotent."""
-    value = os.environ.get(VIZ_ENV, "")
+    value = env.VIZ.raw()
     if value in ("", "0") or trace.ACTIVE is not None:
         return trace.ACTIVE
     folder = viz_paths(value)[0].parent

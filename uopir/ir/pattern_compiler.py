@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from uopir.ir import env
 from uopir.ir.dtype import DType
 from uopir.ir.ops import OpDef, get_op
 from uopir.ir.uop import UOp, _argkey
@@ -29,7 +30,7 @@ __all__ = ["PatternMatcher", "Rule"]
 # ---- compiling patterns into Python ----------------------------------------------------------------------------------
 _MAX_DEPTH = 80  # nesting levels of generated code (the tokenizer allows 100)
 _MAX_LINES = 4000  # per pattern per op; larger patterns use the interpreter
-_DUMP = os.environ.get("UOPIR_DUMP_PATTERNS", "") not in ("", "0")
+_DUMP = env.DUMP_PATTERNS.get()
 
 
 class _TooBig(Exception):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from uopir.ir import trace
+from uopir.ir import env, trace
 from uopir.ir.diagnostics import Diagnostic
 from uopir.ir.regions import ops_by_dialect
 from uopir.ir.rewrite import RewriteStats
@@ -289,7 +289,7 @@ class Reproducer(PassInstrumentation):
         target = self.target
         try:
             if target is None:
-                target = os.environ.get("UOPIR_REPRODUCER_DIR") or tempfile.gettempdir()
+                target = env.REPRODUCER_DIR.raw() or tempfile.gettempdir()
             p = Path(target)
             if p.is_dir():
                 fd, name = tempfile.mkstemp(prefix=f"uop-reproducer-{crash.pass_name}-", suffix=".uop", dir=p)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import importlib
 import io
-import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from uopir.ir import env
 from uopir.ir.uop import UOp
 from uopir.passes.errors import PipelineError, did_you_mean
 from uopir.passes.options import OptionInfo, format_value, option_infos
@@ -35,7 +35,7 @@ __all__ = ["PassInfo", "PipelineInfo", "AnchorInfo", "PASSES", "PIPELINES", "ANC
 
 # Modules of test-only passes: imported only when test passes are requested.
 TEST_PASS_MODULES: list[str] = ["uopir.passes.testing"]
-TEST_PASSES_ENV = "UOPIR_TEST_PASSES"
+TEST_PASSES_ENV = env.TEST_PASSES.name
 # pass, pipeline or anchor name -> the module that registers it (imported when the name is first looked up): the one
 # way a pass is found
 LAZY: dict[str, str] = {}
@@ -158,7 +158,7 @@ _LOAD_LOCK = threading.RLock()
 
 def test_passes_requested() -> bool:
     """Whether the environment asks for the test-* passes ($UOPIR_TEST_PASSES set to anything but '' or '0')."""
-    return os.environ.get(TEST_PASSES_ENV, "") not in ("", "0")
+    return env.TEST_PASSES.get()
 
 
 def _import(mod: str) -> None:

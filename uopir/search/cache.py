@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from uopir.ir import env
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
 from uopir.passes.kernel.optimize import Opt, OptError
@@ -42,7 +43,7 @@ __all__ = ["TUNING_CACHE_ENV", "DEFAULT_NAME", "SCHEMA_VERSION", "APPLICATION_ID
            "TuningCache", "Entry", "canonical_text", "tuning_key", "default_path", "configured_path",
            "open_tuning_cache", "set_tuning_cache", "get_tuning_cache", "using_tuning_cache"]
 
-TUNING_CACHE_ENV = "UOPIR_TUNING_CACHE"
+TUNING_CACHE_ENV = env.TUNING_CACHE.name
 DEFAULT_NAME = "tuning.sqlite"
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x756F7054  # "uopT": marks the file as a uopir tuning cache
@@ -360,10 +361,10 @@ class TuningCache:
 # ---- which cache -----------------------------------------------------------------------------------------------------
 def configured_path() -> Path | None:
     """The file $UOPIR_TUNING_CACHE names, else the default file; None when it says `off`."""
-    env = os.environ.get(TUNING_CACHE_ENV, "").strip()
-    if env.lower() == "off":
+    where = env.TUNING_CACHE.get()
+    if where == "off":
         return None
-    return Path(env).expanduser() if env else default_path()
+    return Path(where).expanduser() if where else default_path()
 
 
 def open_tuning_cache(path: str | os.PathLike | None = None) -> TuningCache:
@@ -374,7 +375,7 @@ def open_tuning_cache(path: str | os.PathLike | None = None) -> TuningCache:
     where = configured_path()
     if where is None:
         raise TuningCacheError(f"${TUNING_CACHE_ENV}=off: the tuning cache is turned off")
-    return TuningCache(where, strict=os.environ.get(TUNING_CACHE_ENV, "").strip() != "")
+    return TuningCache(where, strict=env.TUNING_CACHE.is_set())
 
 
 _ACTIVE: TuningCache | None = None
@@ -417,9 +418,9 @@ def get_tuning_cache() -> TuningCache | None:
     with _ACTIVE_LOCK:
         if _ACTIVE_SET:
             return _ACTIVE
-        setting = os.environ.get(TUNING_CACHE_ENV, "").strip()
+        setting = env.TUNING_CACHE.get()
         if _FROM_ENV is None or _FROM_ENV[0] != setting:
             if _FROM_ENV is not None and _FROM_ENV[1] is not None:
                 _FROM_ENV[1].close()
-            _FROM_ENV = (setting, None if setting.lower() == "off" else open_tuning_cache())
+            _FROM_ENV = (setting, None if setting == "off" else open_tuning_cache())
         return _FROM_ENV[1]

@@ -15,9 +15,11 @@ import time
 from types import TracebackType
 from typing import Any, TextIO
 
+from uopir.ir import env
+
 __all__ = ["PROGRESS_ENV", "LINE_INTERVAL_S", "Progress", "progress", "progress_setting"]
 
-PROGRESS_ENV = "UOPIR_PROGRESS"
+PROGRESS_ENV = env.PROGRESS.name
 LINE_INTERVAL_S = 10.0  # the least time between two plain lines (the first and the last are always written)
 
 
@@ -105,26 +107,18 @@ def _columns(stream: TextIO) -> int:
 def progress_setting() -> str:
     """$UOPIR_PROGRESS, checked: "off", "lines" or "auto". ValueError for another value (a program's main calls
     this first, to turn a bad value into its usage error rather than a failure halfway through)."""
-    env = os.environ.get(PROGRESS_ENV, "").strip().lower()
-    if env in ("0", "off", "no", "false"):
-        return "off"
-    if env == "lines":
-        return "lines"
-    if env not in ("", "1", "on", "yes", "true", "auto"):
-        raise ValueError(f"${PROGRESS_ENV} must be 0 (no progress), 1 (a bar on a terminal, lines on a pipe) or "
-                         f"lines, got {env!r}")
-    return "auto"
+    return env.PROGRESS.get()
 
 
 def _mode(stream: TextIO) -> str:
-    env = progress_setting()
-    if env == "off":
+    setting = progress_setting()
+    if setting == "off":
         return "off"
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError, OSError):
         tty = False
-    if env == "lines" or not tty:
+    if setting == "lines" or not tty:
         return "lines"
     try:
         import tqdm  # noqa: F401 - a base dependency; an install without it still gets the plain lines

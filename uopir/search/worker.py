@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import IO
 
+from uopir.ir import env as ir_env
 from uopir.search.job import Job, Measurement, run_job
 
 __all__ = ["Worker", "WorkerDied"]
@@ -51,7 +52,7 @@ class Worker:
     """One worker process (started now)."""
 
     def __init__(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "UOPIR_BEAM"}
+        env = {k: v for k, v in os.environ.items() if k not in (ir_env.BEAM.name, ir_env.BEAM.alias)}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen([sys.executable, "-m", "uopir.search.worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env)

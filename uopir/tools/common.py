@@ -1,13 +1,25 @@
-"""What the command-line tools share: their usage error, and the one rule for every file they write."""
+"""What the command-line tools share: their usage error, the environment check, and the one rule for every file
+they write."""
 from __future__ import annotations
 
 import os
 
-__all__ = ["UsageError", "check_output_file"]
+from uopir.ir import env
+
+__all__ = ["UsageError", "check_output_file", "check_environment"]
 
 
 class UsageError(Exception):
     """Bad command-line arguments: one `PROG: error: ...` line, exit 1."""
+
+
+def check_environment() -> None:
+    """Refuse, before any work, a uopir environment variable set to a value it does not accept (one line naming
+    the variable, exit 1)."""
+    try:
+        env.check()
+    except env.EnvError as e:
+        raise UsageError(str(e)) from None
 
 
 def check_output_file(path: str, option: str) -> None:

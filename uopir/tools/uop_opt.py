@@ -18,8 +18,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TextIO
 
+from uopir.ir import env
 from uopir.ir.diagnostics import Diagnostic, IRError, Location, source_line
-from uopir.tools.common import UsageError, check_output_file
+from uopir.tools.common import UsageError, check_environment, check_output_file
 
 PROG = "uop-opt"
 
@@ -238,7 +239,7 @@ def run_chunk(text: str, filename: str, first_line: int, pm, args: argparse.Name
         return ChunkResult(None, diags + pm.report.diagnostics + e.diagnostics, True)
     except PassCrash as c:
         lines = [f"{PROG}: error: {escape_controls(str(c))}"]
-        if os.environ.get("UOPIR_DEBUG"):
+        if env.DEBUG.is_set():
             lines.append(c.traceback.rstrip())
         if c.reproducer:
             path = escape_controls(c.reproducer)
@@ -389,6 +390,7 @@ def _replay_argv(argv: list[str], args: argparse.Namespace) -> list[str]:
 
 def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     args = build_arg_parser().parse_args(argv)
+    check_environment()
     explicit_input = args.input is not None
     if args.input is None:
         args.input = "-"
@@ -655,7 +657,7 @@ def internal_error(prog: str, e: Exception, err: TextIO) -> int:
 
     err.write(f"{prog}: internal error: {type(e).__name__}: {escape_controls(str(e))}\n"
               "note: this is a bug in uopir; rerun with UOPIR_DEBUG=1 for the traceback and report it\n")
-    if os.environ.get("UOPIR_DEBUG"):
+    if env.DEBUG.is_set():
         traceback.print_exception(e, file=err)
     return 2
 

@@ -59,7 +59,7 @@ from uopir.ir.uop import UOp
 from uopir.ir.verify import verify
 from uopir.passes.manager import PassManager
 from uopir.passes.pipeline import parse_pipeline
-from uopir.tools.common import UsageError, check_output_file
+from uopir.tools.common import UsageError, check_environment, check_output_file
 from uopir.tools.uop_opt import _read_input, escape_controls, format_diagnostic, internal_error
 
 PROG = "uop-run"
@@ -438,6 +438,7 @@ def _write_output(path: str, outs: list[tuple[str, np.ndarray]]) -> None:
 # ---- main ------------------------------------------------------------------------------------------------------------
 def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     args = build_arg_parser().parse_args(argv)
+    check_environment()
 
     every = args.backend.strip().lower() == "all"
     if every:

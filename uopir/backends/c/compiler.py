@@ -37,6 +37,7 @@ from pathlib import Path
 from uopir.backends.cache import cache_enabled, cache_evict, cache_get, cache_key, cache_path, read_entry, seal_command
 from uopir.backends.interface import CompileError as BaseCompileError
 from uopir.backends.interface import Compiler
+from uopir.ir import env
 from uopir.ir.once import once
 
 __all__ = ["CCompiler", "CompileError", "DetachedCompile", "wait_background", "find_cc", "is_gcc", "BASE_FLAGS",
@@ -183,9 +184,8 @@ class CompileError(BaseCompileError):
 
 def find_cc() -> list[str] | None:
     """The compiler command: $CC (split like a shell word list) if set, else clang, else cc; None when none runs."""
-    env = os.environ.get("CC", "").strip()
-    if env:
-        cmd = shlex.split(env)
+    cmd = env.CC.get()
+    if cmd:
         return cmd if shutil.which(cmd[0]) else None
     for name in ("clang", "cc"):
         path = shutil.which(name)
@@ -228,7 +228,7 @@ class CCompiler(Compiler):
 
     def __init__(self, cmd: list[str] | None = None, flags: tuple[str, ...] | None = None):
         self.cmd = list(cmd) if cmd is not None else find_cc()
-        extra = tuple(shlex.split(os.environ.get("UOPIR_CFLAGS", "")))
+        extra = env.CFLAGS.get()
         workaround = GCC_WORKAROUND_FLAGS if self.cmd is not None and is_gcc(self.cmd) else ()
         self.flags = (BASE_FLAGS if flags is None else tuple(flags)) + workaround + extra
 

@@ -32,11 +32,12 @@ import threading
 from functools import cache
 from typing import Any
 
+from uopir.ir import env
 from uopir.ir.uop import UOp
 
 __all__ = ["TIERED_ENV", "tiered_enabled", "llvm_available", "prefetch", "tier0_address", "cache_is_cold"]
 
-TIERED_ENV = "UOPIR_C_TIERED"
+TIERED_ENV = env.C_TIERED.name
 TIER0_OPT = 0  # LLVM's IR pass level for tier 0 (the code generator runs at its default level)
 
 
@@ -48,7 +49,7 @@ def llvm_available() -> bool:
 
 def tiered_enabled() -> bool:
     """$UOPIR_C_TIERED is not off (0/false/no/off) and llvmlite is installed."""
-    if os.environ.get(TIERED_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+    if not env.C_TIERED.get():
         return False
     return llvm_available()
 

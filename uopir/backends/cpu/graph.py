@@ -18,15 +18,16 @@ per kernel), as they did before.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from uopir.ir import env
+
 __all__ = ["GRAPH_ENV", "Entry", "native", "graph_enabled", "max_args", "set_builder", "LaunchGraph"]
 
-GRAPH_ENV = "UOPIR_GRAPH"
+GRAPH_ENV = env.GRAPH.name
 
 
 class Entry(ctypes.Structure):
@@ -37,7 +38,7 @@ class Entry(ctypes.Structure):
 
 
 def graph_enabled() -> bool:
-    return os.environ.get(GRAPH_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return env.GRAPH.get()
 
 
 _LIB: Any = None

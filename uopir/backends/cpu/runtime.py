@@ -16,7 +16,6 @@ variant is (`alias_fn`). `HostRuntime` launches them on host buffers; `PooledHos
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 import threading
 from collections import OrderedDict
@@ -30,13 +29,14 @@ from uopir.backends.codegen.program import KernelSignature
 from uopir.backends.cpu import graph as _graph
 from uopir.backends.interface import Buffer, HostAllocator, LaunchBuffers, Program, Runtime
 from uopir.dialects.semantics import np_dtype
+from uopir.ir import env
 from uopir.ir.dtype import DType, dtypes
 from uopir.passes.target import Target, host_cpu, target
 
 __all__ = ["HostKernel", "HostRuntime", "PooledHostAllocator", "THREADS_ENV", "threads", "host_array", "host_info",
            "bind", "host_target", "address", "overlaps", "SCRATCH_ADDR"]
 
-THREADS_ENV = "UOPIR_THREADS"
+THREADS_ENV = env.THREADS.name
 
 
 def host_target(name: str) -> Target:
@@ -50,13 +50,7 @@ def host_target(name: str) -> Target:
 
 def threads(device: str) -> int:
     """How many cores a parallel kernel is split across: $UOPIR_THREADS, else the cores of the device's target."""
-    env = os.environ.get(THREADS_ENV, "").strip()
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            raise ValueError(f"${THREADS_ENV} must be a positive integer, got {env!r}") from None
-    return target(device).threads
+    return env.THREADS.get() or target(device).threads
 
 
 # what an empty buffer is passed as: a branch-free gated load reads element 0 (up to a vector of 64 bytes) and drops it

@@ -23,11 +23,12 @@ from pathlib import Path
 
 from uopir.backends.interface import CompileError as BaseCompileError
 from uopir.backends.interface import Compiler
+from uopir.ir import env
 
 __all__ = ["CUDACompiler", "CompileError", "find_nvrtc", "find_nvcc", "cuda_include_dirs", "default_arch",
            "ARCH_ENV"]
 
-ARCH_ENV = "UOPIR_CUDA_ARCH"
+ARCH_ENV = env.CUDA_ARCH.name
 DEFAULT_ARCH = "sm_90"
 FLAGS = ("--fmad=false", "--prec-div=true", "--prec-sqrt=true", "-std=c++17")
 _ARCH = re.compile(r"sm_\d+[a-z]?")
@@ -69,9 +70,9 @@ def find_nvrtc() -> ctypes.CDLL | None:
 
 def find_nvcc() -> str | None:
     """$NVCC, else nvcc on PATH, else /usr/local/cuda/bin/nvcc; None when there is none."""
-    env = os.environ.get("NVCC", "").strip()
-    if env:
-        return env if shutil.which(env) else None
+    nvcc = env.NVCC.get()
+    if nvcc:
+        return nvcc if shutil.which(nvcc) else None
     return shutil.which("nvcc") or (shutil.which("/usr/local/cuda/bin/nvcc"))
 
 
@@ -87,11 +88,11 @@ def cuda_include_dirs() -> tuple[str, ...]:
 
 def default_arch() -> str:
     """$UOPIR_CUDA_ARCH, else the GPU's compute capability (when pycuda sees one), else sm_90."""
-    env = os.environ.get(ARCH_ENV, "").strip()
-    if env:
-        if not _ARCH.fullmatch(env):
-            raise ValueError(f"${ARCH_ENV} must look like sm_90, got {env!r}")
-        return env
+    arch = env.CUDA_ARCH.get()
+    if arch:
+        if not _ARCH.fullmatch(arch):
+            raise ValueError(f"${ARCH_ENV} must look like sm_90, got {arch!r}")
+        return arch
     from uopir.backends.cuda.runtime import gpu_compute_capability
 
     cc = gpu_compute_capability()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,13 +26,14 @@ from uopir.backends.gpu.renderer import kernel_name
 from uopir.backends.interface import Allocator, BoundedCache, Buffer, LaunchBuffers, Program, Runtime
 from uopir.backends.params import written_params
 from uopir.dialects.semantics import np_dtype
+from uopir.ir import env
 from uopir.ir.dtype import DType
 from uopir.ir.uop import UOp
 
 __all__ = ["CUDAUnavailable", "cuda_context", "gpu_compute_capability", "CUDAAllocator", "CUDARuntime",
            "DEVICE_ENV", "BLOCK"]
 
-DEVICE_ENV = "UOPIR_CUDA_DEVICE"
+DEVICE_ENV = env.CUDA_DEVICE.name
 BLOCK = 256  # threads per block on dim x for a kernel with global ids
 
 
@@ -67,7 +67,7 @@ def cuda_context() -> CudaContext:
                     drv.init()
                     if drv.Device.count() == 0:
                         raise CUDAUnavailable("the CUDA driver sees no GPU")
-                    dev = drv.Device(int(os.environ.get(DEVICE_ENV, "0") or 0))
+                    dev = drv.Device(env.CUDA_DEVICE.get())
                     ctx = dev.retain_primary_context()
                     ctx.push()
                     _CTX = CudaContext(drv, dev, ctx)

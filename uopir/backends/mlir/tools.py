@@ -11,6 +11,8 @@ import os
 import re
 import shutil
 
+from uopir.ir import env
+
 __all__ = ["find_mlir_tool", "MLIR_VERSIONS"]
 
 MLIR_VERSIONS = tuple(range(30, 16, -1))  # the LLVM major versions looked for, newest first
@@ -30,7 +32,7 @@ def _llvm_dirs() -> list[str]:
 
 def find_mlir_tool(name: str) -> str | None:
     """The path of the MLIR tool `name` (e.g. "mlir-opt"), or None where it is not installed."""
-    folder = os.environ.get("UOPIR_MLIR_BIN")
+    folder = env.MLIR_BIN.raw()
     if folder:
         cand = os.path.join(folder, name)
         return cand if _executable(cand) else None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,13 +32,14 @@ from uopir.backends.interface import CompileError as BaseCompileError
 from uopir.backends.opencl.language import OPENCL
 from uopir.backends.params import written_params
 from uopir.dialects.semantics import np_dtype
+from uopir.ir import env
 from uopir.ir.dtype import DType
 from uopir.ir.uop import UOp
 
 __all__ = ["OpenCLUnavailable", "ClDevice", "cl_device", "open_device", "probe_build", "build_failure_reason",
            "PROBE_SOURCE", "OpenCLAllocator", "OpenCLCompiler", "OpenCLRuntime", "CompileError", "DEVICE_ENV"]
 
-DEVICE_ENV = "UOPIR_OPENCL_DEVICE"
+DEVICE_ENV = env.OPENCL_DEVICE.name
 
 # The kernel a device must build before it is offered. A platform can list a device whose compiler builds nothing:
 # pocl 3.0 (pocl-binary-distribution 3.0, the newest on PyPI, LLVM 14) asks LLVM for the host CPU's name, gets
@@ -88,13 +88,13 @@ _DEVICE_LOCK = threading.Lock()
 
 def _pick(cl: Any) -> Any:
     platforms = cl.get_platforms()
-    env = os.environ.get(DEVICE_ENV, "").strip()
-    if env:
+    choice = env.OPENCL_DEVICE.raw()
+    if choice:
         try:
-            p, d = (int(x) for x in env.split(":"))
+            p, d = (int(x) for x in choice.split(":"))
             return platforms[p].get_devices()[d]
         except (ValueError, IndexError) as e:
-            raise OpenCLUnavailable(f"${DEVICE_ENV}={env!r} names no device (want PLATFORM:DEVICE indices)") from e
+            raise OpenCLUnavailable(f"${DEVICE_ENV}={choice!r} names no device (want PLATFORM:DEVICE indices)") from e
     devices = [d for p in platforms for d in p.get_devices()]
     if not devices:
         raise OpenCLUnavailable("no OpenCL device found (install an OpenCL driver, or pocl: pip install "

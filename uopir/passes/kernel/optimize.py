@@ -78,13 +78,13 @@ the heuristic's opts, timed on the device; its winner is applied and printed exa
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from uopir.dialects import core
 from uopir.dialects import kernel as K
+from uopir.ir import env
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
@@ -100,7 +100,7 @@ from uopir.passes.target import Target, UnknownTargetError, check_target_option,
 __all__ = ["Opt", "OptError", "apply_opt", "apply_opts", "heuristic_opts", "optimize_kernel", "PARALLEL_MIN_WORK",
            "NOOPT_ENV", "PACK_MAX_BYTES"]
 
-NOOPT_ENV = "UOPIR_NOOPT"
+NOOPT_ENV = env.NOOPT.name
 PARALLEL_MIN_WORK = 1 << 15  # iterations below which a thread split costs more than it saves
 FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
 PACK_MAX_BYTES = 1 << 26  # the largest scratch copy `pack` makes (heap memory, a panel per global iteration)
@@ -855,7 +855,7 @@ class KernelOptimizeOptions:
                consumes=("kernel",), produces=("kernel",), options=KernelOptimizeOptions)
 def kernel_optimize(root: UOp, options: KernelOptimizeOptions, ctx: PassContext) -> UOp:
     strategy, width = options.strategy, options.width
-    if strategy == "heuristic" and os.environ.get(NOOPT_ENV, "") not in ("", "0"):
+    if strategy == "heuristic" and env.NOOPT.get():
         strategy = "none"
     if strategy == "heuristic":
         try:

@@ -7,10 +7,10 @@ StrategyUnavailable (the pass reports it at the kernel) when nothing can measure
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from uopir.ir import env
 from uopir.ir.uop import UOp
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Strategy", "StrategyUnavailable", "register_strategy", "get_strategy", "BEAM_ENV", "beam_width_from_env"]
 
-BEAM_ENV = "UOPIR_BEAM"  # UOPIR_BEAM=N: kernel-optimize's heuristic becomes a beam search of width N (tinygrad's BEAM)
+BEAM_ENV = env.BEAM.name  # UOPIR_BEAM=N: kernel-optimize's heuristic becomes a beam search of width N (tinygrad's BEAM)
 
 Strategy = Callable[[UOp, "Target", int], "list[Opt]"]
 _STRATEGIES: dict[str, Strategy] = {}
@@ -45,10 +45,4 @@ def get_strategy(name: str) -> Strategy:
 
 def beam_width_from_env() -> int | None:
     """$UOPIR_BEAM as a beam width (None when unset, empty or 0); ValueError naming the variable for a bad value."""
-    text = os.environ.get(BEAM_ENV, "").strip()
-    if text in ("", "0"):
-        return None
-    if not text.isdigit():
-        raise ValueError(f"{BEAM_ENV}={text!r}: expected a beam width, a non-negative integer (0 or unset: the "
-                         f"heuristic)")
-    return int(text)
+    return env.BEAM.get() or None
