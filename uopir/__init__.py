@@ -11,6 +11,8 @@ from uopir.ir.diagnostics import IRError, Location
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
 
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
+
 __all__ = ["UOp", "DType", "dtypes", "IRError", "Location", "parse_ir", "print_ir", "verify", "Tensor",
            "PassManager", "graph_rewrite", "UPat", "PatternMatcher", "Variable", "no_grad", "TinyJit"]
 

@@ -2,15 +2,23 @@
 they write."""
 from __future__ import annotations
 
+import argparse
 import os
 
 from uopir.ir import env
 
-__all__ = ["UsageError", "check_output_file", "check_environment"]
+__all__ = ["UsageError", "check_output_file", "check_environment", "add_version"]
 
 
 class UsageError(Exception):
     """Bad command-line arguments: one `PROG: error: ...` line, exit 1."""
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    """`--version`: the program's name and uopir's version, on stdout, exit 0."""
+    from uopir import __version__
+
+    parser.add_argument("--version", action="version", version=f"{parser.prog} (uopir) {__version__}")
 
 
 def check_environment() -> None:

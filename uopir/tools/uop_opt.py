@@ -20,7 +20,7 @@ from typing import TextIO
 
 from uopir.ir import env
 from uopir.ir.diagnostics import Diagnostic, IRError, Location, source_line
-from uopir.tools.common import UsageError, check_environment, check_output_file
+from uopir.tools.common import UsageError, add_version, check_environment, check_output_file
 
 PROG = "uop-opt"
 
@@ -66,6 +66,7 @@ class _ArgParser(argparse.ArgumentParser):
 def build_arg_parser() -> argparse.ArgumentParser:
     p = _ArgParser(prog=PROG, description="Parse, verify, transform and print .uop IR.",
                    epilog="Pipeline syntax: 'a,b{opt=1 flag=true list=1,2},kernel(c)'. See --list-passes.")
+    add_version(p)
     p.add_argument("input", nargs="?", default=None,
                    help="input .uop file (or .mlir: see --input-format; or an .onnx model), or - for stdin (default)")
     p.add_argument("-o", "--output", default="-", metavar="OUT", help="output file (default stdout)")

@@ -59,7 +59,7 @@ from uopir.ir.uop import UOp
 from uopir.ir.verify import verify
 from uopir.passes.manager import PassManager
 from uopir.passes.pipeline import parse_pipeline
-from uopir.tools.common import UsageError, check_environment, check_output_file
+from uopir.tools.common import UsageError, add_version, check_environment, check_output_file
 from uopir.tools.uop_opt import _read_input, escape_controls, format_diagnostic, internal_error
 
 PROG = "uop-run"
@@ -84,6 +84,7 @@ def _seed(text: str) -> int:
 
 def build_arg_parser() -> argparse.ArgumentParser:
     p = _ArgParser(prog=PROG, description="Run a .uop program (tensor, kernel or device level) on a backend.")
+    add_version(p)
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input .uop file, or - for stdin (default)")
     p.add_argument("--backend", default="python", metavar="NAME",
                    help=f"the backend that runs it: {', '.join(DEVICES)}, or all: every backend this machine can run, "

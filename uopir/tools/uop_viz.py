@@ -14,7 +14,7 @@ import http.server
 import sys
 from pathlib import Path
 
-from uopir.tools.common import UsageError, check_output_file
+from uopir.tools.common import UsageError, add_version, check_output_file
 from uopir.tools.uop_opt import escape_controls
 from uopir.viz import TraceError, load_trace, render_page, write_page
 
@@ -39,6 +39,7 @@ def _handler(page: bytes) -> type[http.server.BaseHTTPRequestHandler]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="uop-viz", description="Show a uopir rewrite trace as the visualizer page.")
+    add_version(ap)
     ap.add_argument("trace", help="trace file written by `uop-opt --viz=FILE` or UOPIR_VIZ=1")
     ap.add_argument("-o", "--output", metavar="PAGE.html", help="write the self-contained page to this file")
     ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 to serve on (default: any free port)")
