@@ -143,6 +143,7 @@ def test_viz_alias_records_a_trace_and_the_uopir_name_wins(tmp_path: Path) -> No
     ("UOPIR_NOOPT", "maybe", "$UOPIR_NOOPT must be 0 or 1, got 'maybe'"),
     ("UOPIR_THREADS", "0", "$UOPIR_THREADS must be an integer >= 1, got '0'"),
     ("UOPIR_CACHE_MAX_MB", "-3", "$UOPIR_CACHE_MAX_MB must be a number of megabytes (0 for no bound), got '-3'"),
+    ("UOPIR_DUMP_PATTERNS", "maybe", "$UOPIR_DUMP_PATTERNS must be 0 or 1, got 'maybe'"),  # read at import
     ("UOPIR_PROGRESS", "loud", "$UOPIR_PROGRESS must be 0 (no progress), 1"),
 ])
 def test_a_bad_value_is_one_located_error_from_the_tools(name: str, value: str, message: str) -> None:

@@ -93,6 +93,15 @@ class EnvVar(Generic[T]):
         self._parsed[v] = got
         return got
 
+    def get_at_import(self) -> T:
+        """get(), but the default for a bad value: for a module that reads a setting while it is imported, before a
+        tool's check_environment can report the bad value as its usage error (a bad value must not break `import
+        uopir`)."""
+        try:
+            return self.get()
+        except EnvError:
+            return self.default
+
 
 _MISSING: Any = object()
 

@@ -30,7 +30,7 @@ __all__ = ["PatternMatcher", "Rule"]
 # ---- compiling patterns into Python ----------------------------------------------------------------------------------
 _MAX_DEPTH = 80  # nesting levels of generated code (the tokenizer allows 100)
 _MAX_LINES = 4000  # per pattern per op; larger patterns use the interpreter
-_DUMP = env.DUMP_PATTERNS.get()
+_DUMP = env.DUMP_PATTERNS.get_at_import()
 
 
 class _TooBig(Exception):
