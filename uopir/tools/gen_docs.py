@@ -80,13 +80,15 @@ def pipelines_table() -> str:
 
 
 def backends_table() -> str:
-    from uopir.backends.registry import BACKENDS, DEVICES, PREFERENCE, requirements
+    from uopir.backends.registry import BACKENDS, DEVICES, PREFERENCE, get_backend, requirements
 
     needs = requirements()
-    rows = ["| backend | Tensor device | best-available rank | needs |", "|---|---|---|---|"]
+    rows = ["| backend | Tensor device | best-available rank | realize runs | needs |", "|---|---|---|---|---|"]
     for name in BACKENDS:
         rank = str(PREFERENCE.index(name) + 1) if name in PREFERENCE else "-"
-        rows.append(f"| `{name}` | {'yes' if name in DEVICES else 'no'} | {rank} | {_cell(needs.get(name, '-'))} |")
+        pipeline = get_backend(name).pipeline  # building a backend imports its modules; it probes no device
+        rows.append(f"| `{name}` | {'yes' if name in DEVICES else 'no'} | {rank} | `{pipeline}` | "
+                    f"{_cell(needs.get(name, '-'))} |")
     return "\n".join(rows)
 
 
