@@ -222,6 +222,8 @@ REPRODUCER_DIR = declare("UOPIR_REPRODUCER_DIR", text, "", "where a crashing pas
                          "(default: the temporary folder)", "a folder")
 TEST_PASSES = declare("UOPIR_TEST_PASSES", flag, False, "register the test-* passes (crash, invalid IR, ...) that "
                       "the tool tests use", "0 or 1")
+TEST_SERIAL = declare("UOPIR_TEST_SERIAL", flag, False, "make test runs its pytest legs one after the other "
+                      "(tools/run_tests.py reads it itself: the runner imports no uopir module)", "0 or 1")
 # Devices and compilers
 DEVICE = declare("UOPIR_DEVICE", text, "", "the default device of new tensors (default: the best available)",
                  "a device name")
