@@ -64,6 +64,16 @@ def test_a_planted_stale_claim_fails(tmp_path: Path, claim: str) -> None:
     assert len(problems) == 1 and problems[0].startswith("README.md:") and claim in problems[0]
 
 
+def test_a_stale_docstring_fails(tmp_path: Path) -> None:
+    """backends/registry.py's docstring once called opencl, cuda and mlir "not written yet"."""
+    pkg = tmp_path / "uopir" / "backends"
+    pkg.mkdir(parents=True)
+    (pkg / "registry.py").write_text('"""Backends."""\n\n\ndef f():\n    """Only python and c run.\n\n    opencl, cuda '
+                                     'and mlir are not written yet."""\n')
+    found = gen_docs.docstring_claims(tmp_path)
+    assert len(found) == 1 and found[0].startswith("uopir/backends/registry.py:7: names cuda, mlir, opencl")
+
+
 def test_a_planned_section_names_what_exists() -> None:
     text = "## Planned\n\nOther issues are building these:\n\n- the `mlir` backend\n- a JIT\n- quantum kernels\n"
     found = gen_docs.stale_claims(text, "x.md")

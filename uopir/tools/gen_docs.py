@@ -20,7 +20,8 @@ from pathlib import Path
 
 from uopir.ir import env
 
-__all__ = ["TABLES", "FEATURES", "STALE", "doc_files", "regenerate", "stale_claims", "check", "main"]
+__all__ = ["TABLES", "FEATURES", "STALE", "doc_files", "regenerate", "stale_claims", "docstring_claims", "check",
+           "main"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -187,7 +188,7 @@ def _sentences(text: str) -> list[tuple[int, str, bool]]:
     return out
 
 
-def stale_claims(text: str, where: str = "<text>", names: set[str] | None = None) -> list[str]:
+def stale_claims(text: str, where: str = "<text>", names: set[str] | None = None, first_line: int = 1) -> list[str]:
     """Each sentence of `text` that says a registered pass, pipeline, backend, variable or part of the project is
     missing, planned or not written: `where:LINE: names N as ...: sentence`."""
     names = _known_names() if names is None else names
@@ -200,14 +201,30 @@ def stale_claims(text: str, where: str = "<text>", names: set[str] | None = None
         words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_-]*", s)}
         hit = sorted(n for n in names if n.lower() in quoted or n.lower() not in _COMMON and n.lower() in words)
         if hit:
-            found.append(f"{where}:{line}: names {', '.join(hit)} as missing or planned: {s.strip()}")
+            found.append(f"{where}:{line + first_line - 1}: names {', '.join(hit)} as missing or planned: {s.strip()}")
+    return found
+
+
+def docstring_claims(root: Path = ROOT, names: set[str] | None = None) -> list[str]:
+    """The stale claims of the package's docstrings (a module's docstring that calls a backend "not written yet")."""
+    import ast
+
+    names = _known_names() if names is None else names
+    found: list[str] = []
+    for p in sorted((root / "uopir").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc:
+                    found += stale_claims(doc, str(p.relative_to(root)), names, node.body[0].lineno)
     return found
 
 
 def check(root: Path = ROOT) -> list[str]:
-    """Every generated region that differs from the registries and every stale claim, in the docs under `root`."""
-    problems: list[str] = []
+    """Every generated region that differs from the registries and every stale claim, in the docs and the package's
+    docstrings under `root`."""
     names = _known_names()
+    problems = docstring_claims(root, names)
     for f in doc_files(root):
         text = f.read_text(encoding="utf-8")
         rel = str(f.relative_to(root))
