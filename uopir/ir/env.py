@@ -49,7 +49,7 @@ class EnvVar(Generic[T]):
     parse: Callable[[str], T]
     default: T
     help: str
-    values: str  # what it accepts, for the docs' table ("0-7", "a path", ...)
+    values: str  # what it accepts, for the error and the docs' table ("0 or 1", "a folder", ...)
     alias: str | None = None  # tinygrad's name for the same setting
     _keys: tuple[tuple[str, bytes], ...] = field(init=False, repr=False)
     _parsed: dict[str, T] = field(init=False, repr=False, default_factory=dict)
