@@ -654,14 +654,20 @@ def _window_tile(k: _Kernel, vw: int, budget: int) -> tuple[dict[UOp, int], dict
     the contiguous output row moves with the window's innermost range by 1 (stride 1 or LOAD_STRIDE along the row).
     The row is the vector, whole when it spans at most ROW_TILE_VECTORS vectors (a row of 14: one masked vector),
     and every tap is unrolled, so each tap is one vector load of the input row times the channel's weight, a
-    broadcast that does not vary along the rows (hoisted out of their loop). None when the kernel is not like that."""
-    if vw < 2 or len(k.reduces) != 1 or not k.out:
+    broadcast that does not vary along the rows (hoisted out of their loop). Of a peeled kernel (a padded window read
+    in place: a reduction per segment), the interior's reduction, the one over the most outputs; the border segments
+    keep the plain unroll. None when the kernel is not like that."""
+    if vw < 2 or not k.reduces or not k.out:
         return None
-    taps = [r for r in k.reduces[0].operands.ranges]
+    outs = {red: [r for r in k.out if r in k.deps[red]] for red in k.reduces}
+    red = max(k.reduces, key=lambda u: math.prod(const_extent(r) or 1 for r in outs[u]))
+    if len(outs[red]) < 2 or any(set(u.operands.ranges) & set(red.operands.ranges) for u in k.reduces if u is not red):
+        return None
+    taps = [r for r in red.operands.ranges]
     n_taps = 1
     for r in taps:
         n_taps *= const_extent(r) or WINDOW_MAX_TAPS + 1
-    chan, row = k.out[0], k.out[-1]
+    chan, row = outs[red][0], outs[red][-1]
     loaded = [x for x in k.loads if k.deps[x] & set(taps)]
     n = const_extent(row) or 0
     if not taps or n_taps > WINDOW_MAX_TAPS or chan is row or n < 2 or len(loaded) < 2 or \
@@ -669,7 +675,10 @@ def _window_tile(k: _Kernel, vw: int, budget: int) -> tuple[dict[UOp, int], dict
         return None
     if not any(k.coeff(x, row) in (1, LOAD_STRIDE) and k.coeff(x, taps[-1]) == 1 for x in loaded):
         return None
-    f = n if n <= min(ROW_TILE_VECTORS * vw, budget) else _pow2_divisor(n, vw)
+    cap = min(ROW_TILE_VECTORS * vw, budget)
+    f = n if n <= cap else _pow2_divisor(n, vw)
+    if f < vw // 2 and n > cap:  # a long row no half vector divides (a peeled interior of 110): its fullest divisor
+        f = _fullest_divisor(n, vw, cap, f)
     if f < 2 or f * n_taps > budget * WINDOW_MAX_TAPS:
         return None
     return {row: f}, {r: const_extent(r) or 1 for r in taps if (const_extent(r) or 1) > 1}
