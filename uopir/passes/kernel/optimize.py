@@ -397,6 +397,26 @@ class _Kernel:
                 most = max(most, math.prod(const_extent(q) or 1 for q in deps if q.attrs.kind in ("loop", "global")))
         return most
 
+    def segments(self) -> list[list[UOp]]:
+        """The output ranges grouped by the loop nests they form (a kernel-peel segment each: ranges joined by a
+        store under them), the nest that stores the most first (the interior); one group for an unpeeled kernel."""
+        group: dict[UOp, int] = {r: i for i, r in enumerate(self.out)}
+
+        def find(r: UOp) -> UOp:
+            while self.out[group[r]] is not r:
+                r = self.out[group[r]]
+            return r
+        for st in self.stores:
+            rs = [r for r in self.deps[st] if r in group]
+            for r in rs[1:]:
+                a, b = find(rs[0]), find(r)
+                if a is not b:
+                    group[b] = group[a]
+        segs: dict[UOp, list[UOp]] = {}
+        for r in self.out:
+            segs.setdefault(find(r), []).append(r)
+        return sorted(segs.values(), key=lambda rs: -max(self.stored(r) for r in rs))
+
     def red_ranges(self) -> set[UOp]:
         return {r for u in self.reduces for r in u.operands.ranges}
 
@@ -415,12 +435,16 @@ class _Kernel:
         c = linear_coeffs(off, frozenset((r,)), self.deps)
         return None if c is None else c.get(r, 0)
 
-    def contiguous(self, r: UOp, load_strides: tuple[int, ...] = (1,)) -> bool:
+    def contiguous(self, r: UOp, load_strides: tuple[int, ...] = (1,), reduced_only: bool = False) -> bool:
         """Every store varying along r has stride 1 in it, and every load that varies along r one of `load_strides`
-        (gates along r count as no stride). (1, LOAD_STRIDE): kernel-expand reads a stride-2 load's span (a pool)."""
+        (gates along r count as no stride). (1, LOAD_STRIDE): kernel-expand reads a stride-2 load's span (a pool).
+        `reduced_only`: only the loads under a reduction count (a register tile's inner loop; an epilogue's strided
+        read, once per output, becomes a gather of lanes: a ViT's residual read from the transposed patch conv)."""
         st = [s for s in self.stores if r in self.deps[s]]
+        red = self.red_ranges() if reduced_only else set()
         return bool(st) and all(self.coeff(m, r) == 1 for m in st) and \
-            all(self.coeff(x, r) in load_strides for x in self.loads if r in self.deps[x])
+            all(self.coeff(x, r) in load_strides for x in self.loads
+                if r in self.deps[x] and (not reduced_only or self.deps[x] & red))
 
     def reuse(self, r: UOp) -> int:
         """How many reads under a reduction do not vary along r (each is reused by every r iteration)."""
@@ -503,10 +527,12 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     vw = t.vector_width(k.out_dtype())
     wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
+    segments = k.segments()
+    interior = set(segments[0]) if segments else set()
 
     def fit_upcast(r: UOp, cap: int, ragged: bool = False) -> int:
         n = const_extent(r) or 1
-        if vw >= 2 and k.contiguous(r):
+        if vw >= 2 and k.contiguous(r, reduced_only=ragged):
             f = _pow2_divisor(n, min(vw * (2 if wide else 1), cap))
             if f < vw and n <= min(ROW_TILE_VECTORS * vw, cap) and n % max(2, vw // 2) == 0:
                 return n  # a short row no full vector divides (56 = 3.5 x 16): all of it, the tail a half vector
@@ -539,19 +565,27 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         for f in channels.values():
             lanes *= f
     elif k.reduces:
-        cands = [r for r in k.out if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0]
-        vec = next((r for r in cands if vw >= 2 and k.contiguous(r)), None)
-        cands.sort(key=lambda r: (-k.reuse(r), not k.contiguous(r), -k.vector_reuse(r, vec), -k.out.index(r)))
-        cands = cands[:2]
-        smallest = min((f for f in t.upcast_sizes if f >= 2), default=2)
-        for i, r in enumerate(cands):
-            reserve = smallest ** (len(cands) - 1 - i)
-            f = fit_upcast(r, budget // lanes // reserve, ragged=True)
-            if f >= 2:
-                upcast[r] = f
-                lanes *= f
-        if len(upcast) == 1 and len(cands) == 1 and len(k.reduces) == 1 and cands[0] in k.deps[k.reduces[0]] \
-                and vw >= 2 and k.contiguous(cands[0]):
+        # each loop nest its own tile (a peeled kernel's segments run one after the other: their registers are
+        # not live together), the lanes the most of any
+        seg_lanes = 1
+        for seg in segments:
+            lanes = 1
+            cands = [r for r in seg if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0]
+            vec = next((r for r in cands if vw >= 2 and k.contiguous(r, reduced_only=True)), None)
+            cands.sort(key=lambda r: (-k.reuse(r), not k.contiguous(r, reduced_only=True), -k.vector_reuse(r, vec),
+                                      -k.out.index(r)))
+            cands = cands[:2]
+            smallest = min((f for f in t.upcast_sizes if f >= 2), default=2)
+            for i, r in enumerate(cands):
+                reserve = smallest ** (len(cands) - 1 - i)
+                f = fit_upcast(r, budget // lanes // reserve, ragged=True)
+                if f >= 2:
+                    upcast[r] = f
+                    lanes *= f
+            seg_lanes = max(seg_lanes, lanes)
+        lanes = seg_lanes
+        if len(segments) == 1 and len(upcast) == 1 and len(cands) == 1 and len(k.reduces) == 1 \
+                and cands[0] in k.deps[k.reduces[0]] and vw >= 2 and k.contiguous(cands[0]):
             # one vector range alone (a matrix-vector product with the weight laid out [K, N]): as many vectors
             # along it as ROW_TILE_VECTORS (in half vectors: 1000 = 25 x 40), so that each step reads a longer run
             # of a weight row into that many independent accumulator chains
@@ -616,9 +650,10 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
                        for r, f in sorted(upcast.items(), key=lambda rf: rf[0].attrs.axis)]
     opts += [Opt("unroll", r.attrs.axis, f) for r, f in unroll.items()]
     # loop order: a wide tile's contiguous range outermost (only when another output range is tiled too)
-    loops = [r for r in k.out if upcast.get(r) != const_extent(r)]  # not entirely turned into lanes
-    if wide and len(upcast) == 2 and len(loops) >= 2 and channels is None:
-        first = next((r for r in loops if k.contiguous(r) and r in upcast), None)
+    # of a peeled kernel, the interior's loops (the border segments run on every core, beside its share)
+    loops = [r for r in k.out if upcast.get(r) != const_extent(r) and r in interior]
+    if wide and len([r for r in upcast if r in interior]) == 2 and len(loops) >= 2 and channels is None:
+        first = next((r for r in loops if k.contiguous(r, reduced_only=True) and r in upcast), None)
         if first is not None and first is not loops[0]:
             opts.append(Opt("outer", first.attrs.axis))
             loops = [first, *(r for r in loops if r is not first)]
