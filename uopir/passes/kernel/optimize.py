@@ -88,6 +88,7 @@ from uopir.passes.kernel.anchors import is_kernel_body
 from uopir.passes.kernel.expand import LOAD_STRIDE
 from uopir.passes.kernel.gpu_threads import gpu_thread_opts
 from uopir.passes.kernel.indexmath import Deps, const_extent, linear_coeffs, range_deps
+from uopir.passes.kernel.tail import TAIL_OPS, split_tail
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 from uopir.passes.target import Target, UnknownTargetError, check_target_option, target
@@ -112,10 +113,12 @@ DOT_ROWS = 4  # output rows of a dot-product tile (each reuses the vector of x l
 DOT_PARALLEL_MIN_WORK = 1 << 18  # a dot-product tile reads below 1 MiB faster than a second core wakes for it
 DOT_MIN_LANES = 4  # a dot product's reduction this few lanes wide is no vector worth its fold
 DOT_MIN_STEPS = 2  # ... and steps of a short one beside rows (an SE conv's 48 -> 1152: 3 steps of 16 lanes)
+TAIL_MIN_VECTORS = 2  # a ragged row this many vectors long or more gets a vector body and a scalar tail
 RAGGED_BELOW = 4  # a register tile's row range whose largest power-of-two divisor is below this (197 tokens: 1) ...
 RAGGED_MIN_STEPS = 4  # ... is upcast by the tile's rows anyway, its last lanes clamped, when it runs this many tiles
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
+_BY_KINDS = _SPLIT_KINDS + _THREAD_KINDS + ("tail",)  # the opts with a factor
 
 
 class OptError(ValueError):
@@ -125,22 +128,23 @@ class OptError(ValueError):
 @dataclass(frozen=True)
 class Opt:
     """One transformation of a kernel: `upcast`/`unroll` axis `axis` by `factor`, mark it `global`, make it the
-    `outer`most loop of every kernel.end that has it, or `pack` the panel each of its (global) iterations reads."""
+    `outer`most loop of every kernel.end that has it, `pack` the panel each of its (global) iterations reads, or
+    cut it into a body that `factor` divides and a `tail` (uopir.passes.kernel.tail)."""
 
-    kind: Literal["upcast", "unroll", "global", "outer", "pack", "local", "group"]
+    kind: Literal["upcast", "unroll", "global", "outer", "pack", "local", "group", "tail"]
     axis: int
     factor: int = 0
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.axis}" + (f" by {self.factor}" if self.kind in _SPLIT_KINDS + _THREAD_KINDS else "")
+        return f"{self.kind} {self.axis}" + (f" by {self.factor}" if self.kind in _BY_KINDS else "")
 
     @classmethod
     def parse(cls, text: str) -> Opt:
         """The opt `str(opt)` printed ("upcast 0 by 16", "global 1"): how a tuning cache or a log names one."""
         words = text.split()
-        kinds = _SPLIT_KINDS + _THREAD_KINDS + ("global", "outer", "pack")
+        kinds = _BY_KINDS + ("global", "outer", "pack")
         split = len(words) == 4 and words[2] == "by"
-        if not words or words[0] not in kinds or len(words) != (4 if words[0] in _SPLIT_KINDS + _THREAD_KINDS else 2):
+        if not words or words[0] not in kinds or len(words) != (4 if words[0] in _BY_KINDS else 2):
             raise OptError(f"not an opt: {text!r} (expected e.g. 'upcast 0 by 16' or 'global 1')")
         if not words[1].isdigit() or (split and not words[3].isdigit()) or (len(words) == 4 and not split):
             raise OptError(f"not an opt: {text!r} (the axis and factor are non-negative integers)")
@@ -201,6 +205,13 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
         return _pack(kdef, r)
     if opt.kind in _THREAD_KINDS:
         return _split_threads(kdef, r, opt)
+    if opt.kind == "tail":
+        if r.attrs.kind not in ("loop", "reduce"):
+            raise OptError(f"axis {opt.axis} is a {r.attrs.kind} range; only a loop or reduce range takes a tail")
+        try:
+            return split_tail(kdef, r, opt.factor)
+        except ValueError as e:
+            raise OptError(str(e)) from None
     if opt.kind not in _SPLIT_KINDS:
         raise OptError(f"unknown opt kind {opt.kind!r}")
     n = const_extent(r)
@@ -525,6 +536,9 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     budget = max(1, t.max_upcast)
     lanes = 1
     vw = t.vector_width(k.out_dtype())
+    tails = _tail_opts(k, t, vw, budget)
+    if tails:  # 0. a row no vector divides: a vector body and a tail, then the opts of the kernel that makes
+        return tails + heuristic_opts(apply_opts(kdef, tails), t)
     wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
     segments = k.segments()
@@ -673,6 +687,45 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         r = loops[0]
         if r.attrs.kind == "loop" and _packs(kdef, opts + [Opt("global", r.attrs.axis)], r.attrs.axis):
             opts += [Opt("global", r.attrs.axis), Opt("pack", r.attrs.axis)]
+    return opts
+
+
+def _ragged(n: int, vw: int) -> bool:
+    """A range of n that no quarter of a vector divides (197; not a 14x14 pool's 196, whose 4 lanes the dot tile
+    fills up with channels), spanning at least TAIL_MIN_VECTORS vectors."""
+    return n >= TAIL_MIN_VECTORS * vw and _pow2_divisor(n, vw) < vw // 4
+
+
+def _tail_opts(k: _Kernel, t: Target, vw: int, budget: int) -> list[Opt]:
+    """0. on a cpu, `tail` opts (uopir.passes.kernel.tail) for the ranges step 2 and the accumulators of step 3 would
+    leave scalar because no vector divides them (a ViT's attention rows of 197): the innermost output range of an
+    unpeeled kernel, stored and read contiguously, that no reduction varies along, when no divisor up to
+    ROW_TILE_VECTORS vectors fills half its vectors; and the innermost range of each reduction read contiguously
+    (a float add or mul only where the target reassociates), unless the kernel takes a dot-product tile. The tail
+    is the n % vw iterations left."""
+    if t.kind != "cpu" or vw < 2 or len(k.segments()) != 1 or _dot_tile(k, t, vw, budget) is not None:
+        return []  # (a dot-product tile fills its vectors with rows: a 7x7 global pool's 49)
+    opts: list[Opt] = []
+    r = k.out[-1] if k.out else None
+    n = const_extent(r) if r is not None else None
+    if r is not None and n is not None and r.attrs.kind == "loop" and _ragged(n, vw) and k.contiguous(r) \
+            and not any(r in k.deps[red] for red in k.reduces):
+        best = _fullest_divisor(n, vw, min(ROW_TILE_VECTORS * vw, budget), _pow2_divisor(n, vw))
+        if best / (-(-best // vw) * vw) < 0.5:
+            opts.append(Opt("tail", r.attrs.axis, vw))
+    for red in k.reduces:
+        rs = red.operands.ranges
+        r = rs[-1] if rs else None
+        n = const_extent(r) if r is not None else None
+        if r is None or n is None or r.attrs.kind != "reduce" or not _ragged(n, vw) or red.attrs.op not in TAIL_OPS:
+            continue
+        if any(r in u.operands.ranges[:-1] for u in k.reduces) or any(o.axis == r.attrs.axis for o in opts):
+            continue
+        if red.dtype.scalar.is_float and red.attrs.op in ("add", "mul") and not t.reassociate_float_reductions:
+            continue
+        reads = [x for x in k.loads if r in k.deps[x] and x in red.operands.value.toposort()]
+        if reads and all(k.coeff(x, r) == 1 for x in reads):
+            opts.append(Opt("tail", r.attrs.axis, vw))
     return opts
 
 
