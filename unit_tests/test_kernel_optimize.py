@@ -557,3 +557,13 @@ def test_opt_text_round_trips(opt: Opt) -> None:
 def test_opt_parse_rejects_bad_text(text: str) -> None:
     with pytest.raises(OptError, match="not an opt"):
         Opt.parse(text)
+
+
+def test_a_row_minus_its_mean_keeps_the_rows_outermost() -> None:
+    """A layernorm's centring (64 x 256, each row minus its mean): the columns are a vector upcast and the mean's
+    range keeps partial results, which is no second tiled output range, so the columns do not become the outer
+    loop: the rows go to the threads and each row's mean is computed once, not once per block of columns (the
+    TransformerEncoder's r_64_256 kernels)."""
+    x = _whole(64, 256)
+    opts = heuristic_opts(_one_kernel(x - x.mean(-1, keepdim=True), "tensor-to-kernel"), ACC)
+    assert opts == [Opt("upcast", 1, 32), Opt("upcast", 2, 32), Opt("global", 0)]
