@@ -668,7 +668,10 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     loops = [r for r in k.out if upcast.get(r) != const_extent(r) and r in interior]
     if wide and len([r for r in upcast if r in interior]) == 2 and len(loops) >= 2 and channels is None:
         first = next((r for r in loops if k.contiguous(r, reduced_only=True) and r in upcast), None)
-        if first is not None and first is not loops[0]:
+        # not when a reduction of this loop nest does not vary along it (a row's mean beside a tile of columns):
+        # every block of columns would compute it again
+        if first is not None and first is not loops[0] and all(first in k.deps[red] for red in k.reduces
+                                                                 if k.deps[red] & interior):
             opts.append(Opt("outer", first.attrs.axis))
             loops = [first, *(r for r in loops if r is not first)]
     # 4. threads
