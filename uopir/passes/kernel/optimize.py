@@ -104,6 +104,7 @@ EXPAND_MAX_OPS = 8192  # scalar ops kernel-expand may make of one kernel (the un
 EXPAND_SMALL_OPS = 1024  # ... and of a kernel that runs fewer iterations than EXPAND_MAX_OPS: at most its iterations
 ACC_VECTORS = 4  # partial-result vectors of a long contiguous reduction (independent add chains: 4-cycle latency)
 ACC_MIN_STEPS = 8  # ... when the reduction runs at least this many iterations of them (the fold after it is scalar)
+ACC_SHORT_STEPS = 2  # a shorter one that runs at least this many vectors still gets one vector of partial results
 ROW_TILE_VECTORS = 4  # a contiguous range no vector divides is upcast whole when it spans at most this many vectors
 CHANNEL_TILE_ROWS = 16  # the most lanes of broadcast inputs beside a channel vector (accumulator vectors)
 WINDOW_MAX_TAPS = 49  # a depthwise window (7x7 at most) unrolled whole beside its row vector
@@ -849,7 +850,8 @@ def _accumulators(k: _Kernel, t: Target, budget: int, upcast: set[UOp]) -> list[
     """3. on a cpu: (range, factor) of each reduction kept as partial results: the innermost range r of a
     kernel.reduce (its last operand, and no reduction's other one) along which every load under it reads consecutive
     elements (stride 1: a full sum's or a row sum's input) becomes ACC_VECTORS vectors of the reduced dtype's width
-    (`upcast` of a reduce range), when the reduction runs at least ACC_MIN_STEPS iterations of them: independent
+    (`upcast` of a reduce range), when the reduction runs at least ACC_MIN_STEPS iterations of them (else one vector
+    when it runs at least ACC_SHORT_STEPS vectors: a 64-wide softmax row): independent
     vector chains instead of one scalar one, folded once after the loop. Only a reduction that depends on none of
     the `upcast` output ranges (softmax's max and sum beside its vector of outputs: its lanes are its own, within
     `budget`; a matmul's sum is in its register tile's lanes already). A float add/mul only on a target that lets
@@ -870,6 +872,8 @@ def _accumulators(k: _Kernel, t: Target, budget: int, upcast: set[UOp]) -> list[
         if vw < 2 or not reads or any(k.coeff(x, r) != 1 for x in reads):
             continue
         f = _pow2_divisor(n, min(vw * ACC_VECTORS, budget, n // ACC_MIN_STEPS))
+        if f < vw <= budget and n % vw == 0 and n >= ACC_SHORT_STEPS * vw:
+            f = vw  # a short row (a TransformerEncoder's 64 tokens): one vector, its exps vector code, not libm calls
         if f >= vw:
             accs.append((r, f))
     return accs
