@@ -207,8 +207,10 @@ def tx_table(model: str) -> list[tuple[tuple[int, ...], str, float]]:
             kind = ("linear" if n.input[1] in inits else "attention QK^T" if shape[-1] == shape[-2]
                     else "attention AV")
             out.append((shape, kind, 2 * k))
-        elif n.op_type in ("Softmax", "LayerNormalization"):
-            out.append((shape, n.op_type.lower(), 8))
+        elif n.op_type == "Softmax":  # two exps per output (the sum's, the output's), ~25 ALU ops each as vectors
+            out.append((shape, "softmax", 60))
+        elif n.op_type == "LayerNormalization":
+            out.append((shape, "layernormalization", 8))
     return out
 
 

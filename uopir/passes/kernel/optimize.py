@@ -93,6 +93,7 @@ from uopir.passes.kernel.expand import LOAD_STRIDE
 from uopir.passes.kernel.gpu_threads import gpu_thread_opts
 from uopir.passes.kernel.indexmath import Deps, const_extent, linear_coeffs, range_deps
 from uopir.passes.kernel.strategies import BEAM_ENV, StrategyUnavailable, beam_width_from_env, get_strategy
+from uopir.passes.kernel.tail import TAIL_OPS, split_tail
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 from uopir.passes.target import Target, UnknownTargetError, check_target_option, target
@@ -108,6 +109,7 @@ EXPAND_MAX_OPS = 8192  # scalar ops kernel-expand may make of one kernel (the un
 EXPAND_SMALL_OPS = 1024  # ... and of a kernel that runs fewer iterations than EXPAND_MAX_OPS: at most its iterations
 ACC_VECTORS = 4  # partial-result vectors of a long contiguous reduction (independent add chains: 4-cycle latency)
 ACC_MIN_STEPS = 8  # ... when the reduction runs at least this many iterations of them (the fold after it is scalar)
+ACC_SHORT_STEPS = 2  # a shorter one that runs at least this many vectors still gets one vector of partial results
 ROW_TILE_VECTORS = 4  # a contiguous range no vector divides is upcast whole when it spans at most this many vectors
 CHANNEL_TILE_ROWS = 16  # the most lanes of broadcast inputs beside a channel vector (accumulator vectors)
 WINDOW_MAX_TAPS = 49  # a depthwise window (7x7 at most) unrolled whole beside its row vector
@@ -117,10 +119,12 @@ DOT_ROWS = 4  # output rows of a dot-product tile (each reuses the vector of x l
 DOT_PARALLEL_MIN_WORK = 1 << 18  # a dot-product tile reads below 1 MiB faster than a second core wakes for it
 DOT_MIN_LANES = 4  # a dot product's reduction this few lanes wide is no vector worth its fold
 DOT_MIN_STEPS = 2  # ... and steps of a short one beside rows (an SE conv's 48 -> 1152: 3 steps of 16 lanes)
+TAIL_MIN_VECTORS = 2  # a ragged row this many vectors long or more gets a vector body and a scalar tail
 RAGGED_BELOW = 4  # a register tile's row range whose largest power-of-two divisor is below this (197 tokens: 1) ...
 RAGGED_MIN_STEPS = 4  # ... is upcast by the tile's rows anyway, its last lanes clamped, when it runs this many tiles
 _SPLIT_KINDS = ("upcast", "unroll")
 _THREAD_KINDS = ("local", "group")  # gpu: output ranges split onto a work-group's threads, reductions shared by them
+_BY_KINDS = _SPLIT_KINDS + _THREAD_KINDS + ("tail",)  # the opts with a factor
 
 
 class OptError(ValueError):
@@ -130,22 +134,23 @@ class OptError(ValueError):
 @dataclass(frozen=True)
 class Opt:
     """One transformation of a kernel: `upcast`/`unroll` axis `axis` by `factor`, mark it `global`, make it the
-    `outer`most loop of every kernel.end that has it, or `pack` the panel each of its (global) iterations reads."""
+    `outer`most loop of every kernel.end that has it, `pack` the panel each of its (global) iterations reads, or
+    cut it into a body that `factor` divides and a `tail` (uopir.passes.kernel.tail)."""
 
-    kind: Literal["upcast", "unroll", "global", "outer", "pack", "local", "group"]
+    kind: Literal["upcast", "unroll", "global", "outer", "pack", "local", "group", "tail"]
     axis: int
     factor: int = 0
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.axis}" + (f" by {self.factor}" if self.kind in _SPLIT_KINDS + _THREAD_KINDS else "")
+        return f"{self.kind} {self.axis}" + (f" by {self.factor}" if self.kind in _BY_KINDS else "")
 
     @classmethod
     def parse(cls, text: str) -> Opt:
         """The opt `str(opt)` printed ("upcast 0 by 16", "global 1"): how a tuning cache or a log names one."""
         words = text.split()
-        kinds = _SPLIT_KINDS + _THREAD_KINDS + ("global", "outer", "pack")
+        kinds = _BY_KINDS + ("global", "outer", "pack")
         split = len(words) == 4 and words[2] == "by"
-        if not words or words[0] not in kinds or len(words) != (4 if words[0] in _SPLIT_KINDS + _THREAD_KINDS else 2):
+        if not words or words[0] not in kinds or len(words) != (4 if words[0] in _BY_KINDS else 2):
             raise OptError(f"not an opt: {text!r} (expected e.g. 'upcast 0 by 16' or 'global 1')")
         if not words[1].isdigit() or (split and not words[3].isdigit()) or (len(words) == 4 and not split):
             raise OptError(f"not an opt: {text!r} (the axis and factor are non-negative integers)")
@@ -206,6 +211,13 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
         return _pack(kdef, r)
     if opt.kind in _THREAD_KINDS:
         return _split_threads(kdef, r, opt)
+    if opt.kind == "tail":
+        if r.attrs.kind not in ("loop", "reduce"):
+            raise OptError(f"axis {opt.axis} is a {r.attrs.kind} range; only a loop or reduce range takes a tail")
+        try:
+            return split_tail(kdef, r, opt.factor)
+        except ValueError as e:
+            raise OptError(str(e)) from None
     if opt.kind not in _SPLIT_KINDS:
         raise OptError(f"unknown opt kind {opt.kind!r}")
     n = const_extent(r)
@@ -402,6 +414,26 @@ class _Kernel:
                 most = max(most, math.prod(const_extent(q) or 1 for q in deps if q.attrs.kind in ("loop", "global")))
         return most
 
+    def segments(self) -> list[list[UOp]]:
+        """The output ranges grouped by the loop nests they form (a kernel-peel segment each: ranges joined by a
+        store under them), the nest that stores the most first (the interior); one group for an unpeeled kernel."""
+        group: dict[UOp, int] = {r: i for i, r in enumerate(self.out)}
+
+        def find(r: UOp) -> UOp:
+            while self.out[group[r]] is not r:
+                r = self.out[group[r]]
+            return r
+        for st in self.stores:
+            rs = [r for r in self.deps[st] if r in group]
+            for r in rs[1:]:
+                a, b = find(rs[0]), find(r)
+                if a is not b:
+                    group[b] = group[a]
+        segs: dict[UOp, list[UOp]] = {}
+        for r in self.out:
+            segs.setdefault(find(r), []).append(r)
+        return sorted(segs.values(), key=lambda rs: -max(self.stored(r) for r in rs))
+
     def red_ranges(self) -> set[UOp]:
         return {r for u in self.reduces for r in u.operands.ranges}
 
@@ -420,12 +452,16 @@ class _Kernel:
         c = linear_coeffs(off, frozenset((r,)), self.deps)
         return None if c is None else c.get(r, 0)
 
-    def contiguous(self, r: UOp, load_strides: tuple[int, ...] = (1,)) -> bool:
+    def contiguous(self, r: UOp, load_strides: tuple[int, ...] = (1,), reduced_only: bool = False) -> bool:
         """Every store varying along r has stride 1 in it, and every load that varies along r one of `load_strides`
-        (gates along r count as no stride). (1, LOAD_STRIDE): kernel-expand reads a stride-2 load's span (a pool)."""
+        (gates along r count as no stride). (1, LOAD_STRIDE): kernel-expand reads a stride-2 load's span (a pool).
+        `reduced_only`: only the loads under a reduction count (a register tile's inner loop; an epilogue's strided
+        read, once per output, becomes a gather of lanes: a ViT's residual read from the transposed patch conv)."""
         st = [s for s in self.stores if r in self.deps[s]]
+        red = self.red_ranges() if reduced_only else set()
         return bool(st) and all(self.coeff(m, r) == 1 for m in st) and \
-            all(self.coeff(x, r) in load_strides for x in self.loads if r in self.deps[x])
+            all(self.coeff(x, r) in load_strides for x in self.loads
+                if r in self.deps[x] and (not reduced_only or self.deps[x] & red))
 
     def reuse(self, r: UOp) -> int:
         """How many reads under a reduction do not vary along r (each is reused by every r iteration)."""
@@ -506,12 +542,17 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     budget = max(1, t.max_upcast)
     lanes = 1
     vw = t.vector_width(k.out_dtype())
+    tails = _tail_opts(k, t, vw, budget)
+    if tails:  # 0. a row no vector divides: a vector body and a tail, then the opts of the kernel that makes
+        return tails + heuristic_opts(apply_opts(kdef, tails), t)
     wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
+    segments = k.segments()
+    interior = set(segments[0]) if segments else set()
 
     def fit_upcast(r: UOp, cap: int, ragged: bool = False) -> int:
         n = const_extent(r) or 1
-        if vw >= 2 and k.contiguous(r):
+        if vw >= 2 and k.contiguous(r, reduced_only=ragged):
             f = _pow2_divisor(n, min(vw * (2 if wide else 1), cap))
             if f < vw and n <= min(ROW_TILE_VECTORS * vw, cap) and n % max(2, vw // 2) == 0:
                 return n  # a short row no full vector divides (56 = 3.5 x 16): all of it, the tail a half vector
@@ -544,19 +585,27 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         for f in channels.values():
             lanes *= f
     elif k.reduces:
-        cands = [r for r in k.out if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0]
-        vec = next((r for r in cands if vw >= 2 and k.contiguous(r)), None)
-        cands.sort(key=lambda r: (-k.reuse(r), not k.contiguous(r), -k.vector_reuse(r, vec), -k.out.index(r)))
-        cands = cands[:2]
-        smallest = min((f for f in t.upcast_sizes if f >= 2), default=2)
-        for i, r in enumerate(cands):
-            reserve = smallest ** (len(cands) - 1 - i)
-            f = fit_upcast(r, budget // lanes // reserve, ragged=True)
-            if f >= 2:
-                upcast[r] = f
-                lanes *= f
-        if len(upcast) == 1 and len(cands) == 1 and len(k.reduces) == 1 and cands[0] in k.deps[k.reduces[0]] \
-                and vw >= 2 and k.contiguous(cands[0]):
+        # each loop nest its own tile (a peeled kernel's segments run one after the other: their registers are
+        # not live together), the lanes the most of any
+        seg_lanes = 1
+        for seg in segments:
+            lanes = 1
+            cands = [r for r in seg if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0]
+            vec = next((r for r in cands if vw >= 2 and k.contiguous(r, reduced_only=True)), None)
+            cands.sort(key=lambda r: (-k.reuse(r), not k.contiguous(r, reduced_only=True), -k.vector_reuse(r, vec),
+                                      -k.out.index(r)))
+            cands = cands[:2]
+            smallest = min((f for f in t.upcast_sizes if f >= 2), default=2)
+            for i, r in enumerate(cands):
+                reserve = smallest ** (len(cands) - 1 - i)
+                f = fit_upcast(r, budget // lanes // reserve, ragged=True)
+                if f >= 2:
+                    upcast[r] = f
+                    lanes *= f
+            seg_lanes = max(seg_lanes, lanes)
+        lanes = seg_lanes
+        if len(segments) == 1 and len(upcast) == 1 and len(cands) == 1 and len(k.reduces) == 1 \
+                and cands[0] in k.deps[k.reduces[0]] and vw >= 2 and k.contiguous(cands[0]):
             # one vector range alone (a matrix-vector product with the weight laid out [K, N]): as many vectors
             # along it as ROW_TILE_VECTORS (in half vectors: 1000 = 25 x 40), so that each step reads a longer run
             # of a weight row into that many independent accumulator chains
@@ -621,10 +670,14 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
                        for r, f in sorted(upcast.items(), key=lambda rf: rf[0].attrs.axis)]
     opts += [Opt("unroll", r.attrs.axis, f) for r, f in unroll.items()]
     # loop order: a wide tile's contiguous range outermost (only when another output range is tiled too)
-    loops = [r for r in k.out if upcast.get(r) != const_extent(r)]  # not entirely turned into lanes
-    if wide and len(upcast) == 2 and len(loops) >= 2 and channels is None:
-        first = next((r for r in loops if k.contiguous(r) and r in upcast), None)
-        if first is not None and first is not loops[0]:
+    # of a peeled kernel, the interior's loops (the border segments run on every core, beside its share)
+    loops = [r for r in k.out if upcast.get(r) != const_extent(r) and r in interior]
+    if wide and len([r for r in upcast if r in interior]) == 2 and len(loops) >= 2 and channels is None:
+        first = next((r for r in loops if k.contiguous(r, reduced_only=True) and r in upcast), None)
+        # not when a reduction of this loop nest does not vary along it (a row's mean beside a tile of columns):
+        # every block of columns would compute it again
+        if first is not None and first is not loops[0] and all(first in k.deps[red] for red in k.reduces
+                                                                 if k.deps[red] & interior):
             opts.append(Opt("outer", first.attrs.axis))
             loops = [first, *(r for r in loops if r is not first)]
     # 4. threads
@@ -643,6 +696,45 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         r = loops[0]
         if r.attrs.kind == "loop" and _packs(kdef, opts + [Opt("global", r.attrs.axis)], r.attrs.axis):
             opts += [Opt("global", r.attrs.axis), Opt("pack", r.attrs.axis)]
+    return opts
+
+
+def _ragged(n: int, vw: int) -> bool:
+    """A range of n that no quarter of a vector divides (197; not a 14x14 pool's 196, whose 4 lanes the dot tile
+    fills up with channels), spanning at least TAIL_MIN_VECTORS vectors."""
+    return n >= TAIL_MIN_VECTORS * vw and _pow2_divisor(n, vw) < vw // 4
+
+
+def _tail_opts(k: _Kernel, t: Target, vw: int, budget: int) -> list[Opt]:
+    """0. on a cpu, `tail` opts (uopir.passes.kernel.tail) for the ranges step 2 and the accumulators of step 3 would
+    leave scalar because no vector divides them (a ViT's attention rows of 197): the innermost output range of an
+    unpeeled kernel, stored and read contiguously, that no reduction varies along, when no divisor up to
+    ROW_TILE_VECTORS vectors fills half its vectors; and the innermost range of each reduction read contiguously
+    (a float add or mul only where the target reassociates), unless the kernel takes a dot-product tile. The tail
+    is the n % vw iterations left."""
+    if t.kind != "cpu" or vw < 2 or len(k.segments()) != 1 or _dot_tile(k, t, vw, budget) is not None:
+        return []  # (a dot-product tile fills its vectors with rows: a 7x7 global pool's 49)
+    opts: list[Opt] = []
+    r = k.out[-1] if k.out else None
+    n = const_extent(r) if r is not None else None
+    if r is not None and n is not None and r.attrs.kind == "loop" and _ragged(n, vw) and k.contiguous(r) \
+            and not any(r in k.deps[red] for red in k.reduces):
+        best = _fullest_divisor(n, vw, min(ROW_TILE_VECTORS * vw, budget), _pow2_divisor(n, vw))
+        if best / (-(-best // vw) * vw) < 0.5:
+            opts.append(Opt("tail", r.attrs.axis, vw))
+    for red in k.reduces:
+        rs = red.operands.ranges
+        r = rs[-1] if rs else None
+        n = const_extent(r) if r is not None else None
+        if r is None or n is None or r.attrs.kind != "reduce" or not _ragged(n, vw) or red.attrs.op not in TAIL_OPS:
+            continue
+        if any(r in u.operands.ranges[:-1] for u in k.reduces) or any(o.axis == r.attrs.axis for o in opts):
+            continue
+        if red.dtype.scalar.is_float and red.attrs.op in ("add", "mul") and not t.reassociate_float_reductions:
+            continue
+        reads = [x for x in k.loads if r in k.deps[x] and x in red.operands.value.toposort()]
+        if reads and all(k.coeff(x, r) == 1 for x in reads):
+            opts.append(Opt("tail", r.attrs.axis, vw))
     return opts
 
 
@@ -773,7 +865,8 @@ def _accumulators(k: _Kernel, t: Target, budget: int, upcast: set[UOp]) -> list[
     """3. on a cpu: (range, factor) of each reduction kept as partial results: the innermost range r of a
     kernel.reduce (its last operand, and no reduction's other one) along which every load under it reads consecutive
     elements (stride 1: a full sum's or a row sum's input) becomes ACC_VECTORS vectors of the reduced dtype's width
-    (`upcast` of a reduce range), when the reduction runs at least ACC_MIN_STEPS iterations of them: independent
+    (`upcast` of a reduce range), when the reduction runs at least ACC_MIN_STEPS iterations of them (else one vector
+    when it runs at least ACC_SHORT_STEPS vectors: a 64-wide softmax row): independent
     vector chains instead of one scalar one, folded once after the loop. Only a reduction that depends on none of
     the `upcast` output ranges (softmax's max and sum beside its vector of outputs: its lanes are its own, within
     `budget`; a matmul's sum is in its register tile's lanes already). A float add/mul only on a target that lets
@@ -794,6 +887,8 @@ def _accumulators(k: _Kernel, t: Target, budget: int, upcast: set[UOp]) -> list[
         if vw < 2 or not reads or any(k.coeff(x, r) != 1 for x in reads):
             continue
         f = _pow2_divisor(n, min(vw * ACC_VECTORS, budget, n // ACC_MIN_STEPS))
+        if f < vw <= budget and n % vw == 0 and n >= ACC_SHORT_STEPS * vw:
+            f = vw  # a short row (a TransformerEncoder's 64 tokens): one vector, its exps vector code, not libm calls
         if f >= vw:
             accs.append((r, f))
     return accs
