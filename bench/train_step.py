@@ -254,8 +254,8 @@ def _breakdown(args: argparse.Namespace, label: str, tree: str | None) -> None:
               flush=True)
         if fwd is None:
             fwd = (float(steady), int(flops))
-        # the last call's launches (UOPIR_DEBUG=2 lines: `*** <device> <n> <name> arg <k> tm <us>us ...`)
-        runs = [ln.split() for ln in lines if ln.startswith("*** ") and " tm " in ln][-int(n):]
+        # the last call's launches (UOPIR_DEBUG=2 lines on stderr: `*** <device> <n> <name> arg <k> tm <us>us ...`)
+        runs = [ln.split() for ln in r.stderr.splitlines() if ln.startswith("*** ") and " tm " in ln][-int(n):]
         us = {f[3]: f[f.index("tm") + 1].removesuffix("us") for f in runs}
         kflops = [ln.split()[1:] for ln in lines if ln.startswith("KERNEL ")]
         for i, (name, kf) in enumerate(kflops, 1):
