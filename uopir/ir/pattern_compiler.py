@@ -633,7 +633,7 @@ class PatternMatcher:
                 body.append(f"  return (r, {r.name!r})" if with_names else "  return r")
         src = "\n".join(["def _rw(u, ctx):", *body, " return None"])
         if _DUMP:
-            print(f"# --- {self!r} {op.name} ---\n{src}")
+            print(f"# --- {self!r} {op.name} ---\n{src}", file=sys.stderr)  # a debug dump: never into a tool's output
         ns = dict(consts)
         exec(compile(src, f"<patterns {op.name}>", "exec"), ns)  # noqa: S102 - generated matcher code
         return ns["_rw"]

@@ -47,7 +47,7 @@ from uopir.backends.interface import Backend, Buffer, CompileError, Program
 from uopir.backends.params import param_sizes, written_params
 from uopir.backends.python.interpreter import evaluate
 from uopir.backends.realize import debug_level, debug_print, kernel_ir_printer, launch_line, print_kernel_ir
-from uopir.backends.registry import DEVICES, get_backend
+from uopir.backends.registry import BACKENDS, get_backend
 from uopir.dialects import core
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
@@ -89,7 +89,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p = _ArgParser(prog=PROG, description="Run a .uop program (tensor, kernel or device level) on a backend.")
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input .uop file, or - for stdin (default)")
     p.add_argument("--backend", default="python", metavar="NAME",
-                   help=f"the backend that runs it: {', '.join(DEVICES)}, or all: every backend this machine can run, "
+                   help=f"the backend that runs it: {', '.join(BACKENDS)}, or all: every backend this machine can run, "
                         f"each checked against the reference interpreter, one line each (implies --check; "
                         f"default: python)")
     p.add_argument("-p", "--pipeline", default=None, metavar="PIPELINE",
@@ -556,7 +556,7 @@ def _run_every(root: UOp, sizes: dict[int, int], prep0: Prepared, arrays: dict[i
     labels = [label for label, _ in prep0.outputs]
     dts = [u.dtype for _, u in prep0.outputs]
     failed = []
-    for st in backend_status(DEVICES):
+    for st in backend_status(BACKENDS):  # every registered backend, mlir (not a Tensor device) included
         if not st.available:
             out.write(f"{st.name}: unavailable ({escape_controls(st.reason or '')})\n")
             continue
