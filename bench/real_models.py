@@ -70,7 +70,7 @@ if device == "c" and not profile:  # the C binaries compile in the background (t
 steady = []
 for i in range(repeat):
     if profile:
-        print(f"=== call {i}", flush=True)
+        print(f"=== call {i}", file=sys.stderr, flush=True)  # beside the UOPIR_DEBUG=2 lines (stderr)
     t = time.perf_counter()
     model.run(feeds)
     steady.append(time.perf_counter() - t)
