@@ -221,7 +221,7 @@ def test_debug_levels_print_ir_and_device_program(monkeypatch, capsys) -> None:
     monkeypatch.setenv("UOPIR_DEBUG", "6")
     capsys.readouterr()
     y = (Tensor([1.0, 2.0, 3.0], device="llvm") * 4321.5).numpy()
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     np.testing.assert_array_equal(y, np.array([1.0, 2.0, 3.0], np.float32) * np.float32(4321.5))
     assert "; device program of kernel" in out and "device.program" in out
     assert "; LLVM IR of kernel" in out and "define void @" in out and "0x40B0E18000000000" in out
