@@ -70,7 +70,7 @@ if device == "c" and not profile:  # the C binaries compile in the background (t
 steady = []
 for i in range(repeat):
     if profile:
-        print(f"=== call {i}", flush=True)
+        print(f"=== call {i}", file=sys.stderr, flush=True)  # beside the UOPIR_DEBUG=2 lines (stderr)
     t = time.perf_counter()
     model.run(feeds)
     steady.append(time.perf_counter() - t)
@@ -100,7 +100,7 @@ def child(model: str, device: str, repeat: int, size: int, profile: bool) -> tup
     if p.returncode:
         raise RuntimeError(f"{model} on {device} failed:\n{p.stderr[-2000:]}")
     res = next(ln for ln in reversed(p.stdout.splitlines()) if ln.startswith("RESULT "))
-    return json.loads(res[7:]), p.stdout
+    return json.loads(res[7:]), p.stderr  # the UOPIR_DEBUG=2 lines --profile reads are on stderr
 
 
 def node_table(model: str, size: int) -> list[tuple[tuple[int, ...], str, float]]:
@@ -207,8 +207,10 @@ def tx_table(model: str) -> list[tuple[tuple[int, ...], str, float]]:
             kind = ("linear" if n.input[1] in inits else "attention QK^T" if shape[-1] == shape[-2]
                     else "attention AV")
             out.append((shape, kind, 2 * k))
-        elif n.op_type in ("Softmax", "LayerNormalization"):
-            out.append((shape, n.op_type.lower(), 8))
+        elif n.op_type == "Softmax":  # two exps per output (the sum's, the output's), ~25 ALU ops each as vectors
+            out.append((shape, "softmax", 60))
+        elif n.op_type == "LayerNormalization":
+            out.append((shape, "layernormalization", 8))
     return out
 
 

@@ -113,10 +113,12 @@ print(f"{{time.perf_counter() - t0 - sum(times[1:]):.3f}} {{times[2]:.4f}} {{sta
 """
 
 
-def _run(code: str, env: dict[str, str]) -> tuple[str, str, str] | None:
+def _run(code: str, env: dict[str, str], leg: str) -> tuple[str, str, str] | None:
+    """One leg's child run (`leg` names it in a failure line: which implementation and model failed)."""
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
     if r.returncode != 0:
-        print(f"  (failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode})")
+        why = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
+        print(f"train_step {leg} failed=({why})", flush=True)
         return None
     first, replay, steady = r.stdout.strip().splitlines()[-1].split()
     return first, replay, steady
@@ -143,12 +145,12 @@ def main() -> None:
             if args.cold:
                 env["UOPIR_CACHE_DIR"] = cache
             fmt = dict(model=model, steps=args.steps, batch=args.batch, examples=os.path.join(ROOT, "examples"))
-            got = _run(UOPIR.format(**fmt), env)
+            got = _run(UOPIR.format(**fmt), env, f"model={model} impl=uopir-{args.device}")
             if got:
                 print(f"train_step model={model} impl=uopir-{args.device} first={got[0]} replay={got[1]} "
                       f"steady_ms={got[2]} steps={args.steps}", flush=True)
             if have_tinygrad:
-                got = _run(TINYGRAD.format(**fmt), dict(os.environ))
+                got = _run(TINYGRAD.format(**fmt), dict(os.environ), f"model={model} impl=tinygrad")
                 if got:
                     print(f"train_step model={model} impl=tinygrad first={got[0]} replay={got[1]} "
                           f"steady_ms={got[2]} steps={args.steps}", flush=True)
@@ -254,8 +256,8 @@ def _breakdown(args: argparse.Namespace, label: str, tree: str | None) -> None:
               flush=True)
         if fwd is None:
             fwd = (float(steady), int(flops))
-        # the last call's launches (UOPIR_DEBUG=2 lines: `*** <device> <n> <name> arg <k> tm <us>us ...`)
-        runs = [ln.split() for ln in lines if ln.startswith("*** ") and " tm " in ln][-int(n):]
+        # the last call's launches (UOPIR_DEBUG=2 lines on stderr: `*** <device> <n> <name> arg <k> tm <us>us ...`)
+        runs = [ln.split() for ln in r.stderr.splitlines() if ln.startswith("*** ") and " tm " in ln][-int(n):]
         us = {f[3]: f[f.index("tm") + 1].removesuffix("us") for f in runs}
         kflops = [ln.split()[1:] for ln in lines if ln.startswith("KERNEL ")]
         for i, (name, kf) in enumerate(kflops, 1):

@@ -86,7 +86,8 @@ def stages(name: str, out: Tensor, show: bool) -> None:
 
 
 def run(name: str, out: Tensor, want: np.ndarray, tol: float) -> bool:
-    os.environ["UOPIR_DEBUG"] = "2"  # one line per kernel run: time, GFLOP/s, GB/s and the counted work
+    sys.stdout.flush()  # the debug lines go to stderr: keep them after what this printed
+    os.environ["UOPIR_DEBUG"] = "2"  # one line per kernel run (stderr): time, GFLOP/s, GB/s and the counted work
     try:
         t0 = time.perf_counter()
         got = out.numpy()

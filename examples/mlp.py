@@ -24,7 +24,8 @@ def main() -> None:
 
     print("// tensor-dialect IR of the forward pass")
     print(print_ir(probs.uop), end="")
-    print("// result (realized with the reference interpreter on device", repr(probs.device) + ")")
+    how = "the reference interpreter" if probs.device == "python" else "compiled kernels"
+    print(f"// result (realized on device {probs.device!r}: {how})")
     print(probs.numpy())
     print("// predicted classes:", probs.argmax(axis=-1).tolist())
 

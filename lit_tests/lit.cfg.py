@@ -5,7 +5,8 @@ Substitutions available in RUN lines:
   uop-opt      the uop-opt console script of the running Python environment (falls back to
                `python -m uopir.tools.uop_opt` so a fresh clone works without the script on PATH)
   uop-run      the uop-run console script, likewise
-  filecheck    the Python `filecheck` program (also spelled FileCheck)
+  filecheck    the Python `filecheck` program (also spelled FileCheck); FILECHECK=PATH (a lit --param or an
+               environment variable) runs another one instead, e.g. LLVM's FileCheck
   %roundtrip   `uop-opt %s --print-generic | uop-opt -`: print the file generically, parse that back and print it
                pretty. Use as `// RUN: %roundtrip | filecheck %s`.
   %python      the Python running lit
@@ -43,7 +44,17 @@ def _tool(name: str) -> str | None:
 
 _uop_opt = _tool("uop-opt") or f'"{sys.executable}" -m uopir.tools.uop_opt'
 _uop_run = _tool("uop-run") or f'"{sys.executable}" -m uopir.tools.uop_run'
-_filecheck = _tool("filecheck")
+# FILECHECK (a lit parameter, `lit --param FILECHECK=PATH`, or the environment variable) picks another FileCheck, such
+# as LLVM's own (`FILECHECK=/usr/lib/llvm-19/bin/FileCheck`): the lit files must stay valid for the tool MLIR users run.
+_want = lit_config.params.get("FILECHECK") or os.environ.get("FILECHECK")
+if _want:
+    _filecheck = shutil.which(_want) if os.sep not in _want else (_want if os.access(_want, os.X_OK) else None)
+    if _filecheck is None:
+        lit_config.fatal(f"FILECHECK={_want!r}: no such executable (give the path of a FileCheck, e.g. "
+                         f"/usr/lib/llvm-19/bin/FileCheck, or unset FILECHECK for the Python filecheck)")
+    lit_config.note(f"FileCheck: {_filecheck}")
+else:
+    _filecheck = _tool("filecheck")
 if _filecheck is None:
     lit_config.fatal("filecheck not found: pip install -e '.[test]' (or run `make test`)")
 

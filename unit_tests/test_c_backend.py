@@ -215,7 +215,7 @@ def test_debug_levels_print_source_and_device_program(monkeypatch, capsys) -> No
     monkeypatch.setenv("UOPIR_DEBUG", "6")
     capsys.readouterr()
     y = (Tensor([1.0, 2.0, 3.0], device="c") * 4321.5).numpy()
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     np.testing.assert_array_equal(y, np.array([1.0, 2.0, 3.0], np.float32) * np.float32(4321.5))
     assert "// device program of kernel" in out and "device.program" in out
     assert "// C source of kernel" in out and "4321.5f" in out and "void " in out

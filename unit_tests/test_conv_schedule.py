@@ -9,7 +9,7 @@ import pytest
 
 from uopir.backends.registry import available
 from uopir.dialects import kernel as K
-from uopir.frontend.nn_ops import CHANNEL_BLOCK, PAD_COPY_MIN_REUSE, PAD_COPY_MIN_WORK
+from uopir.frontend.nn_ops import CHANNEL_BLOCK, IN_PLACE_WINDOW, PAD_COPY_MIN_REUSE, PAD_COPY_MIN_WORK
 from uopir.frontend.tensor import Tensor
 from uopir.ir.uop import UOp
 
@@ -50,17 +50,30 @@ def test_a_conv_that_reuses_its_input_little_keeps_the_padding_fused() -> None:
     x = Tensor(np.ones((1, 64, 64, 64), np.float32), device="python")
     y = x.conv2d(Tensor(np.ones((1, 64, 1, 1), np.float32), device="python"), padding=1)
     assert 1 < PAD_COPY_MIN_REUSE and len(y.schedule()) == 1
-    # a depthwise 3x3/2 conv reads each element 2.25 times: copied (with the SiLU before it computed once each)
+    # a depthwise 3x3/2 conv reads each element 2.25 times, but its window is at most IN_PLACE_WINDOW wide: read in
+    # place (kernel-peel cuts its border), the SiLU before it realized once per element of the unpadded input
+    assert IN_PLACE_WINDOW == 3 and PAD_COPY_MIN_REUSE < 2.25
     x = Tensor(np.ones((1, 32, 56, 56), np.float32), device="python")
     dw = x.silu().pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((32, 1, 3, 3), np.float32),
                                                                  device="python"), stride=2, groups=32)
-    assert [it.name for it in dw.schedule()] == ["E_32_58_58", "r_32_28_28"]
-    # ... and on a 28x28 input 1.96 times per element of its 30x30 copy (EfficientNet-B0's 240 channels): copied too,
-    # where the taps' products times the weights were materialized 9x the input (E_240_14_14_9, an im2col-like copy)
-    x = Tensor(np.ones((1, 240, 28, 28), np.float32), device="python")
-    dw = x.silu().pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((240, 1, 3, 3), np.float32),
-                                                                 device="python"), stride=2, groups=240)
-    assert [it.name for it in dw.schedule()] == ["E_240_30_30", "r_240_14_14"]
+    assert [it.name for it in dw.schedule()] == ["E_32_56_56", "r_32_28_28"]
+    # ... its input made by a 1x1 conv (EfficientNet-B0's expand conv, the SiLU fused into it): no second kernel
+    y = Tensor(np.ones((1, 16, 28, 28), np.float32), device="python").conv2d(
+        Tensor(np.ones((240, 16, 1, 1), np.float32), device="python")).silu()
+    dw = y.pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((240, 1, 3, 3), np.float32), device="python"),
+                                                        stride=2, groups=240)
+    assert [it.name for it in dw.schedule()][-2:] == ["r_240_28_28", "r_240_14_14"]
+    # a depthwise 5x5/2 conv: copied (E_144_60_60), the SiLU computed in the copy; so is a 3x3 one dilated by 2
+    # (a window of 5)
+    x = Tensor(np.ones((1, 144, 56, 56), np.float32), device="python")
+    dw = x.silu().pad([(0, 0), (0, 0), (2, 2), (2, 2)]).conv2d(Tensor(np.ones((144, 1, 5, 5), np.float32),
+                                                                  device="python"), stride=2, groups=144)
+    assert [it.name for it in dw.schedule()] == ["E_144_60_60", "r_144_28_28"]
+    dw = x.conv2d(Tensor(np.ones((144, 1, 3, 3), np.float32), device="python"), dilation=2, padding=2, groups=144)
+    assert [it.name for it in dw.schedule()] == ["E_144_60_60", "r_144_56_56"]
+    # ... and a 3x3/1 one over a plane of 56x56 is read in place
+    dw = x.conv2d(Tensor(np.ones((144, 1, 3, 3), np.float32), device="python"), padding=1, groups=144)
+    assert [it.name for it in dw.schedule()] == ["r_144_56_56"]
 
 
 def test_an_input_padded_before_the_conv_is_copied_too() -> None:
@@ -154,21 +167,31 @@ def _depthwise_kernel(c: int, hw: int, k: int, stride: int) -> UOp:
     return kdefs[-1]
 
 
-@pytest.mark.parametrize("c,hw,k,stride,row", [(240, 14, 5, 1, 14), (96, 112, 3, 2, 56), (32, 112, 3, 1, 16)])
+@pytest.mark.parametrize("c,hw,k,stride,row", [(240, 14, 5, 1, 14), (96, 112, 3, 2, 55), (32, 112, 3, 1, 55)])
 def test_a_depthwise_conv_vectorizes_its_row_and_unrolls_its_window(c: int, hw: int, k: int, stride: int,
                                                                      row: int) -> None:
-    """Its own schedule (issue 26): the output row is the vector (whole up to 4 vectors: 14 and 56 columns; 112:
-    16 lanes), every tap unrolled (the weight a broadcast per channel), the channels split over the cores. Before,
-    the register-tile rule upcast 2 rows x 2 columns (no reuse to find) and unrolled one window row."""
+    """Its own schedule (issue 26): the output row is the vector (whole up to 4 vectors: 14 columns; a longer one by
+    its fullest divisor: 110 = 2 x 55), every tap unrolled (the weight a broadcast per channel), the channels split
+    over the cores. Before, the register-tile rule upcast 2 rows x 2 columns (no reuse to find) and unrolled one window
+    row. A 3x3 window reads its padded input in place (nn_ops.IN_PLACE_WINDOW): kernel-peel cuts it into a reduction
+    per segment, and the tile is the ungated interior's (55 of the 56 outputs of a row at stride 2, 110 of 112 at
+    stride 1), before the border segments' plain unrolls."""
     import uopir.backends  # noqa: F401 - registers the llvm target
     from uopir.passes.kernel.optimize import heuristic_opts
     from uopir.passes.target import target
     kdef = _depthwise_kernel(c, hw, k, stride)
-    ranges = {u.attrs.axis: u for u in kdef.toposort() if u.op is K.RANGE}
+
+    def outputs(red: UOp) -> list[UOp]:
+        return sorted((u for u in red.toposort() if u.op is K.RANGE and u.attrs.kind != "reduce"),
+                      key=lambda r: r.attrs.axis)
+
+    reds = [u for u in kdef.toposort() if u.op is K.REDUCE]
+    assert (len(reds) > 1) == (k == 3)  # peeled: read in place
+    interior = max(reds, key=lambda u: np.prod([r.src[0].arg for r in outputs(u)]))
     opts = [str(o) for o in heuristic_opts(kdef, target("llvm"))]
-    red = sorted(a for a, r in ranges.items() if r.attrs.kind == "reduce")
-    out = sorted(a for a, r in ranges.items() if r.attrs.kind != "reduce")
-    assert opts == [f"upcast {out[-1]} by {row}", *(f"unroll {a} by {k}" for a in red), f"global {out[0]}"], opts
+    taps = [f"unroll {r.attrs.axis} by {k}" for r in interior.operands.ranges]
+    assert opts[:1 + len(taps)] == [f"upcast {outputs(interior)[-1].attrs.axis} by {row}", *taps], opts
+    assert opts[-1] == f"global {outputs(interior)[0].attrs.axis}" and outputs(interior)[0].src[0].arg == c, opts
 
 
 @pytest.mark.parametrize("device", DEVICES)

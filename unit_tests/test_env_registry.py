@@ -93,10 +93,10 @@ def test_debug_alias_prints_kernel_runs(monkeypatch: pytest.MonkeyPatch, capsys:
     monkeypatch.setenv("DEBUG", "2")
     x = (Tensor([1.0, 2.0, 3.0], device="python") * 5).sum().item()
     assert x == 30.0
-    assert capsys.readouterr().out.startswith("*** python")  # level 2: one line per kernel run
+    assert capsys.readouterr().err.startswith("*** python")  # level 2: one line per kernel run (on stderr)
     monkeypatch.setenv("UOPIR_DEBUG", "0")  # the UOPIR_ name wins: silent
     assert (Tensor([1.0, 2.0, 4.0], device="python") * 5).sum().item() == 35.0
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr().err == ""
 
 
 def test_noopt_alias_turns_the_heuristic_off(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,7 +68,7 @@ def test_debug_2_line_figures_are_the_counted_work_over_the_time(dev: str, monke
     monkeypatch.setenv(DEBUG_ENV, "2")
     capsys.readouterr()
     got = (a @ b).numpy()
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().err.splitlines()
     np.testing.assert_allclose(got, a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
     assert len(lines) == 1, lines
     hit = LINE.match(lines[0])
@@ -92,7 +92,7 @@ def test_debug_4_prints_the_c_source_and_6_the_device_program(monkeypatch: pytes
         monkeypatch.setenv(DEBUG_ENV, level)
         capsys.readouterr()
         (x * 2.5).numpy()
-        out = capsys.readouterr().out
+        out = capsys.readouterr().err
         assert want in out and "void E_5(" in out
         if not_want:
             assert not_want not in out

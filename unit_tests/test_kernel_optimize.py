@@ -25,7 +25,7 @@ from uopir.ir.printer import print_ir
 from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
 from uopir.ir.verify import verify
-from uopir.passes.kernel import optimize
+from uopir.passes.kernel import heuristic, opts
 from uopir.passes.kernel.expand import expand_kernel
 from uopir.passes.kernel.indexmath import const_extent
 from uopir.passes.kernel.optimize import Opt, OptError, apply_opt, apply_opts, heuristic_opts
@@ -189,7 +189,7 @@ def test_rows_no_power_of_two_divides_get_the_tile_anyway_their_last_lanes_clamp
     lowered_matches(UOp.sink((x @ w).uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
     with pytest.raises(OptError, match="does not divide"):
         apply_opt(k, Opt("upcast", 1, 24))
-    assert not optimize._ragged_ok(k.substitute({}), next(u for u in k.toposort() if u.op is kernel.RANGE
+    assert not opts.ragged_ok(k.substitute({}), next(u for u in k.toposort() if u.op is kernel.RANGE
                                                            and u.arg == (2, "reduce")))
 
 
@@ -235,8 +235,9 @@ def test_elementwise_gets_a_vector_upcast_of_the_contiguous_axis() -> None:
 
 def test_an_elementwise_row_no_vector_divides_takes_the_divisor_that_fills_vectors_best() -> None:
     # a squeeze-excite scale on 14x14 planes: 196 = 4 x 49, its power of two (4) fills a quarter of a 16-lane vector;
-    # 28 lanes fill 7/8 of two. A row of 7 is upcast whole instead of staying scalar.
-    for hw, want in ((14, 28), (7, 7)):
+    # 28 lanes fill 7/8 of two. A 5x5 plane is upcast whole instead of staying scalar; a 7x7 plane's 49 (its best
+    # divisor within this target's 16 lanes, 7, fills less than half a vector) is a body of 3 vectors and a tail.
+    for hw, want in ((14, 28), (5, 25), (7, 16)):
         x, s = _f32(6, hw, hw), _f32(6, 1, 1)
         k = _one_kernel(x * s.sigmoid(), "tensor-to-kernel,kernel-simplify,kernel-optimize{target=test-wide}")
         assert (want, "upcast") in kinds(k).values(), kinds(k)
@@ -279,12 +280,12 @@ def test_a_long_body_is_unrolled_only_as_far_as_the_code_size_budget_allows(monk
     assert sorted(kinds(_one_kernel(_many_gathers_sum(1024), opt)).values()) == \
         [(2, "reduce"), (4, "upcast"), (8, "unroll"), (256, "loop")]
     n_ops = len(_one_kernel(_many_gathers_sum(1024), expand).toposort())
-    assert n_ops <= optimize.EXPAND_MAX_OPS
+    assert n_ops <= heuristic.EXPAND_MAX_OPS
     # a kernel of 8 x 16 iterations gets a budget of its own size: no unroll at all
     small = [(2, "loop"), (4, "upcast"), (16, "reduce")]
     assert sorted(kinds(_one_kernel(_many_gathers_sum(8), opt)).values()) == small
-    monkeypatch.setattr(optimize, "EXPAND_MAX_OPS", 1 << 30)  # without the budgets: the full unroll
-    monkeypatch.setattr(optimize, "EXPAND_SMALL_OPS", 1 << 30)
+    monkeypatch.setattr(heuristic, "EXPAND_MAX_OPS", 1 << 30)  # without the budgets: the full unroll
+    monkeypatch.setattr(heuristic, "EXPAND_SMALL_OPS", 1 << 30)
     assert sorted(kinds(_one_kernel(_many_gathers_sum(1024), opt)).values()) == \
         [(4, "upcast"), (16, "unroll"), (256, "loop")]
     assert len(_one_kernel(_many_gathers_sum(1024), expand).toposort()) > 1.8 * n_ops
@@ -523,8 +524,30 @@ def test_a_matrix_vector_product_vectorizes_the_reduction_or_a_longer_output_run
     _reduce_kernel(_whole(64, 49).sum(1), "test-acc")
 
 
+def test_a_row_no_vector_divides_gets_a_vector_body_and_a_tail() -> None:
+    """Softmax over a ViT's 197-wide attention rows: the output row and both reductions are cut into a body of 192
+    (vectors: the row upcast, the max and the sum with partial results) and a tail of 5. A row minus its max plus
+    its sum, on integer-valued inputs (exact in any order), computes the same values, interpreted."""
+    k = _one_kernel(_whole(6, 197, 197).softmax(-1), "tensor-to-kernel")
+    opts = heuristic_opts(k, ACC)
+    assert opts[:3] == [Opt("tail", 2, 16), Opt("tail", 3, 16), Opt("tail", 4, 16)]
+    assert Opt("upcast", 5, 32) in opts  # the body of the output row: 6 x 2 vectors, as a 1024-wide row gets
+    cut = apply_opts(k, opts[:3])
+    assert sorted(e for e, kind in kinds(cut).values() if kind == "reduce") == [5, 5, 192, 192]
+    assert [u.arg for u in cut.toposort() if u.op in (core.MAX, core.ADD) and u.dtype is dtypes.float32] == [None] * 2
+    # the values (a sum of exps is exact in no other order: softmax's, on c and llvm, in the frontend's tests)
+    x = _whole(6, 197)
+    _reduce_kernel(x - x.max(1, keepdim=True) + x.sum(1, keepdim=True), "test-acc")
+    # where a vector divides (or a quarter of one: a pool's 196), or the sum's order must stay, no tail
+    assert not any(o.kind == "tail" for o in heuristic_opts(_one_kernel(_whole(64, 196).sum(1), "tensor-to-kernel"),
+                                                             ACC))
+    assert [o for o in heuristic_opts(k, WIDE) if o.kind == "tail"] == [Opt("tail", 2, 16), Opt("tail", 3, 16)]
+    with pytest.raises(OptError, match="tail by 16"):
+        apply_opt(_one_kernel(_whole(6, 192).softmax(-1), "tensor-to-kernel"), Opt("tail", 1, 16))
+
+
 @pytest.mark.parametrize("opt", [Opt("upcast", 0, 16), Opt("unroll", 2, 4), Opt("global", 1), Opt("outer", 0),
-                                 Opt("pack", 3), Opt("local", 0, 8), Opt("group", 1, 32)])
+                                 Opt("pack", 3), Opt("local", 0, 8), Opt("group", 1, 32), Opt("tail", 2, 16)])
 def test_opt_text_round_trips(opt: Opt) -> None:
     assert Opt.parse(str(opt)) == opt
 
@@ -534,3 +557,41 @@ def test_opt_text_round_trips(opt: Opt) -> None:
 def test_opt_parse_rejects_bad_text(text: str) -> None:
     with pytest.raises(OptError, match="not an opt"):
         Opt.parse(text)
+
+
+def test_a_row_minus_its_mean_keeps_the_rows_outermost() -> None:
+    """A layernorm's centring (64 x 256, each row minus its mean): the columns are a vector upcast and the mean's
+    range keeps partial results, which is no second tiled output range, so the columns do not become the outer
+    loop: the rows go to the threads and each row's mean is computed once, not once per block of columns (the
+    TransformerEncoder's r_64_256 kernels)."""
+    x = _whole(64, 256)
+    opts = heuristic_opts(_one_kernel(x - x.mean(-1, keepdim=True), "tensor-to-kernel"), ACC)
+    assert opts == [Opt("upcast", 1, 32), Opt("upcast", 2, 32), Opt("global", 0)]
+
+
+def test_a_peeled_layernorm_splits_its_interior_rows_and_keeps_each_row_s_statistics_once() -> None:
+    """A ViT's first layernorm, of concat(class token, patches) + position: kernel-peel cuts the class row from the
+    196 patch rows. The interior's rows go to the threads (not the class row's columns, which left the interior
+    unsplit on every core), and its columns are not made the outer loop: the row's mean and variance vary along
+    no column, so every block of columns would compute them again (the ViT's r_197_384 kernels: 0.6 ms)."""
+    from uopir.passes.kernel.peel import peel_kernel
+    from uopir.passes.kernel.simplify import simplify_kernel
+    x = _whole(1, 64).cat(_whole(64, 196).T, dim=0) + _whole(197, 64)
+    c = x - x.mean(-1, keepdim=True)
+    k = peel_kernel(simplify_kernel(_one_kernel(c / ((c * c).mean(-1, keepdim=True) + 1e-6).sqrt(),
+                                                "tensor-to-kernel")))
+    opts = heuristic_opts(k, ACC)
+    assert not any(o.kind == "outer" for o in opts)
+    (g,) = [o for o in opts if o.kind == "global"]
+    assert kinds(apply_opts(k, opts))[g.axis] == (49, "global")  # 196 rows in tiles of 4
+
+
+def test_a_short_softmax_row_keeps_one_vector_of_partial_results() -> None:
+    """A TransformerEncoder's softmax over 64 tokens: its max and its sum run 4 vectors, fewer than ACC_MIN_STEPS
+    iterations of 4 vectors, so each keeps one vector of partial results (its exps vector code) rather than a
+    scalar unroll of libm calls (0.26 -> ~0.05 ms per kernel)."""
+    k = _one_kernel(_whole(8, 64, 64).softmax(-1), "tensor-to-kernel")
+    (mx, sm) = [u for u in k.toposort() if u.op is kernel.REDUCE]
+    opts = heuristic_opts(k, ACC)
+    assert Opt("upcast", mx.src[-1].arg[0], 16) in opts and Opt("upcast", sm.src[-1].arg[0], 16) in opts
+    assert heuristic_opts(_one_kernel(_whole(8, 16).sum(-1), "tensor-to-kernel"), ACC)[:1] != [Opt("upcast", 1, 16)]

@@ -221,7 +221,7 @@ def test_debug_levels_print_ir_and_device_program(monkeypatch, capsys) -> None:
     monkeypatch.setenv("UOPIR_DEBUG", "6")
     capsys.readouterr()
     y = (Tensor([1.0, 2.0, 3.0], device="llvm") * 4321.5).numpy()
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     np.testing.assert_array_equal(y, np.array([1.0, 2.0, 3.0], np.float32) * np.float32(4321.5))
     assert "; device program of kernel" in out and "device.program" in out
     assert "; LLVM IR of kernel" in out and "define void @" in out and "0x40B0E18000000000" in out
@@ -378,3 +378,20 @@ def test_a_scalar_repeated_by_a_gep_is_a_splat(backend: LLVMBackend) -> None:
     got = np.zeros(4, np.float32)
     run(backend, program("splat", v, s, b, m, st), [got, xs])
     np.testing.assert_array_equal(got, xs[:4] * 5)
+
+
+def test_vit_rows_of_197_match_numpy() -> None:
+    """A ViT's 197-token rows through kernel-optimize's tails and peeled segments, run natively: softmax over the
+    attention rows (a vector body of 192 and a tail of 5 for the row, its max and its sum) and the MLP output plus
+    the residual concat(class token, transposed patch conv) + position (kernel-peel's two segments, each tiled,
+    the 196-row interior split across the cores)."""
+    from uopir import Tensor
+    rng = np.random.default_rng(5)
+    x = (3 * rng.standard_normal((6, 197, 197))).astype(np.float32)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(Tensor(x, device="llvm").softmax(-1).numpy(), e / e.sum(-1, keepdims=True),
+                               rtol=1e-5, atol=1e-7)
+    a = [rng.standard_normal(s).astype(np.float32) for s in [(1, 64), (64, 196), (197, 64), (197, 96), (96, 64)]]
+    cls, conv, pos, h, w = (Tensor(v, device="llvm") for v in a)
+    got = ((cls.cat(conv.T, dim=0) + pos) + h @ w).numpy()
+    np.testing.assert_allclose(got, np.concatenate([a[0], a[1].T]) + a[2] + a[3] @ a[4], rtol=1e-5, atol=1e-4)

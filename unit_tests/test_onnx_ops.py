@@ -178,6 +178,7 @@ CASES: list[tuple[str, str, dict, dict, dict, int, int]] = [
     ("mvn", "MeanVarianceNormalization", {"x": IMG}, {}, {}, 1, 18),
     ("gemm", "Gemm", {"a": f32(4, 3), "b": f32(5, 4)}, {"c": f32(5)},
      {"alpha": 0.5, "beta": 2.0, "transA": 1, "transB": 1}, 1, 18),
+    ("gemm_rows_copy_b", "Gemm", {"a": f32(20, 24)}, {"b": f32(12, 24), "c": f32(12)}, {"transB": 1}, 1, 18),
     ("matmul_batched", "MatMul", {"a": f32(2, 1, 3, 4), "b": f32(3, 4, 2)}, {}, {}, 1, 18),
     ("matmul_vector", "MatMul", {"a": f32(4), "b": f32(2, 4, 3)}, {}, {}, 1, 18),
     ("matmul_integer", "MatMulInteger", {"a": R.integers(0, 255, (3, 4)).astype(np.uint8)},
@@ -283,3 +284,15 @@ def test_bad_models_name_the_node(op: str, ins: dict, consts: dict, attrs: dict,
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
     with pytest.raises(OnnxImportError, match=rf"node 'the_node' \({op}, opset 18\):.*{words}"):
         from_onnx(m).run(ins)
+
+
+@pytest.mark.parametrize("rows, kernels", [(20, 2), (1, 1)])
+def test_a_gemm_with_many_rows_reads_b_from_a_transposed_copy(rows: int, kernels: int) -> None:
+    """Gemm(transB=1) with at least GEMM_COPY_MIN_ROWS rows of A reads B from a (K, N) copy (a kernel of its own,
+    run once per plan for a weight), so the matmul's register tile takes B's column vectors; a one-row Gemm (a
+    classifier head) reads B's (N, K) rows directly in its dot-product tile, with no copy."""
+    from uopir.backends.realize import STATS
+    m = model("Gemm", {"a": f32(rows, 24)}, {"b": f32(12, 24), "c": f32(12)}, {"transB": 1})
+    before = STATS.kernels
+    check(m, {"a": f32(rows, 24)})
+    assert STATS.kernels - before == kernels

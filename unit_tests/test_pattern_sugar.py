@@ -223,6 +223,25 @@ def test_patterns_by_op():
     assert text[2].startswith("  add-or-mul  ") and "[core.add,core.mul]" in text[2] and "[*]" in text[3]
 
 
+def test_pdict_is_tinygrads_op_index():
+    """pm.pdict (tinygrad's name) maps each op to its (pattern, callback, name) entries in the order tried."""
+    pd = INSPECT.pdict
+    assert list(pd) == [core.ADD, core.MUL]
+    assert [n for _, _, n in pd[core.ADD]] == ["add-zero", "add-or-mul", "anything"]
+    assert [n for _, _, n in pd[core.MUL]] == ["add-or-mul", "anything", "mul-one"]
+    pat, fn, _ = pd[core.ADD][0]
+    assert pat is INSPECT.rules[0].pat and fn is _same
+
+
+def test_upat_location_is_where_the_pattern_was_written():
+    """UPat.location is (file, line) of the line that made it, through sugar and `named` (tinygrad's meaning)."""
+    line = sys._getframe().f_lineno
+    p, q, r = UPat(core.ADD), X + 1, UPat.var("z").named("w")
+    assert p.location == (__file__, line + 1) and q.location == (__file__, line + 1)
+    assert r.location == (__file__, line + 1)
+    assert X.location[1] == 39 and X.location[0] == __file__
+
+
 # ---- the ops the core finds by role (uopir.ir.roles) -----------------------------------------------------------------
 def test_the_dialects_register_the_op_of_every_role():
     from uopir.dialects import kernel, tensor

@@ -261,7 +261,7 @@ def test_debug_2_prints_a_line_per_kernel(monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.setenv(R.DEBUG_ENV, "2")
     capsys.readouterr()
     (m.sum(0, keepdim=True) + m.sum(1, keepdim=True)).numpy()
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 == len(names)
     for line, name in zip(lines, names, strict=True):
         assert line.startswith("*** python") and f" {name} " in line and line.endswith(" B)")
@@ -274,7 +274,8 @@ def test_debug_5_prints_each_kernel_before_lowering(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv(R.DEBUG_ENV, "5")
     capsys.readouterr()
     (Tensor([1.0, 2.0, 3.0], device="python") * 1234.5).numpy()
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
+    assert out.startswith("// kernel IR of kernel ")
     assert "core.const 1234.5 : f32" in out and "kernel.store" in out and 'kernel.def %' in out
     assert out.rstrip().splitlines()[-1].startswith("*** python")
 
@@ -282,7 +283,7 @@ def test_debug_5_prints_each_kernel_before_lowering(monkeypatch: pytest.MonkeyPa
 def test_no_debug_output_by_default(capsys: pytest.CaptureFixture) -> None:
     capsys.readouterr()
     (Tensor([1.0]) + 1).numpy()
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr() == ("", "")
 
 
 # ---- depth --------------------------------------------------------------------------------------------------------

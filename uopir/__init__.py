@@ -14,11 +14,13 @@ from uopir.ir.uop import UOp
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
 __all__ = ["UOp", "DType", "dtypes", "IRError", "Location", "parse_ir", "print_ir", "verify", "Tensor",
-           "PassManager", "graph_rewrite", "UPat", "PatternMatcher", "Variable", "no_grad", "TinyJit"]
+           "PassManager", "graph_rewrite", "UPat", "PatternMatcher", "Variable", "no_grad", "TinyJit",
+           "pyrender"]
 
 _LAZY = {
     "parse_ir": ("uopir.ir.parser", "parse_ir"),
     "print_ir": ("uopir.ir.printer", "print_ir"),
+    "pyrender": ("uopir.ir.pyrender", "pyrender"),
     "verify": ("uopir.ir.verify", "verify"),
     "graph_rewrite": ("uopir.ir.rewrite", "graph_rewrite"),
     "UPat": ("uopir.ir.upat", "UPat"),

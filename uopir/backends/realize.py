@@ -16,11 +16,12 @@ compiled kernels likewise after `PROGRAM_CACHE_SIZE` ($UOPIR_PROGRAM_CACHE_SIZE)
 evicted kernel's memory, native code included, is freed once no plan or TinyJit holds it. `UOPIR_SCHEDULE_CACHE=0`
 turns the schedule cache off.
 
-Debug output (`UOPIR_DEBUG=n`, as tinygrad's DEBUG): at 2 and above one line per launched kernel (device, running
-count, name, buffers, time of the run alone, GFLOP/s and GB/s from the work `estimates.estimate` counts in the
-compiled program at the launch's sizes, and those counts); a compiling backend prints each kernel's source at 4 and
-its device program at 6; at 5 and above each kernel's IR (print_ir) when it is compiled, before the backend lowers
-it (once per kernel and backend in a process). `compiled(backend, root)` gives the compiled programs themselves.
+Debug output (`UOPIR_DEBUG=n`, as tinygrad's DEBUG, on stderr): at 2 and above one line per launched kernel
+(device, running count, name, buffers, time of the run alone, GFLOP/s and GB/s from the work `estimates.estimate`
+counts in the compiled program at the launch's sizes, and those counts); a compiling backend prints each kernel's
+source at 4 (`// C source of kernel NAME`) and its device program at 6 (`// device program of kernel NAME`); at 5
+and above each kernel's IR (`// kernel IR of kernel NAME`: the kernel.def as kernel-to-device receives it, or as
+the interpreter runs it), once per lowering. `compiled(backend, root)` gives the compiled programs themselves.
 
 Capture (the frontend's JIT): inside `with capture() as launches:` every realize of this thread appends a `Launch`
 (backend, plan, the input buffers bound to its slots, variable values, result buffer); `run_plan` runs such a plan
@@ -33,6 +34,7 @@ kernel of a schedule, including those of values on other devices (every device's
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 import weakref
@@ -46,7 +48,7 @@ import numpy as np
 
 from uopir.backends.buffers import BUFFERS
 from uopir.backends.estimates import Estimates, estimate
-from uopir.dialects import core, device, tensor
+from uopir.dialects import core, device, kernel, tensor
 from uopir.dialects.core import const_value
 from uopir.dialects.kernel import stored_params
 from uopir.dialects.semantics import bf16_round, const_array
@@ -60,7 +62,8 @@ from uopir.passes.instruments import PassEvent, PassInstrumentation
 if TYPE_CHECKING:
     from uopir.backends.interface import Allocator, Backend, Buffer, Program
 
-__all__ = ["realize", "compiled", "cache_key", "plan", "debug_level", "print_compiled", "schedule_cache_enabled",
+__all__ = ["realize", "compiled", "cache_key", "plan", "debug_level", "debug_print", "print_compiled", "launch_line",
+           "print_kernel_ir", "kernel_ir_printer", "schedule_cache_enabled",
            "clear_schedule_cache", "STATS", "RealizeStats", "CACHE_SIZE", "PROGRAM_CACHE_SIZE", "DEBUG_ENV",
            "SCHEDULE_CACHE_ENV", "SCHEDULE_CACHE_SIZE_ENV", "PROGRAM_CACHE_SIZE_ENV", "schedule_cache_size",
            "program_cache_size", "cached_counts", "Launch", "capture", "run_plan", "const_result"]
@@ -81,13 +84,40 @@ def debug_level() -> int:
     return env.DEBUG.get()
 
 
+def debug_print(text: str) -> None:
+    """One UOPIR_DEBUG message, on stderr (a program's own output stays alone on stdout)."""
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+    sys.stderr.flush()
+
+
 def print_compiled(program: UOp, name: str, source: str, language: str, comment: str = "//") -> None:
-    """What a backend's compile shows: at UOPIR_DEBUG >= 6 the kernel's device program, at >= 4 its source."""
+    """What a backend's compile shows: at UOPIR_DEBUG >= 6 the kernel's device program, at >= 4 its source; each
+    under a header naming what it is and the kernel."""
     level = debug_level()
     if level >= 6:
-        print(f"{comment} device program of kernel {name}\n{print_ir(program)}", flush=True)
+        debug_print(f"{comment} device program of kernel {name}\n{print_ir(program)}")
     if level >= 4:
-        print(f"{comment} {language} of kernel {name}\n{source}", flush=True)
+        debug_print(f"{comment} {language} of kernel {name}\n{source}")
+
+
+def print_kernel_ir(kdef: UOp, name: str) -> None:
+    """UOPIR_DEBUG=5's dump of one kernel.def, under its header."""
+    debug_print(f"// kernel IR of kernel {name}\n{print_ir(kdef)}")
+
+
+class _KernelIRPrinter(PassInstrumentation):
+    """UOPIR_DEBUG >= 5 where the pipeline lowers kernels to device programs: each kernel.def as kernel-to-device
+    receives it (the kernel IR after the kernel passes; what compile sees is already a device.program)."""
+
+    def run_before_pass(self, event: PassEvent, ir: UOp) -> None:
+        if event.pass_name != "kernel-to-device":
+            return
+        if ir.op is kernel.DEF:
+            print_kernel_ir(ir, ir.arg if isinstance(ir.arg, str) else "?")
+            return
+        for u in ir.toposort():
+            if u.op is tensor.CALL and isinstance(u.arg, tuple) and u.arg[0].op is kernel.DEF:
+                print_kernel_ir(u.arg[0], u.arg[1])
 
 
 def schedule_cache_enabled() -> bool:
@@ -273,8 +303,8 @@ def _compile(backend: Backend, cache: _Cache, kdef: UOp, name: str) -> Program:
         if prog is not None:
             cache.keep(kdef, prog)
             return prog
-    if debug_level() >= 5:
-        print(print_ir(kdef))
+    if kdef.op is kernel.DEF and debug_level() >= 5:  # compiled as kernel IR (python); else _KernelIRPrinter
+        print_kernel_ir(kdef, name)
     prog = backend.compile(kdef, name)
     if trace.ACTIVE is not None and prog.source is not None:  # the visualizer shows each kernel's source
         trace.ACTIVE.add_source(name, backend.device, prog.source)
@@ -306,7 +336,10 @@ class _CompileAhead(PassInstrumentation):
 def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> Plan:
     """Lower the key with the backend's pipeline and make its schedule executable."""
     held: list[Program] = []  # the kernels compiled during the lowering, until the plan holds them
-    lowered = backend.lower(key, instruments=[_CompileAhead(backend, cache, held)])
+    insts: list[PassInstrumentation] = [_CompileAhead(backend, cache, held)]
+    if debug_level() >= 5:
+        insts.append(_KernelIRPrinter())
+    lowered = backend.lower(key, instruments=insts)
     res = lowered.src[0] if lowered.op is core.SINK else lowered
     slots: dict[UOp, int] = {}
     temps: list[tuple[DType, tuple[int, ...]]] = []
@@ -364,10 +397,7 @@ def _run(backend: Backend, plan: Plan, inputs: list[Buffer], var_vals: dict[str,
             sync()
             dt = time.perf_counter() - t0
             STATS.kernels += 1
-            est = _estimates(st.program, var_vals, [b.nbytes for b in args])
-            gflops, gbs = est.rates(dt)
-            print(f"*** {backend.device:<8} {STATS.kernels:6d} {st.name:<32} arg {len(args):2d}  tm {dt * 1e6:11.2f}us"
-                  f"  {gflops:9.3f} GFLOP/s {gbs:9.3f} GB/s  ({est.flops} flop, {est.bytes} B)")
+            debug_print(launch_line(backend.device, STATS.kernels, st.name, st.program, args, var_vals, dt))
         else:
             launch(st.program, args, var_vals=var_vals)
             STATS.kernels += 1
@@ -389,6 +419,20 @@ def const_result(alloc: Allocator, plan: Plan) -> Buffer:
     assert isinstance(plan.result, UOp)
     arr = np.array(np.broadcast_to(const_array(plan.result.dtype, const_value(plan.result)), plan.shape))
     return alloc.from_numpy(arr, plan.result.dtype)
+
+
+def launch_line(device: str, count: int, name: str, prog: Program, args: list[Buffer], var_vals: dict[str, int],
+                dt: float) -> str:
+    """The UOPIR_DEBUG=2 line of one timed launch: device, running count, kernel, buffers, time, rates, work."""
+    est = _estimates(prog, var_vals, [b.nbytes for b in args])
+    gflops, gbs = est.rates(dt)
+    return (f"*** {device:<8} {count:6d} {name:<32} arg {len(args):2d}  tm {dt * 1e6:11.2f}us  {gflops:9.3f} GFLOP/s "
+            f"{gbs:9.3f} GB/s  ({est.flops} flop, {est.bytes} B)")
+
+
+def kernel_ir_printer() -> PassInstrumentation | None:
+    """The instrument that prints each kernel's IR at UOPIR_DEBUG >= 5 (for a lowering outside realize), else None."""
+    return _KernelIRPrinter() if debug_level() >= 5 else None
 
 
 def _estimates(prog: Program, var_vals: dict[str, int], nbytes: list[int]) -> Estimates:

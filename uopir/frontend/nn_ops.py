@@ -35,9 +35,14 @@ if TYPE_CHECKING:
 # a padded conv input is copied into a buffer of its own when the conv does at least this many multiply-adds per
 # element of that copy (a depthwise 3x3/2 conv: 2.25, less the border: 1.96 on a 28x28 input's 30x30 copy): the conv
 # kernel then reads it without a validity gate per tap (one vector load per run of outputs instead of a gated load
-# per lane), and an activation fused before the pad (a SiLU's exp) is computed once per element in the copy instead
-# of once per tap in the conv (or, with the taps' products materialized, an im2col-like copy 9x the input)
+# per lane). An activation fused before the pad (a SiLU) is realized unpadded without the copy, once per element
 PAD_COPY_MIN_REUSE = 1.5
+# ... but a depthwise conv whose window spans at most this many inputs per dim reads its input in place: kernel-peel
+# cuts its one-wide gated border off an ungated interior that kernel-optimize tiles as on a copy, and the copy costs
+# more than the border (llvm, 2 cores: 96 x 112x112 3x3/2 165 us in place vs 160 + 150 us for conv + copy; 32 x
+# 112x112 3x3/1 111 vs 121 + 103 us; 88 x 28x28 3x3/1 53 vs 39 + 39 us). A 5x5 window's two-wide border is not
+# (240 x 28x28 5x5/1: 248 vs 113 + 59 us)
+IN_PLACE_WINDOW = 3
 PAD_COPY_MIN_WORK = 1 << 16  # ... and at least this many in all (a tiny conv is not worth a second kernel)
 # a conv whose output rows are shorter than twice this (or no multiple of half of it, or with whole blocks none of
 # it: a row of 56 is 3.5 vectors, whose row tile computes the half vector's lanes twice or packs two rows' halves into
@@ -48,10 +53,13 @@ PAD_COPY_MIN_WORK = 1 << 16  # ... and at least this many in all (a tiny conv is
 CHANNEL_BLOCK = 16
 
 
-def _copy_padding(xp: Tensor, macs: Any) -> bool:
+def _copy_padding(xp: Tensor, macs: Any, depthwise_window: Sequence[int] = ()) -> bool:
     """Whether a conv's padded input `xp` (a pad of a tensor, here or by the ONNX importer) is worth its own buffer:
-    a constant-shaped pad whose conv reuses each element PAD_COPY_MIN_REUSE times (see there)."""
+    a constant-shaped pad whose conv reuses each element PAD_COPY_MIN_REUSE times (see there), unless the conv is
+    depthwise with a window (its extent per dim, dilation included) of at most IN_PLACE_WINDOW."""
     if xp.uop.op is not T.PAD or not all(isinstance(v, int) for v in (*xp.shape, macs)):
+        return False
+    if depthwise_window and max(depthwise_window) <= IN_PLACE_WINDOW:
         return False
     return macs >= PAD_COPY_MIN_WORK and macs >= PAD_COPY_MIN_REUSE * math.prod(xp.shape)
 
@@ -262,7 +270,8 @@ class NNOps:
         out = pt.shape[2:-1]
         kk = math.prod(k)
         og = cout // groups
-        if _copy_padding(xp, math.prod((n, cout, *out, cg, kk))):
+        span = tuple((kd - 1) * dd + 1 for kd, dd in zip(k, dl, strict=True)) if cg == 1 and og == 1 else ()
+        if _copy_padding(xp, math.prod((n, cout, *out, cg, kk)), span):
             pt = patches(xp.contiguous(), k, st, dl)
         xr = pt.reshape((n, groups, 1, cg) + out + (kk,))
         wd = weight.cast(d)

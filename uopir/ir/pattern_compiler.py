@@ -479,6 +479,7 @@ class PatternMatcher:
         self._ndisp: _Dispatch | None = None
         self._sources: dict[str, str] | None = None
         self._tops_memo: list[frozenset[OpDef] | None] | None = None
+        self._pdict: dict[OpDef, list[tuple[UPat, Callable, str]]] | None = None
 
     def rule(self, pat: UPat, name: str | None = None) -> Callable[[Callable], Callable]:
         """Decorator: append the rule (pat, the function, name or the function's name); returns the function."""
@@ -530,6 +531,14 @@ class PatternMatcher:
             for o in sorted(t or (), key=lambda o: o.name):
                 ops[o] = None
         return {o: self.patterns_for(o) for o in ops}
+
+    @property
+    def pdict(self) -> dict[OpDef, list[tuple[UPat, Callable, str]]]:
+        """tinygrad's name for the op index: op -> the (pattern, callback, name) entries tried on it, in order, for
+        every op some rule names (a rule for any op is in every list). Kept so a tinygrad habit works here."""
+        if self._pdict is None:
+            self._pdict = {o: [(r.pat, r.fn, r.name) for r in rules] for o, rules in self.by_op.items()}
+        return self._pdict
 
     def describe(self) -> str:
         """One line per rule: name, source, the ops it fires on, the pattern."""
@@ -625,7 +634,7 @@ class PatternMatcher:
                 body.append(f"  return (r, {r.name!r})" if with_names else "  return r")
         src = "\n".join(["def _rw(u, ctx):", *body, " return None"])
         if _DUMP:
-            print(f"# --- {self!r} {op.name} ---\n{src}")
+            print(f"# --- {self!r} {op.name} ---\n{src}", file=sys.stderr)  # a debug dump: never into a tool's output
         ns = dict(consts)
         exec(compile(src, f"<patterns {op.name}>", "exec"), ns)  # noqa: S102 - generated matcher code
         return ns["_rw"]

@@ -13,6 +13,7 @@ dtype, but not `x + -0.0`.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -104,7 +105,7 @@ class UPat:
     check: a predicate on the whole UOp, tried after everything else about this node matched.
     """
 
-    __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "check", "alts", "_opset")
+    __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "check", "alts", "_opset", "location")
 
     def __init__(self, op: OpSpec | Iterable[OpSpec] | None = None, dtype: DTypeSpec = None,
                  src: UPat | tuple[UPat, ...] | None = None, arg: Any = _ANY, name: str | None = None,
@@ -129,6 +130,7 @@ class UPat:
         self.check = check
         self.alts: tuple[UPat, ...] | None = None
         self._opset: frozenset[OpDef] | None = None
+        self.location: tuple[str, int] = _made_at()
 
     # --- convenience constructors --------------------------------------------------------------------------------
     @staticmethod
@@ -170,6 +172,7 @@ class UPat:
         """This pattern, capturing the node as `name` (handy after sugar: `(x + 0).named("n")`)."""
         p = UPat(self.op, self.dtype, self.src, self.arg, name, self.allow_any_len, self.check)
         p.alts = self.alts
+        p.location = self.location
         return p
 
     # --- operator sugar: patterns for core ops (numbers become UPat.value consts) ----------------------------------
@@ -417,6 +420,15 @@ class ValueArg:
 
     def __repr__(self) -> str:
         return f"=={self.value!r}"
+
+
+def _made_at() -> tuple[str, int]:
+    """(file, line) of the first frame outside this module: where the pattern was written (tinygrad's
+    `UPat.location`), through the sugar and the convenience constructors."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename == __file__:
+        f = f.f_back
+    return ("?", 0) if f is None else (f.f_code.co_filename, f.f_lineno)
 
 
 def _operand(x: Any) -> UPat:

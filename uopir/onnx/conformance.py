@@ -255,8 +255,9 @@ def summary_line(results: list[Result], device: str) -> str:
     skips = Counter(r.reason for r in results if r.status == "skipped")
     by_kind = Counter(_skip_kind(r.reason) for r in results if r.status == "skipped")
     kinds = ", ".join(f"{k} {v}" for k, v in by_kind.most_common())
-    return (f"onnx node tests on {device}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped "
-            f"({kinds}; {len(skips)} reasons) of {len(results)}")
+    why = f" ({kinds}; {len(skips)} reason{'s' if len(skips) != 1 else ''})" if skips else ""
+    return (f"onnx node tests on {device}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped{why} "
+            f"of {len(results)}")
 
 
 def _skip_kind(reason: str) -> str:

@@ -456,6 +456,12 @@ def matmul_integer(node: Node, inputs: list) -> Tensor:
     return ai @ bi
 
 
+# a Gemm(transB=1) with at least this many rows of A reads B from a (K, N) copy: kernel-optimize's register tile
+# then takes rows x column vectors (a ViT's 197-token projections: 63 -> ~190 GFLOP/s); with fewer (a batch-1
+# classifier head) its dot-product tile reads the (N, K) rows directly, and a copy would cost more than it saves
+GEMM_COPY_MIN_ROWS = 16
+
+
 @onnx_op("Gemm")
 def gemm(node: Node, inputs: list) -> Tensor:
     a, b, c = req(node, inputs, 0), req(node, inputs, 1, "B"), opt(inputs, 2)
@@ -463,6 +469,8 @@ def gemm(node: Node, inputs: list) -> Tensor:
         a = a.transpose(0, 1)
     if node.attr("transB", 0):
         b = b.transpose(0, 1)
+        if a.ndim == 2 and b.ndim == 2 and a.shape[0] >= GEMM_COPY_MIN_ROWS:
+            b = b.contiguous()  # (K, N): rows share each vector of B's columns (a weight: copied once per plan)
     alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
     y = a @ b
     if alpha != 1.0:

@@ -35,6 +35,7 @@ import argparse
 import io
 import re
 import sys
+import time
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -45,7 +46,8 @@ from uopir.backends.differential import backend_status, check_outputs, verdict_l
 from uopir.backends.interface import Backend, Buffer, CompileError, Program
 from uopir.backends.params import param_sizes, written_params
 from uopir.backends.python.interpreter import evaluate
-from uopir.backends.registry import DEVICES, get_backend
+from uopir.backends.realize import debug_level, debug_print, kernel_ir_printer, launch_line, print_kernel_ir
+from uopir.backends.registry import BACKENDS, get_backend
 from uopir.dialects import core
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
@@ -57,6 +59,7 @@ from uopir.ir.parser import parse_with_source_map
 from uopir.ir.regions import regions_of
 from uopir.ir.uop import UOp
 from uopir.ir.verify import verify
+from uopir.passes.instruments import standard_instruments
 from uopir.passes.manager import PassManager
 from uopir.passes.pipeline import parse_pipeline
 from uopir.tools.common import UsageError, add_version, check_environment, check_output_file
@@ -87,7 +90,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     add_version(p)
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input .uop file, or - for stdin (default)")
     p.add_argument("--backend", default="python", metavar="NAME",
-                   help=f"the backend that runs it: {', '.join(DEVICES)}, or all: every backend this machine can run, "
+                   help=f"the backend that runs it: {', '.join(BACKENDS)}, or all: every backend this machine can run, "
                         f"each checked against the reference interpreter, one line each (implies --check; "
                         f"default: python)")
     p.add_argument("-p", "--pipeline", default=None, metavar="PIPELINE",
@@ -356,11 +359,21 @@ def run_schedule(backend: Backend, lowered: UOp, arrays: dict[int, np.ndarray],
     for u in calls:  # every kernel first: a backend may compile them in parallel
         a = u.attrs
         if a.kernel not in compiled:
+            if a.kernel.op is K.DEF and debug_level() >= 5:  # run as kernel IR (python); else kernel_ir_printer
+                print_kernel_ir(a.kernel, a.name)
             compiled[a.kernel] = backend.compile(a.kernel, a.name)
-    for u in calls:
+    timed = debug_level() >= 2
+    for n, u in enumerate(calls, 1):
         args = [x for x in u.src if x.op is T.BUFFER]
         _check_params(u, args)
-        backend.runtime.launch(compiled[u.attrs.kernel], [bufs[x.attrs.id] for x in args], var_vals=var_vals)
+        prog, bargs = compiled[u.attrs.kernel], [bufs[x.attrs.id] for x in args]
+        if timed:
+            backend.runtime.ready(prog)
+        t0 = time.perf_counter()
+        backend.runtime.launch(prog, bargs, var_vals=var_vals)
+        if timed:
+            backend.runtime.synchronize()
+            debug_print(launch_line(backend.device, n, u.attrs.name, prog, bargs, var_vals, time.perf_counter() - t0))
     backend.runtime.synchronize()
     # the calls have run: read the outputs from the buffers as they are now
     done = {u: u.operands.buffer for u in order if u.op is T.AFTER}
@@ -516,7 +529,9 @@ def _run_program(args: argparse.Namespace, root: UOp, backend: Backend, every: b
     if every:
         return _run_every(root, sizes, prep, arrays, var_vals, classes, args.exact, out, err)
     pipeline = args.pipeline if args.pipeline is not None else _stage_pipeline(backend, prep.stage)
-    lowered = PassManager.parse(pipeline).run(prep.graph) if pipeline else prep.graph
+    printer = kernel_ir_printer()
+    lowered = PassManager.parse(pipeline).run(prep.graph, instruments=standard_instruments() + [printer] if printer
+                                              else None) if pipeline else prep.graph
     got = run_schedule(backend, lowered, arrays, dict(var_vals))
     results = [(label, arr, u.dtype) for (label, u), arr in zip(prep.outputs, got, strict=True)]
     lines = [f"{escape_controls(label)}: {_type_text(arr, d)}  {summary(arr)}" for label, arr, d in results]
@@ -543,7 +558,7 @@ def _run_every(root: UOp, sizes: dict[int, int], prep0: Prepared, arrays: dict[i
     labels = [label for label, _ in prep0.outputs]
     dts = [u.dtype for _, u in prep0.outputs]
     failed = []
-    for st in backend_status(DEVICES):
+    for st in backend_status(BACKENDS):  # every registered backend, mlir (not a Tensor device) included
         if not st.available:
             out.write(f"{st.name}: unavailable ({escape_controls(st.reason or '')})\n")
             continue

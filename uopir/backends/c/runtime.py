@@ -27,7 +27,7 @@ from uopir.backends.c.renderer import KernelSignature, kernel_signature
 from uopir.backends.cpu import graph as native_graph
 from uopir.backends.cpu.runtime import HostKernel, HostRuntime, PooledHostAllocator, bind
 from uopir.backends.interface import Program
-from uopir.backends.realize import debug_level
+from uopir.backends.realize import debug_level, debug_print
 from uopir.ir.uop import UOp
 
 __all__ = ["CRuntime", "CKernel", "TieredKernel", "Pending", "PooledHostAllocator", "load_library", "library_function",
@@ -134,9 +134,9 @@ class TieredKernel(CKernel):
                 if addr is not None:
                     self._fn, self.tier = bind(self.sig, addr), "llvm"
                     if debug_level() >= 2:
-                        print(f"*** c        tier 0: kernel {self.sig.name} compiled in process by LLVM in "
-                              f"{(time.perf_counter() - t0) * 1e3:.1f} ms; it runs so until its C binary is built",
-                              flush=True)
+                        debug_print(f"*** c        tier 0: kernel {self.sig.name} compiled in process by LLVM in "
+                                    f"{(time.perf_counter() - t0) * 1e3:.1f} ms; it runs so until its C binary is "
+                                    f"built")
                     return self._fn
             fn = CKernel._load(self)
             self.tier = "c"
@@ -150,8 +150,8 @@ class TieredKernel(CKernel):
                 CKernel._load(self)
                 self.tier = "c"
             if was == "llvm" and debug_level() >= 2:
-                print(f"*** c        tier 1: kernel {self.sig.name} switched to its C binary after "
-                      f"{self.tier0_launches} launch(es) in process", flush=True)
+                debug_print(f"*** c        tier 1: kernel {self.sig.name} switched to its C binary after "
+                            f"{self.tier0_launches} launch(es) in process")
 
     def _call(self, ptrs: list[int], spans: list[tuple[int, int]], var_vals: Mapping[str, int]) -> None:
         if self.tier == "llvm":

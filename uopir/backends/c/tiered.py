@@ -110,11 +110,11 @@ def tier0_address(program: UOp) -> Any:
         obj = _compiler().compile(ir)
         return JIT.get().load(symbol(sig.name, ir), obj)  # freed once the kernel runs its C binary
     except Exception as e:  # noqa: BLE001 - any failure: the C binary runs instead
-        from uopir.backends.realize import debug_level
+        from uopir.backends.realize import debug_level, debug_print
 
         if debug_level() >= 2:
-            print(f"*** c        tier 0 (llvm) cannot compile kernel {program.arg}: {str(e).splitlines()[0][:200]}; "
-                  f"waiting for its C binary", flush=True)
+            debug_print(f"*** c        tier 0 (llvm) cannot compile kernel {program.arg}: "
+                        f"{str(e).splitlines()[0][:200]}; waiting for its C binary")
         return None
 
 

@@ -9,8 +9,10 @@ becomes one lane per point of those ranges, in one of two forms:
 Memory: a load or store whose address is linear in a lane axis with stride 1 (and whose gates do not vary along it)
 becomes one vector access per point of its other lane axes, at the address of that run's first lane (`kernel.load
 %p : vector<4xf32>` reads 4 consecutive elements); an ungated load reading every other element along one
-(LOAD_STRIDE: a stride-2 pool's window) reads the run's span and takes every other lane (`core.gep`); any other
-access is one scalar access per lane (a gather, a scatter: the stores grouped with `core.group`).
+(LOAD_STRIDE: a stride-2 pool's window, a stride-2 conv's row) reads the run's span and takes every other lane
+(`core.gep`), also where a shorter stride-1 run exists (a 5x5/2 window: 16 outputs beside 5 taps of a row are 25
+spans of 31, not 80 loads of 5 taps); any other access is one scalar access per lane (a gather, a scatter: the
+stores grouped with `core.group`).
 Reductions: a kernel.reduce over unroll (or upcast) ranges, which must be its innermost (last) range operands,
 becomes a kernel.reduce of a vector with fewer result lanes: its value is arranged result-lane-major, reduced lanes
 minor (in the reduce's range order), and each run of lanes folds into one result lane after the remaining ranges,
@@ -336,8 +338,10 @@ class _Expander:
             self.vecs[u] = gep(wide, lens)
             self.count("span-loads")
             return
-        if axis is None and not gated and ptr.op is K.INDEX and ptr.operands.gate is None:
-            axis, stride = self.run_axis(ptr, [], layout, LOAD_STRIDE), LOAD_STRIDE
+        if not gated and ptr.op is K.INDEX and ptr.operands.gate is None:  # a longer run at stride 2 wins
+            wide = self.run_axis(ptr, [], layout, LOAD_STRIDE)
+            if wide is not None and (axis is None or self.extent[wide] > self.extent[axis]):
+                axis, stride = wide, LOAD_STRIDE
         if axis is None:  # one scalar load per lane
             self.lanes[u] = [rebuild(u, tuple(self.scalar(s, p) for s in u.src)) for p in lanes.points()]
             self.count("scalar-loads", lanes.size)
