@@ -43,6 +43,14 @@ def import_ray(setting: str) -> Any:
     return ray
 
 
+def _cpus() -> int:
+    """The cores this process may use (its affinity: a container's share, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 @dataclass
 class _Node:
     id: str | None  # None: no pinning (no node matched this machine's fingerprint)
@@ -62,7 +70,7 @@ class RayPool:
                                       runtime_env={"env_vars": {"PYTHONPATH": path, "UOPIR_BEAM": "0"}})
             try:
                 if setting == "local":
-                    ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
+                    ray.init(address="local", num_cpus=num_cpus or _cpus(),
                              _node_ip_address="127.0.0.1", **kw)
                 else:
                     ray.init(address=setting, **kw)
