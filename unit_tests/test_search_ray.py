@@ -134,3 +134,22 @@ def test_beam_env_runs_on_ray(cluster, tmp_path, monkeypatch):
     cached = get_tuning_cache().lookup(k, "c", device_fingerprint("c"))
     assert cached is not None and apply_opts(k, cached) is out
     assert all(isinstance(o, Opt) for o in cached)
+
+
+def test_a_cluster_that_does_not_answer_is_a_clear_error(tmp_path):
+    """uop-opt with UOPIR_BEAM_RAY at an address where nothing listens: one located error, exit 1, in seconds (Ray
+    itself would retry for minutes)."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "k.uop"
+    src.write_text(matmul(4, 4, 4))
+    env = {**os.environ, "UOPIR_BEAM_RAY": "127.0.0.1:1", "PYTHONPATH": str(Path(HERE).parent)}
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "uopir.tools.uop_opt", str(src), "-p",
+                          "kernel-optimize{strategy=beam target=c}", "--tuning-cache=none"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "error: kernel-optimize: UOPIR_BEAM_RAY=127.0.0.1:1: cannot connect to a Ray cluster: nothing answers at " \
+           "127.0.0.1:1" in res.stderr
+    assert time.perf_counter() - t0 < 60

@@ -17,8 +17,10 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import socket
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +32,7 @@ from uopir.search.job import Job, Measurement, run_job
 
 __all__ = ["RayPool", "ray_pool", "import_ray"]
 
+CONNECT_TIMEOUT_S = 10.0  # for a cluster's address to answer before the search gives up on it
 _ROOT = str(Path(__file__).resolve().parents[2])  # the folder uopir is imported from, for the workers' path
 
 
@@ -41,6 +44,22 @@ def import_ray(setting: str) -> Any:
         raise StrategyError(f"{RAY_ENV}={setting} runs the search's jobs on Ray, which is not installed: "
                             f"pip install 'uopir[search]' (or pip install ray)") from None
     return ray
+
+
+def _reachable(setting: str) -> None:
+    """ConnectionError unless the cluster's address answers (ray.init retries an unreachable one for minutes)."""
+    address = setting.removeprefix("ray://")
+    if setting == "auto":  # the address a running `ray start` left for this machine (ConnectionError: none)
+        try:
+            from ray._private.services import canonicalize_bootstrap_address
+        except ImportError:  # another Ray version: ray.init looks for it itself
+            return
+        address = canonicalize_bootstrap_address("auto") or ""
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as e:
+        raise ConnectionError(f"nothing answers at {address} ({e})") from None
 
 
 def _cpus() -> int:
@@ -69,11 +88,13 @@ class RayPool:
             kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
                                       runtime_env={"env_vars": {"PYTHONPATH": path, "UOPIR_BEAM": "0"}})
             try:
-                if setting == "local":
-                    ray.init(address="local", num_cpus=num_cpus or _cpus(),
-                             _node_ip_address="127.0.0.1", **kw)
-                else:
-                    ray.init(address=setting, **kw)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # the error below says it once, located
+                    if setting == "local":
+                        ray.init(address="local", num_cpus=num_cpus or _cpus(), _node_ip_address="127.0.0.1", **kw)
+                    else:
+                        _reachable(setting)
+                        ray.init(address=setting, **kw)
             except (ConnectionError, RuntimeError, ValueError) as e:
                 raise StrategyError(f"{RAY_ENV}={setting}: cannot {'start' if setting == 'local' else 'connect to'} "
                                     f"a Ray cluster: {e}") from None
