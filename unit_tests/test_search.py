@@ -289,3 +289,19 @@ def test_progress_counts_a_programs_kernels(tuning_cache, monkeypatch, capsys):
     assert lines and all("\r" not in x for x in lines)
     assert any(x.startswith("beam search: 1/1 (100%) tried=") or x.startswith("beam search: 2/2 (100%) tried=")
                for x in lines), lines
+
+
+def test_timings_of_another_device_do_not_count():
+    """Only timings with the fingerprint of the machine the kernel is compiled for compare: a faster candidate timed
+    on another machine (a Ray cluster's other node) is a note, and a start timed elsewhere means no search."""
+    k = parse_ir(matmul(8, 8, 8))
+
+    def measure(jobs: list[Job]) -> list[Measurement]:
+        return [Measurement(j.opts, 0.1 if j.opts else 1.0, "other" if j.opts == ("upcast 0 by 8",) else "mine", None,
+                            (np.zeros(1),)) for j in jobs]
+
+    res = B.beam_search(k, "c", 1, measure, [], rounds=1, fingerprint="mine")
+    assert Opt("upcast", 0, 8) not in res.opts and res.opts  # another, equally fast candidate of this machine won
+    assert any("upcast 0 by 8" in n and "timed on another device (other)" in n for n in res.notes)
+    res = B.beam_search(k, "c", 1, measure, [], rounds=1, fingerprint="elsewhere")
+    assert res.opts == [] and res.tried == 0 and "not on the one the kernel is compiled for" in res.notes[0]
