@@ -264,6 +264,10 @@ def test_search_settings_are_checked(monkeypatch):
     with pytest.raises(IRError, match="UOPIR_BEAM_BUDGET='soon': a search budget is a positive number"):
         pm.run(k)
     monkeypatch.delenv("UOPIR_BEAM_BUDGET")
+    monkeypatch.setenv("UOPIR_PROGRESS", "sometimes")
+    with pytest.raises(IRError, match=r"\$UOPIR_PROGRESS must be 0"):
+        pm.run(k)
+    monkeypatch.delenv("UOPIR_PROGRESS")
     monkeypatch.setenv("UOPIR_BEAM_RAY", "yes please")
     with pytest.raises(IRError, match="UOPIR_BEAM_RAY='yes please': expected local"):
         pm.run(k)

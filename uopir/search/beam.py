@@ -247,8 +247,13 @@ _BAR: list = []  # the progress of the program being searched (beam_session), in
 def beam_session(total: int) -> Iterator[None]:
     """A progress bar over the `total` kernels of one program (kernel-optimize enters it around them): kernels done,
     candidates tried, the current kernel's best time."""
-    from uopir.search.progress import progress
+    from uopir.search.progress import progress, progress_setting
 
+    try:
+        progress_setting()
+    except ValueError:  # beam_strategy reports it at the kernel
+        yield
+        return
     with progress(total, "beam search") as bar:
         bar.set_postfix(tried=0)
         _BAR.append(bar)
@@ -263,10 +268,15 @@ def beam_strategy(kdef: UOp, t: Target, width: int, budget: float | None = None)
     heuristic's opts (recorded in the cache); `budget` seconds for the search (None: BUDGET_S)."""
     from uopir.backends.realize import debug_level
     from uopir.backends.registry import DEVICES, get_backend
+    from uopir.passes.kernel.strategies import StrategyError
     from uopir.search.cache import get_tuning_cache
     from uopir.search.fingerprint import device_fingerprint
-    from uopir.search.progress import progress
+    from uopir.search.progress import progress, progress_setting
 
+    try:
+        progress_setting()
+    except ValueError as e:
+        raise StrategyError(str(e)) from None
     device = t.name
     backend = get_backend(device) if device in DEVICES else None
     if backend is None or backend.compiler is None or not backend.available:
