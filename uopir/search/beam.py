@@ -293,15 +293,12 @@ def beam_strategy(kdef: UOp, t: Target, width: int, budget: float | None = None)
     measure = _measurer()
     name = kdef.arg if isinstance(kdef.arg, str) else "kernel"
     with progress(None, f"beam {name}", disable=outer is not None) as own:
-        bar = outer or own
-        tried0 = int(bar.postfix.get("tried", 0))
+        bar = outer or own  # the program's bar counts kernels; a lone kernel's bar counts candidates
 
         def on_round(rnd: int, n: int, best: float | None) -> None:
             if outer is None:
                 own.update(n)
-            bar.set_postfix(tried=tried0 + on_round.tried + n, best_us=f"{(best or 0) * 1e6:.1f}")  # type: ignore
-            on_round.tried += n  # type: ignore[attr-defined]
-        on_round.tried = 0  # type: ignore[attr-defined]
+            bar.set_postfix(tried=int(bar.postfix.get("tried", 0)) + n, best_us=f"{(best or 0) * 1e6:.1f}")
         heuristic = heuristic_opts(kdef, t)
         res = beam_search(kdef, device, width, measure, heuristic, threads=t.threads, budget=budget,
                           fingerprint=fingerprint, check=lowering_check(kdef, device), on_round=on_round)
