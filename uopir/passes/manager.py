@@ -196,7 +196,8 @@ class PassManager:
                 with ExitStack() as around:
                     arounds = [s for s in step.steps if isinstance(s, PassStep) and s.info.around_regions is not None]
                     if arounds:  # e.g. the search's progress bar over the kernels (PassInfo.around_regions)
-                        total = count_regions(root, step.anchor.select)
+                        def total() -> int:  # counted only when a hook asks (a walk of the whole graph)
+                            return count_regions(root, step.anchor.select)
                         for s in arounds:
                             around.enter_context(s.info.around_regions(s.options, total))
                     return map_regions(root, step.anchor.select, lambda r: self._run_nested(step, r, insts, depth))

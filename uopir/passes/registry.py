@@ -47,7 +47,8 @@ _KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 @dataclass(frozen=True)
 class PassInfo:
     """A registered pass: name, function, summary, options; `around_regions(options, total)`, when set, is the context
-    an anchor enters around its `total` regions when the pass runs inside it (a search's progress over kernels)."""
+    an anchor enters around its regions when the pass runs inside it (a search's progress over kernels); `total()`
+    counts the regions (a walk of the graph: called only when needed)."""
 
     name: str
     fn: Callable[[UOp, Any, PassContext], UOp]
@@ -56,7 +57,7 @@ class PassInfo:
     produces: tuple[str, ...]
     options: type | None
     option_infos: tuple[OptionInfo, ...]
-    around_regions: Callable[[Any, int], AbstractContextManager[object]] | None = None
+    around_regions: Callable[[Any, Callable[[], int]], AbstractContextManager[object]] | None = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def _check_name(kind: str, name: str) -> None:
 
 def register_pass(name: str, summary: str = "", consumes: Iterable[str] = (), produces: Iterable[str] = (),
                   options: type | None = None,
-                  around_regions: Callable[[Any, int], AbstractContextManager[object]] | None = None,
+                  around_regions: Callable[[Any, Callable[[], int]], AbstractContextManager[object]] | None = None,
                   ) -> Callable[[Callable], Callable]:
     """Register `fn(root, options, ctx) -> UOp` as pass `name`. `options` is a dataclass whose fields (typed, each
     with a default) are the pass's options, or None; `around_regions`: see PassInfo. Registering a name again

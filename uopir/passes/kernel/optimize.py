@@ -988,13 +988,14 @@ def _strategy(options: KernelOptimizeOptions) -> tuple[str, int]:
     return strategy, width
 
 
-def _around_kernels(options: KernelOptimizeOptions, total: int) -> AbstractContextManager[object]:
-    """What a measured strategy opens around a program's `total` kernels (its progress bar), else nothing."""
+def _around_kernels(options: KernelOptimizeOptions, total: Callable[[], int]) -> AbstractContextManager[object]:
+    """What a measured strategy opens around a program's kernels (`total()` of them: its progress bar), else
+    nothing (the heuristic does not count them)."""
     try:
         strategy, _ = _strategy(options)
     except ValueError:  # reported by the pass, at the kernel
         return nullcontext()
-    return nullcontext() if strategy in ("heuristic", "none") else strategy_session(strategy, total)
+    return nullcontext() if strategy in ("heuristic", "none") else strategy_session(strategy, total())
 
 
 @register_pass("kernel-optimize", summary="choose upcast/unroll/thread opts per kernel from the target description",
@@ -1036,5 +1037,5 @@ def kernel_optimize(root: UOp, options: KernelOptimizeOptions, ctx: PassContext)
 
     if is_kernel_body(root):
         return run(root)
-    with _around_kernels(options, count_regions(root, is_kernel_body)):  # the search's bar over the kernels
+    with _around_kernels(options, lambda: count_regions(root, is_kernel_body)):  # the search's bar over the kernels
         return map_regions(root, is_kernel_body, run)
