@@ -203,3 +203,109 @@ def test_uopir_beam_env(tuning_cache, monkeypatch):
     cache = get_tuning_cache()
     assert cache is not None and cache.path == tuning_cache
     assert len(cache.entries()) >= 1
+
+
+def test_candidates_the_lowering_rejects_are_not_sent():
+    """A candidate kernel-expand rejects (a register tile of 8192 lanes) is dropped with a note before any job is
+    sent; the jobs that are sent all lower."""
+    from uopir.search.job import lower_candidate
+
+    k = parse_ir(matmul(64, 64, 64))
+    start = heuristic_opts(k, target("c"))
+    sent: list[tuple[str, ...]] = []
+    unchecked: list[tuple[str, ...]] = []
+
+    def measuring(into: list[tuple[str, ...]]) -> B.Measure:
+        def measure(jobs: list[Job]) -> list[Measurement]:
+            into.extend(j.opts for j in jobs)
+            return [Measurement(j.opts, 1.0 + 0.01 * len(j.opts), "fp", None, (np.zeros(1),)) for j in jobs]
+        return measure
+
+    res = B.beam_search(k, "c", 1, measuring(sent), start, rounds=1, check=B.lowering_check(k, "c"))
+    assert res.filtered >= 1 and any("not sent" in n and "lanes" in n for n in res.notes)
+    for opts in sent:
+        lower_candidate(k, opts, "c")  # raises if a rejected candidate got through
+    B.beam_search(k, "c", 1, measuring(unchecked), start, rounds=1)
+    dropped = set(unchecked) - set(sent)  # without the check the same search sends exactly those more
+    assert len(dropped) == res.filtered
+    for opts in dropped:
+        with pytest.raises(Exception, match="kernel-expand"):
+            lower_candidate(k, opts, "c")
+
+
+def test_budget_bounds_the_search():
+    """budget=S: a search whose candidates take 0.1 s each stops sending them once its budget is spent."""
+    import time
+
+    k = parse_ir(matmul(16, 16, 16))
+
+    def measure(jobs: list[Job]) -> list[Measurement]:
+        time.sleep(0.1 * len(jobs))
+        return [Measurement(j.opts, 1.0 / (1 + len(j.opts)), "fp", None, (np.zeros(1),)) for j in jobs]
+
+    t0 = time.perf_counter()
+    res = B.beam_search(k, "c", 2, measure, [], rounds=4, budget=1.0)
+    assert time.perf_counter() - t0 < 2.5 and 0 < res.tried <= 12
+    assert B.beam_search(k, "c", 2, measure, [], rounds=1, budget=100.0).tried > 12
+
+
+def test_search_settings_are_checked(monkeypatch):
+    """A bad budget option, UOPIR_BEAM_BUDGET or UOPIR_BEAM_RAY is one located error naming it; so is Ray missing."""
+    import sys
+
+    from uopir.search import ray_pool
+
+    k = parse_ir(matmul(8, 8, 8))
+    for bad in ("-1", "0.0e0x"):
+        with pytest.raises((IRError, ValueError), match="budget"):
+            PassManager.parse(f"kernel-optimize{{strategy=beam budget={bad} target=c}}")
+    pm = PassManager.parse("kernel-optimize{strategy=beam width=1 target=c}")
+    monkeypatch.setenv("UOPIR_BEAM_BUDGET", "soon")
+    with pytest.raises(IRError, match=r"\$UOPIR_BEAM_BUDGET must be a search budget, .* got 'soon'"):
+        pm.run(k)
+    monkeypatch.delenv("UOPIR_BEAM_BUDGET")
+    monkeypatch.setenv("UOPIR_PROGRESS", "sometimes")
+    with pytest.raises(IRError, match=r"\$UOPIR_PROGRESS must be 0"):
+        pm.run(k)
+    monkeypatch.delenv("UOPIR_PROGRESS")
+    monkeypatch.setenv("UOPIR_BEAM_RAY", "yes please")
+    with pytest.raises(IRError, match=r"\$UOPIR_BEAM_RAY must be local, auto, .* got 'yes please'"):
+        pm.run(k)
+    monkeypatch.setenv("UOPIR_BEAM_RAY", "local")
+    monkeypatch.setattr(ray_pool, "_POOLS", {})
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if ray were not installed
+    monkeypatch.setenv("UOPIR_TUNING_CACHE", "off")
+    with pytest.raises(IRError, match=r"UOPIR_BEAM_RAY=local runs the search's jobs on Ray, which is not installed: "
+                                      r"pip install 'uopir\[search\]'"):
+        pm.run(k)
+
+
+def test_progress_counts_a_programs_kernels(tuning_cache, monkeypatch, capsys):
+    """UOPIR_BEAM over a program of two kernels: one progress line (a pipe) counts both, with the candidates tried."""
+    from uopir import Tensor
+
+    monkeypatch.setenv("UOPIR_BEAM", "1")
+    monkeypatch.setenv("UOPIR_BEAM_BUDGET", "3")
+    monkeypatch.setenv("UOPIR_PROGRESS", "lines")
+    a = np.arange(48, dtype=np.float32).reshape(6, 8)
+    np.testing.assert_allclose((Tensor(a, device="c") * 2).sum(axis=1).numpy(), (a * 2).sum(axis=1))
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("beam search: ")]
+    assert lines and all("\r" not in x for x in lines)
+    assert any(x.startswith("beam search: 1/1 (100%) tried=") or x.startswith("beam search: 2/2 (100%) tried=")
+               for x in lines), lines
+
+
+def test_timings_of_another_device_do_not_count():
+    """Only timings with the fingerprint of the machine the kernel is compiled for compare: a faster candidate timed
+    on another machine (a Ray cluster's other node) is a note, and a start timed elsewhere means no search."""
+    k = parse_ir(matmul(8, 8, 8))
+
+    def measure(jobs: list[Job]) -> list[Measurement]:
+        return [Measurement(j.opts, 0.1 if j.opts else 1.0, "other" if j.opts == ("upcast 0 by 8",) else "mine", None,
+                            (np.zeros(1),)) for j in jobs]
+
+    res = B.beam_search(k, "c", 1, measure, [], rounds=1, fingerprint="mine")
+    assert Opt("upcast", 0, 8) not in res.opts and res.opts  # another, equally fast candidate of this machine won
+    assert any("upcast 0 by 8" in n and "timed on another device (other)" in n for n in res.notes)
+    res = B.beam_search(k, "c", 1, measure, [], rounds=1, fingerprint="elsewhere")
+    assert res.opts == [] and res.tried == 0 and "not on the one the kernel is compiled for" in res.notes[0]

@@ -91,7 +91,12 @@ def test_short_work_on_a_pipe_writes_only_its_last_line(monkeypatch: pytest.Monk
     assert s.getvalue().startswith("steps: 3 [")  # an unknown total: a count without a percentage
     with progress(3, "quiet", stream=s, disable=True) as p:
         p.update(3)
-    assert s.getvalue().count("\n") == 2
+    assert s.getvalue().count("\n") == 1  # the last line is not written again when nothing changed since
+    s = io.StringIO()
+    with Progress(4, "kernels", stream=s, interval=0.0) as p:
+        p.update(4)
+        p.set_postfix(best=2.0)  # a change after the last line: the last line shows it
+    assert s.getvalue().splitlines()[-1].startswith("kernels: 4/4 (100%) best=2 [") and s.getvalue().count("\n") == 2
 
 
 def test_the_training_example_writes_no_carriage_return_into_a_pipe(tmp_path: Path) -> None:

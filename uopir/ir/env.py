@@ -12,6 +12,7 @@ the next read.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -195,6 +196,26 @@ def _progress(v: str) -> str:
     raise ValueError("")
 
 
+def _seconds(v: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        s = float(v)
+    except ValueError:
+        raise ValueError("") from None
+    if not 0 < s < float("inf"):
+        raise ValueError("")
+    return s
+
+
+def _ray(v: str) -> str | None:
+    """Where a search's jobs run: local, auto or a Ray cluster address; None (0/off) for the local process pool."""
+    if v.lower() in _OFF:
+        return None
+    if v in ("local", "auto") or re.fullmatch(r"(ray://)?[A-Za-z0-9_.\-]+:\d{1,5}", v):
+        return v
+    raise ValueError("")
+
+
 def _off_or_path(v: str) -> str:
     return "off" if v.lower() == "off" else v
 
@@ -207,6 +228,13 @@ NOOPT = declare("UOPIR_NOOPT", flag, False, "kernel-optimize's heuristic applies
                 "0 or 1", alias="NOOPT")
 BEAM = declare("UOPIR_BEAM", count, 0, "kernel-optimize's heuristic becomes a beam search of this width "
                "(0: the heuristic)", "a beam width, an integer >= 0", alias="BEAM")
+BEAM_BUDGET: EnvVar[float | None] = declare(
+    "UOPIR_BEAM_BUDGET", _seconds, None, "seconds one kernel's beam search may take (unset: the search's default)",
+    "a search budget, a positive number of seconds")
+BEAM_RAY: EnvVar[str | None] = declare(
+    "UOPIR_BEAM_RAY", _ray, None, "a beam search's compile-and-time jobs run as Ray tasks: local (start a cluster on "
+    "this machine), auto (the running one) or a cluster address (unset/0: the local process pool)",
+    "local, auto, a cluster address HOST:PORT or ray://HOST:PORT, or 0")
 VIZ = declare("UOPIR_VIZ", text, "", "record every pass of the process and write the visualizer's trace at exit "
               "(1: uopir-viz.json/.html here; else that path)", "1 or a path", alias="VIZ")
 PROGRESS = declare("UOPIR_PROGRESS", _progress, "auto", "progress of a beam search: a bar on a terminal, lines on "

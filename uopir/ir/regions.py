@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from uopir.ir.ops import RegionAttr
 from uopir.ir.uop import UOp
 
-__all__ = ["region_indices", "regions_of", "region_name", "ops_by_dialect", "map_regions"]
+__all__ = ["region_indices", "regions_of", "region_name", "ops_by_dialect", "count_regions", "map_regions"]
 
 
 def region_indices(u: UOp) -> list[int]:
@@ -54,6 +54,19 @@ def ops_by_dialect(root: UOp) -> dict[str, str]:
             out.setdefault(u.op.dialect, u.op.name)
             stack.extend(regions_of(u))
     return out
+
+
+def count_regions(root: UOp, select: Callable[[UOp], bool]) -> int:
+    """How many distinct region roots `select` accepts under `root` (searching inside unselected regions too, not
+    inside selected ones): the regions map_regions hands to its function."""
+    seen, found, stack = set(), set(), [root]
+    while stack:
+        for u in stack.pop().toposort():
+            for r in regions_of(u):
+                if r not in seen:
+                    seen.add(r)
+                    (found.add if select(r) else stack.append)(r)
+    return len(found)
 
 
 def map_regions(root: UOp, select: Callable[[UOp], bool], fn: Callable[[UOp], UOp]) -> UOp:

@@ -12,11 +12,12 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any
 
 from uopir.ir import trace
 from uopir.ir.diagnostics import Diagnostic, IRError, Severity, SourceMap, diag_at, located
-from uopir.ir.regions import map_regions, region_name
+from uopir.ir.regions import count_regions, map_regions, region_name
 from uopir.ir.rewrite import RewriteStats
 from uopir.ir.uop import UOp
 from uopir.passes.errors import PassCrash, PassFailure, PipelineError, did_you_mean
@@ -192,7 +193,14 @@ class PassManager:
             rec = self._record(step, step.anchor.name + "(...)", depth)
             t = time.perf_counter()
             try:
-                return map_regions(root, step.anchor.select, lambda r: self._run_nested(step, r, insts, depth))
+                with ExitStack() as around:
+                    arounds = [s for s in step.steps if isinstance(s, PassStep) and s.info.around_regions is not None]
+                    if arounds:  # e.g. the search's progress bar over the kernels (PassInfo.around_regions)
+                        def total() -> int:  # counted only when a hook asks (a walk of the whole graph)
+                            return count_regions(root, step.anchor.select)
+                        for s in arounds:
+                            around.enter_context(s.info.around_regions(s.options, total))
+                    return map_regions(root, step.anchor.select, lambda r: self._run_nested(step, r, insts, depth))
             finally:
                 rec.seconds += time.perf_counter() - t
                 rec.runs += 1

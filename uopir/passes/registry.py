@@ -17,6 +17,7 @@ import io
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +46,9 @@ _KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
 @dataclass(frozen=True)
 class PassInfo:
-    """A registered pass: name, function, summary, options."""
+    """A registered pass: name, function, summary, options; `around_regions(options, total)`, when set, is the context
+    an anchor enters around its regions when the pass runs inside it (a search's progress over kernels); `total()`
+    counts the regions (a walk of the graph: called only when needed)."""
 
     name: str
     fn: Callable[[UOp, Any, PassContext], UOp]
@@ -54,6 +57,7 @@ class PassInfo:
     produces: tuple[str, ...]
     options: type | None
     option_infos: tuple[OptionInfo, ...]
+    around_regions: Callable[[Any, Callable[[], int]], AbstractContextManager[object]] | None = None
 
 
 @dataclass(frozen=True)
@@ -89,16 +93,20 @@ def _check_name(kind: str, name: str) -> None:
 
 
 def register_pass(name: str, summary: str = "", consumes: Iterable[str] = (), produces: Iterable[str] = (),
-                  options: type | None = None) -> Callable[[Callable], Callable]:
+                  options: type | None = None,
+                  around_regions: Callable[[Any, Callable[[], int]], AbstractContextManager[object]] | None = None,
+                  ) -> Callable[[Callable], Callable]:
     """Register `fn(root, options, ctx) -> UOp` as pass `name`. `options` is a dataclass whose fields (typed, each
-    with a default) are the pass's options, or None. Registering a name again replaces it (module reloads)."""
+    with a default) are the pass's options, or None; `around_regions`: see PassInfo. Registering a name again
+    replaces it (module reloads)."""
     _check_name("pass", name)
     infos = option_infos(f"pass '{name}'", options)
 
     def deco(fn: Callable) -> Callable:
         if name in PIPELINES:
             raise ValueError(f"pass name {name!r} is already a pipeline")
-        PASSES[name] = PassInfo(name, fn, summary.strip(), tuple(consumes), tuple(produces), options, infos)
+        PASSES[name] = PassInfo(name, fn, summary.strip(), tuple(consumes), tuple(produces), options, infos,
+                                around_regions)
         return fn
     return deco
 

@@ -10,6 +10,7 @@ progress`): as a package attribute the name is the submodule."""
 from __future__ import annotations
 
 import importlib
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from uopir.passes.kernel.strategies import register_strategy
@@ -32,11 +33,18 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(home), name)
 
 
-def beam_strategy(kdef: UOp, t: Target, width: int) -> list[Opt]:
+def beam_strategy(kdef: UOp, t: Target, width: int, budget: float | None = None) -> list[Opt]:
     """kernel-optimize's `beam` strategy (loads the search on first use: an import of uopir stays light)."""
     from uopir.search.beam import beam_strategy as search
 
-    return search(kdef, t, width)
+    return search(kdef, t, width, budget)
 
 
-register_strategy("beam", beam_strategy)
+def beam_session(total: int) -> AbstractContextManager[None]:
+    """The search's progress bar over a program's `total` kernels (uopir.search.beam.beam_session)."""
+    from uopir.search.beam import beam_session as session
+
+    return session(total)
+
+
+register_strategy("beam", beam_strategy, beam_session)

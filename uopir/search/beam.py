@@ -3,18 +3,26 @@
 It starts from the heuristic's opts and, round by round, measures the neighbours of the `width` fastest opt sets
 found so far: each opt removed, a split's factor changed to another divisor of its range, an upcast or unroll added
 on an axis that has none, the global (threaded) range moved to another output axis or added, `pack` switched on or
-off, an output range made the outer loop. A candidate whose opts do not apply is dropped before anything runs; one
-that fails to compile, crashes, runs over its time limit or computes another result than the starting opts (within a
-reassociation tolerance) is skipped with a note. The search stops when a round finds nothing MIN_GAIN faster than
-the best so far, after MAX_ROUNDS rounds, or past BUDGET_S seconds; the winner then replaces the start only when it
+off, an output range made the outer loop. A candidate whose opts do not apply, or whose kernel the lowering rejects
+(kernel-expand's lane limit, a reduce's range order...: `check`, run here before a job is sent), is dropped before
+anything compiles, so a round's MAX_PER_ROUND places go to candidates that can run; one that fails to compile,
+crashes, runs over its time limit or computes another result than the starting opts (within a
+reassociation tolerance) is skipped with a note, and so is a timing from a device of another fingerprint than the
+one the kernel is compiled for (a Ray cluster's other machines). The search stops when a round finds nothing
+MIN_GAIN faster than the best so far, after MAX_ROUNDS rounds, or past its budget (BUDGET_S seconds, or
+kernel-optimize's budget=S / UOPIR_BEAM_BUDGET); a round that would end past the budget sends only the candidates
+the time left allows (at the pace of the rounds before); the winner then replaces the start only when it
 is MIN_GAIN faster again in CONFIRM_RUNS more timings of both, taken alternately (a shared machine's noise). The
-tuning cache is read first (a hit: no search) and gets the winner.
+tuning cache is read first (a hit: no search) and gets the winner. The jobs run in the local process pool, or as
+Ray tasks with UOPIR_BEAM_RAY (uopir.search.ray_pool). Over a program's kernels a progress bar counts the kernels
+searched, the candidates tried and the current kernel's best time (`beam_session`, entered by kernel-optimize).
 """
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,8 +36,8 @@ from uopir.passes.kernel.strategies import StrategyUnavailable
 from uopir.passes.target import Target
 from uopir.search.job import Job, Measurement
 
-__all__ = ["SearchResult", "beam_search", "neighbours", "beam_strategy", "Measure", "MAX_ROUNDS", "MIN_GAIN",
-           "BUDGET_S", "TIME_LIMIT_S", "RUNS", "CONFIRM_RUNS"]
+__all__ = ["SearchResult", "beam_search", "neighbours", "beam_strategy", "beam_session", "lowering_check", "Measure",
+           "Check", "MAX_ROUNDS", "MIN_GAIN", "BUDGET_S", "TIME_LIMIT_S", "RUNS", "CONFIRM_RUNS"]
 
 MAX_ROUNDS = 4
 MIN_GAIN = 0.03  # a candidate must be this much faster than the best so far to count (timing noise)
@@ -43,6 +51,7 @@ _SPLITS = ("upcast", "unroll", "local", "group")
 _LAST = ("outer", "global", "pack")  # the opts applied after every split, in this order
 
 Measure = Callable[[list[Job]], list[Measurement]]
+Check = Callable[[tuple[Opt, ...]], "str | None"]  # why a candidate cannot run (None: it can), before it is sent
 
 
 @dataclass
@@ -56,6 +65,7 @@ class SearchResult:
     tried: int = 0
     rounds: int = 0
     notes: list[str] = field(default_factory=list)
+    filtered: int = 0  # candidates `check` dropped before they were sent
 
 
 def _ordered(opts: list[Opt]) -> tuple[Opt, ...]:
@@ -120,9 +130,13 @@ def _same(got: tuple[np.ndarray, ...] | None, ref: tuple[np.ndarray, ...] | None
 
 
 def beam_search(kernel: UOp, device: str, width: int, measure: Measure, start: list[Opt] | None = None, *,
-                threads: int = 1, rounds: int = MAX_ROUNDS, runs: int = RUNS,
+                threads: int = 1, rounds: int = MAX_ROUNDS, runs: int = RUNS, budget: float | None = None,
+                fingerprint: str | None = None, check: Check | None = None,
                 on_round: Callable[[int, int, float | None], None] | None = None) -> SearchResult:
-    """Search opts for `kernel` on `device` from `start` (default: none), measuring with `measure`."""
+    """Search opts for `kernel` on `device` from `start` (default: none), measuring with `measure`; `budget`
+    seconds (None: BUDGET_S); only timings of `fingerprint` compare (None: the start's); `check` drops candidates
+    that cannot run before they are sent."""
+    budget = BUDGET_S if budget is None else budget
     text = print_ir(kernel)
     t0 = time.perf_counter()
 
@@ -135,17 +149,31 @@ def beam_search(kernel: UOp, device: str, width: int, measure: Measure, start: l
     if base.error or base.seconds is None:
         res.notes.append(f"the starting opts [{', '.join(base.opts)}] failed, nothing to compare with: {base.error}")
         return res
+    if fingerprint is not None and base.fingerprint != fingerprint:
+        res.notes.append(f"the starting opts were timed on another device ({base.fingerprint}), not on the one the "
+                         f"kernel is compiled for ({fingerprint}): no search")
+        return res
     ref, fingerprint = base.outputs, base.fingerprint
     res.seconds = res.baseline_seconds = base.seconds
     beam: list[tuple[float, tuple[Opt, ...]]] = [(base.seconds, first)]
     seen = {first}
     for rnd in range(rounds):
+        spent = time.perf_counter() - t0
+        room = MAX_PER_ROUND
+        if spent + spent / (res.tried + 1) * MAX_PER_ROUND > budget:  # the time left, at this pace
+            room = int((budget - spent) / (spent / (res.tried + 1)))
         cands = []
         for _, opts in beam:
             for c in neighbours(kernel, opts, threads):
-                if c not in seen and len(cands) < MAX_PER_ROUND:
-                    seen.add(c)
+                if c in seen or len(cands) >= room:
+                    continue
+                seen.add(c)
+                why = check(c) if check is not None else None
+                if why is None:
                     cands.append(c)
+                else:
+                    res.filtered += 1
+                    res.notes.append(f"[{', '.join(map(str, c))}] not sent: {why}")
         if not cands:
             break
         res.rounds = rnd + 1
@@ -164,7 +192,7 @@ def beam_search(kernel: UOp, device: str, width: int, measure: Measure, start: l
         beam = sorted(beam + found, key=lambda sc: sc[0])[:width]
         if on_round is not None:
             on_round(rnd + 1, len(cands), beam[0][0])
-        if beam[0][0] > best * (1 - MIN_GAIN) or time.perf_counter() - t0 > BUDGET_S:
+        if beam[0][0] > best * (1 - MIN_GAIN) or time.perf_counter() - t0 > budget:
             break
     if beam[0][1] != first:  # confirm: the winner and the start timed again, alternately, so a lucky draw (the
         # machine busy while the start ran) does not replace a faster schedule
@@ -179,22 +207,76 @@ def beam_search(kernel: UOp, device: str, width: int, measure: Measure, start: l
     return res
 
 
-def _measurer(device: str) -> Measure:
+def _measurer() -> Measure:
+    """The pool the jobs run in: Ray's with UOPIR_BEAM_RAY, else the local process pool."""
+    from uopir.passes.kernel.strategies import StrategyError, beam_ray_from_env
+
+    try:
+        setting = beam_ray_from_env()
+    except ValueError as e:
+        raise StrategyError(str(e)) from None
+    if setting is not None:
+        from uopir.search.ray_pool import ray_pool
+
+        pool = ray_pool(setting)
+        return lambda jobs: pool.measure(jobs, TIME_LIMIT_S)
     from uopir.search.pool import local_pool
 
-    pool = local_pool()
-    return lambda jobs: pool.measure(jobs, TIME_LIMIT_S)
+    local = local_pool()
+    return lambda jobs: local.measure(jobs, TIME_LIMIT_S)
 
 
-def beam_strategy(kdef: UOp, t: Target, width: int) -> list[Opt]:
+def lowering_check(kernel: UOp, device: str) -> Check:
+    """A Check that lowers each candidate as its job would (kernel-expand, the device passes; no compile)."""
+    from uopir.search.job import lower_candidate
+
+    def check(opts: tuple[Opt, ...]) -> str | None:
+        try:
+            lower_candidate(kernel, tuple(map(str, opts)), device)
+        except Exception as e:  # noqa: BLE001 - any rejection drops the candidate, with its reason in a note
+            return " ".join(str(e).split())[:300] or type(e).__name__
+        return None
+
+    return check
+
+
+_BAR: list = []  # the progress of the program being searched (beam_session), innermost last
+
+
+@contextmanager
+def beam_session(total: int) -> Iterator[None]:
+    """A progress bar over the `total` kernels of one program (kernel-optimize enters it around them): kernels done,
+    candidates tried, the current kernel's best time."""
+    from uopir.search.progress import progress, progress_setting
+
+    try:
+        progress_setting()
+    except ValueError:  # beam_strategy reports it at the kernel
+        yield
+        return
+    with progress(total, "beam search") as bar:
+        bar.set_postfix(tried=0)
+        _BAR.append(bar)
+        try:
+            yield
+        finally:
+            _BAR.remove(bar)
+
+
+def beam_strategy(kdef: UOp, t: Target, width: int, budget: float | None = None) -> list[Opt]:
     """kernel-optimize's `beam`: the tuning cache's opts for this kernel on this device, else a search from the
-    heuristic's opts (recorded in the cache)."""
+    heuristic's opts (recorded in the cache); `budget` seconds for the search (None: BUDGET_S)."""
     from uopir.backends.realize import debug_level
     from uopir.backends.registry import DEVICES, get_backend
+    from uopir.passes.kernel.strategies import StrategyError
     from uopir.search.cache import get_tuning_cache
     from uopir.search.fingerprint import device_fingerprint
-    from uopir.search.progress import progress
+    from uopir.search.progress import progress, progress_setting
 
+    try:
+        progress_setting()
+    except ValueError as e:
+        raise StrategyError(str(e)) from None
     device = t.name
     backend = get_backend(device) if device in DEVICES else None
     if backend is None or backend.compiler is None or not backend.available:
@@ -203,15 +285,25 @@ def beam_strategy(kdef: UOp, t: Target, width: int) -> list[Opt]:
     fingerprint = device_fingerprint(device)
     cache = get_tuning_cache()  # uop-opt --tuning-cache / set_tuning_cache, else $UOPIR_TUNING_CACHE or the default
     hit = cache.lookup(kdef, device, fingerprint) if cache is not None else None
+    outer = _BAR[-1] if _BAR else None
     if hit is not None:
+        if outer is not None:
+            outer.update(1)
         return hit
+    measure = _measurer()
     name = kdef.arg if isinstance(kdef.arg, str) else "kernel"
-    with progress(None, f"beam {name}") as bar:
+    with progress(None, f"beam {name}", disable=outer is not None) as own:
+        bar = outer or own  # the program's bar counts kernels; a lone kernel's bar counts candidates
+
         def on_round(rnd: int, n: int, best: float | None) -> None:
-            bar.update(n)
-            bar.set_postfix(round=rnd, best_us=f"{(best or 0) * 1e6:.1f}")
+            if outer is None:
+                own.update(n)
+            bar.set_postfix(tried=int(bar.postfix.get("tried", 0)) + n, best_us=f"{(best or 0) * 1e6:.1f}")
         heuristic = heuristic_opts(kdef, t)
-        res = beam_search(kdef, device, width, _measurer(device), heuristic, threads=t.threads, on_round=on_round)
+        res = beam_search(kdef, device, width, measure, heuristic, threads=t.threads, budget=budget,
+                          fingerprint=fingerprint, check=lowering_check(kdef, device), on_round=on_round)
+    if outer is not None:
+        outer.update(1)
     if res.seconds is not None and cache is not None:
         cache.record(kdef, device, fingerprint, res.opts, res.seconds, res.baseline_seconds)
     if debug_level() >= 1:  # what the search chose, and why candidates were skipped at UOPIR_DEBUG=2
@@ -219,7 +311,7 @@ def beam_strategy(kdef: UOp, t: Target, width: int) -> list[Opt]:
             return "?" if s is None else f"{s * 1e6:.1f} us"
         print(f"beam {name}: [{', '.join(map(str, heuristic))}] {us(res.baseline_seconds)} -> "
               f"[{', '.join(map(str, res.opts))}] {us(res.seconds)} ({res.tried} candidates, {res.rounds} rounds, "
-              f"{len(res.notes)} skipped)", file=sys.stderr)
+              f"{len(res.notes) - res.filtered} skipped, {res.filtered} not sent)", file=sys.stderr)
         for note in res.notes if debug_level() >= 2 else ():
             print(f"  {note}", file=sys.stderr)
     return res.opts

@@ -23,10 +23,11 @@ COMPILE_WORKERS = 2  # processes that compile candidates side by side (this mach
 
 
 class LocalPool:
-    """Compile in `workers` processes, time one job at a time in another (see the module docstring)."""
+    """Compile in `workers` processes, time one job at a time in another (see the module docstring); `fn`
+    ("module:name") runs each job in place of run_job."""
 
-    def __init__(self, workers: int = COMPILE_WORKERS) -> None:
-        self.workers = workers
+    def __init__(self, workers: int = COMPILE_WORKERS, fn: str | None = None) -> None:
+        self.workers, self.fn = workers, fn
         self._idle: list[Worker] = []
         self._timer: Worker | None = None
         self._lock = threading.Lock()
@@ -42,7 +43,7 @@ class LocalPool:
     def _compile(self, job: Job, limit: float) -> Measurement:
         with self._idle_lock:
             w = self._idle.pop() if self._idle else None
-        w = w if w is not None and w.alive else Worker()
+        w = w if w is not None and w.alive else Worker(self.fn)
         try:
             m = w.run(replace(job, compile_only=True), limit)
         except WorkerDied as e:
@@ -53,7 +54,7 @@ class LocalPool:
 
     def _time(self, job: Job, limit: float) -> Measurement:
         if self._timer is None or not self._timer.alive:
-            self._timer = Worker()
+            self._timer = Worker(self.fn)
         try:
             return self._timer.run(job, limit)
         except WorkerDied as e:

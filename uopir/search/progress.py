@@ -39,6 +39,7 @@ class Progress:
         self.postfix: dict[str, Any] = {}
         self._t0 = time.perf_counter()
         self._last = self._t0
+        self._shown: tuple | None = None  # (count, figures) of the last plain line written
         self.leave = leave
         self._bar: Any = None
         if self.mode == "bar":
@@ -74,6 +75,7 @@ class Progress:
 
     def _line(self, now: float) -> None:
         self._last = now
+        self._shown = (self.n, tuple(self.postfix.items()))
         try:
             self.stream.write(self.line() + "\n")
             self.stream.flush()
@@ -86,7 +88,7 @@ class Progress:
             self._bar.close()
             self._bar = None
         elif self.mode == "lines":
-            if self.leave:
+            if self.leave and self._shown != (self.n, tuple(self.postfix.items())):  # not the line just written
                 self._line(time.perf_counter())
             self.mode = "off"
 

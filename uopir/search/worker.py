@@ -1,5 +1,6 @@
 """A measuring worker process: `python -m uopir.search.worker` reads pickled Jobs from stdin and writes each one's
-pickled Measurement to stdout, each framed by its length (8 bytes, little-endian).
+pickled Measurement to stdout, each framed by its length (8 bytes, little-endian). The job runs through `run_job`,
+or through the function `python -m uopir.search.worker MODULE:NAME` names (a test's deterministic cost).
 
 A plain subprocess rather than a multiprocessing child: those re-run the parent's main script first (spawn,
 forkserver), which a user's script without a `__main__` guard cannot survive, or copy a process whose runtime
@@ -51,11 +52,11 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
 class Worker:
     """One worker process (started now)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fn: str | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if k not in (ir_env.BEAM.name, ir_env.BEAM.alias)}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
-        self.proc = subprocess.Popen([sys.executable, "-m", "uopir.search.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "uopir.search.worker", *([fn] if fn else [])],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     def run(self, job: Job, limit: float) -> Measurement:
         """The job's Measurement; WorkerDied (the worker killed) when it dies or passes `limit` seconds."""
@@ -88,6 +89,12 @@ class Worker:
 
 def main() -> None:
     """The worker's loop: a job in, its Measurement out, until stdin closes."""
+    fn = run_job
+    if len(sys.argv) > 1:
+        import importlib
+
+        module, _, name = sys.argv[1].partition(":")
+        fn = getattr(importlib.import_module(module), name)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a kernel's or a library's prints must not corrupt the framing
     while True:
@@ -95,7 +102,7 @@ def main() -> None:
         if len(head) < 8:
             return
         job = pickle.loads(inp.read(int.from_bytes(head, "little")))
-        _write(out, run_job(job))
+        _write(out, fn(job))
 
 
 if __name__ == "__main__":

@@ -9,16 +9,29 @@ the heuristic's opts, timed on the device; its winner is applied and printed exa
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Literal
 
 from uopir.ir import env
-from uopir.ir.regions import map_regions
+from uopir.ir.regions import count_regions, map_regions
 from uopir.ir.uop import UOp
 from uopir.passes.kernel.anchors import is_kernel_body
 from uopir.passes.kernel.heuristic import PARALLEL_MIN_WORK, heuristic_opts, leave_alone
 from uopir.passes.kernel.opts import PACK_MAX_BYTES, Opt, OptError, apply_opt, apply_opts
-from uopir.passes.kernel.strategies import BEAM_ENV, StrategyUnavailable, beam_width_from_env, get_strategy
+from uopir.passes.kernel.strategies import (
+    BEAM_ENV,
+    BUDGET_ENV,
+    StrategyError,
+    StrategyUnavailable,
+    beam_budget_from_env,
+    beam_ray_from_env,
+    beam_width_from_env,
+    check_budget,
+    get_strategy,
+    strategy_session,
+)
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 from uopir.passes.target import Target, UnknownTargetError, check_target_option, target
@@ -29,12 +42,14 @@ __all__ = ["Opt", "OptError", "apply_opt", "apply_opts", "heuristic_opts", "opti
 NOOPT_ENV = env.NOOPT.name
 
 
-def optimize_kernel(kdef: UOp, t: Target, strategy: str = "heuristic", width: int = 4) -> tuple[UOp, list[Opt]]:
+def optimize_kernel(kdef: UOp, t: Target, strategy: str = "heuristic", width: int = 4,
+                    budget: float | None = None) -> tuple[UOp, list[Opt]]:
     """One kernel optimized by `strategy` on target t: (the new kernel, the opts applied). A measured strategy
-    (`beam`, uopir.passes.kernel.strategies) raises StrategyUnavailable when nothing can measure on t."""
+    (`beam`, uopir.passes.kernel.strategies; `budget` seconds, None: its default) raises StrategyUnavailable when
+    nothing can measure on t, StrategyError when it is set up wrong."""
     if strategy == "none" or (strategy != "heuristic" and leave_alone(kdef)):
         return kdef, []
-    opts = heuristic_opts(kdef, t) if strategy == "heuristic" else get_strategy(strategy)(kdef, t, width)
+    opts = heuristic_opts(kdef, t) if strategy == "heuristic" else get_strategy(strategy)(kdef, t, width, budget)
     return apply_opts(kdef, opts), opts
 
 
@@ -49,6 +64,8 @@ class KernelOptimizeOptions:
                 f"heuristic none, {BEAM_ENV}=N makes it beam with width N)"})
     target: str = field(default="cpu", metadata={"help": "the target description to read (cpu, gpu, a device)"})
     width: int = field(default=4, metadata={"help": "beam: the candidates kept per round"})
+    budget: float = field(default=0.0, metadata={
+        "help": f"beam: seconds one kernel's search may take (0: ${BUDGET_ENV}, else the search's default)"})
 
     def __post_init__(self) -> None:
         check_target_option(self.target)
@@ -56,37 +73,64 @@ class KernelOptimizeOptions:
             e = ValueError(f"width={self.width}: a beam keeps at least one candidate")
             e.option = "width"  # type: ignore[attr-defined]
             raise e
+        if self.budget != 0:
+            try:
+                check_budget(self.budget, "budget")
+            except ValueError as e:
+                e.option = "budget"  # type: ignore[attr-defined]
+                raise
 
 
-@register_pass("kernel-optimize", summary="choose upcast/unroll/thread opts per kernel from the target description",
-               consumes=("kernel",), produces=("kernel",), options=KernelOptimizeOptions)
-def kernel_optimize(root: UOp, options: KernelOptimizeOptions, ctx: PassContext) -> UOp:
+def _strategy(options: KernelOptimizeOptions) -> tuple[str, int]:
+    """The strategy and width the options and the environment ask for (ValueError for a bad UOPIR_NOOPT/UOPIR_BEAM)."""
     strategy, width = options.strategy, options.width
     if strategy == "heuristic" and env.NOOPT.get():
         strategy = "none"
     if strategy == "heuristic":
-        try:
-            width = beam_width_from_env() or 0
-        except ValueError as e:
-            ctx.error(root, str(e))
-            return root
+        width = beam_width_from_env() or 0
         strategy = "beam" if width else strategy
+    return strategy, width
+
+
+def _around_kernels(options: KernelOptimizeOptions, total: Callable[[], int]) -> AbstractContextManager[object]:
+    """What a measured strategy opens around a program's kernels (`total()` of them: its progress bar), else
+    nothing (the heuristic does not count them)."""
+    try:
+        strategy, _ = _strategy(options)
+    except ValueError:  # reported by the pass, at the kernel
+        return nullcontext()
+    return nullcontext() if strategy in ("heuristic", "none") else strategy_session(strategy, total())
+
+
+@register_pass("kernel-optimize", summary="choose upcast/unroll/thread opts per kernel from the target description",
+               consumes=("kernel",), produces=("kernel",), options=KernelOptimizeOptions,
+               around_regions=_around_kernels)
+def kernel_optimize(root: UOp, options: KernelOptimizeOptions, ctx: PassContext) -> UOp:
+    try:
+        strategy, width = _strategy(options)
+    except ValueError as e:
+        ctx.error(root, str(e))
+        return root
     from_env = strategy != options.strategy  # UOPIR_BEAM: where nothing can measure (no device), the heuristic
+    budget = options.budget or None
     try:
         t = target(options.target)
-    except UnknownTargetError as e:
+        if strategy == "beam":  # the search's settings, checked before any kernel
+            budget = budget or beam_budget_from_env()
+            beam_ray_from_env()
+    except (UnknownTargetError, ValueError) as e:
         ctx.error(root, str(e))
         return root
 
     def run(kdef: UOp) -> UOp:
         try:
             try:
-                new, opts = optimize_kernel(kdef, t, strategy, width)
+                new, opts = optimize_kernel(kdef, t, strategy, width, budget)
             except StrategyUnavailable:
                 if not from_env:
                     raise
                 new, opts = optimize_kernel(kdef, t, "heuristic")
-        except (OptError, StrategyUnavailable) as e:
+        except (OptError, StrategyUnavailable, StrategyError) as e:
             ctx.error(kdef, f"kernel-optimize: {e}")
             return kdef
         if opts:
@@ -95,5 +139,8 @@ def kernel_optimize(root: UOp, options: KernelOptimizeOptions, ctx: PassContext)
                 ctx.count(f"{o.kind}-opts")
         return new
 
-    return run(root) if is_kernel_body(root) else map_regions(root, is_kernel_body, run)
+    if is_kernel_body(root):
+        return run(root)
+    with _around_kernels(options, lambda: count_regions(root, is_kernel_body)):  # the search's bar over the kernels
+        return map_regions(root, is_kernel_body, run)
 
