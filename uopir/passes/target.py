@@ -25,7 +25,7 @@ from uopir.ir.ops import OpDef
 from uopir.passes.errors import did_you_mean
 
 __all__ = ["Target", "UnknownTargetError", "target", "targets", "check_target_option", "register_target", "host_cpu",
-           "CPU", "GPU", "ALL_DTYPES"]
+           "read_cpuinfo", "CPU", "GPU", "ALL_DTYPES"]
 
 TargetKind = Literal["cpu", "gpu"]
 
@@ -197,6 +197,15 @@ def _cpu_flags(cpuinfo: str) -> list[str]:
     return []
 
 
+def read_cpuinfo() -> str:
+    """The text of /proc/cpuinfo ("" where it cannot be read): the host's model and ISA flags."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def host_cpu(name: str = "host", cpuinfo: str | None = None) -> Target:
     """The generic cpu description filled from this machine: vector width from /proc/cpuinfo's flags (16 bytes if
     the file is unreadable), threads from the cores this process may use. `cpuinfo` replaces the file's text. Its
@@ -205,11 +214,7 @@ def host_cpu(name: str = "host", cpuinfo: str | None = None) -> Target:
     generic `cpu` keeps that order: lowering tests compare it with the interpreter bit for bit); its vector
     exp2/log2 are polynomials (device-transcendental), held to the `transcendental` class alike."""
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-                cpuinfo = f.read()
-        except OSError:
-            cpuinfo = ""
+        cpuinfo = read_cpuinfo()
     vbytes = _vector_bytes_from_flags(_cpu_flags(cpuinfo)) or CPU.max_vector_bytes
     try:
         cores = len(os.sched_getaffinity(0))

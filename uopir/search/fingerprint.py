@@ -13,6 +13,8 @@ import os
 import platform
 from functools import cache
 
+from uopir.passes.target import read_cpuinfo
+
 __all__ = ["ISA_FLAGS", "cpu_fingerprint", "device_fingerprint"]
 
 # cpuinfo flags (x86 `flags`, arm `Features`) that decide which instructions a kernel compiles to
@@ -32,11 +34,7 @@ def cpu_fingerprint(cpuinfo: str | None = None) -> str:
     """This machine's CPU (or the one `cpuinfo`, the text of /proc/cpuinfo, describes, with this machine's core
     count and architecture)."""
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-                cpuinfo = f.read()
-        except OSError:
-            cpuinfo = ""
+        cpuinfo = read_cpuinfo()
     model, flags = "", set()
     parts: dict[str, str] = {}
     for line in cpuinfo.splitlines():
