@@ -9,7 +9,13 @@ import pytest
 
 from uopir.backends.registry import available
 from uopir.dialects import kernel as K
-from uopir.frontend.nn_ops import CHANNEL_BLOCK, IN_PLACE_WINDOW, PAD_COPY_MIN_REUSE, PAD_COPY_MIN_WORK
+from uopir.frontend.nn_ops import (
+    CHANNEL_BLOCK,
+    CHANNEL_PAD_MIN_BLOCKS,
+    IN_PLACE_WINDOW,
+    PAD_COPY_MIN_REUSE,
+    PAD_COPY_MIN_WORK,
+)
 from uopir.frontend.tensor import Tensor
 from uopir.ir.uop import UOp
 
@@ -103,6 +109,33 @@ def test_short_rows_and_strided_reads_block_the_weights_by_output_channels() -> 
     assert len(pointwise) == 1  # ... nor is a 1x1 conv's (its row tile reads whole rows, no shifted taps)
     assert kernels((1, 16, 55, 55), 32) == 3  # a row of 55 is no whole number of half vectors (SqueezeNet's)
     assert kernels((1, 16, 56, 56), 32, stride=2) == 3  # a strided read is no vector
+
+
+def test_many_channels_in_half_blocks_are_padded_to_whole_blocks() -> None:
+    # 1000 = 62.5 blocks: 1008 channels computed (zero weights for the last 8), whole vectors of 16, read as a slice
+    rng = np.random.default_rng(4)
+
+    def names(co: int) -> list[str]:
+        x = Tensor(rng.random((1, 32, 13, 13), np.float32), device="python")
+        w = Tensor(rng.random((co, 32, 1, 1), np.float32), device="python")
+        return [it.name for it in x.conv2d(w).relu().schedule()]
+
+    assert 1000 >= CHANNEL_PAD_MIN_BLOCKS * CHANNEL_BLOCK
+    assert names(1000) == ["E_63_32_16", "r_1008_13_13", "E_1000_13_13"]
+    assert names(40) == ["E_5_32_8", "r_40_13_13"]  # a few blocks of 8 stay so (see CHANNEL_PAD_MIN_BLOCKS)
+    assert 88 < CHANNEL_PAD_MIN_BLOCKS * CHANNEL_BLOCK and names(88) == ["E_11_32_8", "r_88_13_13"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("co", [72, 520, 1000])
+def test_padded_channel_blocks_match_numpy(device: str, co: int) -> None:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 24, 13, 13)).astype(np.float32)
+    w = rng.standard_normal((co, 24, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(co).astype(np.float32)
+    got = Tensor(x, device=device).conv2d(Tensor(w, device=device), Tensor(b, device=device), padding=1).relu()
+    want = np.maximum(_conv_ref(x, w, 1) + b.reshape(1, co, 1, 1), 0)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("device", DEVICES)

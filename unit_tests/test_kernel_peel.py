@@ -116,3 +116,37 @@ def test_peeled_pools_match_numpy(device: str, shape: tuple[int, ...], k: int, s
     want = np.max([e[:, :, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s] for i in range(k) for j in range(k)],
                   axis=0)
     np.testing.assert_array_equal(got, want)
+
+
+def _reduces(k) -> int:
+    return sum(1 for u in k.toposort() if u.op is K.REDUCE)
+
+
+def test_a_reduction_over_a_concat_is_cut_at_the_seam() -> None:
+    # a 1x1 conv over concat(relu(a), b) along channels (SqueezeNet's classifier over its last Fire module): the
+    # sum over input channels is cut at 3, one reduction per source without a gate; a float sum only where the target
+    # allows reordering it, a max (exact in any order) always
+    rng = np.random.default_rng(2)
+    a, b = (Tensor(rng.standard_normal((1, c, 5, 5)).astype(np.float32), device="python") for c in (3, 5))
+    x = a.relu().cat(b, dim=1)
+    k = _kernel(x.conv2d(Tensor(rng.standard_normal((4, 8, 1, 1)).astype(np.float32), device="python")))
+    assert _reduces(k) == 1 and _gated_loads(k) == 2
+    p = peel_kernel(k, reassociate=True)
+    assert _reduces(p) == 2 and _gated_loads(p) == 0
+    extents = sorted(r.operands.end.arg for u in p.toposort() if u.op is K.REDUCE for r in u.operands.ranges)
+    assert extents == [3, 5]
+    assert _reduces(peel_kernel(k)) == 1  # the order of the float sum kept
+    m = _kernel(x.max(axis=1))
+    assert _reduces(peel_kernel(m)) == 2 and _gated_loads(peel_kernel(m)) == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reductions_cut_at_a_concat_match_numpy(device: str) -> None:
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((2, c, 7, 7)).astype(np.float32) for c in (24, 40))
+    w = rng.standard_normal((72, 64, 1, 1)).astype(np.float32)
+    x = Tensor(a, device=device).relu().cat(Tensor(b, device=device), dim=1)
+    e = np.concatenate([np.maximum(a, 0), b], 1)
+    got = x.conv2d(Tensor(w, device=device)).numpy()
+    np.testing.assert_allclose(got, np.einsum("nchw,oc->nohw", e, w[:, :, 0, 0]), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(x.max(axis=1).numpy(), e.max(axis=1))

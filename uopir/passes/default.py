@@ -8,8 +8,8 @@ kernel-optimize picks each kernel's register tile, unrolls, vector width and thr
 description (`UOPIR_NOOPT=1` turns it off); kernel-expand turns those into vector ops, which the device passes lower
 and split to the target's widths. device-transcendental approximates vector exp2/log2 by polynomials for targets
 whose description asks (`vector_transcendentals`: the host cpu backends), and is a no-op elsewhere.
-kernel-peel cuts the output loops of a gated kernel (a pad's copy, a concat, a padded window) into segments whose
-gates fold away.
+kernel-peel cuts the output loops of a gated kernel (a pad's copy, a concat, a padded window), and its reductions over
+a concat (a float sum where the target allows reordering it), into segments whose gates fold away.
 tensor-split-reduce turns a large reduction to fewer outputs than the target has threads into two kernels
 (per-thread partials, then their combine), so that every core works on it.
 `per-kernel=true` nests the passes after tensor-to-kernel in the `kernel(...)` anchor: the same result, but each
@@ -42,7 +42,7 @@ class DefaultOptions:
 def default_pipeline(options: DefaultOptions) -> list[str]:
     """The pass list of `default{target=…}` (with per-kernel, the kernel and device passes inside `kernel(...)`)."""
     t = f"{{target={options.target}}}"
-    simplify = ["kernel-simplify", "kernel-peel"] if resolve("kernel-simplify") else []
+    simplify = ["kernel-simplify", f"kernel-peel{t}"] if resolve("kernel-simplify") else []
     per_kernel = [*simplify, f"kernel-optimize{t}", "kernel-expand", f"kernel-to-device{t}",
                   f"device-transcendental{t}", f"device-decompose{t}",
                   f"device-devectorize{t}", "device-linearize"]

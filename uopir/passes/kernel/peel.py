@@ -18,10 +18,22 @@ into each segment, so every segment is a loop nest of its own. The stores are th
 result is exact. A gate that also depends on another range (a conv's padded window: y + ky) is no bound on x alone
 and is left alone (the frontend copies a conv's padding out instead); at most PEEL_MAX_SEGMENTS segments are made
 (the body is copied once per segment).
+
+A reduction gated the same way along one of its own ranges (a conv or a pool over a channel concat fused into it:
+SqueezeNet's classifier reads the last Fire module's two expand outputs, `ci < 256` picks the source) is cut
+likewise into one reduction per segment, combined by the reduction's op:
+
+    kernel.reduce %v, ..., ci, ... {add}  ->  core.add (kernel.reduce %v[ci := c0], ..., c0, ...),
+                                                       (kernel.reduce %v[ci := c1 + 256], ..., c1, ...)
+
+so each reads one source without a gate (kernel-optimize then tiles each as it would a conv of its own). Max and min
+are exact in any order; a float add or mul changes its order, so it is cut only where the target allows that
+(`reassociate_float_reductions`; the `target` option).
 """
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 
 from uopir.dialects import core
 from uopir.dialects import kernel as K
@@ -33,8 +45,10 @@ from uopir.ir.valuerange import vmax, vmin
 from uopir.passes.kernel.anchors import is_kernel_body
 from uopir.passes.kernel.indexmath import conjuncts, const_extent, linear_coeffs, range_deps
 from uopir.passes.kernel.simplify import simplify_kernel
+from uopir.passes.kernel.tail import TAIL_OPS
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
+from uopir.passes.target import check_target_option, target
 
 __all__ = ["peel_kernel", "PEEL_MAX_SEGMENTS", "PEEL_MAX_PARTS"]
 
@@ -144,13 +158,58 @@ def _peel_end(e: UOp, next_axis: list[int], room: int = PEEL_MAX_PARTS) -> UOp |
     return None
 
 
-def peel_kernel(kdef: UOp) -> UOp:
-    """One kernel body with the borders of its gated copies peeled (the module docstring says which)."""
+def _peel_reduce(red: UOp, next_axis: list[int], reassociate: bool) -> UOp | None:
+    """The reduction red cut along its innermost range whose gates allow it into one reduction per segment, combined
+    by red's op; None when no range can be cut (or the cut would reorder a float add/mul the target keeps in order)."""
+    op = TAIL_OPS.get(red.attrs.op)
+    if op is None or (red.attrs.op in ("add", "mul") and red.dtype.scalar.is_float and not reassociate):
+        return None
+    value, rs = red.operands.value, red.operands.ranges
+    gates = _gates(value)
+    if not gates:
+        return None
+    for x in reversed(rs):
+        n = const_extent(x)
+        if n is None or n < 2 or x.attrs.kind != "reduce":
+            continue
+        cuts = _cuts(gates, x)
+        if not cuts:
+            continue
+        points = sorted({0, n} | {c for c in cuts if 0 < c < n})
+        segs = list(itertools.pairwise(points))
+        if len(segs) < 2 or len(segs) > PEEL_MAX_SEGMENTS:
+            continue
+        parts = []
+        for a, b in segs:
+            r = UOp(K.RANGE, dtypes.index, (UOp.const(dtypes.index, b - a),), (next_axis[0], *x.arg[1:]))
+            next_axis[0] += 1
+            at = r if a == 0 else UOp(core.ADD, dtypes.index, (r, UOp.const(dtypes.index, a)))
+            parts.append(UOp(K.REDUCE, red.dtype, (value.substitute({x: at}), *(r if q is x else q for q in rs)),
+                             red.arg))
+        out = parts[0]
+        for p in parts[1:]:
+            out = UOp(op, red.dtype, (out, p))
+        return out
+    return None
+
+
+def peel_kernel(kdef: UOp, reassociate: bool = False) -> UOp:
+    """One kernel body with the borders of its gated copies peeled, and its gated reductions cut (the module
+    docstring says which); `reassociate`: a float add or mul reduction may be cut (its order changes)."""
     order = kdef.toposort()
     ranges = [u for u in order if u.op is K.RANGE]
     if not ranges:
         return kdef
     next_axis = [1 + max(r.attrs.axis for r in ranges)]
+    reds: dict[UOp, UOp] = {}
+    for u in order:
+        if u.op is K.REDUCE and not any(s.op is K.REDUCE for s in u.operands.value.toposort() if s is not u):
+            p = _peel_reduce(u, next_axis, reassociate)
+            if p is not None:
+                reds[u] = p
+    if reds:
+        kdef = simplify_kernel(kdef.substitute(reds))
+        order = kdef.toposort()
     new: dict[UOp, UOp] = {}
     for u in order:
         if u.op is K.END and not any(s.op is K.END for s in u.operands.value.toposort() if s is not u):
@@ -162,7 +221,21 @@ def peel_kernel(kdef: UOp) -> UOp:
     return simplify_kernel(kdef.substitute(new))
 
 
-@register_pass("kernel-peel", summary="cut a gated output loop into segments whose gates fold (pads, concats)",
-               consumes=("kernel",), produces=("kernel", "core"))
-def kernel_peel(root: UOp, options: None, ctx: PassContext) -> UOp:
-    return peel_kernel(root) if is_kernel_body(root) else map_regions(root, is_kernel_body, peel_kernel)
+@dataclass
+class KernelPeelOptions:
+    """The options of kernel-peel."""
+    target: str = field(default="cpu", metadata={
+        "help": "the target whose description says whether a float sum may be cut (reassociate_float_reductions)"})
+
+    def __post_init__(self) -> None:
+        check_target_option(self.target)
+
+
+@register_pass("kernel-peel", summary="cut a gated output loop or reduction into segments whose gates fold (pads, "
+               "concats)", consumes=("kernel",), produces=("kernel", "core"), options=KernelPeelOptions)
+def kernel_peel(root: UOp, options: KernelPeelOptions, ctx: PassContext) -> UOp:
+    reassociate = target(options.target).reassociate_float_reductions
+
+    def peel(k: UOp) -> UOp:
+        return peel_kernel(k, reassociate)
+    return peel(root) if is_kernel_body(root) else map_regions(root, is_kernel_body, peel)
