@@ -119,6 +119,26 @@ def _bound_inside(value: UOp) -> list[UOp]:
     return list(out)
 
 
+def _segments(gates: list[UOp], x: UOp, kind: str, most: int) -> list[tuple[int, int]] | None:
+    """The [a, b) pieces the gates' bounds cut range x (of `kind`, constant extent) into: at least 2, at most
+    `most`; None when x cannot be cut so."""
+    n = const_extent(x)
+    if n is None or n < 2 or x.attrs.kind != kind:
+        return None
+    cuts = _cuts(gates, x)
+    if not cuts:
+        return None
+    segs = list(itertools.pairwise(sorted({0, n} | {c for c in cuts if 0 < c < n})))
+    return segs if 2 <= len(segs) <= most else None
+
+
+def _segment_range(x: UOp, a: int, b: int, next_axis: list[int]) -> tuple[UOp, UOp]:
+    """A fresh range over x's segment [a, b) (the next free axis, x's kind) and the index it stands for in x."""
+    r = UOp(K.RANGE, dtypes.index, (UOp.const(dtypes.index, b - a),), (next_axis[0], *x.arg[1:]))
+    next_axis[0] += 1
+    return r, (r if a == 0 else UOp(core.ADD, dtypes.index, (r, UOp.const(dtypes.index, a))))
+
+
 def _peel_end(e: UOp, next_axis: list[int], room: int = PEEL_MAX_PARTS) -> UOp | None:
     """The end e with its ranges cut into segments (the innermost one whose gates allow it first, then the ranges
     around it, while the copies of the body stay within `room`), or None when nothing is to gain."""
@@ -129,22 +149,13 @@ def _peel_end(e: UOp, next_axis: list[int], room: int = PEEL_MAX_PARTS) -> UOp |
         return None
     for k in range(len(rs) - 1, -1, -1):
         x = rs[k]
-        n = const_extent(x)
-        if n is None or n < 2 or x.attrs.kind != "loop":
-            continue
-        cuts = _cuts(gates, x)
-        if not cuts:
-            continue
-        points = sorted({0, n} | {c for c in cuts if 0 < c < n})
-        segs = list(itertools.pairwise(points))
-        if len(segs) < 2 or len(segs) > min(PEEL_MAX_SEGMENTS, room):
+        segs = _segments(gates, x, "loop", min(PEEL_MAX_SEGMENTS, room))
+        if segs is None:
             continue
         own = list(dict.fromkeys([*rs[k + 1:], *_bound_inside(value)]))
         parts = []
         for a, b in segs:
-            r = UOp(K.RANGE, dtypes.index, (UOp.const(dtypes.index, b - a),), (next_axis[0], *x.arg[1:]))
-            next_axis[0] += 1
-            at = r if a == 0 else UOp(core.ADD, dtypes.index, (r, UOp.const(dtypes.index, a)))
+            r, at = _segment_range(x, a, b, next_axis)
             # every segment has loops of its own: the ranges inside x, and those its reductions and ends close
             fresh = {q: UOp(K.RANGE, dtypes.index, q.src, (next_axis[0] + i, *q.arg[1:])) for i, q in enumerate(own)}
             next_axis[0] += len(fresh)
@@ -169,21 +180,12 @@ def _peel_reduce(red: UOp, next_axis: list[int], reassociate: bool) -> UOp | Non
     if not gates:
         return None
     for x in reversed(rs):
-        n = const_extent(x)
-        if n is None or n < 2 or x.attrs.kind != "reduce":
-            continue
-        cuts = _cuts(gates, x)
-        if not cuts:
-            continue
-        points = sorted({0, n} | {c for c in cuts if 0 < c < n})
-        segs = list(itertools.pairwise(points))
-        if len(segs) < 2 or len(segs) > PEEL_MAX_SEGMENTS:
+        segs = _segments(gates, x, "reduce", PEEL_MAX_SEGMENTS)
+        if segs is None:
             continue
         parts = []
         for a, b in segs:
-            r = UOp(K.RANGE, dtypes.index, (UOp.const(dtypes.index, b - a),), (next_axis[0], *x.arg[1:]))
-            next_axis[0] += 1
-            at = r if a == 0 else UOp(core.ADD, dtypes.index, (r, UOp.const(dtypes.index, a)))
+            r, at = _segment_range(x, a, b, next_axis)
             parts.append(UOp(K.REDUCE, red.dtype, (value.substitute({x: at}), *(r if q is x else q for q in rs)),
                              red.arg))
         out = parts[0]
