@@ -1,4 +1,5 @@
-"""uopir.nn.optim: SGD, Adam, AdamW, in tinygrad's shape (an Optimizer holds its params, zero_grad, step).
+"""uopir.nn.optim: SGD, Adam, AdamW, LAMB, LARS, Muon and OptimizerGroup, in tinygrad's shape (an Optimizer holds
+its params, zero_grad, step).
 
 `step()` reads each parameter's `.grad`, builds the update as tensor IR and realizes every parameter, optimizer state
 (momentum buffers, moments, bias-correction powers) and non-trainable buffer in ONE program, writing them in place
@@ -13,30 +14,59 @@ Formulas (g the gradient, wd the weight decay, t the step number starting at 1):
 - Adam as torch: g += wd * p (L2, coupled); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
 - AdamW as torch and tinygrad: Adam without the L2 term, then p -= lr * wd * p (decoupled, applied with the update).
+- LAMB as tinygrad (defaults eps 1e-6, weight_decay 0): AdamW's update u = mhat / (sqrt(vhat) + eps) + wd * p scaled
+  by the trust ratio r = ||p|| / ||u|| (1 where either norm is 0), p -= lr * r * u; adam=True drops r (AdamW).
+- LARS as tinygrad: r = tcoef * ||p|| / (||g|| + wd * ||p||) (1 where either norm is 0), wd * p added to g before
+  (pre_wd) or as lr * wd * p after the momentum; classic momentum scales g by r * lr before the momentum buffer,
+  the popular one after it. tcoef 0 is r = 1.
+- Muon as tinygrad: LARS without the trust ratio whose momentum output (nesterov by default) is orthogonalized by
+  `ns_steps` Newton-Schulz iterations with `ns_coefficients` (a, b, c): X = g / (||g||_F + 1e-7) over g reshaped to
+  (rows, -1) (transposed when it has more rows than columns), then X = a X + b (X X^T) X + c (X X^T)^2 X; then
+  p -= lr * X + lr * wd * p.
 
 Parameters: requires_grad None becomes True (tinygrad); those with requires_grad False are kept as buffers that
 step() realizes but does not update; an optimizer with no trainable parameter is an error. step() needs
-Tensor.training (tinygrad's rule) and a gradient on every trainable parameter.
+Tensor.training (tinygrad's rule) and a gradient on every trainable parameter. OptimizerGroup steps several optimizers
+(e.g. Muon for the matrices, AdamW for the rest) as one program.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from uopir.frontend.tensor import Tensor
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "OptimizerGroup", "SGD", "Adam", "AdamW", "LAMB", "LARS", "Muon", "newton_schulz"]
 
 
 def _zeros_like(t: Tensor) -> Tensor:
     return Tensor(np.zeros(t.shape, np.float32), dtype=t.dtype, device=t.device).realize()
 
 
+def _check(name: str, value: float, upper: float | None = None) -> None:
+    """A hyperparameter must be a finite number >= 0 (and < upper): a bad one fails here, not as NaN weights."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+            or not math.isfinite(value) or value < 0 or (upper is not None and value >= upper):
+        bound = f" and < {upper}" if upper is not None else ""
+        raise ValueError(f"{name} must be a finite number >= 0{bound}, got {value!r}")
+
+
+def _norm(t: Tensor) -> Tensor:
+    return t.square().sum().sqrt()
+
+
+def _trust(r1: Tensor, r2: Tensor, ratio: Tensor) -> Tensor:
+    """`ratio` where both norms are > 0, else 1 (a zero weight or update keeps the plain step)."""
+    return ((r1 > 0) & (r2 > 0)).where(ratio, 1.0)
+
+
 class Optimizer:
     """The parameters, the learning rate tensor, zero_grad and step; subclasses give `_updates`."""
 
     def __init__(self, params: Sequence[Tensor], lr: float) -> None:
+        _check(f"{type(self).__name__}: lr", lr)
         uniq: list[Tensor] = []
         seen: set[int] = set()
         for p in params:
@@ -101,10 +131,52 @@ class Optimizer:
         return self.lr if self.lr.dtype is p.dtype else self.lr.cast(p.dtype)
 
 
+class OptimizerGroup(Optimizer):
+    """Several optimizers stepped, zeroed and realized as one (tinygrad's): e.g. Muon on the matrices, AdamW on the
+    rest, in one program per step."""
+
+    def __init__(self, *optimizers: Optimizer) -> None:  # no super().__init__: the members own params and lr
+        if not optimizers:
+            raise ValueError("OptimizerGroup needs at least one optimizer")
+        for i, o in enumerate(optimizers):
+            if not isinstance(o, Optimizer):
+                raise TypeError(f"OptimizerGroup: argument {i} is a {type(o).__name__}, not an Optimizer")
+        owner: dict[int, int] = {}
+        for i, o in enumerate(optimizers):
+            for p in o.params:
+                if owner.setdefault(id(p), i) != i:
+                    raise ValueError(f"OptimizerGroup: a parameter of shape {p.shape} is in optimizers {owner[id(p)]} "
+                                     f"and {i}; each parameter may be updated by one optimizer only")
+        self.optimizers = tuple(optimizers)
+        self.params = [p for o in optimizers for p in o.params]
+        self.buffers = [b for o in optimizers for b in o.buffers]
+        self.device = optimizers[0].device
+
+    def __getitem__(self, i: int) -> Optimizer:
+        return self.optimizers[i]
+
+    def __len__(self) -> int:
+        return len(self.optimizers)
+
+    def set_lr(self, lr: float) -> None:
+        """Set every member's learning rate (a member's own is `group[i].set_lr`)."""
+        for o in self.optimizers:
+            o.set_lr(lr)
+
+    def zero_grad(self) -> None:
+        for o in self.optimizers:
+            o.zero_grad()
+
+    def schedule_step(self) -> list[Tensor]:
+        return [t for o in self.optimizers for t in o.schedule_step()]
+
+
 class SGD(Optimizer):
     def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
                  nesterov: bool = False) -> None:
         super().__init__(params, lr)
+        _check("SGD: momentum", momentum)
+        _check("SGD: weight_decay", weight_decay)
         if nesterov and momentum <= 0:
             raise ValueError("SGD: nesterov needs a momentum > 0")
         self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
@@ -123,12 +195,100 @@ class SGD(Optimizer):
         return list(self.b)
 
 
+def newton_schulz(x: Tensor, steps: int, params: Sequence[float], eps: float = 1e-7) -> Tensor:
+    """`steps` Newton-Schulz iterations of the odd polynomial sum_i params[i] (X X^T)^i X over the last two axes,
+    from X = x / (||x||_F + eps): they drive X's singular values towards 1 (Muon's orthogonalization). A matrix with
+    more rows than columns is iterated transposed, so X X^T is the smaller Gram matrix."""
+    if x.ndim < 2:
+        raise ValueError(f"newton_schulz needs a tensor of 2 or more dimensions, got shape {x.shape}")
+    if x.shape[-2] > x.shape[-1]:
+        return newton_schulz(x.transpose(-2, -1), steps, params, eps).transpose(-2, -1)
+    g = x / (x.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+        gram = g @ g.transpose(-2, -1)
+        power, acc = g, params[0] * g
+        for c in params[1:]:
+            power = gram @ power
+            acc = acc + c * power
+        g = acc
+    return g
+
+
+class LARS(Optimizer):
+    """Layer-wise adaptive rate scaling (tinygrad's LARS, which is also the engine of its SGD and Muon)."""
+
+    def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
+                 ns_steps: int = 0, ns_coefficients: Sequence[float] | None = None, nesterov: bool = False,
+                 classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001) -> None:
+        super().__init__(params, lr)
+        name = type(self).__name__
+        _check(f"{name}: momentum", momentum)
+        _check(f"{name}: weight_decay", weight_decay)
+        _check(f"{name}: tcoef", tcoef)
+        if isinstance(ns_steps, bool) or not isinstance(ns_steps, int) or ns_steps < 0:
+            raise ValueError(f"{name}: ns_steps must be an integer >= 0, got {ns_steps!r}")
+        if ns_coefficients is not None:
+            if isinstance(ns_coefficients, (str, bytes)) or not isinstance(ns_coefficients, Sequence) \
+                    or not ns_coefficients or not all(isinstance(c, (int, float)) and math.isfinite(c)
+                                                      for c in ns_coefficients):
+                raise ValueError(f"{name}: ns_coefficients must be a non-empty sequence of finite numbers, "
+                                 f"got {ns_coefficients!r}")
+            for p in self.params:
+                if p.ndim == 0:
+                    raise ValueError(f"{name}: Newton-Schulz needs parameters of 1 or more dimensions, got a 0-d one")
+        self.momentum, self.wd, self.ns_steps = momentum, weight_decay, ns_steps
+        self.ns_coefficients = tuple(ns_coefficients) if ns_coefficients else None
+        self.nesterov, self.classic, self.pre_wd, self.tcoef = nesterov, classic, pre_wd, tcoef
+        self.b = [_zeros_like(p) for p in self.params] if momentum else []
+
+    def _updates(self, grads: list[Tensor]) -> list[Tensor]:
+        for i, (p, g) in enumerate(zip(self.params, grads, strict=True)):
+            g, w, lr = g.cast(p.dtype), p.detach(), self._lr(p)
+            if self.tcoef:
+                r1, r2 = _norm(w.float()), _norm(g.float())
+                scale = (_trust(r1, r2, self.tcoef * r1 / (r2 + self.wd * r1)).cast(p.dtype) * lr)
+            else:
+                scale = lr
+            if self.pre_wd and self.wd:
+                g = g + self.wd * w
+            if self.classic:  # classic momentum accumulates lr-scaled steps
+                g = g * scale
+            if self.momentum:
+                b = self.momentum * self.b[i] + g
+                self.b[i].assign(b)
+                g = g + self.momentum * b if self.nesterov else b
+            if self.ns_coefficients and self.ns_steps:
+                g = newton_schulz(g.reshape(g.shape[0], -1), self.ns_steps, self.ns_coefficients).reshape(p.shape)
+            if not self.classic:
+                g = g * scale
+            if not self.pre_wd and self.wd:  # Muon's decay, after the momentum
+                g = g + self.wd * lr * w
+            p.assign((w - g).cast(p.dtype))
+        return list(self.b)
+
+
+class Muon(LARS):
+    """SGD-momentum whose step is orthogonalized by Newton-Schulz, then decayed (tinygrad's defaults)."""
+
+    def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1,
+                 ns_steps: int = 5, ns_coefficients: Sequence[float] = (3.4445, -4.775, 2.0315),
+                 nesterov: bool = True) -> None:
+        super().__init__(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, classic=False,
+                         pre_wd=False, tcoef=0.0)
+
+
 class _AdamBase(Optimizer):
     decoupled = False
+    trust_ratio = False
 
     def __init__(self, params: Sequence[Tensor], lr: float, b1: float, b2: float, eps: float,
                  weight_decay: float) -> None:
         super().__init__(params, lr)
+        name = type(self).__name__
+        _check(f"{name}: b1", b1, 1.0)
+        _check(f"{name}: b2", b2, 1.0)
+        _check(f"{name}: eps", eps)
+        _check(f"{name}: weight_decay", weight_decay)
         self.b1, self.b2, self.eps, self.wd = b1, b2, eps, weight_decay
         self.b1_t = Tensor(np.ones((), np.float32), device=self.device).realize()  # b1^t, b2^t after step t
         self.b2_t = Tensor(np.ones((), np.float32), device=self.device).realize()
@@ -151,7 +311,11 @@ class _AdamBase(Optimizer):
             up = mhat / (vhat.sqrt() + self.eps)
             if self.wd and self.decoupled:
                 up = up + self.wd * w
-            p.assign((w - self._lr(p) * up).cast(p.dtype))
+            lr = self._lr(p)
+            if self.trust_ratio:
+                r1, r2 = _norm(w.float()), _norm(up.float())
+                lr = lr * _trust(r1, r2, r1 / r2).cast(p.dtype)
+            p.assign((w - lr * up).cast(p.dtype))
         self.b1_t.assign(b1_t)
         self.b2_t.assign(b2_t)
         return [*self.m, *self.v, self.b1_t, self.b2_t]
@@ -171,3 +335,13 @@ class AdamW(_AdamBase):
         super().__init__(params, lr, b1, b2, eps, weight_decay)
 
 
+class LAMB(_AdamBase):
+    """AdamW's step scaled per parameter by the trust ratio ||p|| / ||step|| (adam=True: plain AdamW)."""
+
+    decoupled = True
+
+    def __init__(self, params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999,
+                 eps: float = 1e-6, weight_decay: float = 0.0, adam: bool = False) -> None:
+        super().__init__(params, lr, b1, b2, eps, weight_decay)
+        self.adam = adam
+        self.trust_ratio = not adam
