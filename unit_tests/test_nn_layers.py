@@ -66,7 +66,7 @@ def test_batchnorm_training_updates_running_stats(training: None) -> None:
     n = 4 * 2 * 2
     np.testing.assert_allclose(bn.running_mean.numpy(), 0.8 * 0 + 0.2 * mean, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(bn.running_var.numpy(), 0.8 * 1 + 0.2 * var * n / (n - 1), rtol=1e-5)
-    assert bn.num_batches_tracked.numpy().tolist() == [1]
+    assert bn.num_batches_tracked.shape == () and bn.num_batches_tracked.numpy().tolist() == 1
 
 
 def test_batchnorm_eval_uses_running_stats_and_no_tracking_uses_batch() -> None:

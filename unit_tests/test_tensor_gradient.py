@@ -70,6 +70,24 @@ def test_sigmoid_family_gradient_is_finite_at_extremes():
         assert getattr(x, f)().sum().gradient(x)[0].tolist()[:3] == [0.0, 0.5, 1.0], f
 
 
+def test_quotient_gradient_does_not_overflow_where_the_quotient_is_finite():
+    """d(a/b)/db is formed as -(g * (a/b)) / b, not -g * a / b**2: b**2 overflows long before a/b does (float32
+    exp(80)**2 is inf, which would make exp(x) / (1 + exp(x))'s gradient 1 at x = 80). Where exp(x) itself
+    overflows (float32 x = 300) the quotient is inf/inf = nan in the forward pass, and torch's gradient is nan too."""
+    def grad(v: list[float], dtype) -> np.ndarray:
+        x = Tensor(v, dtype=dtype)
+        return (x.exp() / (1 + x.exp())).sum().gradient(x)[0].numpy()
+
+    def ref(v: list[float]) -> np.ndarray:
+        s = 1 / (1 + np.exp(-np.array(v, np.float64)))
+        return s * (1 - s)
+    v32 = [80.0, 88.0, -80.0, 3.0, -300.0]
+    np.testing.assert_allclose(grad(v32, dtypes.float32), ref(v32), rtol=1e-5, atol=1e-40)
+    v64 = [300.0, -300.0, 600.0, 2.0]
+    np.testing.assert_allclose(grad(v64, dtypes.float64), ref(v64), rtol=1e-12, atol=1e-300)
+    assert grad([300.0], dtypes.float64).tolist() == [0.0]
+
+
 def test_relu_and_clip_gradient_is_zero_at_the_boundary_as_torch():
     x = Tensor([-3.0, -2.5, 0.0, 1.5, 2.0])
     assert x.clip(-2.5, 1.5).sum().gradient(x)[0].tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]

@@ -253,6 +253,7 @@ GRADIENT_RULES = PatternMatcher([
     (UPat(C.ADD, name="ret"), lambda ctx, ret: (ctx, ctx), "add"),
     (UPat(C.SUB, name="ret"), lambda ctx, ret: (ctx, -ctx), "sub"),
     (UPat(C.MUL, name="ret"), lambda ctx, ret: (ctx * ret.src[1], ctx * ret.src[0]), "mul"),
+    # d(a/b)/db = -(a/b)/b, through the quotient: -a/b**2 overflows (b**2 = inf) where a/b is finite
     (UPat(C.FDIV, name="ret"), lambda ctx, ret: (ctx / ret.src[1], -(ctx * ret) / ret.src[1]), "fdiv"),
     (UPat(C.MULACC, name="ret"), lambda ctx, ret: (ctx * ret.operands.b, ctx * ret.operands.a, ctx), "mulacc"),
     (UPat(C.MOD, name="ret"),  # float fmod: a - trunc(a / b) * b
