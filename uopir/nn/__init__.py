@@ -1,5 +1,6 @@
 """uopir.nn: the layers a tinygrad user expects, as plain classes holding parameter Tensors; optimizers in
-uopir.nn.optim (schedules in uopir.nn.lr_scheduler) and weights (state dicts, safetensors files) in uopir.nn.state, as tinygrad's `tinygrad.nn`.
+uopir.nn.optim, schedules in uopir.nn.lr_scheduler and weights (state dicts, safetensors files) in uopir.nn.state,
+as tinygrad's `tinygrad.nn`.
 
 A layer is a callable object whose Tensor attributes are its parameters (nn.state.get_parameters finds them by
 walking the object). Constructor signatures, defaults and state-dict names follow tinygrad's; the default
