@@ -70,22 +70,33 @@ def test_sigmoid_family_gradient_is_finite_at_extremes():
         assert getattr(x, f)().sum().gradient(x)[0].tolist()[:3] == [0.0, 0.5, 1.0], f
 
 
-def test_quotient_gradient_does_not_overflow_where_the_quotient_is_finite():
-    """d(a/b)/db is formed as -(g * (a/b)) / b, not -g * a / b**2: b**2 overflows long before a/b does (float32
-    exp(80)**2 is inf, which would make exp(x) / (1 + exp(x))'s gradient 1 at x = 80). Where exp(x) itself
-    overflows (float32 x = 300) the quotient is inf/inf = nan in the forward pass, and torch's gradient is nan too."""
-    def grad(v: list[float], dtype) -> np.ndarray:
+def test_hand_written_sigmoid_gradient_is_finite_and_precise_everywhere():
+    """exp(x) / (c + exp(x)) is differentiated as one function (tinygrad's test_sigmoid_alt_extreme): the op-by-op
+    chain gives 0 * inf = nan once float32 exp(x) overflows (x = 300; torch's chain is nan there too) and loses
+    1 - s to rounding far out on the flat side (x = 20, 88). Elsewhere the quotient's own gradient is formed
+    through a/b, since -a/b**2 overflows (b**2 = inf) where a/b is finite."""
+    def grad(v: list[float], dtype, c: float = 1.0, k: float = 1.0) -> np.ndarray:
         x = Tensor(v, dtype=dtype)
-        return (x.exp() / (1 + x.exp())).sum().gradient(x)[0].numpy()
+        e = (x * k).exp()
+        return (e / (c + e)).sum().gradient(x)[0].numpy()
 
-    def ref(v: list[float]) -> np.ndarray:
-        s = 1 / (1 + np.exp(-np.array(v, np.float64)))
-        return s * (1 - s)
-    v32 = [80.0, 88.0, -80.0, 3.0, -300.0]
-    np.testing.assert_allclose(grad(v32, dtypes.float32), ref(v32), rtol=1e-5, atol=1e-40)
-    v64 = [300.0, -300.0, 600.0, 2.0]
+    def ref(v: list[float], c: float = 1.0, k: float = 1.0) -> np.ndarray:  # k c e / (c + e)**2, without cancelling
+        z = k * np.array(v, np.float64) - np.log(c)
+        return k * np.exp(-np.abs(z)) / (1 + np.exp(-np.abs(z))) ** 2
+    v32 = [300.0, -300.0, 88.0, -88.0, 80.0, 20.0, -20.0, 3.0, 0.0]
+    got = grad(v32, dtypes.float32)
+    assert got[:2].tolist() == [0.0, 0.0]
+    np.testing.assert_allclose(got, ref(v32), rtol=1e-5, atol=1e-44)
+    v64 = [300.0, -300.0, 600.0, 2.0, 40.0]
     np.testing.assert_allclose(grad(v64, dtypes.float64), ref(v64), rtol=1e-12, atol=1e-300)
-    assert grad([300.0], dtypes.float64).tolist() == [0.0]
+    np.testing.assert_allclose(grad([1.0, 2.0, -1.5], dtypes.float32, c=3.0, k=2.0), ref([1.0, 2.0, -1.5], 3.0, 2.0),
+                               rtol=1e-5)
+    x = Tensor([1.0, -2.0], requires_grad=True)  # the quotient used twice; exp's other use keeps its own gradient
+    e = x.exp()
+    ((e / (1 + e)) * e).sum().backward()
+    xv = np.array([1.0, -2.0])
+    s = 1 / (1 + np.exp(-xv))
+    np.testing.assert_allclose(x.grad.numpy(), s * (1 - s) * np.exp(xv) + s * np.exp(xv), rtol=1e-5)
 
 
 def test_relu_and_clip_gradient_is_zero_at_the_boundary_as_torch():

@@ -214,6 +214,20 @@ def _sigmoid_grad(ctx: UOp, ret: UOp, x: UOp, one: UOp, log2e: UOp) -> dict[UOp,
     return {x: ctx * ret * (1.0 - ret)}
 
 
+def _logistic_grad(ctx: UOp, ret: UOp, x: UOp, k: UOp, c: UOp, e: UOp) -> dict[UOp, UOp] | None:
+    """q = e / (c + e) with e = exp2(k * x) and a constant c > 0 (`x.exp() / (1 + x.exp())`, a hand-written
+    sigmoid): dq/dx = k ln2 * s (1 - s) with s = 1 / (1 + c/e), the same q in a form that stays finite where e
+    overflows or underflows (the quotient rule gives 0 * inf = nan there, and so does torch's op-by-op chain).
+    1 - s is taken as s * c/e where c/e < 1, so the gradient keeps its precision far out on the flat side."""
+    kv, cv = C.const_value(k), C.const_value(c)
+    if not isinstance(kv, float) or not isinstance(cv, (int, float)) or not cv > 0 or not math.isfinite(cv):
+        return None
+    r = _k(e, float(cv)) / e
+    s = UOp(C.RECIP, e.dtype, (r + 1.0,))
+    slope = r.lt(_k(e, 1.0)).where(s * s * r, s * (1.0 - s))
+    return {x: ctx * slope * (kv * LN_2)}
+
+
 def _cos_grad(ctx: UOp, hi: UOp, x: UOp, x2: UOp, sin_x: UOp) -> dict[UOp, UOp] | None:
     """The frontend's cos (math_ops.cos: sin(hi - x) + d * sin(x), d the rounding error of hi - x) is -sin(x): the
     op-by-op chain differentiates sin(hi - x) with a cos(hi - x) rounded back to sin(x), which drops the d * cos(x)
@@ -236,11 +250,15 @@ _POW = UPat(C.WHERE, name="ret", src=(UPat(), UPat(), UPat(C.WHERE, src=(UPat(),
 _SIGMOID = UPat(C.RECIP, name="ret", src=(UPat(C.ADD, src=(UPat.cvar("one"), UPat(C.EXP2, src=(
     UPat(C.MUL, src=(UPat(C.NEG, src=(UPat.var("x"),)), UPat.cvar("log2e"))),)))),))
 
+_EXP = UPat(C.EXP2, name="e", src=(UPat(C.MUL, src=(UPat.var("x"), UPat.cvar("k"))),))
+_LOGISTIC = UPat(C.FDIV, name="ret", src=(_EXP, UPat(C.ADD, src=(UPat.cvar("c"), UPat.var("e")))))
+
 _COS = UPat(C.ADD, src=(UPat(C.SIN, src=(UPat(C.SUB, src=(UPat.cvar("hi"), UPat.var("x"))),)),
                         UPat(C.MUL, src=(UPat(), UPat(C.SIN, name="sin_x", src=(UPat.var("x2"),))))))
 
 GRADIENT_RULES = PatternMatcher([
     (_SIGMOID, _sigmoid_grad, "sigmoid"),
+    (_LOGISTIC, _logistic_grad, "logistic"),
     (_COS, _cos_grad, "cos"),
     (_POW, _pow_grad, "pow"),
     # elementwise
