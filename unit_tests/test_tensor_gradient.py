@@ -225,11 +225,13 @@ def test_bad_uses_are_clear_errors():
     with pytest.raises(ValueError, match="no tensor with requires_grad"):
         Tensor([1.0]).sum().backward()
     loss = (x * x).sum()
-    loss.realize()
-    with pytest.raises(ValueError, match="it is realized"):
-        loss.backward()
+    loss.realize()  # its graph is kept for backward (x requires a gradient): see test_backward_after_the_loss_is_read
+    x.grad = None
+    loss.backward()
+    assert x.grad.tolist() == [2.0, 4.0]
     with pytest.raises(ValueError, match="shape"):
         (x * 2).backward(Tensor([1.0]))
+    x.grad = None
     (x * 2).backward(Tensor([1.0, 0.5]))
     assert x.grad.tolist() == [2.0, 1.0]
 
@@ -240,3 +242,34 @@ def test_gradient_through_a_symbolic_shrink():
     (g,) = (cache[:n] * cache[:n]).sum().gradient(cache)
     want = 2 * cache.numpy() * (np.arange(6) < 4)[:, None]
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-6)
+
+
+def test_backward_after_the_loss_is_read_as_torch_and_tinygrad():
+    """Reading a loss (`.numpy()`, `.item()`, `.realize()`) before `backward()` keeps its graph while a tensor with
+    requires_grad=True is alive, so the gradient is the same as without the read."""
+    w = Tensor([1.0, -2.0, 3.0], requires_grad=True)
+    x = Tensor([0.5, 4.0, -1.0])
+    loss = (w * w * x).sum()
+    assert loss.item() == 0.5 + 16.0 - 9.0
+    loss.backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * np.array([1.0, -2.0, 3.0]) * np.array([0.5, 4.0, -1.0]))
+    y = (w.exp()).sum().realize()
+    np.testing.assert_allclose(y.gradient(w)[0].numpy(), np.exp([1.0, -2.0, 3.0]), rtol=1e-6)
+    with Tensor.test():  # no_grad: nothing is kept
+        z = (w * 2).sum().realize()
+    with pytest.raises(ValueError, match="it is realized, so its graph is gone"):
+        z.backward()
+
+
+def test_an_inference_result_does_not_keep_its_graph():
+    """Without a tensor that requires a gradient nothing is kept: a realized result holds no reference to the
+    graph (and so to the input buffers) it was computed from."""
+    import gc
+    import weakref
+    gc.collect()
+    x = Tensor(np.ones((4, 4), np.float32)).realize()
+    y = (x + 1).sum().realize()
+    ref = weakref.ref(x.uop)
+    del x
+    gc.collect()
+    assert ref() is None and y.item() == 32.0

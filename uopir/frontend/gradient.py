@@ -317,6 +317,11 @@ def track(t: Any, on: bool) -> None:
         _TRACKED.pop(id(t), None)
 
 
+def any_tracked() -> bool:
+    """Is a tensor with requires_grad=True alive? Then realize keeps the graphs it replaces, for a later backward."""
+    return bool(_TRACKED)
+
+
 def tracked() -> list[Any]:
     return list(_TRACKED.values())
 

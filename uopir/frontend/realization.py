@@ -16,6 +16,7 @@ from uopir.dialects import core as C
 from uopir.dialects import tensor as T
 from uopir.frontend import device as D
 from uopir.frontend import dtype_promotion as P
+from uopir.frontend import gradient as G
 from uopir.frontend import variable as V
 from uopir.frontend.schedule import ScheduleItem, schedule
 from uopir.frontend.shapes import broadcast_shape
@@ -117,6 +118,14 @@ def _written(u: UOp) -> UOp:
 
 
 
+def _keep_graph(t: Any, graph: UOp) -> None:
+    """Remember the graph a realized tensor was computed from while gradients may be asked for (a tensor with
+    requires_grad=True is alive, outside no_grad), as torch keeps its autograd graph: `loss.numpy(); loss.backward()`.
+    Otherwise nothing is kept, so an inference result does not hold its inputs' buffers alive."""
+    if G.any_tracked() and not type(t).no_grad and t.uop.dtype.is_float:
+        t._graph = (t.uop, graph)
+
+
 class Realization:
     """Running a Tensor and reading its value back."""
 
@@ -134,6 +143,7 @@ class Realization:
             return self._realize_symbolic()
         if op is not T.BUFFER:
             self.uop = D.realize(u, self.device)
+            _keep_graph(self, u)
             LAZY.pop(id(self), None)
         return self
 
@@ -166,6 +176,7 @@ class Realization:
                 ts = ts + _old_readers(targets, {id(t) for t in ts}, device)
             roots: list[UOp] = []
             seen: set[int] = set()
+            graphs = {id(t): t.uop for t in ts if t.uop.op is not T.ASSIGN}
             for t in ts:
                 if id(t) in seen:
                     continue
@@ -180,6 +191,8 @@ class Realization:
             for t in ts:
                 if t.uop.op is T.ASSIGN:
                     t.uop = _written(t.uop)
+                if id(t) in graphs:
+                    _keep_graph(t, graphs[id(t)])
                 LAZY.pop(id(t), None)
                 PENDING.pop(id(t), None)
 

@@ -80,7 +80,7 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
              Scatter, NNOps, Realization):
     """A lazy n-d array. `.uop` is its tensor-dialect graph; `.device` the device it lives on."""
 
-    __slots__ = ("uop", "device", "grad", "_requires_grad", "__weakref__")
+    __slots__ = ("uop", "device", "grad", "_requires_grad", "_graph", "__weakref__")
     __array_ufunc__ = None  # `np_array + tensor` calls Tensor.__radd__ instead of converting the tensor
 
     training: ClassVar[bool] = False
@@ -271,7 +271,7 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
             if not isinstance(t, Tensor) or not t.dtype.is_float:
                 raise TypeError(f"gradient: targets must be float Tensors, got "
                                 f"{_tensor_type(t) if isinstance(t, Tensor) else type(t).__name__}")
-        grads = G.compute_gradient(self.uop, root, [t.uop for t in targets])
+        grads = G.compute_gradient(self._differentiable(), root, [t.uop for t in targets])
         out = []
         for i, t in enumerate(targets):
             g = grads.get(t.uop)
@@ -290,7 +290,7 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
         opts out). self must be a scalar unless `gradient` is given."""
         root = self._root_gradient(gradient, "backward")
         params = G.tracked() + [t for t in G.live_tensors() if t is not self and t._requires_grad is None]
-        grads = G.compute_gradient(self.uop, root, [t.uop for t in params])
+        grads = G.compute_gradient(self._differentiable(), root, [t.uop for t in params])
         if not grads:
             raise ValueError(f"backward: no tensor with requires_grad True or None is in the graph of this tensor"
                              f"{self._realized_hint()}")
@@ -300,9 +300,16 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
                 t.grad = t._new(g) if t.grad is None else t.grad + t._new(g)
         return self
 
+    def _differentiable(self) -> UOp:
+        """The graph to differentiate: this tensor's, or, once it is realized, the graph it was computed from (kept by
+        realize while a tensor with requires_grad=True is alive, so `loss.item(); loss.backward()` works as in torch
+        and tinygrad)."""
+        kept = getattr(self, "_graph", None)
+        return kept[1] if kept is not None and kept[0] is self.uop else self.uop
+
     def _realized_hint(self) -> str:
         return " (it is realized, so its graph is gone: differentiate before realizing it)" \
-            if self.uop.op is T.BUFFER else ""
+            if self._differentiable().op is T.BUFFER else ""
 
     class train(ContextDecorator):  # noqa: N801 - tinygrad's name
         """`with Tensor.train():` sets Tensor.training (dropout, batchnorm statistics) and restores it after;
