@@ -153,7 +153,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     # 1. register tiling of kernels with a reduction (a depthwise window first, then a dot product)
     window = _window_tile(k, vw, budget)
     dot = _dot_tile(k, t, vw, budget) if k.reduces and window is None else None
-    channels = _channel_tile(k, vw, budget, fit_upcast) if k.reduces and window is None and dot is None else None
+    channels = _channel_tile(k, vw, budget, budget * (t.unroll_sizes[0] if t.unroll_sizes else 1), fit_upcast) \
+        if k.reduces and window is None and dot is None else None
     done: set[UOp] = set()
     if window is not None:
         upcast.update(window[0])
@@ -165,9 +166,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         for f in dot.values():
             lanes *= f
     elif channels is not None:
-        upcast.update(channels)
-        for f in channels.values():
-            lanes *= f
+        upcast.update(channels[0])
+        lanes = channels[2]
     elif k.reduces:
         # each loop nest its own tile (a peeled kernel's segments run one after the other: their registers are
         # not live together), the lanes the most of any
@@ -228,7 +228,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         lanes *= max((f for _, f in accs), default=1)
     # 3. else unroll the innermost range of each reduction
     cap = budget * (t.unroll_sizes[0] if t.unroll_sizes else 1)
-    unroll: dict[UOp, int] = dict(window[1]) if window is not None else {}
+    unroll: dict[UOp, int] = dict(window[1]) if window is not None else dict(channels[1]) if channels else {}
     done.update(unroll)
     for red in k.reduces:
         rs = red.operands.ranges
@@ -250,8 +250,11 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             unroll[r] = f
             lanes *= f
     _fit_code_size(k, upcast, unroll)
+    # (a channel tile's vector last, its lanes innermost: one weight vector times a broadcast input per row lane,
+    # also where a peeled segment's row range has a later axis than the channels)
+    last = next(iter(channels[0])) if channels is not None else None
     opts: list[Opt] = [Opt("upcast", r.attrs.axis, f)
-                       for r, f in sorted(upcast.items(), key=lambda rf: rf[0].attrs.axis)]
+                       for r, f in sorted(upcast.items(), key=lambda rf: (rf[0] is last, rf[0].attrs.axis))]
     opts += [Opt("unroll", r.attrs.axis, f) for r, f in unroll.items()]
     # loop order: a wide tile's contiguous range outermost (only when another output range is tiled too)
     # of a peeled kernel, the interior's loops (the border segments run on every core, beside its share)
@@ -409,7 +412,8 @@ def _dot_tile(k: KernelFacts, t: Target, vw: int, budget: int) -> dict[UOp, int]
     return {outs[0]: g} if f < DOT_MIN_LANES else {r: f, outs[0]: g}
 
 
-def _channel_tile(k: KernelFacts, vw: int, budget: int, fit: Callable[[UOp, int], int]) -> dict[UOp, int] | None:
+def _channel_tile(k: KernelFacts, vw: int, budget: int, cap: int, fit: Callable[[UOp, int], int]
+                  ) -> tuple[dict[UOp, int], dict[UOp, int], int] | None:
     """1. (channel vectors) The register tile of a kernel whose contiguous output rows are too short for a vector (a
     conv's 7, 14 or 28 columns; a strided conv's reads, which are no vector at all) or no whole number of vectors (56
     columns: 3.5 x 16, a half vector per row computed twice or packed by shuffles) but which reads some input under
@@ -417,11 +421,17 @@ def _channel_tile(k: KernelFacts, vw: int, budget: int, fit: Callable[[UOp, int]
     nn_ops.CHANNEL_BLOCK): that range is the vector, one vector of the target's width or half of one (each vector
     load of it serves a whole row), and the output range the vector load does not vary along, the row when there is
     one, is upcast beside it by the largest divisor of its extent that fits the budget (at most CHANNEL_TILE_ROWS):
-    each of its lanes is one broadcast input times the weight vector. None when the kernel is not like that."""
+    each of its lanes is one broadcast input times the weight vector. Of a conv whose padded input is read in
+    place (kernel-peel's segments inside the channel range), each segment's row is upcast so, the interior's
+    deciding, and each segment's reduction has its innermost range (a window row's taps) unrolled in full within
+    `cap` lanes: a tile of the first segment alone (a border row) would leave the interior one accumulator per tap,
+    and one lane count summed over the segments (which run one after the other) would unroll only the first.
+    (upcast, unroll, the lanes of one segment's tile), or None when the kernel is not like that."""
     if vw < 2:
         return None
     red = k.red_ranges()
-    row = next((r for r in reversed(k.out) if k.contiguous(r)), None)
+    rows = sorted((r for r in reversed(k.out) if k.contiguous(r)), key=lambda r: -k.stored(r))
+    row = rows[0] if rows else None
     if row is not None and fit(row, budget) % vw == 0:
         return None  # whole vectors along the row (a row tile that a half vector ends is 1/8 waste or shuffles)
     loaded = [x for x in k.loads if k.deps[x] & red]
@@ -433,16 +443,23 @@ def _channel_tile(k: KernelFacts, vw: int, budget: int, fit: Callable[[UOp, int]
     vec_loads = [x for x in loaded if chan in k.deps[x]]
     beside = [r for r in reversed(k.out) if r is not chan and not any(r in k.deps[x] for x in vec_loads)
               and (const_extent(r) or 0) >= 2]
-    if row in beside:
-        beside.remove(row)
-        beside.insert(0, row)
     tile = {chan: width}
-    if beside:
-        n = const_extent(beside[0]) or 1
+    tiled = [r for r in rows if r in beside] or beside[:1]
+    for r in tiled:
+        n = const_extent(r) or 1
         f = next((d for d in range(min(n, CHANNEL_TILE_ROWS, budget // width), 1, -1) if n % d == 0), 1)
         if f >= 2:
-            tile[beside[0]] = f
-    return tile
+            tile[r] = f
+    unroll: dict[UOp, int] = {}
+    lanes = width * max((tile.get(r, 1) for r in tiled), default=1)
+    if len(tiled) > 1:  # peeled segments
+        for red_op in k.reduces:
+            r = red_op.operands.ranges[-1] if red_op.operands.ranges else None
+            n = const_extent(r) if r is not None else None
+            if r is not None and r.attrs.kind == "reduce" and n is not None and 2 <= n <= FULL_UNROLL_MAX \
+                    and lanes * n <= cap:
+                unroll[r] = n
+    return tile, unroll, lanes
 
 
 def _accumulators(k: KernelFacts, t: Target, budget: int, upcast: set[UOp]) -> list[tuple[UOp, int]]:
