@@ -1,4 +1,4 @@
-"""uopir.nn.state: find a model's tensors, load weights into it, and save/load them in the safetensors format.
+"""uopir.nn.state: find a model's tensors, load weights into it, save/load safetensors files, read PyTorch checkpoints.
 
 get_state_dict walks an object (its attributes, dicts, lists, tuples, namedtuples) and names each Tensor it finds by
 its path ("layers.0.weight"), iteratively and in attribute order; get_parameters is its values without repeats.
@@ -28,7 +28,7 @@ from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import DType, dtypes
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
-           "StateFileError"]
+           "StateFileError", "torch_load"]
 
 _SAFE_DTYPES: dict[str, DType] = {
     "F64": dtypes.float64, "F32": dtypes.float32, "F16": dtypes.float16, "BF16": dtypes.bfloat16,
@@ -118,7 +118,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 
 # ---- safetensors ----------------------------------------------------------------------------------------------------
 class StateFileError(ValueError):
-    """A weight file that is not a valid safetensors file; the message names the file and the field at fault."""
+    """A weight file (safetensors, PyTorch checkpoint) uopir cannot read; the message names the file and the fault."""
 
 
 class _Bad(Exception):
@@ -338,3 +338,7 @@ def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Ten
                 arr = lib.get_tensor(name).astype(_NP[d], copy=False)
             out[name] = Tensor(arr, dtype=d, device=device)
     return out
+
+
+# PyTorch checkpoints: a module of their own, which raises StateFileError (defined above)
+from uopir.nn.torch_load import torch_load  # noqa: E402
