@@ -26,6 +26,8 @@ import numpy as np
 
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import DType, dtypes
+from uopir.nn.errors import StateFileError
+from uopir.nn.torch_load import torch_load
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
            "StateFileError", "torch_load"]
@@ -117,10 +119,6 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 
 
 # ---- safetensors ----------------------------------------------------------------------------------------------------
-class StateFileError(ValueError):
-    """A weight file (safetensors, PyTorch checkpoint) uopir cannot read; the message names the file and the fault."""
-
-
 class _Bad(Exception):
     """A fault found in a header, as a message; the caller adds the file's name and raises StateFileError."""
 
@@ -338,7 +336,3 @@ def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Ten
                 arr = lib.get_tensor(name).astype(_NP[d], copy=False)
             out[name] = Tensor(arr, dtype=d, device=device)
     return out
-
-
-# PyTorch checkpoints: a module of their own, which raises StateFileError (defined above)
-from uopir.nn.torch_load import torch_load  # noqa: E402

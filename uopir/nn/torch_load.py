@@ -35,7 +35,7 @@ import numpy as np
 
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import DType, dtypes
-from uopir.nn.state import StateFileError
+from uopir.nn.errors import StateFileError
 
 __all__ = ["torch_load"]
 
