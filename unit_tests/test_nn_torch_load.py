@@ -148,6 +148,10 @@ def test_a_rebuild_function_given_other_than_its_arguments_is_refused(tmp_path: 
     _hostile(fn, tc.Call(tc.Global("torch._utils", "_rebuild_tensor_v2"), ("not a storage", 0, (1,), (1,))))
     with pytest.raises(StateFileError, match=r"odd\.pt: a tensor is rebuilt from str 'not a storage'"):
         torch_load(fn)
+    storage = tc.tensor([1.0]).storage
+    _hostile(fn, tc.Call(tc.Global("torch._utils", "_rebuild_tensor_v2"), (storage, 0, (1,), (1,)), {"numpy": 1}))
+    with pytest.raises(StateFileError, match=r"odd\.pt: the pickle sets the state of a tensor"):
+        torch_load(fn)
 
 
 def _damaged(tmp_path: Path, how: str) -> Path:

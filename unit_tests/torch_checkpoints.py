@@ -39,12 +39,13 @@ class Global:
 
 @dataclass(eq=False)
 class Call:
-    """func(*args), as a pickle's REDUCE."""
+    """func(*args), as a pickle's REDUCE (then BUILD with state, when given)."""
     func: Global
     args: tuple
+    state: Any = None
 
     def __reduce__(self) -> Any:
-        return self.func, self.args
+        return (self.func, self.args) if self.state is None else (self.func, self.args, self.state)
 
 
 @dataclass(eq=False)

@@ -302,7 +302,7 @@ def _load_zip(path: str) -> tuple[Any, str]:
     return obj, order
 
 
-def _load_stream(path: str, f: IO[bytes]) -> tuple[Any, str]:
+def _load_stream(f: IO[bytes]) -> tuple[Any, str]:
     """The legacy layout: magic, protocol version, sys_info, the object, the storage keys, then the storages."""
     magic = _unpickle(f)
     if magic != _MAGIC:
@@ -458,7 +458,7 @@ def torch_load(fn: str | os.PathLike, device: str | None = None) -> Any:
             elif head[257:262] == b"ustar":
                 obj, order = _load_tar(path)
             elif head[:1] == b"\x80":
-                obj, order = _load_stream(path, f)
+                obj, order = _load_stream(f)
             else:
                 raise _Refused(_not_a_checkpoint(head))
         return _resolve(obj, order, device, {})
