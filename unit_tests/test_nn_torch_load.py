@@ -64,6 +64,7 @@ def test_every_dtype_in_the_zip_layout(tmp_path: Path, byteorder: str | None) ->
     sd = {name: tc.tensor([vals], name) for name, (vals, _) in DTYPES.items()}
     sd["scalar"] = tc.tensor(np.float64(2.5), "float64")
     sd["p"] = tc.View(tc.tensor([4.0], "float32").storage, 0, (1,), (1,), parameter=True)
+    sd["dt"] = tc.Global("torch", "float16")  # a torch.dtype value (as optimizer or AMP state may hold)
     fn = tmp_path / "d.pth"
     tc.save_zip(sd, fn, archive="some_model_name", byteorder=byteorder)  # no byteorder record: little (torch < 2.1)
     got = torch_load(fn)
@@ -71,7 +72,7 @@ def test_every_dtype_in_the_zip_layout(tmp_path: Path, byteorder: str | None) ->
         assert got[name].dtype is d, name
         assert got[name].numpy().tolist() == [_bf16(vals) if d is dtypes.bfloat16 else vals], name
     assert got["scalar"].shape == () and got["scalar"].numpy().tolist() == 2.5
-    assert got["p"].numpy().tolist() == [4.0]
+    assert got["p"].numpy().tolist() == [4.0] and got["dt"] is dtypes.float16
 
 
 @pytest.mark.parametrize("name", ["zip.pt", "stream.pt"])
@@ -178,6 +179,13 @@ def _damaged(tmp_path: Path, how: str) -> Path:
     elif how == "no-data-pkl":
         with zipfile.ZipFile(fn, "w") as z:
             z.writestr("a/other.txt", "x")
+    elif how == "huge-count":
+        tc.save_stream(views, fn)
+        data = fn.read_bytes()
+        at = data.index((12).to_bytes(8, "little") + np.float32(0).tobytes())  # storage 0's element count
+        fn.write_bytes(data[:at] + (2**60).to_bytes(8, "little") + data[at + 8:])
+    elif how == "storage-type":
+        tc.save_zip({}, fn, data_pkl=tc.dumps({"t": tc.Global("torch", "FloatStorage")})[0])
     elif how == "complex":
         tc.save_zip({"c": tc.tensor([1 + 2j], "complex64")}, fn)
     return fn
@@ -195,6 +203,8 @@ def _damaged(tmp_path: Path, how: str) -> Path:
     ("pickle", "a pickle that starts with dict"),
     ("no-data-pkl", "a zip archive without one ARCHIVE/data.pkl record"),
     ("complex", "storage '0' holds complex64, which uopir cannot load"),
+    ("huge-count", r"the file ends inside the data of storage '0' \(0 of 4611686018427387904 bytes\)"),
+    ("storage-type", "the checkpoint holds torch.FloatStorage itself"),
 ])
 def test_a_bad_file_is_one_error_naming_it(tmp_path: Path, how: str, said: str) -> None:
     fn = _damaged(tmp_path, how)

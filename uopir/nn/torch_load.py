@@ -321,14 +321,15 @@ def _load_stream(f: IO[bytes]) -> tuple[Any, str]:
         st = storages.by_key.get(key)
         if st is None:
             raise _Refused(f"the file has data for storage {key!r}, which the pickle does not name")
-        n, st.raw = _sized_block(f, key, st.dtype, order)
+        n, st.raw = _sized_block(f, key, st.dtype, order, os.fstat(f.fileno()).st_size)
         if n != st.numel:
             raise _Refused(f"storage {key!r} has {n} elements in the file, the pickle says {st.numel}")
     return obj, order
 
 
-def _sized_block(f: IO[bytes], key: str, dtype: str, order: str) -> tuple[int, bytes]:
-    """A storage as torch writes it to a stream: its element count (8 bytes), then its bytes."""
+def _sized_block(f: IO[bytes], key: str, dtype: str, order: str, size: int) -> tuple[int, bytes]:
+    """A storage as torch writes it to a stream: its element count (8 bytes), then its bytes (of a stream of `size`
+    bytes: a count past its end is refused before anything is allocated for it)."""
     if dtype not in _DTYPES and dtype != "untyped":
         raise _Refused(f"storage {key!r} holds {dtype}, which uopir cannot load (known: {', '.join(_DTYPES)})")
     head = f.read(8)
@@ -336,7 +337,7 @@ def _sized_block(f: IO[bytes], key: str, dtype: str, order: str) -> tuple[int, b
         raise _Refused(f"the file ends before the data of storage {key!r}")
     n = struct.unpack(order + "q", head)[0]
     item = np.dtype(_DTYPES[dtype][1]).itemsize if dtype in _DTYPES else 1
-    raw = f.read(max(n, 0) * item)
+    raw = f.read(n * item) if 0 <= n * item <= size else b""
     if n < 0 or len(raw) < n * item:
         raise _Refused(f"the file ends inside the data of storage {key!r} ({len(raw)} of {n * item} bytes)")
     return n, raw
@@ -361,12 +362,14 @@ def _load_tar(path: str) -> tuple[Any, str]:
             if not (isinstance(rec, tuple) and len(rec) == 3 and isinstance(rec[0], int)
                     and isinstance(rec[2], _Marker) and rec[2].kind == "storage"):
                 raise _Refused(f"the storage record {_what(rec)} is not (key, location, StorageType)")
-            n, raw = _sized_block(f, str(rec[0]), rec[2].dtype, "<")
+            n, raw = _sized_block(f, str(rec[0]), rec[2].dtype, "<", tar.getmember("storages").size)
             st = objects[rec[0]] = _Storage(str(rec[0]), rec[2].dtype, n)
             st.raw = raw
         for view in _unpickle(f):
-            if not (isinstance(view, tuple) and len(view) == 4 and view[1] in objects):
-                raise _Refused(f"the storage view {_what(view)} is not (key, root key, offset, numel)")
+            if not (isinstance(view, tuple) and len(view) == 4 and view[1] in objects
+                    and all(isinstance(v, int) and v >= 0 for v in view[2:])
+                    and view[2] + view[3] <= objects[view[1]].numel):
+                raise _Refused(f"the storage view {_what(view)} is not (key, root key, offset, numel) inside its root")
             root = objects[view[1]]
             sub = _Storage(str(view[0]), root.dtype, view[3])
             sub.root, sub.start = root, view[2]
@@ -410,7 +413,7 @@ def _resolve(obj: Any, order: str, device: str | None, memo: dict[int, Any]) -> 
     if isinstance(obj, _TensorRef):
         out: Any = obj.tensor(order, device)
     elif isinstance(obj, _Marker):
-        if obj.dtype not in _DTYPES:
+        if obj.kind != "dtype" or obj.dtype not in _DTYPES:
             raise _Refused(f"the checkpoint holds {obj.name} itself, which uopir has no value for")
         out = _DTYPES[obj.dtype][0]
     elif isinstance(obj, _Storage):
