@@ -1,4 +1,4 @@
-"""uopir.nn.state: find a model's tensors, load weights into it, and save/load them in the safetensors format.
+"""uopir.nn.state: find a model's tensors, load weights into it, save/load safetensors files, read PyTorch checkpoints.
 
 get_state_dict walks an object (its attributes, dicts, lists, tuples, namedtuples) and names each Tensor it finds by
 its path ("layers.0.weight"), iteratively and in attribute order; get_parameters is its values without repeats.
@@ -26,9 +26,11 @@ import numpy as np
 
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import DType, dtypes
+from uopir.nn.errors import StateFileError
+from uopir.nn.torch_load import torch_load
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
-           "StateFileError"]
+           "StateFileError", "torch_load"]
 
 _SAFE_DTYPES: dict[str, DType] = {
     "F64": dtypes.float64, "F32": dtypes.float32, "F16": dtypes.float16, "BF16": dtypes.bfloat16,
@@ -117,10 +119,6 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 
 
 # ---- safetensors ----------------------------------------------------------------------------------------------------
-class StateFileError(ValueError):
-    """A weight file that is not a valid safetensors file; the message names the file and the field at fault."""
-
-
 class _Bad(Exception):
     """A fault found in a header, as a message; the caller adds the file's name and raises StateFileError."""
 
