@@ -188,6 +188,7 @@ def test_gpt2_matches_numpy_and_generates_greedily(tmp_path: Path, capsys: pytes
     (["--weights", "{tmp}"], "is a folder"),
     (["--weights", "{tmp}/w.txt"], "unknown weight file type '.txt'"),
     (["--weights", "{tmp}/junk.safetensors"], "junk.safetensors: cannot read the weights"),
+    (["--weights", "{tmp}/junk.pt"], "junk.pt: "),  # no torch_load, or one that refuses the file
     (["--weights", "{tmp}/few.safetensors"], "missing keys (the model has them, the weights do not): h.0.ln_1.bias"),
     (["--weights", "{tmp}/odd.safetensors"], "unexpected keys (in the weights, not in the model): h.0.extra"),
     (["--random", "--prompt", "1,x"], "--prompt '1,x': expected comma-separated token ids"),
@@ -198,6 +199,7 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.Capture
                                           message: str) -> None:
     (tmp_path / "w.txt").write_text("x")
     (tmp_path / "junk.safetensors").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{oops")
+    (tmp_path / "junk.pt").write_bytes(b"garbage")
     sd = {"wte.weight": np.zeros((4, 2), np.float32), "wpe.weight": np.zeros((3, 2), np.float32),
           "h.0.ln_1.weight": np.ones(2, np.float32)}
     safe_save({k: Tensor(v) for k, v in sd.items()}, str(tmp_path / "few.safetensors"))

@@ -26,7 +26,7 @@ class ZooError(Exception):
     """A fault in the user's input (a weight file, its keys, an image): main prints it and exits with status 1."""
 
 
-def _torch_loader() -> Callable[[str], StateDict]:
+def _torch_loader(path: str) -> Callable[[str], StateDict]:
     """uopir's reader of PyTorch checkpoints, wherever this version of uopir keeps it (it may have none)."""
     try:
         from uopir.nn.state import torch_load  # type: ignore[attr-defined]
@@ -37,8 +37,8 @@ def _torch_loader() -> Callable[[str], StateDict]:
         from uopir.nn.torch_load import torch_load  # type: ignore[import-not-found]
         return torch_load
     except ImportError:
-        raise ZooError("this version of uopir cannot read PyTorch checkpoints (no uopir.nn.state.torch_load): "
-                       "convert the file to safetensors first") from None
+        raise ZooError(f"{path}: this version of uopir cannot read PyTorch checkpoints (no "
+                       "uopir.nn.state.torch_load): convert the file to safetensors first") from None
 
 
 def read_weights(path: str) -> StateDict:
@@ -53,12 +53,13 @@ def read_weights(path: str) -> StateDict:
         if ext == ".safetensors":
             sd: Any = safe_load(path)
         elif ext in (".pt", ".pth", ".bin", ".ckpt"):
-            sd = _torch_loader()(path)
+            sd = _torch_loader(path)(path)
         else:
             raise ZooError(f"{path}: unknown weight file type {ext or '(no extension)'!r} (expected .safetensors, "
                            ".pt, .pth or .bin)")
     except (StateFileError, ValueError, OSError) as e:
-        raise ZooError(f"{path}: cannot read the weights: {e}") from None
+        said = str(e).removeprefix(f"{path}: ")  # the readers name the file themselves
+        raise ZooError(f"{path}: cannot read the weights: {said}") from None
     for wrapper in ("state_dict", "model"):
         if isinstance(sd, dict) and isinstance(sd.get(wrapper), dict):
             sd = sd[wrapper]
