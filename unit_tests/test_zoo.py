@@ -221,3 +221,14 @@ def test_shape_mismatch_and_bad_image_are_named(tmp_path: Path) -> None:
     np.save(tmp_path / "img.npy", np.zeros((3, 16, 16), np.float32))
     with pytest.raises(zoo_common.ZooError, match=r"an image of shape \(1, 3, 16, 16\).*\(3, 32, 32\)"):
         zoo_common.read_image(str(tmp_path / "img.npy"), 32, 0)
+
+
+def test_random_command_lines_print_their_results(capsys: pytest.CaptureFixture[str]) -> None:
+    """--random: the tiny configurations run end to end (the smoke test docs/zoo.md offers) and print k classes."""
+    assert zoo_common.run_main(resnet18.main, ["--random", "--top", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ResNet blocks [1, 1, 1, 1], width 4, 10 classes") and len(out) == 4
+    assert zoo_common.run_main(vit.main, ["--random", "--top", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    probs = [float(line.split("p = ")[1]) for line in out[1:]]
+    assert len(probs) == 2 and probs[0] >= probs[1] > 0
