@@ -1,79 +1,121 @@
-"""ResNet-18 (He et al. 2015) written with uopir.nn, with torchvision's state-dict names, so that torchvision's
-resnet18 weights (a .pth checkpoint, or a safetensors file of the same keys) load as they are.
+"""ResNet-18 (and the other BasicBlock ResNets: ResNet-34 is [3, 4, 6, 3] blocks) with uopir.nn, with torchvision's
+state-dict names (conv1, bn1, layer1.0.conv1, layer2.0.downsample.0, fc, ...), classifying one image.
 
-    python3 examples/zoo/resnet18.py [--weights resnet18.pth] [--width 64] [--size 224] [--device c]
+    python examples/zoo/resnet18.py --random                      # tiny random network, random image
+    python examples/zoo/resnet18.py --weights resnet18.safetensors [--image img.npy] [--top 5]
 
-Without --weights the network keeps its random initialisation. `width` scales every stage (64: the real network; the
-tests use 4). Inference only: BatchNorm uses its running statistics.
+Real weights: torchvision's pretrained resnet18 (ImageNet, 1000 classes) is a PyTorch state dict; save it as
+safetensors with the safetensors package's torch helper (save_file(model.state_dict(), "resnet18.safetensors")) on a
+machine that has torch, or pass the .pth file itself where uopir can read PyTorch checkpoints. The depth, width and
+class count are read from the tensors' shapes. The image is a .npy array of shape (3, 224, 224) or (224, 224, 3),
+already scaled to [0, 1] and normalized with ImageNet's channel mean (0.485, 0.456, 0.406) and std (0.229, 0.224,
+0.225), as torchvision's preprocessing does. It prints the top classes as ImageNet class indices and probabilities.
 """
 from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 import sys
+from dataclasses import dataclass
 
-import numpy as np
+try:
+    import uopir  # noqa: F401
+except ModuleNotFoundError:  # run from a checkout without `pip install -e .`
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+import zoo_common as zoo
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from zoo_weights import load_into, read_weights, run_main  # noqa: E402
+from uopir import Tensor, nn
 
-from uopir import Tensor, nn  # noqa: E402
+
+@dataclass(frozen=True)
+class Config:
+    blocks: tuple[int, ...] = (2, 2, 2, 2)  # BasicBlocks per stage
+    width: int = 64  # channels of the stem and the first stage; each later stage doubles them
+    classes: int = 1000
+    image: int = 224
+
+
+TINY = Config(blocks=(1, 1, 1, 1), width=4, classes=10, image=32)
 
 
 class BasicBlock:
-    """Two 3x3 convolutions with BatchNorm and a shortcut (a strided 1x1 conv + BatchNorm where the shape changes)."""
+    """Two 3x3 convolutions with batch norm, added to the input (through a strided 1x1 conv where the shape changes)."""
 
     def __init__(self, cin: int, cout: int, stride: int) -> None:
-        self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm(cout)
-        self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm(cout)
-        # torchvision's nn.Sequential(conv, bn): keys downsample.0.* and downsample.1.*
-        self.downsample = [nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm(cout)] \
-            if stride != 1 or cin != cout else []
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = ([nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout)]
+                           if stride != 1 or cin != cout else [])
 
     def __call__(self, x: Tensor) -> Tensor:
-        out = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
-        short = self.downsample[1](self.downsample[0](x)) if self.downsample else x
-        return (out + short).relu()
+        out = self.bn1(self.conv1(x)).relu()
+        out = self.bn2(self.conv2(out))
+        return (out + x.sequential(self.downsample)).relu()
 
 
-class ResNet18:
-    """conv 7x7/2 -> maxpool 3x3/2 -> 4 stages of 2 BasicBlocks (width, 2, 4, 8 x width) -> global mean -> fc."""
+class ResNet:
+    """The stem (7x7 stride-2 conv, batch norm, 3x3 stride-2 max pool), four stages of BasicBlocks (the first block of
+    stages 2-4 halves the resolution), a global average pool and the classifier."""
 
-    def __init__(self, num_classes: int = 1000, width: int = 64) -> None:
-        self.conv1, self.bn1 = nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm(width)
-        cin = width
-        for i in range(4):
-            cout = width * 2 ** i
-            setattr(self, f"layer{i + 1}", [BasicBlock(cin, cout, 1 if i == 0 else 2), BasicBlock(cout, cout, 1)])
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        w = cfg.width
+        self.conv1 = nn.Conv2d(3, w, 7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(w)
+        cin = w
+        for i, n in enumerate(cfg.blocks):
+            cout = w * 2 ** i
+            stage = [BasicBlock(cin if j == 0 else cout, cout, 2 if i > 0 and j == 0 else 1) for j in range(n)]
+            setattr(self, f"layer{i + 1}", stage)
             cin = cout
-        self.fc = nn.Linear(cin, num_classes)
+        self.fc = nn.Linear(cin, cfg.classes)
 
     def __call__(self, x: Tensor) -> Tensor:
-        x = self.bn1(self.conv1(x)).relu().max_pool2d(kernel_size=3, stride=2, padding=1)
-        for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
-            for block in stage:
-                x = block(x)
-        return self.fc(x.mean(axis=(2, 3)))
+        x = self.bn1(self.conv1(x)).relu().max_pool2d(3, stride=2, padding=1)
+        for i in range(len(self.cfg.blocks)):
+            x = x.sequential(getattr(self, f"layer{i + 1}"))
+        return self.fc(x.mean((2, 3)))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--weights", help="a .pth/.pt checkpoint or .safetensors file with torchvision's keys")
-    ap.add_argument("--width", type=int, default=64)
-    ap.add_argument("--classes", type=int, default=1000)
-    ap.add_argument("--size", type=int, default=224, help="the input image's side")
-    ap.add_argument("--device", default=None)
-    args = ap.parse_args()
-    sd = read_weights(args.weights) if args.weights else None  # a bad file fails before the model is built
-    model = ResNet18(args.classes, args.width)
-    if sd is not None:
-        load_into(model, sd)
-    x = Tensor(np.random.default_rng(0).standard_normal((1, 3, args.size, args.size), np.float32), device=args.device)
-    probs = model(x).softmax().numpy()[0]
-    top = np.argsort(-probs)[:5]
-    print("top-5 classes:", ", ".join(f"{int(c)} ({probs[c]:.3f})" for c in top))
+def config_of(sd: zoo.StateDict) -> Config:
+    """The configuration whose tensors sd holds (torchvision's names), for any BasicBlock ResNet."""
+    if "conv1.weight" not in sd or "fc.weight" not in sd:
+        raise zoo.ZooError("not a torchvision-style ResNet state dict (no conv1.weight or fc.weight)")
+    stages: dict[int, int] = {}
+    for k in sd:
+        m = re.match(r"layer(\d+)\.(\d+)\.", k)
+        if m:
+            s, b = int(m[1]), int(m[2])
+            stages[s] = max(stages.get(s, 0), b + 1)
+    if not stages or sorted(stages) != list(range(1, len(stages) + 1)):
+        raise zoo.ZooError(f"the ResNet's stages are not layer1..layerN: {sorted(stages)}")
+    if any(k.endswith("conv3.weight") for k in sd):
+        raise zoo.ZooError("Bottleneck ResNets (ResNet-50 and up: conv3 in each block) are not in this example")
+    return Config(blocks=tuple(stages[s] for s in sorted(stages)), width=zoo.shape_of(sd["conv1.weight"])[0],
+                  classes=zoo.shape_of(sd["fc.weight"])[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawTextHelpFormatter)
+    zoo.weights_args(ap)
+    ap.add_argument("--image", metavar="FILE.npy", help="a normalized (3, H, W) or (H, W, 3) image (default: random)")
+    ap.add_argument("--top", type=int, default=5, help="how many classes to print (default 5)")
+    args = ap.parse_args(argv)
+    zoo.use_device(args.device)
+    sd = zoo.read_weights(args.weights) if args.weights else None
+    cfg = config_of(sd) if sd is not None else TINY
+    model = ResNet(cfg)
+    zoo.load(model, sd if sd is not None else zoo.random_state_dict(model, args.seed))
+    x = zoo.read_image(args.image, cfg.image, args.seed)
+    logits = model(Tensor(x)).numpy()[0]
+    print(f"ResNet blocks {list(cfg.blocks)}, width {cfg.width}, {cfg.classes} classes; top {args.top}:")
+    for c, p in zoo.top_k(logits, args.top):
+        print(f"  class {c:5d}  p = {p:.4f}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))
+    sys.exit(zoo.run_main(main))
