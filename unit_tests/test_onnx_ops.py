@@ -273,7 +273,7 @@ def test_shape_computed_reshape_target() -> None:
     ("Reshape", {"x": f32(2, 3)}, {"s": i64(4, -1)}, {}, "cannot infer"),
     ("Squeeze", {"x": f32(2, 3)}, {"a": i64(0)}, {}, "size is not 1"),
     ("Pad", {"x": f32(2, 3)}, {"p": i64(1, 1)}, {}, "2 entries per padded axis"),
-    ("Dropout", {"x": f32(2, 3)}, {"r": np.array(0.5, np.float32), "t": np.array(True)}, {}, "training mode"),
+    ("Dropout", {"x": f32(2, 3)}, {"r": np.array(1.0, np.float32), "t": np.array(True)}, {}, "below 1 in training"),
 ])
 def test_bad_models_name_the_node(op: str, ins: dict, consts: dict, attrs: dict, words: str) -> None:
     node = helper.make_node(op, list(ins) + list(consts), ["y"], name="the_node", **attrs)
