@@ -141,14 +141,14 @@ def _decode_attr(a: Any, where: str = "") -> Any:
     return None
 
 
-def _type_check(tp: Any, where: str) -> tuple[DType, tuple[int | str | None, ...] | None]:
+def _type_check(tp: Any, where: str) -> tuple[DType | None, tuple[int | str | None, ...] | None]:
     """(dtype, shape with dim_param names / None for unknown dims) of a TypeProto (a low-precision type: its storage
     dtype); OnnxImportError for a map or sparse type and for unsupported element types. A sequence or optional type
     (ops_sequence) is checked and gives (None, None)."""
     kind = tp.WhichOneof("value")
     if kind != "tensor_type":
         S.check_type(tp, where, onnx_dtype)
-        return None, None  # type: ignore[return-value]
+        return None, None
     tt = tp.tensor_type
     d = lowp_dtype(tt.elem_type, where)[0]
     if not tt.HasField("shape"):
@@ -219,11 +219,11 @@ class OnnxModel:
         for vi in g.input:
             if vi.name in init_names:
                 continue  # an initializer listed as an input (IR < 4): an overridable default, taken as constant
-            d_shape = _type_check(vi.type, f"graph input '{vi.name}': ")
-            if d_shape[0] is None:
+            d, shape = _type_check(vi.type, f"graph input '{vi.name}': ")
+            if d is None:
                 self.structured_inputs[vi.name] = vi.type
                 continue
-            self.inputs[vi.name] = d_shape
+            self.inputs[vi.name] = (d, shape)
             if (lt := _lowp_type(vi.type)) is not None:
                 self.lowp_inputs[vi.name] = lt
         self.output_names = [o.name for o in g.output]
@@ -386,7 +386,8 @@ class OnnxModel:
     def _bind_inputs(self, feeds: Mapping[str, Any]) -> dict[str, Tensor]:
         unknown = set(feeds) - set(self.inputs) - set(self.initializers) - set(self.structured_inputs)
         if unknown:
-            raise OnnxImportError(f"unknown input(s) {sorted(unknown)}; the model's inputs are {list(self.inputs)}")
+            raise OnnxImportError(f"unknown input(s) {sorted(unknown)}; the model's inputs are "
+                                  f"{list(self.inputs) + list(self.structured_inputs)}")
         env: dict[str, Tensor] = {}
         dims: dict[str, int] = {}
         for name, (d, shape) in self.inputs.items():
