@@ -4,8 +4,10 @@ The onnx wheel ships the generators (`onnx.backend.test.case.node`), not the dat
 `onnx backend-test-tools generate-data` would (`<name>/model.onnx`, `test_data_set_0/input_j.pb`, `output_j.pb`) into
 a cache folder keyed by the onnx version, once. `run_case` runs one case and compares with the expected outputs as
 onnx's backend runner does (same dtype, then `assert_allclose(rtol=1e-3, atol=1e-7)` — ONNX's defaults, NaN equal to
-NaN), and classifies it: passed, failed (wrong values, or any error other than the importer's clear rejection) or
-skipped (the importer rejected the model with OnnxImportError: an unsupported operator, dtype or attribute).
+NaN; bfloat16 within two of its ulps; sequences element by element; random operators by dtype, shape and support,
+`RANDOM_OPS`), and classifies it: passed, failed (wrong values, or any error other than the importer's clear
+rejection) or skipped (the importer rejected the model with OnnxImportError: an unsupported operator, dtype or
+attribute).
 
 `python -m uopir.onnx.conformance [--device c] [--jobs N] [--table FILE]` runs the whole suite and prints the summary
 (a progress bar on stderr while it runs: plain lines when stderr is not a terminal).
