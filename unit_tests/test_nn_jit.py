@@ -145,3 +145,11 @@ def test_jitted_method_binds_its_instance() -> None:
     m = Model()
     outs = [m(Tensor(np.array([i, i + 1], np.float32))).numpy().tolist() for i in range(4)]
     assert outs == [[0, 3], [2, 6], [4, 9], [6, 12]] and Model.__call__.captured
+
+
+def test_random_tensor_returned_as_drawn_is_drawn_again() -> None:
+    """A random tensor the function returns untouched (no kernel reads it) is still new on every replay."""
+    jf = TinyJit(lambda: Tensor.rand(16).realize())
+    draws = [jf().numpy() for _ in range(4)]
+    assert jf.captured
+    assert all(not np.array_equal(a, b) for a, b in zip(draws, draws[1:], strict=False))

@@ -47,10 +47,13 @@ def test_unsupported_operator_is_rejected_at_import_naming_node_op_and_opset() -
 def test_unsupported_dtypes_and_types_are_named() -> None:
     with pytest.raises(OnnxImportError, match="graph input 's': unsupported dtype string"):
         from_onnx(model([helper.make_node("Identity", ["s"], ["y"])], [("s", TP.STRING, [2])], [("y", TP.STRING, [2])]))
-    seq = helper.make_tensor_sequence_value_info("q", F, None)
-    g = helper.make_graph([helper.make_node("Identity", ["q"], ["y"])], "g", [seq], [seq])
-    with pytest.raises(OnnxImportError, match="graph input 'q': unsupported type: sequence"):
-        from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    seq = helper.make_tensor_sequence_value_info("q", F, None)  # sequences of tensors are taken (ops_sequence)
+    seq2 = helper.make_value_info("q", helper.make_sequence_type_proto(seq.type))
+    mp = helper.make_value_info("q", helper.make_map_type_proto(TP.INT64, helper.make_tensor_type_proto(F, None)))
+    for vi, what in ((seq2, "sequence of sequence of tensor"), (mp, "map")):
+        g = helper.make_graph([helper.make_node("Identity", ["q"], ["y"])], "g", [vi], [seq])
+        with pytest.raises(OnnxImportError, match=f"graph input 'q': unsupported type: {what}"):
+            from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
     cast = helper.make_node("Cast", ["x"], ["y"], name="c8", to=TP.FLOAT8E4M3FN)  # float8: held in float32
     m8 = from_onnx(model([cast], [("x", F, [2])], [("y", F, [2])]))  # but the output is declared float
     with pytest.raises(OnnxImportError, match="graph output 'y' is declared f32, the graph computes float8e4m3fn"):

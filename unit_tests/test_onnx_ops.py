@@ -273,7 +273,7 @@ def test_shape_computed_reshape_target() -> None:
     ("Reshape", {"x": f32(2, 3)}, {"s": i64(4, -1)}, {}, "cannot infer"),
     ("Squeeze", {"x": f32(2, 3)}, {"a": i64(0)}, {}, "size is not 1"),
     ("Pad", {"x": f32(2, 3)}, {"p": i64(1, 1)}, {}, "2 entries per padded axis"),
-    ("Dropout", {"x": f32(2, 3)}, {"r": np.array(0.5, np.float32), "t": np.array(True)}, {}, "training mode"),
+    ("Dropout", {"x": f32(2, 3)}, {"r": np.array(1.0, np.float32), "t": np.array(True)}, {}, "below 1 in training"),
 ])
 def test_bad_models_name_the_node(op: str, ins: dict, consts: dict, attrs: dict, words: str) -> None:
     node = helper.make_node(op, list(ins) + list(consts), ["y"], name="the_node", **attrs)
@@ -296,3 +296,21 @@ def test_a_gemm_with_many_rows_reads_b_from_a_transposed_copy(rows: int, kernels
     before = STATS.kernels
     check(m, {"a": f32(rows, 24)})
     assert STATS.kernels - before == kernels
+
+
+@pytest.mark.parametrize("mode, lo, hi, skips, weights", [("TFIDF", 1, 3, 1, [0.5, 2.0, 1.0, 3.0, 1.5]),
+                                                          ("IDF", 2, 3, 2, None)])
+def test_tfidf_vectorizer_weighting_and_trigrams(mode: str, lo: int, hi: int, skips: int, weights: Any) -> None:
+    """The node tests only cover TF without weights: IDF / TFIDF, weights, trigrams and skips against onnxruntime."""
+    x = np.array([[1, 2, 3, 1, 2, 4, 2, 3], [3, 3, 1, 2, 2, 3, 4, 1]], np.int64)
+    attrs = {"mode": mode, "min_gram_length": lo, "max_gram_length": hi, "max_skip_count": skips,
+             "ngram_counts": [0, 2, 6], "ngram_indexes": [4, 0, 3, 1, 2], "pool_int64s": [2, 3, 1, 2, 2, 3, 1, 2, 3]}
+    if weights:
+        attrs["weights"] = weights
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y0"], **attrs)
+    g = helper.make_graph([node], "tfidf", [helper.make_tensor_value_info("x", onnx.TensorProto.INT64, [2, 8])],
+                          [helper.make_tensor_value_info("y0", onnx.TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    got = check(m, {"x": x})[0]
+    assert got.shape == (2, 5) and got.any()

@@ -307,6 +307,9 @@ class TinyJit(Generic[Ret]):
                 raise JitError(f"TinyJit: returned Tensor {i} of shape {t.shape} is not a plain buffer once realized "
                                f"(a symbolic shape?)")
             b = buffer_of(t.uop)
+            if id(b) in random_ids and id(b) not in where:  # a random tensor returned as drawn: drawn per replay
+                where[id(b)] = _Slot("made", n_made)
+                n_made += 1
             ret_slots[id(t)] = where.get(id(b), _Slot("fixed", buf=b))
         self.randoms = [(where[id(b)].index if id(b) in where else -1, b, gen, shp) for b, gen, shp in randoms]
         self.steps, self.n_made, self.ret, self.ret_slots, self._keep = steps, n_made, ret, ret_slots, keep

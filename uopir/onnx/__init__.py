@@ -10,8 +10,10 @@ from uopir.onnx import ops_elementwise as ops_elementwise  # noqa: F401
 from uopir.onnx import ops_ml as ops_ml  # noqa: F401
 from uopir.onnx import ops_nn as ops_nn  # noqa: F401  (onnxops)
 from uopir.onnx import ops_quant as ops_quant  # noqa: F401
+from uopir.onnx import ops_random as ops_random  # noqa: F401
 from uopir.onnx import ops_reduce as ops_reduce  # noqa: F401
 from uopir.onnx import ops_rnn as ops_rnn  # noqa: F401  (onnxops)
+from uopir.onnx import ops_sequence as ops_sequence  # noqa: F401
 from uopir.onnx import ops_shape as ops_shape
 from uopir.onnx import ops_signal as ops_signal  # noqa: F401
 from uopir.onnx import ops_training as ops_training  # noqa: F401

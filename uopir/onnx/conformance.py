@@ -4,8 +4,10 @@ The onnx wheel ships the generators (`onnx.backend.test.case.node`), not the dat
 `onnx backend-test-tools generate-data` would (`<name>/model.onnx`, `test_data_set_0/input_j.pb`, `output_j.pb`) into
 a cache folder keyed by the onnx version, once. `run_case` runs one case and compares with the expected outputs as
 onnx's backend runner does (same dtype, then `assert_allclose(rtol=1e-3, atol=1e-7)` — ONNX's defaults, NaN equal to
-NaN), and classifies it: passed, failed (wrong values, or any error other than the importer's clear rejection) or
-skipped (the importer rejected the model with OnnxImportError: an unsupported operator, dtype or attribute).
+NaN; bfloat16 within two of its ulps; sequences element by element; random operators by dtype, shape and support,
+`RANDOM_OPS`), and classifies it: passed, failed (wrong values, or any error other than the importer's clear
+rejection) or skipped (the importer rejected the model with OnnxImportError: an unsupported operator, dtype or
+attribute).
 
 `python -m uopir.onnx.conformance [--device c] [--jobs N] [--table FILE]` runs the whole suite and prints the summary
 (a progress bar on stderr while it runs: plain lines when stderr is not a terminal).
@@ -39,15 +41,25 @@ def default_cache_root() -> Path:
     return cache_dir() / "onnx-node-tests"
 
 
+DATA_FORMAT = 2  # 2: sequence and optional values written as SequenceProto / OptionalProto (1 left them empty)
+
+
 def data_dir(root: Path | None = None) -> Path:
     import onnx
-    return (root or default_cache_root()) / f"onnx-{onnx.__version__}-numpy-{np.__version__}"
+    return (root or default_cache_root()) / f"onnx-{onnx.__version__}-numpy-{np.__version__}-v{DATA_FORMAT}"
 
 
 def _write_value(path: Path, value: Any, vi: Any) -> str:
-    """Write one input/output; returns its kind ('tensor', or the non-tensor type the case uses)."""
+    """Write one input/output as `onnx backend-test-tools generate-data` does; returns its kind ('tensor', or the
+    non-tensor type the case uses)."""
     from onnx import TensorProto, numpy_helper
     kind = vi.type.WhichOneof("value")
+    if kind == "sequence_type":
+        path.write_bytes(numpy_helper.from_list(value, vi.name).SerializeToString())
+        return kind
+    if kind == "optional_type":
+        path.write_bytes(numpy_helper.from_optional(value, vi.name).SerializeToString())
+        return kind
     if kind != "tensor_type":
         path.write_bytes(b"")
         return kind or "unknown"
@@ -139,14 +151,76 @@ def _load_tensor(path: Path) -> np.ndarray:
     return numpy_helper.to_array(tp)
 
 
+def _load_value(path: Path, vi: Any) -> Any:
+    """A tensor as numpy, a sequence as a list of arrays, an optional as None or its content."""
+    import onnx
+    from onnx import numpy_helper
+    kind = vi.type.WhichOneof("value")
+    if kind == "sequence_type":
+        sp = onnx.SequenceProto()
+        sp.ParseFromString(path.read_bytes())
+        return numpy_helper.to_list(sp)
+    if kind == "optional_type":
+        op = onnx.OptionalProto()
+        op.ParseFromString(path.read_bytes())
+        return numpy_helper.to_optional(op)
+    return _load_tensor(path)
+
+
+# random operators: the node tests' expected values come from numpy's global generator (not the node's seed), so no
+# implementation reproduces them; their outputs are judged by dtype, shape and support only (as onnx says of them:
+# "non-deterministic, may not produce the same values in different implementations even if a seed is specified")
+RANDOM_OPS = frozenset({"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform",
+                        "RandomUniformLike"})
+
+
+def _compare(nm: str, got: Any, want: Any, meta: dict[str, Any], problems: list[str]) -> None:
+    """Append what differs between output `nm` (numpy, bfloat16 and the low-precision types as their ml_dtypes dtype,
+    lists for sequences, None for an empty optional) and the expected value, as onnx's backend runner judges it."""
+    from uopir.onnx.lowp import lowp_of_np
+    if isinstance(want, list) or want is None:
+        if type(got) is not type(want) or (want is not None and len(got) != len(want)):
+            desc = (lambda v: "nothing" if v is None else f"a sequence of {len(v)}" if isinstance(v, list)
+                    else "a tensor")
+            problems.append(f"output {nm}: {desc(got)}, expected {desc(want)}")
+            return
+        for j, (g, w) in enumerate(zip(got or [], want or [], strict=True)):
+            _compare(f"{nm}[{j}]", g, w, meta, problems)
+        return
+    if not isinstance(got, np.ndarray):
+        problems.append(f"output {nm}: {'nothing' if got is None else 'a sequence'}, expected a tensor")
+        return
+    if got.dtype.name != want.dtype.name:
+        problems.append(f"output {nm}: dtype {got.dtype.name}, expected {want.dtype.name}")
+        return
+    rtol, atol = meta.get("rtol", RTOL), meta.get("atol", ATOL)
+    if want.dtype.name == "bfloat16":  # onnx's runner: at least two bfloat16 ulps
+        got, want, rtol = got.astype(np.float32), want.astype(np.float32), max(rtol, 2**-6)
+    elif lowp_of_np(want.dtype) is not None:  # compared exactly, as float32 values (NaN equal to NaN)
+        got, want, rtol, atol = got.astype(np.float32), want.astype(np.float32), 0.0, 0.0
+    if got.shape != want.shape:
+        problems.append(f"output {nm}: shape {got.shape}, expected {want.shape}")
+        return
+    if meta["op"] in RANDOM_OPS:  # values in the support: Bernoulli's 0/1 (the only random op with node tests)
+        if meta["op"] == "Bernoulli" and not np.isin(got, (0, 1)).all():
+            problems.append(f"output {nm}: values other than 0 and 1")
+        return
+    try:
+        if want.dtype.kind in "fc":
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(got, want)
+    except AssertionError as e:
+        lines = [ln for ln in str(e).strip().split("\n") if ln.strip()]
+        problems.append(f"output {nm}: values differ ({'; '.join(lines[1:3])})")
+
+
 def run_case(folder: Path, name: str, meta: dict[str, Any], device: str | None = None,
              timeout_s: float = 60.0) -> Result:
     """Run one node test; never raises (except KeyboardInterrupt)."""
     import onnx
 
-    from uopir.ir.dtype import dtypes
     from uopir.onnx import OnnxImportError, OnnxOpError, from_onnx
-    from uopir.onnx.lowp import lowp_of_np
     t0 = time.perf_counter()
     res = Result(name, meta["op"], "failed")
     use_alarm = timeout_s > 0 and hasattr(signal, "SIGALRM") and _main_thread()
@@ -159,34 +233,14 @@ def run_case(folder: Path, name: str, meta: dict[str, Any], device: str | None =
         model = from_onnx(proto, device=device)  # rejects unsupported ops / types before any input is read
         feeds: dict[str, Any] = {}
         for j in range(meta["n_in"]):
-            feeds[proto.graph.input[j].name] = _load_tensor(d / "test_data_set_0" / f"input_{j}.pb")
+            vi = proto.graph.input[j]
+            feeds[vi.name] = _load_value(d / "test_data_set_0" / f"input_{j}.pb", vi)
         outs = model(feeds)
-        names = [o.name for o in proto.graph.output]
-        problems = []
-        for j, nm in enumerate(names):
-            want = _load_tensor(d / "test_data_set_0" / f"output_{j}.pb")
-            got_t = outs[nm]
-            got = model.output_numpy(nm, got_t)  # a float8/float4/int4/int2 output as its ml_dtypes array
-            got_dtype = "bfloat16" if got_t.dtype == dtypes.bfloat16 else np.dtype(got.dtype).name
-            if got_dtype != want.dtype.name:
-                problems.append(f"output {nm}: dtype {got_dtype}, expected {want.dtype.name}")
-                continue
-            if want.dtype.name == "bfloat16":
-                want = want.astype(np.float32)
-            elif lowp_of_np(want.dtype) is not None:  # compared exactly, as float32 values (NaN equal to NaN)
-                got, want = got.astype(np.float32), want.astype(np.float32)
-                meta = {**meta, "rtol": 0.0, "atol": 0.0}
-            if got.shape != want.shape:
-                problems.append(f"output {nm}: shape {got.shape}, expected {want.shape}")
-                continue
-            try:
-                if want.dtype.kind in "fc":
-                    np.testing.assert_allclose(got, want, rtol=meta.get("rtol", RTOL), atol=meta.get("atol", ATOL))
-                else:
-                    np.testing.assert_array_equal(got, want)
-            except AssertionError as e:
-                lines = [ln for ln in str(e).strip().split("\n") if ln.strip()]
-                problems.append(f"output {nm}: values differ ({'; '.join(lines[1:3])})")
+        problems: list[str] = []
+        for j, vi in enumerate(proto.graph.output):
+            want = _load_value(d / "test_data_set_0" / f"output_{j}.pb", vi)
+            # in its ONNX type: bfloat16 / float8 / float4 / int4 / int2 as ml_dtypes arrays, sequences as lists
+            _compare(vi.name, model.output_numpy(vi.name, outs[vi.name]), want, meta, problems)
         res.status, res.reason = ("failed", " | ".join(problems)) if problems else ("passed", "")
     except _Timeout:
         res.reason = f"timeout after {timeout_s:.0f} s"

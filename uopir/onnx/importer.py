@@ -18,6 +18,7 @@ import numpy as np
 
 from uopir.ir.diagnostics import BufferTooLarge, check_buffer_size
 from uopir.ir.dtype import DType, dtypes
+from uopir.onnx import ops_sequence as S
 from uopir.onnx.lowp import LOWP, LOWP_AWARE, LOWP_PASSTHROUGH, LowpType, from_storage, lowp_of_np, to_storage
 from uopir.onnx.registry import Node, OnnxImportError, lookup
 from uopir.onnx.replay import MAX_SIGNATURES, FastPlan, fast_plan, signature
@@ -140,14 +141,14 @@ def _decode_attr(a: Any, where: str = "") -> Any:
     return None
 
 
-def _type_check(tp: Any, where: str) -> tuple[DType, tuple[int | str | None, ...] | None]:
+def _type_check(tp: Any, where: str) -> tuple[DType | None, tuple[int | str | None, ...] | None]:
     """(dtype, shape with dim_param names / None for unknown dims) of a TypeProto (a low-precision type: its storage
-    dtype); OnnxImportError for a sequence, map, optional or sparse type and for unsupported element types."""
+    dtype); OnnxImportError for a map or sparse type and for unsupported element types. A sequence or optional type
+    (ops_sequence) is checked and gives (None, None)."""
     kind = tp.WhichOneof("value")
     if kind != "tensor_type":
-        names = {"sequence_type": "sequence", "map_type": "map", "optional_type": "optional",
-                 "sparse_tensor_type": "sparse tensor"}
-        raise OnnxImportError(f"{where}unsupported type: {names.get(kind, str(kind))}")
+        S.check_type(tp, where, onnx_dtype)
+        return None, None
     tt = tp.tensor_type
     d = lowp_dtype(tt.elem_type, where)[0]
     if not tt.HasField("shape"):
@@ -208,6 +209,8 @@ class OnnxModel:
         g = proto.graph
         init_names = {i.name for i in g.initializer}
         self.inputs: dict[str, tuple[DType, tuple[int | str | None, ...] | None]] = {}
+        # graph inputs of a sequence or optional type (their TypeProto): fed as a list of arrays / an array or None
+        self.structured_inputs: dict[str, Any] = {}
         # values of a low-precision ONNX type (held in their storage dtype): inputs, initializers, and (known after a
         # build) the outputs, whose `run` results are given back in the type's ml_dtypes dtype
         self.lowp_inputs: dict[str, LowpType] = {}
@@ -216,10 +219,17 @@ class OnnxModel:
         for vi in g.input:
             if vi.name in init_names:
                 continue  # an initializer listed as an input (IR < 4): an overridable default, taken as constant
-            self.inputs[vi.name] = _type_check(vi.type, f"graph input '{vi.name}': ")
+            d, shape = _type_check(vi.type, f"graph input '{vi.name}': ")
+            if d is None:
+                self.structured_inputs[vi.name] = vi.type
+                continue
+            self.inputs[vi.name] = (d, shape)
             if (lt := _lowp_type(vi.type)) is not None:
                 self.lowp_inputs[vi.name] = lt
         self.output_names = [o.name for o in g.output]
+        # sequence / optional values in or out: built on every call (a captured plan returns tensors only)
+        self._structured_io = bool(self.structured_inputs) or any(
+            o.type.WhichOneof("value") not in (None, "tensor_type") for o in g.output)
         if not self.output_names:
             raise OnnxImportError("the model's graph has no outputs (an empty or truncated file?)")
         self.last_inputs: dict[str, Tensor] = {}
@@ -293,6 +303,11 @@ class OnnxModel:
                     args.append(env[nm])
             if node.subgraphs:
                 node.runner = lambda sub, sub_ins, _env=env, _lowp=lowp: self._run_subgraph(sub, _env, sub_ins, _lowp)
+            if node.op_type not in S.SEQ_AWARE or node.domain != "":
+                bad = next((i for i, a in enumerate(args) if S.is_structured(a)), None)
+                if bad is not None:
+                    raise node.error(f"input '{ins[bad]}' is a sequence or optional value, which this operator "
+                                     "does not take")
             node.lowp_in = [lowp.get(nm) if nm else None for nm in ins]
             node.lowp_out = {}
             in_types = {lt for lt in node.lowp_in if lt is not None}
@@ -312,7 +327,7 @@ class OnnxModel:
                 raise OnnxOpError(f"{node.where()}: {type(e).__name__}: {e}") from e
             finally:
                 node.runner = None
-            results = [res] if isinstance(res, Tensor) else list(res)
+            results = [res] if isinstance(res, Tensor) or S.is_structured(res) else list(res)
             out_types = dict(node.lowp_out)
             if in_types and node.op_type in LOWP_PASSTHROUGH:
                 if len(in_types) > 1:
@@ -369,9 +384,10 @@ class OnnxModel:
         return f"OnnxModel(inputs={list(self.inputs)}, outputs={self.output_names}, nodes={len(self.nodes)})"
 
     def _bind_inputs(self, feeds: Mapping[str, Any]) -> dict[str, Tensor]:
-        unknown = set(feeds) - set(self.inputs) - set(self.initializers)
+        unknown = set(feeds) - set(self.inputs) - set(self.initializers) - set(self.structured_inputs)
         if unknown:
-            raise OnnxImportError(f"unknown input(s) {sorted(unknown)}; the model's inputs are {list(self.inputs)}")
+            raise OnnxImportError(f"unknown input(s) {sorted(unknown)}; the model's inputs are "
+                                  f"{list(self.inputs) + list(self.structured_inputs)}")
         env: dict[str, Tensor] = {}
         dims: dict[str, int] = {}
         for name, (d, shape) in self.inputs.items():
@@ -402,6 +418,10 @@ class OnnxModel:
                             raise OnnxImportError(f"input '{name}': dim '{s}' is {g_} here but {dims[s]} in an "
                                                   "earlier input")
             env[name] = t
+        for name, tp in self.structured_inputs.items():
+            if name not in feeds and tp.WhichOneof("value") != "optional_type":
+                raise OnnxImportError(f"input '{name}' is not given")
+            env[name] = S.bind(name, tp, feeds.get(name), self.device, onnx_dtype, to_tensor)
         for name, t in self.initializers.items():
             if name in feeds:
                 lt = self._lowp_inits.get(name)
@@ -436,7 +456,7 @@ class OnnxModel:
                                       f"{got.name if got else t.dtype}")
             if got is not None:
                 self.lowp_outputs[nm] = got
-            out[nm] = t
+            out[nm] = S.to_user(t)
         return out
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, Tensor]:
@@ -455,7 +475,7 @@ class OnnxModel:
             return {nm: Tensor._of_buffer(buffer_op(b), self.device) for nm, (b, _) in zip(self.output_names, got,
                                                                                            strict=True)}
         env = self._bind_inputs(feeds)
-        if not self.jit:
+        if not self.jit or self._structured_io:
             return self._realized(self._build(dict(env)))
         names = [n for n in env if n in self.inputs or n in feeds]  # graph inputs, then overridden initializers
         ins = [env[n] for n in names]
@@ -490,7 +510,7 @@ class OnnxModel:
     @staticmethod
     def _realized(outs: dict[str, Tensor]) -> dict[str, Tensor]:
         from uopir.frontend.tensor import Tensor
-        Tensor.realize_all(*{id(t): t for t in outs.values()}.values())
+        Tensor.realize_all(*{id(t): t for v in outs.values() for t in S.tensors_of(v)}.values())
         return outs
 
     def _capture(self, key: tuple, names: list[str], ins: list[Tensor], env: dict[str, Any]) -> dict[str, Tensor]:
@@ -554,8 +574,8 @@ class OnnxModel:
         self._fast.clear()
 
     def run(self, feeds: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, np.ndarray]:
-        """The outputs by name as numpy arrays (bfloat16 as float32, as `Tensor.numpy`; an output of a low-precision
-        ONNX type — float8, float4, int4, int2 — in that type's ml_dtypes dtype)."""
+        """The outputs by name as numpy arrays, each in its ONNX type: bfloat16 and the low-precision types (float8,
+        float4, int4, int2) as their ml_dtypes dtype; a sequence as a list of arrays, an empty optional as None."""
         feeds = {**(feeds or {}), **kw}
         got = self._run_fast(feeds) if self._fast else None
         if got is None:
@@ -567,15 +587,22 @@ class OnnxModel:
             a = b.host_view() if own and id(b) not in handed and b.dtype is not dtypes.bfloat16 else None
             handed.add(id(b))
             a = b.numpy() if a is None else a
+            if b.dtype is dtypes.bfloat16:
+                a = _bf16(a)
             lt = self.lowp_outputs.get(nm)
             out[nm] = a if lt is None else from_storage(a, lt)
         return out
 
-    def output_numpy(self, name: str, t: Tensor) -> np.ndarray:
-        """Output `name`'s Tensor as numpy in its ONNX type (an ml_dtypes array for a low-precision type, whose
-        values the Tensor holds in a wider dtype)."""
+    def output_numpy(self, name: str, t: Any) -> Any:
+        """Output `name`'s Tensor as numpy in its ONNX type: an ml_dtypes array for bfloat16 and for a low-precision
+        type (whose values the Tensor holds in a wider dtype); a sequence output as a list of arrays, an empty
+        optional as None."""
+        if t is None or isinstance(t, list):
+            return None if t is None else [self.output_numpy(name, x) for x in t]
         lt = self.lowp_outputs.get(name)
-        return t.numpy() if lt is None else from_storage(t.numpy(), lt)
+        if lt is not None:
+            return from_storage(t.numpy(), lt)
+        return _bf16(t.numpy()) if t.dtype == dtypes.bfloat16 else t.numpy()
 
     def example_inputs(self, dim_values: Mapping[str, int] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
         """Random inputs of the declared shapes (dim_param dims from `dim_values`, else 1; unknown dims 1)."""
@@ -622,6 +649,12 @@ def from_onnx(model: str | os.PathLike[str] | onnx.ModelProto | bytes, device: s
     else:
         proto = model
     return OnnxModel(proto, device, jit=jit)
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    """A bfloat16 output's values (held as float32 by Tensor.numpy) as an ml_dtypes bfloat16 array, its ONNX type."""
+    import ml_dtypes
+    return a.astype(ml_dtypes.bfloat16)
 
 
 def _value_key_ok(t: Tensor) -> bool:

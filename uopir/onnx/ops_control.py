@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from uopir.onnx.ops_elementwise import _req
+from uopir.onnx.ops_sequence import tensors_of
 from uopir.onnx.registry import Node, onnx_op
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def loop(node: Node, inputs: list) -> list[Tensor]:
         if len(outs) != 1 + len(carried) + n_scan:
             raise node.error(f"the body has {len(outs)} outputs, expected {1 + len(carried) + n_scan}")
         carried = list(outs[1:1 + len(carried)])
-        Tensor.realize_all(*(o for o in outs[1:] if isinstance(o, Tensor)))
+        Tensor.realize_all(*(t for o in outs[1:] for t in tensors_of(o)))
         for j, s in enumerate(outs[1 + len(carried):]):
             scans[j].append(s)
         go = bool(outs[0].reshape(()).item()) if cond is not None else True

@@ -1,5 +1,6 @@
 """ONNX's classical machine-learning operators (the ai.onnx.ml domain): Binarizer, ArrayFeatureExtractor and
-TreeEnsemble (each leaf selected by the product of the comparisons on its path, which the attributes fix)."""
+TreeEnsemble (each leaf selected by the product of the comparisons on its path, which the attributes fix); and
+TfIdfVectorizer (ai.onnx), n-gram features of integer tokens."""
 from __future__ import annotations
 
 import numpy as np
@@ -119,3 +120,64 @@ def tree_ensemble(node: Node, inputs: list) -> Tensor:
         fin = np.finfo(np.float32 if x.dtype != dtypes.float64 else np.float64)
         out = (out == (big if agg == 2 else -big)).where(float(fin.max if agg == 2 else fin.min), out)
     return out.cast(x.dtype)
+
+
+@onnx_op("TfIdfVectorizer", since=9)
+def tfidf_vectorizer(node: Node, inputs: list) -> Tensor:
+    """n-gram counts of integer tokens (strings are out: uopir has no string dtype). The pool's n-grams are attributes,
+    so each (length, skip) is a static match: the tokens at i, i+d, ..., i+(n-1)d compared with every pool n-gram of
+    that length (d = skip + 1; unigrams counted once, not per skip, as onnx's reference), summed over i, and the
+    counts weighted (TF: the count, IDF: `weights[k]` where the count is > 0, TFIDF: count x `weights[k]`, each weight
+    of the k-th pool n-gram as the spec and onnxruntime read it) and scattered to `ngram_indexes`' columns by a
+    host-built one-hot matmul."""
+    x = req(node, inputs, 0)
+    if x.dtype not in (dtypes.int32, dtypes.int64) or x.ndim not in (1, 2):
+        raise node.error(f"the input must be a 1-D or 2-D int32/int64 tensor, got {x.dtype} of shape {x.shape}")
+    if node.has("pool_strings"):
+        raise node.error("unsupported dtype string (pool_strings)")
+    pool = list(node.attr("pool_int64s"))
+    starts, cols = list(node.attr("ngram_counts")), list(node.attr("ngram_indexes"))
+    lo, hi, skips = node.attr("min_gram_length"), node.attr("max_gram_length"), node.attr("max_skip_count")
+    mode = node.attr("mode")
+    if mode not in ("TF", "IDF", "TFIDF") or not 1 <= lo <= hi:
+        raise node.error(f"mode {mode!r} (TF, IDF or TFIDF) with min/max_gram_length {lo}/{hi} is not valid")
+    grams: dict[int, list[tuple[int, ...]]] = {}  # n -> its pool n-grams, in pool order
+    for n, s in enumerate(starts, start=1):
+        end = starts[n] if n < len(starts) else len(pool)
+        if (end - s) % n:
+            raise node.error(f"the pool's {n}-grams ({end - s} values) are not a multiple of {n}")
+        grams[n] = [tuple(pool[j:j + n]) for j in range(s, end, n)]
+    size = max(cols) + 1 if cols else 0
+    w = node.attr("weights", None)
+    if w is not None and len(w) != len(cols):
+        raise node.error(f"{len(w)} weights for {len(cols)} n-grams")
+    rows = x.reshape(1, -1) if x.ndim == 1 else x
+    b, length = rows.shape
+    out = Tensor.zeros(b, size, dtype=dtypes.float32, device=node.device)
+    k = 0  # the pool n-gram's number (its index into ngram_indexes)
+    for n in sorted(grams):
+        gs = grams[n]
+        if gs and lo <= n <= hi:
+            counts = None
+            for d in range(1, (1 if n == 1 else skips + 1) + 1):
+                span = (n - 1) * d
+                if span >= length:
+                    break
+                hit = None
+                for j in range(n):
+                    tok = rows.shrink((None, (j * d, j * d + length - span))).reshape(b, length - span, 1)
+                    want = Tensor(np.array([g[j] for g in gs], np.int64), device=node.device).cast(x.dtype)
+                    eq = tok == want.reshape(1, 1, len(gs))
+                    hit = eq if hit is None else hit & eq
+                c = hit.cast(dtypes.float32).sum(1)  # (b, grams of length n)
+                counts = c if counts is None else counts + c
+            if counts is not None:
+                if mode == "IDF":
+                    counts = (counts > 0).cast(dtypes.float32)
+                if mode != "TF" and w is not None:
+                    counts = counts * Tensor(np.asarray(w[k:k + len(gs)], np.float32), device=node.device)
+                onehot = np.zeros((len(gs), size), np.float32)
+                onehot[np.arange(len(gs)), cols[k:k + len(gs)]] = 1.0
+                out = out + counts @ Tensor(onehot, device=node.device)
+        k += len(gs)
+    return out.reshape(size) if x.ndim == 1 else out

@@ -532,9 +532,13 @@ def dropout(node: Node, inputs: list) -> list[Tensor]:
     else:
         ratio = node.attr("ratio", 0.5)
         training = node.opset < 7 and not node.attr("is_test", 0)
-    if training and ratio > 0:
-        raise node.error("Dropout in training mode draws random masks: unsupported (inference only)")
     mask_dtype = dtypes.bool if node.opset >= 10 else x.dtype
+    if training and ratio > 0:  # a random mask (ops_random): seeded as onnx's reference
+        from uopir.onnx.ops_random import dropout_mask
+        if ratio >= 1:
+            raise node.error(f"ratio {ratio} must be below 1 in training mode")
+        mask = dropout_mask(node, x, float(ratio))
+        return [mask.where(x * (1.0 / (1.0 - float(ratio))), 0).cast(x.dtype), mask.cast(mask_dtype)]
     return [x, Tensor.full(tuple(x.shape), True if mask_dtype == dtypes.bool else 1, dtype=mask_dtype,
                            device=x.device)]
 

@@ -611,7 +611,14 @@ def _run_onnx(args: argparse.Namespace, backend: Backend, inputs: list[tuple[str
     except (OSError, KeyError, OnnxImportError) as e:
         raise UsageError(f"{args.file}: {e.args[0] if isinstance(e, KeyError) else e}") from None
     lines, saved = [], []
-    for name, t in outs.items():
+    flat: list[tuple[str, object]] = []
+    for name, t in outs.items():  # a sequence output: one line per element (name[i]); an empty optional: a line
+        flat += ([(f"{name}[{i}]", x) for i, x in enumerate(t)] or [(name, "empty sequence")] if isinstance(t, list)
+                 else [(name, "empty optional" if t is None else t)])
+    for name, t in flat:
+        if isinstance(t, str):
+            lines.append(f"{escape_controls(name)}: {t}")
+            continue
         a, lt = t.numpy(), model.lowp_outputs.get(name)
         # a float8/float4/int4/int2 output: printed as its ONNX type (the values are its storage's, exact); np.save
         # cannot keep an ml_dtypes dtype (np.load gives raw bytes, |V1), so -o holds the storage values
