@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from uopir.dialects.core import elementwise_shape
 from uopir.ir.folds import declare_folds
 from uopir.ir.ops import Trait, def_op
+from uopir.ir.syntax import register_syntax
 from uopir.ir.uop import UOp
 from uopir.ir.upat import UPat
 
@@ -29,3 +30,6 @@ RELU6 = def_op("mydsl.relu6", 1, traits=_EW, verify=_same_float, shape=elementwi
 
 # relu6 of a relu6 is the inner one: the fold sits beside its op, `canonicalize` gathers it
 declare_folds((UPat(RELU6, src=(UPat(RELU6, name="inner"),)), lambda inner: inner, "mydsl-relu6-twice"))
+
+# the pretty form of fma3 says what it computes: `mydsl.fma3 %0 * %1 + %2 : tensor<4xf32>`
+register_syntax(FMA3, "$a * $b + $c")
