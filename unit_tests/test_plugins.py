@@ -53,6 +53,18 @@ def test_a_plugin_registering_a_taken_name_names_both_lines(tmp_path: Path, monk
                             "'no_such_plugin_mod' (is it installed, or on PYTHONPATH?)\n")
 
 
+def test_uop_viz_and_uop_run_take_the_plugin_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    from uopir.tools import uop_run, uop_viz
+
+    assert uop_viz.main(["--no-plugins", "--list-plugins"]) == 0
+    assert capsys.readouterr().out == "No plugins loaded.\n"
+    assert uop_viz.main(["--no-plugins", "--load-plugin=a:b:c"]) == 1
+    assert capsys.readouterr().err == ("uop-viz: error: plugin 'a:b:c' (--load-plugin): name a module or "
+                                       "module:function\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert uop_run.main(["--no-plugins", "--list-plugins"], out, err) == 0 and out.getvalue() == "No plugins loaded.\n"
+
+
 def _installed_sample(tmp_path: Path) -> dict[str, str]:
     """An environment where the sample plugin looks pip-installed: its package and a dist-info with the entry point
     on PYTHONPATH (what `pip install examples/plugin` leaves in site-packages)."""
