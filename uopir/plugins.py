@@ -22,6 +22,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from uopir.ir import env
+from uopir.ir.registration import RegistrationError
 
 __all__ = ["GROUP", "Plugin", "PluginError", "LOADED", "installed", "load_plugin", "load_installed", "load_env",
            "listing"]
@@ -100,7 +101,8 @@ def load_plugin(spec: str, source: str = "the Python API", name: str | None = No
                     from None
             raise PluginError(f"{label}: {type(e).__name__}: {e}{_where(e)}") from e
         except Exception as e:  # noqa: BLE001 - any failure inside a plugin is its error, located
-            raise PluginError(f"{label}: {type(e).__name__}: {e}{_where(e)}") from e
+            where = "" if isinstance(e, RegistrationError) else _where(e)  # its message names the lines already
+            raise PluginError(f"{label}: {type(e).__name__}: {e}{where}") from e
         after = _snapshot()
         p = Plugin(name or spec, spec, source,
                    {k: sorted(after[k] - before[k]) for k in after if after[k] - before[k]})
