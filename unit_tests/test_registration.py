@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -118,6 +119,21 @@ def test_register_handler_teaches_the_interpreter_an_op() -> None:
     finally:
         REGISTRY.pop("testreg.relu6")
         TABLE.pop(op, None)
+
+
+def test_a_builtin_pass_name_is_taken_before_its_module_loads() -> None:
+    code = ("from uopir.passes.registry import register_pass\n"
+            "try:\n    register_pass('dce')(lambda r, o, c: r)\nexcept ValueError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout
+    line = _line_of("uopir/passes/core.py", '@register_pass("dce"')
+    assert out == (f"pass 'dce' is already registered (at uopir/passes/core.py:{line}); registered again at "
+                   "<string>:3: pass replace=True to redefine it\n")
+
+
+def _line_of(path: str, text: str) -> int:
+    lines = (Path(__file__).resolve().parent.parent / path).read_text().splitlines()
+    return next(i for i, ln in enumerate(lines, 1) if text in ln)
 
 
 def test_a_builtin_op_cannot_be_silently_redefined() -> None:

@@ -13,8 +13,7 @@ import sys
 
 __all__ = ["RegistrationError", "Sites", "caller_site"]
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_PKG = os.path.dirname(_HERE)  # the uopir package: frames inside it are the registry's own helpers
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the uopir package
 
 
 class RegistrationError(ValueError):
@@ -22,27 +21,21 @@ class RegistrationError(ValueError):
 
 
 def caller_site() -> str:
-    """`file:line` of the first frame outside uopir's registry helpers: the user's line that registers something.
-
-    Frames of `uopir/ir`, `uopir/passes/registry.py`, `uopir/passes/target.py`, `uopir/backends/registry.py` and
-    `uopir/backends/python/interpreter.py` are skipped (they are the registration APIs themselves); a built-in
-    dialect's row in `uopir/dialects/` is its own site."""
+    """`file:line` of the first frame outside the registration functions: the line that registers something (a
+    dialect's row, a plugin's call), not the helper that records it."""
     f = sys._getframe(1)
     while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not _is_api(fn):
-            return f"{_short(fn)}:{f.f_lineno}"
+        code = f.f_code
+        if not (code.co_name in _API_NAMES and os.path.abspath(code.co_filename).startswith(_PKG)):
+            return f"{_short(os.path.abspath(code.co_filename))}:{f.f_lineno}"
         f = f.f_back
     return "<unknown>"
 
 
-_API_FILES = tuple(os.path.join(_PKG, *p) for p in (("passes", "registry.py"), ("passes", "target.py"),
-                                                     ("backends", "registry.py"),
-                                                     ("backends", "python", "interpreter.py")))
-
-
-def _is_api(fn: str) -> bool:
-    return os.path.dirname(fn) == _HERE or fn in _API_FILES or fn.startswith("<frozen ")
+# the functions of uopir's registration APIs (and their inner helpers): frames of these are not the caller's site
+_API_NAMES = frozenset({"caller_site", "claim", "_claim", "register", "def_op", "declare_folds", "deco",
+                        "register_pass", "register_pipeline", "register_anchor", "register_target", "register_backend",
+                        "register_handler", "register_syntax", "register_lowering", "_compile_format"})
 
 
 def _short(fn: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import io
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -98,6 +99,9 @@ _SITES = Sites("pass, pipeline or anchor")
 def _claim(kind: str, name: str, replace: bool) -> None:
     """A name taken by another kind is always an error; by the same kind, an error naming both places unless
     `replace` or the same line again (a module reload)."""
+    mod = LAZY.get(name)
+    if mod is not None and mod not in sys.modules:  # a built-in name whose module is not loaded yet: load it, so a
+        _import(mod)  # plugin that takes the name fails here, at its own line, not later in uopir's module
     for other, table in (("pass", PASSES), ("pipeline", PIPELINES), ("anchor", ANCHORS)):
         if other != kind and name in table:
             raise RegistrationError(f"{kind} name {name!r} is already a {other} (registered at "
