@@ -139,7 +139,9 @@ def run_lit(extra: list[str]) -> Counts:
         print("run_tests: lit is not installed (pip install -e '.[test]')")
         return 0, 0, 0, False
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.Popen([str(lit), "-sv", str(lit_dir), *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    # the sample plugin's own suite (examples/plugin: it loads the plugin with --load-plugin) runs with uopir's
+    suites = [str(lit_dir), *(str(p) for p in [ROOT / "examples" / "plugin" / "lit_tests"] if p.is_dir())]
+    proc = subprocess.Popen([str(lit), "-sv", *suites, *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     counts: dict[str, int] = {}
     no_tests = False

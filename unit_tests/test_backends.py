@@ -29,7 +29,7 @@ from uopir.backends.interface import (
 from uopir.backends.llvm.compiler import llvm_host
 from uopir.backends.python import PythonBackend, evaluate
 from uopir.backends.python.backend import PIPELINE
-from uopir.backends.registry import register_backend
+from uopir.backends.registry import register_backend, unregister_backend
 from uopir.dialects import core, kernel, tensor
 from uopir.dialects.semantics import bf16_round
 from uopir.ir.diagnostics import IRError
@@ -47,9 +47,10 @@ HAVE = [d for d, ok in (("c", find_cc() is not None), ("llvm", llvm_host() is no
 
 # ---- registry --------------------------------------------------------------------------------------------------------
 def test_registry_names_and_order():
-    assert DEVICES == ("python", "c", "llvm", "opencl", "cuda")
-    assert BACKENDS == DEVICES + ("mlir",)
-    assert PREFERENCE == ("cuda", "c", "llvm", "opencl", "python")
+    # the built-in ones first (a backend registered later joins the lists)
+    assert DEVICES[:5] == ["python", "c", "llvm", "opencl", "cuda"]
+    assert BACKENDS[:6] == DEVICES[:5] + ["mlir"]
+    assert PREFERENCE[:4] == ["cuda", "c", "llvm", "opencl"] and PREFERENCE[-1] == "python"
     assert available() == HAVE
     for name in BACKENDS:
         b = get_backend(name)
@@ -91,6 +92,8 @@ def test_register_backend_replaces_a_factory():
     assert b.realize(core.const(f32, 1.5, (2,))).numpy().tolist() == [3.0, 3.0]
     register_backend("test-doubling", PythonBackend, replace=True)
     assert get_backend("test-doubling") is not b
+    unregister_backend("test-doubling")
+    assert "test-doubling" not in BACKENDS and "test-doubling" not in DEVICES
 
 
 # ---- buffers and the buffer table ------------------------------------------------------------------------------------

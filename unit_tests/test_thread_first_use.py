@@ -99,6 +99,8 @@ class _NamedBackend(Backend):
 def test_a_backend_factory_runs_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(backend_registry, "_FACTORIES", dict(backend_registry._FACTORIES))
     monkeypatch.setattr(backend_registry, "_INSTANCES", dict(backend_registry._INSTANCES))
+    for names in ("BACKENDS", "DEVICES", "PREFERENCE"):  # a registered backend joins the device lists
+        monkeypatch.setattr(backend_registry, names, list(getattr(backend_registry, names)))
     make = SlowFactory(lambda: _NamedBackend("slow"))
     backend_registry.register_backend("slow", make)
     got: list[Backend] = run_together(lambda k: backend_registry.get_backend("slow" if k % 2 else " SLOW"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from uopir import dialects as dialects  # registers the core, tensor, kernel and device ops
+from uopir.ir import env as _env
 from uopir.ir.diagnostics import IRError, Location
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
@@ -42,3 +43,9 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'uopir' has no attribute {name!r}")
+
+
+if _env.PLUGINS.is_set():  # the plugins $UOPIR_PLUGINS names (a failure is a warning here; the tools report it)
+    from uopir import plugins as _plugins
+
+    _plugins.load_env(at_import=True)

@@ -2,7 +2,8 @@
 
 Every backend is registered by name, once, with a factory that imports its modules on first use (so a realize on
 `c` never imports llvmlite or the gpu renderers), and with what it needs to run (the docs' table of backends is
-generated from it). `register_backend(name, factory, replace=True)` redefines one.
+generated from it). `register_backend(name, factory, replace=True)` redefines one; a backend registered as a
+device (the default) is a Tensor device: `Tensor(x, device=name)`.
 
 Each device's target description is registered under the device name (uopir.passes.target), so a pass reads
 `target("c")` without importing a backend.
@@ -14,32 +15,62 @@ from collections.abc import Callable
 from uopir.backends.interface import Backend
 from uopir.ir import env
 from uopir.ir.once import FirstUse
+from uopir.ir.registration import RegistrationError, Sites
 from uopir.passes.target import Target, register_target
 
-__all__ = ["DEVICES", "BACKENDS", "PREFERENCE", "register_backend", "get_backend", "available", "canonical",
-           "default_device", "requirements"]
+__all__ = ["DEVICES", "BACKENDS", "PREFERENCE", "register_backend", "unregister_backend", "get_backend", "available",
+           "canonical", "default_device", "requirements"]
 
-DEVICES: tuple[str, ...] = ("python", "c", "llvm", "opencl", "cuda")  # what Tensor(device=...) accepts
-BACKENDS: tuple[str, ...] = DEVICES + ("mlir",)  # mlir exports IR for other tools; it is not a Tensor device
+# The three lists grow in place when a backend is registered (a plugin's backend is a Tensor device like the built-in
+# ones), so a module that imported them sees the new names.
+DEVICES: list[str] = []  # what Tensor(device=...) accepts
+BACKENDS: list[str] = []  # every backend: the devices and those that are not (mlir exports IR for other tools)
 # the "best available" order: c before llvm (the frontend suite runs on c in `make test`, and gcc -O2 compiles big
 # kernels much faster than LLVM at O3); opencl after both (its device may be the host cpu through pocl, and probing
-# it costs ~0.5 s per process): a machine whose OpenCL device is a GPU chooses it with UOPIR_DEVICE=opencl
-PREFERENCE: tuple[str, ...] = ("cuda", "c", "llvm", "opencl", "python")
+# it costs ~0.5 s per process): a machine whose OpenCL device is a GPU chooses it with UOPIR_DEVICE=opencl. A
+# registered device joins just before python (the reference interpreter stays the last resort).
+PREFERENCE: list[str] = ["cuda", "c", "llvm", "opencl", "python"]
 
 _FACTORIES: dict[str, Callable[[], Backend]] = {}
 _NEEDS: dict[str, str] = {}  # backend -> what it needs to run, in words
 _INSTANCES: dict[str, Backend] = {}
 _FIRST_USE = FirstUse("backend")  # threads asking for a backend first: one instance, made once
+_SITES = Sites("backend")
 
 
-def register_backend(name: str, factory: Callable[[], Backend], *, needs: str = "", replace: bool = False) -> None:
+def register_backend(name: str, factory: Callable[[], Backend], *, needs: str = "", replace: bool = False,
+                     device: bool = True) -> None:
     """Make `name` a backend; `factory()` builds it on first use (once per process, also when several threads use it
-    first at the same time). `needs`: what it needs to run, in words (for the docs)."""
-    if name in _FACTORIES and not replace:
-        raise ValueError(f"backend {name!r} is already registered (pass replace=True to redefine it)")
+    first at the same time). `needs`: what it needs to run, in words (for the docs). `device`: a Tensor device
+    (`Tensor(..., device=name)`), as every backend but one that only exports IR. A name registered on another line is
+    a RegistrationError naming both places unless `replace`."""
+    if not isinstance(name, str) or not name or name != name.strip().lower():
+        raise RegistrationError(f"backend name {name!r} must be a non-empty lower-case string")
+    _SITES.claim(name, name in _FACTORIES, replace)
     _FACTORIES[name] = factory
     _NEEDS[name] = needs
     _INSTANCES.pop(name, None)
+    if name not in BACKENDS:
+        BACKENDS.append(name)
+    if device and name not in DEVICES:
+        DEVICES.append(name)
+        if name not in PREFERENCE:
+            PREFERENCE.insert(PREFERENCE.index("python"), name)
+    elif not device and name in DEVICES:
+        DEVICES.remove(name)
+        if name != "python":
+            PREFERENCE.remove(name)
+
+
+def unregister_backend(name: str) -> None:
+    """Forget backend `name` (a test's or a plugin's that is being unloaded); KeyError if it is not registered."""
+    del _FACTORIES[name]
+    _NEEDS.pop(name, None)
+    _INSTANCES.pop(name, None)
+    _SITES.forget(name)
+    for names in (BACKENDS, DEVICES, PREFERENCE):
+        if name in names and name != "python":
+            names.remove(name)
 
 
 def get_backend(name: str) -> Backend:
@@ -163,8 +194,8 @@ register_backend("c", _c, needs="a C compiler ($CC, clang or cc); llvmlite for t
 register_backend("llvm", _llvm, needs="llvmlite (the test extra)")
 register_backend("opencl", _opencl, needs="pyopencl and an OpenCL device (a GPU driver, or pocl on the CPU)")
 register_backend("cuda", _cuda, needs="pycuda, nvcc and an NVIDIA GPU (the cuda extra)")
-register_backend("mlir", _mlir, needs="xdsl, llvmlite, mlir-opt and mlir-translate (Debian: mlir-19-tools; or "
-                 "$UOPIR_MLIR_BIN); it exports and runs IR, it is not a Tensor device")
+register_backend("mlir", _mlir, device=False, needs="xdsl, llvmlite, mlir-opt and mlir-translate (Debian: "
+                 "mlir-19-tools; or $UOPIR_MLIR_BIN); it exports and runs IR, it is not a Tensor device")
 
 # each device's target under its name, built on first use (probing the host is not free)
 register_target(_python_target, "python")

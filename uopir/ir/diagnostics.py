@@ -121,6 +121,14 @@ class SourceMap:
         ln = self.lines[k]
         return ln[:-1] if ln.endswith("\r") else ln
 
+    def inherit(self, replaced: dict[UOp, UOp]) -> None:
+        """Give each new node of a rewrite (`old -> new`) the line of the node it replaces, when it has none here: a
+        diagnostic after `canonicalize` or a lowering still points into the file."""
+        at = self._at
+        for old, new in replaced.items():
+            if new is not old and self._index(new) is None and (li := self._index(old)) is not None:
+                at[new] = li
+
     def __contains__(self, u: object) -> bool:
         return self._index(u) is not None  # type: ignore[arg-type]
 

@@ -252,6 +252,9 @@ TEST_PASSES = declare("UOPIR_TEST_PASSES", flag, False, "register the test-* pas
                       "the tool tests use", "0 or 1")
 TEST_SERIAL = declare("UOPIR_TEST_SERIAL", flag, False, "make test runs its pytest legs one after the other "
                       "(tools/run_tests.py reads it itself: the runner imports no uopir module)", "0 or 1")
+PLUGINS = declare("UOPIR_PLUGINS", text, "", "plugins the Python API loads when uopir is imported (the tools load "
+                  "them too): modules or module:function, comma-separated; `installed` loads every installed one",
+                  "module or module:function names, comma-separated, or installed")
 # Devices and compilers
 DEVICE = declare("UOPIR_DEVICE", text, "", "the default device of new tensors (default: the best available)",
                  "a device name")

@@ -18,6 +18,7 @@ from typing import Any
 
 from uopir.ir.ops import OpDef, Trait
 from uopir.ir.pattern_compiler import PatternMatcher
+from uopir.ir.registration import RegistrationError, Sites
 from uopir.ir.rewrite import RewriteStats, graph_rewrite
 from uopir.ir.uop import UOp
 from uopir.ir.upat import UPat
@@ -43,18 +44,26 @@ _BY_NAME: dict[str, Fold] = {}
 _MATCHERS: dict[frozenset[str] | None, PatternMatcher] = {}
 
 
-def declare_folds(*rows: tuple[UPat, Callable[..., UOp | None], str], constant: bool = False) -> None:
+_SITES = Sites("fold")
+
+
+def declare_folds(*rows: tuple[UPat, Callable[..., UOp | None], str], constant: bool = False,
+                  replace: bool = False) -> None:
     """Add `(pattern, fn, name)` rows to the table. The pattern's top op(s) say which ops (and dialect) they fold;
-    names are unique over the table (statistics and coverage tests identify a fold by its name)."""
+    names are unique over the table (statistics and coverage tests identify a fold by its name): a name declared on
+    another line is a RegistrationError naming both, unless `replace` (the same line again, a reload, replaces)."""
     for pat, fn, name in rows:
         ops = pat.top_ops()
         if not ops:
-            raise ValueError(f"fold {name!r}: its pattern must name the op(s) it folds")
+            raise RegistrationError(f"fold {name!r}: its pattern must name the op(s) it folds")
         dialects = {o.dialect for o in ops}
         if len(dialects) != 1:
-            raise ValueError(f"fold {name!r}: its ops belong to several dialects ({', '.join(sorted(dialects))})")
-        if name in _BY_NAME:
-            raise ValueError(f"fold {name!r} declared twice")
+            raise RegistrationError(f"fold {name!r}: its ops belong to several dialects "
+                                    f"({', '.join(sorted(dialects))})")
+        old = _BY_NAME.get(name)
+        _SITES.claim(name, old is not None, replace)
+        if old is not None:
+            _TABLE[old.dialect].remove(old)
         f = Fold(dialects.pop(), ops, pat, fn, name, constant)
         _TABLE.setdefault(f.dialect, []).append(f)
         _BY_NAME[name] = f

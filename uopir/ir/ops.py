@@ -14,6 +14,7 @@ from keyword import iskeyword
 from typing import TYPE_CHECKING, Any
 
 from uopir.ir.dtype import DType, dtypes
+from uopir.ir.registration import RegistrationError, Sites
 
 if TYPE_CHECKING:
     from uopir.ir.uop import UOp
@@ -375,8 +376,10 @@ class OpDef:
 
     def __post_init__(self) -> None:
         self.dialect, _, self.mnemonic = self.name.partition(".")
-        assert self.dialect and self.mnemonic, f"op name {self.name!r} must be dialect.mnemonic"
-        assert sum(a.in_type for a in self.attrs) <= 1
+        if not (self.dialect and self.mnemonic):
+            raise RegistrationError(f"op name {self.name!r} must be dialect.mnemonic")
+        if sum(a.in_type for a in self.attrs) > 1:
+            raise RegistrationError(f"{self.name}: at most one attribute can be written in the type")
         self.attrs_view = _view_class(AttrsView, self, {a.name: self.attr_reader(i) for i, a in enumerate(self.attrs)})
         self.operands_view = _view_class(OperandsView, self, _operand_readers(self))
 
@@ -478,7 +481,8 @@ def _whole_arg(v: AttrsView) -> Any:
 
 def _view_class(base: type[AttrsView], op: OpDef, readers: dict[str, property]) -> type[AttrsView]:
     bad = [n for n in readers if not n.isidentifier() or iskeyword(n) or n.startswith("_") or hasattr(base, n)]
-    assert not bad, f"{op.name}: {base._what} name {bad[0]!r} cannot be an accessor"
+    if bad:
+        raise RegistrationError(f"{op.name}: {base._what} name {bad[0]!r} cannot be an accessor")
     return type(f"{base.__name__}[{op.name}]", (base,), {"__slots__": (), "_op": op, **readers})
 
 
@@ -489,14 +493,17 @@ def _operand_readers(op: OpDef) -> dict[str, property]:
     out: dict[str, property] = {}
     for i, n in enumerate(op.operands):
         if n.startswith("*"):
-            assert i == len(op.operands) - 1 and hi is None, f"{op.name}: '{n}' must be last, on a variadic op"
+            if not (i == len(op.operands) - 1 and hi is None):
+                raise RegistrationError(f"{op.name}: '{n}' must be last, on a variadic op")
             out[n[1:]] = property(lambda v, i=i: v._u.src[i:])
         elif i < lo:
             out[n] = property(lambda v, i=i: v._u.src[i])
         else:
-            assert hi is None or i < hi, f"{op.name}: operand '{n}' past the op's {hi} operands"
+            if not (hi is None or i < hi):
+                raise RegistrationError(f"{op.name}: operand '{n}' past the op's {hi} operands")
             out[n] = property(lambda v, i=i: v._u.src[i] if len(v._u.src) > i else None)
-    assert len(out) == len(op.operands), f"{op.name}: operand names repeat"
+    if len(out) != len(op.operands):
+        raise RegistrationError(f"{op.name}: operand names repeat")
     return out
 
 
@@ -504,22 +511,37 @@ REGISTRY: dict[str, OpDef] = {}
 DIALECTS: dict[str, list[OpDef]] = {}
 
 
-def register(op: OpDef) -> OpDef:
-    assert op.name not in REGISTRY, f"op {op.name} declared twice"
+_SITES = Sites("op")
+
+
+def register(op: OpDef, *, replace: bool = False) -> OpDef:
+    """Add `op` to the registry; a name taken by another line is a RegistrationError naming both (see
+    uopir.ir.registration), unless `replace`. Ops that hold the old OpDef (patterns, handler tables) keep it: replace
+    an op before anything is built on it."""
+    old = REGISTRY.get(op.name)
+    _SITES.claim(op.name, old is not None, replace)
+    if old is not None:
+        DIALECTS[old.dialect].remove(old)
     REGISTRY[op.name] = op
     DIALECTS.setdefault(op.dialect, []).append(op)
     return op
 
 
+def op_site(name: str) -> str | None:
+    """Where op `name` was declared (file:line), if it was."""
+    return _SITES.where(name)
+
+
 def def_op(name: str, n_src: int | tuple[int, int | None], attrs: Iterable[Attr] = (), traits: Trait = Trait.NONE,
            verify: VerifyFn | None = None, shape: ShapeFn | None = None, positional: int = 0,
            normalize_arg: Callable[[DType, Any], Any] | None = None, summary: str = "",
-           operands: Iterable[str] = ()) -> OpDef:
+           operands: Iterable[str] = (), replace: bool = False) -> OpDef:
     """Declare and register one op. `n_src` is an exact count or (min, max) with max None for variadic; `operands`
-    names the operands with fixed roles (`u.operands.<name>`), a last `*name` the variadic rest."""
+    names the operands with fixed roles (`u.operands.<name>`), a last `*name` the variadic rest. `replace`: redefine
+    an op declared elsewhere (a second declaration is otherwise an error naming both places)."""
     rng = (n_src, n_src) if isinstance(n_src, int) else n_src
     return register(OpDef(name, rng, tuple(attrs), traits, verify, shape, positional, normalize_arg, summary,
-                          tuple(operands)))
+                          tuple(operands)), replace=replace)
 
 
 def get_op(name: str) -> OpDef:

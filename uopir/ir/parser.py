@@ -17,6 +17,7 @@ from uopir.ir.dtype import ADDRSPACES, SCALARS, DType, dtypes
 from uopir.ir.lexer import NUM_START, WORD_START, parse_number, token_col, tokenize_line, unescape
 from uopir.ir.ops import ANY, DIALECTS, DYN, REGISTRY, REQUIRED, AttrError, Ident, OpDef, OptionalAttr, RegionAttr
 from uopir.ir.printer import fmt_type
+from uopir.ir.syntax import SYNTAX
 from uopir.ir.uop import UOp, gc_paused
 
 __all__ = ["parse_ir", "parse_with_source_map", "split_input", "parse_type"]
@@ -205,6 +206,37 @@ def _join_or(items: list[str]) -> str:
 
 
 # ---- the parser -----------------------------------------------------------------------------------------------------
+class _Cursor:
+    """The tokens of one op line for a custom syntax's parse hook (uopir.ir.syntax.Cursor); errors point at them."""
+
+    __slots__ = ("p", "t", "li", "i", "env", "used", "depth")
+
+    def __init__(self, p: _Parser, t: list[str], li: int, i: int, env: dict[str, UOp], used: set[str], depth: int):
+        self.p, self.t, self.li, self.i, self.env, self.used, self.depth = p, t, li, i, env, used, depth
+
+    def peek(self) -> str | None:
+        return self.t[self.i] if self.i < len(self.t) else None
+
+    def expect(self, token: str) -> None:
+        if self.peek() != token:
+            self.p.err(self.li, self.i, f"expected '{token}', got {self.p.got(self.t, self.i)}")
+        self.i += 1
+
+    def operand(self) -> UOp:
+        tok = self.peek()
+        if tok is None or tok[0] != "%":
+            self.p.err(self.li, self.i, f"expected a value, got {self.p.got(self.t, self.i)}")
+        u = self.env.get(tok)
+        if u is None:
+            self.p.undefined(self.t, self.li, self.i, self.depth)
+        self.used.add(tok)
+        self.i += 1
+        return u
+
+    def error(self, message: str) -> NoReturn:
+        self.p.err(self.li, self.i, message)
+
+
 class _Parser:
     def __init__(self, text: str, filename: str, first_line: int):
         self.file = filename
@@ -287,7 +319,7 @@ class _Parser:
             name, opname, ops, val, dct, ty = m.groups()
             names = ops[1:].split(", ") if ops is not None else None
         info = _INFO.get(opname) or _info(opname)
-        if info is None or (name is not None and name in env):
+        if info is None or (name is not None and name in env) or (SYNTAX and info.od in SYNTAX):
             return False
         src = []
         if names is not None:
@@ -452,6 +484,10 @@ class _Parser:
                         break
                     else:
                         self.err(li, i, f"expected ',' or ')', got {self.got(t, i)}")
+        elif SYNTAX and (syn := SYNTAX.get(od)) is not None:  # the op's own pretty form (uopir.ir.syntax)
+            cur = _Cursor(self, t, li, i, env, used, depth)
+            src = list(syn.parse(cur))
+            i = cur.i
         elif i < n and t[i][0] == "%":
             while True:
                 tok = t[i]

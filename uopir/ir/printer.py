@@ -10,6 +10,7 @@ from typing import Any
 
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.ops import REQUIRED, OpDef, OptionalAttr, RegionAttr, fmt_literal
+from uopir.ir.syntax import SYNTAX
 from uopir.ir.uop import UOp, gc_paused
 
 _VOID = dtypes.void
@@ -118,6 +119,8 @@ def _block(root: UOp, generic: bool, indent: str, out: list[str]) -> None:
         # operands
         if generic:
             s = m.quoted + "(" + ", ".join([names[x] for x in u.src]) + ")"
+        elif SYNTAX and (syn := SYNTAX.get(od)) is not None:  # the op's own pretty form (uopir.ir.syntax)
+            s = m.name + " " + syn.print(u, [names[x] for x in u.src])
         elif u.src:
             s = m.name + " " + ", ".join([names[x] for x in u.src])
         else:

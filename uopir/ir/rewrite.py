@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uopir.ir import trace
+from uopir.ir.diagnostics import current_source_map
 from uopir.ir.pattern_compiler import PatternMatcher
 from uopir.ir.uop import UOp, gc_paused
 
@@ -185,4 +186,6 @@ def _rewrite(root: UOp, pm: PatternMatcher, disp: Any, ctx: Any, bottom_up: bool
     if stats is not None:
         stats.visits += visits
         stats.changed += changed
+    if changed and (smap := current_source_map()) is not None:
+        smap.inherit(memo)  # a rewritten node is written where the node it replaces was: errors still point there
     return memo[root]

@@ -1,7 +1,8 @@
 """`default{target=…}`: the named pipeline from the tensor dialect to a linearized device program.
 
-    canonicalize, tensor-split-reduce, tensor-to-kernel, [kernel-simplify, kernel-peel], kernel-optimize,
-    kernel-expand, kernel-to-device, device-transcendental, device-decompose, device-devectorize, device-linearize
+    canonicalize, [lower-dialects], tensor-split-reduce, tensor-to-kernel, [kernel-simplify, kernel-peel],
+    kernel-optimize, kernel-expand, kernel-to-device, device-transcendental, device-decompose, device-devectorize,
+    device-linearize
 
 `target` is a device or target name (`c`, `python`, `cpu`, `gpu`, …); every target-dependent pass gets it.
 kernel-optimize picks each kernel's register tile, unrolls, vector width and threaded axis from the target
@@ -14,13 +15,15 @@ tensor-split-reduce turns a large reduction to fewer outputs than the target has
 (per-thread partials, then their combine), so that every core works on it.
 `per-kernel=true` nests the passes after tensor-to-kernel in the `kernel(...)` anchor: the same result, but each
 kernel is finished before the next one starts, so the C backend's realize compiles it while the others lower.
-kernel-simplify and kernel-peel run when a module registers kernel-simplify. `uop-opt` can stop after any of these
+kernel-simplify and kernel-peel run when a module registers kernel-simplify; lower-dialects when a plugin registers
+the lowering of its dialect (uopir.passes.lower_dialects). `uop-opt` can stop after any of these
 passes (`-p` with a prefix of the list) and reads the printed IR back.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from uopir.passes.lower_dialects import LOWERINGS
 from uopir.passes.registry import register_pipeline, resolve
 from uopir.passes.target import check_target_option
 
@@ -46,9 +49,10 @@ def default_pipeline(options: DefaultOptions) -> list[str]:
     per_kernel = [*simplify, f"kernel-optimize{t}", "kernel-expand", f"kernel-to-device{t}",
                   f"device-transcendental{t}", f"device-decompose{t}",
                   f"device-devectorize{t}", "device-linearize"]
+    front = ["canonicalize", *(["lower-dialects"] if LOWERINGS else []), f"tensor-split-reduce{t}", "tensor-to-kernel"]
     if options.per_kernel:
-        return ["canonicalize", f"tensor-split-reduce{t}", "tensor-to-kernel", f"kernel({','.join(per_kernel)})"]
-    return ["canonicalize", f"tensor-split-reduce{t}", "tensor-to-kernel", *per_kernel]
+        return [*front, f"kernel({','.join(per_kernel)})"]
+    return [*front, *per_kernel]
 
 
 register_pipeline("default", DefaultOptions, default_pipeline,

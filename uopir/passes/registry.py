@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import io
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uopir.ir import env
+from uopir.ir.registration import RegistrationError, Sites
 from uopir.ir.uop import UOp
 from uopir.passes.errors import PipelineError, did_you_mean
 from uopir.passes.options import OptionInfo, format_value, option_infos
@@ -86,25 +88,39 @@ ANCHORS: dict[str, AnchorInfo] = {}
 
 
 def _check_name(kind: str, name: str) -> None:
-    if not _KEBAB.match(name):
-        raise ValueError(f"{kind} name {name!r} must be kebab-case (lowercase words joined by '-')")
-    if name in ANCHORS and kind != "anchor":
-        raise ValueError(f"{kind} name {name!r} is an anchor")
+    if not isinstance(name, str) or not _KEBAB.match(name):
+        raise RegistrationError(f"{kind} name {name!r} must be kebab-case (lowercase words joined by '-')")
+
+
+# one namespace for passes, pipelines and anchors (a pipeline text names any of them): where each was registered
+_SITES = Sites("pass, pipeline or anchor")
+
+
+def _claim(kind: str, name: str, replace: bool) -> None:
+    """A name taken by another kind is always an error; by the same kind, an error naming both places unless
+    `replace` or the same line again (a module reload)."""
+    mod = LAZY.get(name)
+    if mod is not None and mod not in sys.modules:  # a built-in name whose module is not loaded yet: load it, so a
+        _import(mod)  # plugin that takes the name fails here, at its own line, not later in uopir's module
+    for other, table in (("pass", PASSES), ("pipeline", PIPELINES), ("anchor", ANCHORS)):
+        if other != kind and name in table:
+            raise RegistrationError(f"{kind} name {name!r} is already a {other} (registered at "
+                                    f"{_SITES.where(name) or '<unknown>'})")
+    _SITES.claim(name, name in {"pass": PASSES, "pipeline": PIPELINES, "anchor": ANCHORS}[kind], replace, kind=kind)
 
 
 def register_pass(name: str, summary: str = "", consumes: Iterable[str] = (), produces: Iterable[str] = (),
                   options: type | None = None,
                   around_regions: Callable[[Any, Callable[[], int]], AbstractContextManager[object]] | None = None,
-                  ) -> Callable[[Callable], Callable]:
+                  *, replace: bool = False) -> Callable[[Callable], Callable]:
     """Register `fn(root, options, ctx) -> UOp` as pass `name`. `options` is a dataclass whose fields (typed, each
-    with a default) are the pass's options, or None; `around_regions`: see PassInfo. Registering a name again
-    replaces it (module reloads)."""
+    with a default) are the pass's options, or None; `around_regions`: see PassInfo. A name registered on another
+    line is a RegistrationError naming both, unless `replace` (the same line again, a module reload, replaces)."""
     _check_name("pass", name)
     infos = option_infos(f"pass '{name}'", options)
 
     def deco(fn: Callable) -> Callable:
-        if name in PIPELINES:
-            raise ValueError(f"pass name {name!r} is already a pipeline")
+        _claim("pass", name, replace)
         PASSES[name] = PassInfo(name, fn, summary.strip(), tuple(consumes), tuple(produces), options, infos,
                                 around_regions)
         return fn
@@ -112,19 +128,20 @@ def register_pass(name: str, summary: str = "", consumes: Iterable[str] = (), pr
 
 
 def register_pipeline(name: str, options: type | None, expand: Callable[[Any], str | Sequence[str]],
-                      summary: str = "") -> None:
+                      summary: str = "", *, replace: bool = False) -> None:
     """Register a named pipeline: `expand(options)` returns pipeline text (or a list of elements) that replaces
-    `name{...}` where it is written. `options` is a dataclass type or None (then `expand` gets None)."""
+    `name{...}` where it is written. `options` is a dataclass type or None (then `expand` gets None). A name taken
+    elsewhere is a RegistrationError unless `replace`."""
     _check_name("pipeline", name)
-    if name in PASSES:
-        raise ValueError(f"pipeline name {name!r} is already a pass")
+    _claim("pipeline", name, replace)
     PIPELINES[name] = PipelineInfo(name, expand, summary.strip(), options, option_infos(f"pipeline '{name}'", options))
 
 
-def register_anchor(name: str, select: Callable[[UOp], bool], summary: str = "") -> None:
+def register_anchor(name: str, select: Callable[[UOp], bool], summary: str = "", *, replace: bool = False) -> None:
     """Register `name(...)`: a nested pipeline that runs on every region root for which `select` is true. The
     dialect that owns the region's root op registers its anchor (see uopir.passes.kernel.anchors)."""
     _check_name("anchor", name)
+    _claim("anchor", name, replace)
     ANCHORS[name] = AnchorInfo(name, select, summary)
 
 
@@ -143,6 +160,7 @@ register_lazy("uopir.passes.core", "canonicalize", "dce", "cleanup")
 register_lazy("uopir.passes.default", "default")
 register_lazy("uopir.passes.tensor.canonicalize", "tensor-canonicalize")
 register_lazy("uopir.passes.tensor.split_reduce", "tensor-split-reduce")
+register_lazy("uopir.passes.lower_dialects", "lower-dialects")
 register_lazy("uopir.passes.tensor_to_kernel", "tensor-to-kernel")
 register_lazy("uopir.passes.kernel.anchors", "kernel")
 register_lazy("uopir.passes.kernel.simplify", "kernel-simplify")

@@ -22,6 +22,7 @@ from uopir.dialects import core as C
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.once import FirstUse
 from uopir.ir.ops import OpDef
+from uopir.ir.registration import Sites
 from uopir.passes.errors import did_you_mean
 
 __all__ = ["Target", "UnknownTargetError", "target", "targets", "check_target_option", "register_target", "host_cpu",
@@ -112,12 +113,14 @@ GPU = Target(name="gpu", kind="gpu", max_vector_bytes=16, has_local=True, local_
 _TARGETS: dict[str, Target] = {}  # built or registered descriptions
 _FACTORIES: dict[str, Callable[[], Target]] = {}  # name -> what builds it (kept after the build: `targets()` lists it)
 _FIRST_USE = FirstUse("target")  # several threads asking for a target first: its factory runs once
+_SITES = Sites("target")  # where each name was registered
 
 
 def register_target(t: Target | Callable[[], Target], name: str | None = None, *, replace: bool = False) -> None:
     """Register a description, or a factory that builds it on first use (probing hardware can be slow).
 
-    A factory needs `name`. Registering a taken name is an error unless `replace=True`."""
+    A factory needs `name`. Registering a name taken on another line is a RegistrationError naming both places
+    unless `replace=True`."""
     if isinstance(t, Target):
         key = t.name if name is None else name
         if key != t.name:
@@ -126,8 +129,7 @@ def register_target(t: Target | Callable[[], Target], name: str | None = None, *
         raise ValueError("a target factory needs a name")
     else:
         key = name
-    if not replace and (key in _TARGETS or key in _FACTORIES):
-        raise ValueError(f"target {key!r} is already registered (pass replace=True to redefine it)")
+    _SITES.claim(key, key in _TARGETS or key in _FACTORIES, replace)
     _TARGETS.pop(key, None)
     _FACTORIES.pop(key, None)
     if isinstance(t, Target):

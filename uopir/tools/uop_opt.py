@@ -20,7 +20,14 @@ from typing import TextIO
 
 from uopir.ir import env
 from uopir.ir.diagnostics import Diagnostic, IRError, Location, source_line
-from uopir.tools.common import UsageError, add_version, check_environment, check_output_file
+from uopir.tools.common import (
+    UsageError,
+    add_plugin_options,
+    add_version,
+    check_environment,
+    check_output_file,
+    load_plugins,
+)
 
 PROG = "uop-opt"
 
@@ -89,6 +96,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="print the wall time of each pass")
     p.add_argument("--pass-statistics", action="store_true", help="print per-pass pattern and change counts")
     p.add_argument("--list-passes", action="store_true", help="list the registered passes, pipelines and anchors")
+    add_plugin_options(p)
     p.add_argument("--load-test-passes", action="store_true",
                    help="also load the test-* passes that test uop-opt itself (or set UOPIR_TEST_PASSES=1)")
     p.add_argument("--emit", metavar="LANG", default=None,
@@ -414,6 +422,11 @@ def _run(args: argparse.Namespace, explicit_input: bool, out: TextIO, err: TextI
     import uopir.search  # noqa: F401 - installs kernel-optimize{strategy=beam}
     from uopir.passes.manager import PassManager
     from uopir.passes.registry import check_pass_names, list_passes_text, load_passes
+
+    listing = load_plugins(args)
+    if listing is not None:
+        _write_stream(out, listing, "stdout")
+        return 0
 
     if args.list_passes or args.load_test_passes:  # else each pass module loads when the pipeline names it
         load_passes(test_passes=True if args.load_test_passes else None)

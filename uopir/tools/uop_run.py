@@ -62,7 +62,14 @@ from uopir.ir.verify import verify
 from uopir.passes.instruments import standard_instruments
 from uopir.passes.manager import PassManager
 from uopir.passes.pipeline import parse_pipeline
-from uopir.tools.common import UsageError, add_version, check_environment, check_output_file
+from uopir.tools.common import (
+    UsageError,
+    add_plugin_options,
+    add_version,
+    check_environment,
+    check_output_file,
+    load_plugins,
+)
 from uopir.tools.uop_opt import _read_input, escape_controls, format_diagnostic, internal_error
 
 PROG = "uop-run"
@@ -89,6 +96,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p = _ArgParser(prog=PROG, description="Run a .uop program (tensor, kernel or device level) on a backend.")
     add_version(p)
     p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input .uop file, or - for stdin (default)")
+    add_plugin_options(p)
     p.add_argument("--backend", default="python", metavar="NAME",
                    help=f"the backend that runs it: {', '.join(BACKENDS)}, or all: every backend this machine can run, "
                         f"each checked against the reference interpreter, one line each (implies --check; "
@@ -453,6 +461,10 @@ def _write_output(path: str, outs: list[tuple[str, np.ndarray]]) -> None:
 def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     args = build_arg_parser().parse_args(argv)
     check_environment()
+    listing = load_plugins(args)
+    if listing is not None:
+        out.write(listing)
+        return 0
 
     every = args.backend.strip().lower() == "all"
     if every:

@@ -14,7 +14,7 @@ import http.server
 import sys
 from pathlib import Path
 
-from uopir.tools.common import UsageError, add_version, check_output_file
+from uopir.tools.common import UsageError, add_plugin_options, add_version, check_output_file, load_plugins
 from uopir.tools.uop_opt import escape_controls
 from uopir.viz import TraceError, load_trace, render_page, write_page
 
@@ -40,11 +40,18 @@ def _handler(page: bytes) -> type[http.server.BaseHTTPRequestHandler]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="uop-viz", description="Show a uopir rewrite trace as the visualizer page.")
     add_version(ap)
-    ap.add_argument("trace", help="trace file written by `uop-opt --viz=FILE` or UOPIR_VIZ=1")
+    ap.add_argument("trace", nargs="?", help="trace file written by `uop-opt --viz=FILE` or UOPIR_VIZ=1")
+    add_plugin_options(ap)
     ap.add_argument("-o", "--output", metavar="PAGE.html", help="write the self-contained page to this file")
     ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 to serve on (default: any free port)")
     args = ap.parse_args(argv)
     try:
+        listing = load_plugins(args)  # a trace may name a plugin's passes and patterns
+        if listing is not None:
+            print(listing, end="")
+            return 0
+        if args.trace is None:
+            raise UsageError("the following arguments are required: trace")
         if args.output:
             check_output_file(args.output, "-o")
         trace = load_trace(args.trace)

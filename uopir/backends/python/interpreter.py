@@ -1,7 +1,8 @@
 """`evaluate`: run a core + tensor dialect graph with numpy, op by op, with the handler tables of each dialect.
 
 It is the oracle every later stage (passes, backends) is checked against; the exact per-dtype semantics it
-implements are written down in uopir.dialects.semantics. Each node is evaluated once (memoized), iteratively over
+implements are written down in uopir.dialects.semantics. A dialect defined elsewhere (a plugin) teaches it its ops
+with `register_handler`. Each node is evaluated once (memoized), iteratively over
 `root.toposort()`; kernel bodies run through `tensor.call` (see kernel.py). An op whose dialect this level has no
 handler for is a located IRError naming the op.
 """
@@ -9,14 +10,38 @@ from __future__ import annotations
 
 import numpy as np
 
-from uopir.backends.python import core, tensor
-from uopir.backends.python.base import HandlerTable, Value, op_error, run_ops
+from uopir.backends.python import core, kernel, tensor
+from uopir.backends.python.base import Handler, HandlerTable, Value, op_error, run_ops
 from uopir.backends.python.tensor import GraphCtx
 from uopir.dialects import tensor as T
 from uopir.ir.diagnostics import IRError
+from uopir.ir.ops import OpDef
+from uopir.ir.registration import RegistrationError, Sites
 from uopir.ir.uop import UOp
 
+__all__ = ["TABLE", "evaluate", "register_handler", "LEVELS"]
+
 TABLE: HandlerTable = {**core.HANDLERS, **tensor.HANDLERS}
+
+# level -> the table that runs it: "graph" a whole tensor-dialect program (values are whole arrays), "kernel" the
+# body of a kernel.def (values are arrays over the kernel's iteration space)
+LEVELS: dict[str, HandlerTable] = {"graph": TABLE, "kernel": kernel.TABLE}
+_SITES = {lv: Sites(f"reference-interpreter handler ({lv} level) of op") for lv in LEVELS}
+
+
+def register_handler(op: OpDef, fn: Handler, *, levels: tuple[str, ...] = ("graph", "kernel"),
+                     replace: bool = False) -> Handler:
+    """Teach the reference interpreter `op`: `fn(u, srcs, ctx)` computes u's value from its operands' values (numpy
+    arrays; an elementwise numpy function serves both levels). An op that already has a handler at a level is a
+    RegistrationError naming both places, unless `replace` (or the same line again)."""
+    if not isinstance(op, OpDef):
+        raise RegistrationError(f"register_handler needs an OpDef (uopir.ir.ops.get_op(name)), got {op!r}")
+    for lv in levels:
+        if lv not in LEVELS:
+            raise RegistrationError(f"unknown interpreter level {lv!r}; levels: {', '.join(LEVELS)}")
+        _SITES[lv].claim(op.name, op in LEVELS[lv], replace)
+        LEVELS[lv][op] = fn
+    return fn
 
 
 def _missing(u: UOp) -> IRError:

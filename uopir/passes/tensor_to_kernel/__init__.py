@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from uopir.ir.uop import UOp
+from uopir.passes.lower_dialects import lower_dialects
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 from uopir.passes.tensor_to_kernel.schedule import MAX_KERNEL_OPS, Kernel, schedule
@@ -32,6 +33,7 @@ def tensor_to_kernel(root: UOp) -> UOp:
 @register_pass("tensor-to-kernel", summary="fuse a tensor program into kernels and emit the schedule of their calls",
                consumes=("tensor",), produces=("core", "tensor", "kernel"), options=TensorToKernelOptions)
 def _tensor_to_kernel_pass(root: UOp, options: TensorToKernelOptions, ctx: PassContext) -> UOp:
+    root = lower_dialects(root, ctx)  # a plugin dialect's ops, in a pipeline that does not list lower-dialects
     kernels, out = schedule(root, options.max_ops)
     ctx.count("kernels", len(kernels))
     return out
