@@ -41,7 +41,7 @@ def draw(node: Node, shape: tuple[int, ...], dtype: DType, fn: Callable[[np.rand
 
 
 def _dtype(node: Node, like: Tensor | None) -> DType:
-    from uopir.onnx.importer import onnx_dtype
+    from uopir.onnx.types import onnx_dtype
     if node.has("dtype"):
         d = onnx_dtype(node.attr("dtype"), f"{node.where()}: attribute 'dtype': ")
     else:
@@ -52,7 +52,7 @@ def _dtype(node: Node, like: Tensor | None) -> DType:
 
 
 def _np(d: DType) -> Any:
-    from uopir.onnx.importer import _np_dtype
+    from uopir.onnx.types import np_dtype as _np_dtype
     return _np_dtype(d)
 
 
@@ -95,7 +95,7 @@ def random_normal_like(node: Node, inputs: list) -> Tensor:
 @onnx_op("Bernoulli", since=15)
 def bernoulli(node: Node, inputs: list) -> Tensor:
     """1 where a uniform draw (in the input's dtype) is below the probability: ONNX's function body of Bernoulli."""
-    from uopir.onnx.importer import onnx_dtype
+    from uopir.onnx.types import onnx_dtype
     p = req(node, inputs, 0)
     out = onnx_dtype(node.attr("dtype"), f"{node.where()}: attribute 'dtype': ") if node.has("dtype") else p.dtype
     nd = _np(p.dtype)
@@ -108,7 +108,7 @@ def multinomial(node: Node, inputs: list) -> Tensor:
     """`sample_size` class indices per row of the [batch, classes] unnormalized log-probabilities: the first class
     whose cumulative probability exceeds a uniform draw."""
     from uopir.frontend.tensor import Tensor
-    from uopir.onnx.importer import onnx_dtype
+    from uopir.onnx.types import onnx_dtype
     x = req(node, inputs, 0)
     if x.ndim != 2:
         raise node.error(f"the input must be [batch, classes], got shape {tuple(x.shape)}")

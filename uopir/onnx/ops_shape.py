@@ -16,8 +16,9 @@ from uopir.frontend.indexing import pick
 from uopir.frontend.shapes import broadcast_shape
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
-from uopir.onnx.importer import _np_dtype, onnx_dtype
-from uopir.onnx.registry import Node, const_ints, onnx_op
+from uopir.onnx.registry import Node, axis_of, const_ints, onnx_op
+from uopir.onnx.types import np_dtype as _np_dtype
+from uopir.onnx.types import onnx_dtype
 
 
 def req(node: Node, inputs: Sequence[Tensor | None], i: int, what: str = "") -> Tensor:
@@ -30,13 +31,6 @@ def req(node: Node, inputs: Sequence[Tensor | None], i: int, what: str = "") -> 
 
 def opt(inputs: Sequence[Tensor | None], i: int) -> Tensor | None:
     return inputs[i] if i < len(inputs) else None
-
-
-def axis_of(node: Node, a: int, rank: int, what: str = "axis") -> int:
-    """a normalized into [0, rank) (negative counts from the end); an error naming the node when out of range."""
-    if not -rank <= a < rank:
-        raise node.error(f"{what} {a} is out of range for rank {rank}")
-    return a % rank
 
 
 def scalar(node: Node, t: Tensor | None, what: str, default: float | int | bool | None = None) -> float | int | bool:

@@ -137,3 +137,10 @@ def supported_ops_text(width: int = 120) -> str:
         else:
             cur = f"{cur} {w}" if cur else w
     return "\n".join([*lines, cur] if cur else lines)
+
+
+def axis_of(node: Node, a: int, rank: int, what: str = "axis") -> int:
+    """a normalized into [0, rank) (negative counts from the end); an error naming the node when out of range."""
+    if not -rank <= a < rank:
+        raise node.error(f"{what} {a} is out of range for rank {rank}")
+    return a % rank
