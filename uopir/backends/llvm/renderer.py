@@ -346,7 +346,7 @@ def _lanes_read_apart(program: UOp) -> set[UOp]:
     """The values whose lanes the program reads one at a time (a core.gep of them, or of their cast): such a load
     stays plain, since LLVM reads each lane of a plain load as a broadcast from memory but must load a masked one
     whole and shuffle every lane out of it (a dense conv's 14-column input row, each column broadcast against a
-    channel vector: 256 x 14x14 3x3 1.0 -> 10 ms)."""
+    channel vector: 256 x 14x14 3x3 1.0 -> 1.8 ms, one core)."""
     apart: set[UOp] = set()
     for g in program.toposort():
         if g.op is C.GEP:
