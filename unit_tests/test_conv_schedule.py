@@ -12,6 +12,7 @@ from uopir.dialects import kernel as K
 from uopir.frontend.nn_ops import (
     CHANNEL_BLOCK,
     CHANNEL_PAD_MIN_BLOCKS,
+    IN_PLACE_MIN_ROW,
     IN_PLACE_WINDOW,
     PAD_COPY_MIN_REUSE,
     PAD_COPY_MIN_WORK,
@@ -77,9 +78,16 @@ def test_a_conv_that_reuses_its_input_little_keeps_the_padding_fused() -> None:
     assert [it.name for it in dw.schedule()] == ["E_144_60_60", "r_144_28_28"]
     dw = x.conv2d(Tensor(np.ones((144, 1, 3, 3), np.float32), device="python"), dilation=2, padding=2, groups=144)
     assert [it.name for it in dw.schedule()] == ["E_144_60_60", "r_144_56_56"]
-    # ... and a 3x3/1 one over a plane of 56x56 is read in place
+    # ... and a 3x3/1 one over a plane of 56x56 is read in place, but one over rows of at most IN_PLACE_MIN_ROW is
+    # copied (the border of a 14x14 plane is a large share of it)
     dw = x.conv2d(Tensor(np.ones((144, 1, 3, 3), np.float32), device="python"), padding=1, groups=144)
     assert [it.name for it in dw.schedule()] == ["r_144_56_56"]
+    assert IN_PLACE_MIN_ROW == 16
+    x = Tensor(np.ones((1, 480, 14, 14), np.float32), device="python")
+    dw = x.conv2d(Tensor(np.ones((480, 1, 3, 3), np.float32), device="python"), padding=1, groups=480)
+    assert [it.name for it in dw.schedule()] == ["E_480_16_16", "r_480_14_14"]
+    dw = x.conv2d(Tensor(np.ones((480, 1, 3, 3), np.float32), device="python"), padding=1, stride=2, groups=480)
+    assert [it.name for it in dw.schedule()] == ["r_480_7_7"]
 
 
 def test_an_input_padded_before_the_conv_is_copied_too() -> None:
@@ -200,15 +208,17 @@ def _depthwise_kernel(c: int, hw: int, k: int, stride: int) -> UOp:
     return kdefs[-1]
 
 
-@pytest.mark.parametrize("c,hw,k,stride,row", [(240, 14, 5, 1, 14), (96, 112, 3, 2, 55), (32, 112, 3, 1, 55)])
+@pytest.mark.parametrize("c,hw,k,stride,row", [(240, 14, 5, 1, 14), (96, 112, 3, 2, 55), (32, 112, 3, 1, 55),
+                                               (480, 14, 3, 1, 14)])
 def test_a_depthwise_conv_vectorizes_its_row_and_unrolls_its_window(c: int, hw: int, k: int, stride: int,
                                                                      row: int) -> None:
     """Its own schedule (issue 26): the output row is the vector (whole up to 4 vectors: 14 columns; a longer one by
     its fullest divisor: 110 = 2 x 55), every tap unrolled (the weight a broadcast per channel), the channels split
     over the cores. Before, the register-tile rule upcast 2 rows x 2 columns (no reuse to find) and unrolled one window
-    row. A 3x3 window reads its padded input in place (nn_ops.IN_PLACE_WINDOW): kernel-peel cuts it into a reduction
-    per segment, and the tile is the ungated interior's (55 of the 56 outputs of a row at stride 2, 110 of 112 at
-    stride 1), before the border segments' plain unrolls."""
+    row. A 3x3 window reads its padded input in place (nn_ops.IN_PLACE_WINDOW; at stride 1 only over rows longer than
+    IN_PLACE_MIN_ROW, a 14x14 plane's input is copied): kernel-peel cuts it into a reduction per segment, and the
+    tile is the ungated interior's (55 of the 56 outputs of a row at stride 2, 110 of 112 at stride 1), before the
+    border segments' plain unrolls."""
     import uopir.backends  # noqa: F401 - registers the llvm target
     from uopir.passes.kernel.optimize import heuristic_opts
     from uopir.passes.target import target
@@ -219,7 +229,7 @@ def test_a_depthwise_conv_vectorizes_its_row_and_unrolls_its_window(c: int, hw: 
                       key=lambda r: r.attrs.axis)
 
     reds = [u for u in kdef.toposort() if u.op is K.REDUCE]
-    assert (len(reds) > 1) == (k == 3)  # peeled: read in place
+    assert (len(reds) > 1) == (k == 3 and (stride > 1 or hw > IN_PLACE_MIN_ROW))  # peeled: read in place
     interior = max(reds, key=lambda u: np.prod([r.src[0].arg for r in outputs(u)]))
     opts = [str(o) for o in heuristic_opts(kdef, target("llvm"))]
     taps = [f"unroll {r.attrs.axis} by {k}" for r in interior.operands.ranges]
