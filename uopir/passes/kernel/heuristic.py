@@ -13,8 +13,9 @@
      not vary goes first: a conv's output channels reuse its input row, where its output rows would reuse only the
      broadcast weight. A contiguous range that no full vector divides but that spans at most ROW_TILE_VECTORS
      vectors in multiples of half a vector is upcast whole (a conv's row of 56: 3.5 vectors of 16). A lone vector
-     range under a lone reduction (a matrix-vector product, weight [K, N]) gets up to ROW_TILE_VECTORS vectors in
-     half vectors (1000: 40 lanes), independent chains through a longer run of each weight row. On a cpu, a kernel
+     range under reductions that all vary along it (a matrix-vector product, weight [K, N]; an LSTM step's gate
+     products, each its own reduction) gets up to ROW_TILE_VECTORS vectors in half vectors (1000: 40 lanes),
+     independent chains through a longer run of each weight row, its code size counted in vectors. On a cpu, a kernel
      whose one reduction reads every load contiguously along its innermost range while no output range is
      contiguous (a matrix-vector product with the weight [N, K], a 1x1-spatial squeeze-excite conv, a global pool)
      gets a dot-product tile instead (`_dot_tile`): the reduction upcast into vectors of partial sums beside up to
@@ -131,6 +132,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         return tails + heuristic_opts(apply_opts(kdef, tails), t)
     wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
+    vector_range: dict[UOp, int] = {}  # an upcast whose lanes stay whole vectors (code size counts vectors)
     segments = k.segments()
     interior = set(segments[0]) if segments else set()
 
@@ -188,8 +190,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
                     lanes *= f
             seg_lanes = max(seg_lanes, lanes)
         lanes = seg_lanes
-        if len(segments) == 1 and len(upcast) == 1 and len(cands) == 1 and len(k.reduces) == 1 \
-                and cands[0] in k.deps[k.reduces[0]] and vw >= 2 and k.contiguous(cands[0]):
+        if len(segments) == 1 and len(upcast) == 1 and len(cands) == 1 and k.reduces \
+                and all(cands[0] in k.deps[red] for red in k.reduces) and vw >= 2 and k.contiguous(cands[0]):
             # one vector range alone (a matrix-vector product with the weight laid out [K, N]): as many vectors
             # along it as ROW_TILE_VECTORS (in half vectors: 1000 = 25 x 40), so that each step reads a longer run
             # of a weight row into that many independent accumulator chains
@@ -199,6 +201,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
                      if n % d == 0 and d % max(2, vw // 2) == 0), default=upcast[r])
             lanes = lanes // upcast[r] * f
             upcast[r] = f
+            vector_range[r] = vw
     # 2. a vector upcast of the contiguous output range
     if not upcast and vw >= 2:  # the innermost such range; of a peeled kernel's segments, the interior's
         for r in sorted(reversed(k.out), key=lambda r: -k.stored(r)):
@@ -249,7 +252,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         if f >= 2:
             unroll[r] = f
             lanes *= f
-    _fit_code_size(k, upcast, unroll)
+    _fit_code_size(k, upcast, unroll, vector_range)
     opts: list[Opt] = [Opt("upcast", r.attrs.axis, f)
                        for r, f in sorted(upcast.items(), key=lambda rf: rf[0].attrs.axis)]
     opts += [Opt("unroll", r.attrs.axis, f) for r, f in unroll.items()]
@@ -478,13 +481,19 @@ def _accumulators(k: KernelFacts, t: Target, budget: int, upcast: set[UOp]) -> l
     return accs
 
 
-def _fit_code_size(k: KernelFacts, upcast: dict[UOp, int], unroll: dict[UOp, int]) -> None:
+def _fit_code_size(k: KernelFacts, upcast: dict[UOp, int], unroll: dict[UOp, int],
+                   vector: dict[UOp, int] | None = None) -> None:
     """Shrink the lane factors (unrolls last to first, then upcasts) until kernel-expand's copies of the body stay
     within the budget (the kernel's iterations, clamped to [EXPAND_SMALL_OPS, EXPAND_MAX_OPS]): a long fused chain
     under a reduction, unrolled and upcast in full, would otherwise become tens of thousands of scalar ops (seconds of
-    lowering and of C compile) for no speed."""
+    lowering and of C compile) for no speed. A range in `vector` (its lanes: a matrix-vector product's contiguous
+    outputs, whole vectors of that width) counts one copy per vector: an LSTM step's gate math on 4 vectors is 4
+    vector statements per op, not 64."""
+    vector = vector or {}
+
     def total() -> int:
-        return k.expanded_ops({**upcast, **unroll})
+        f = {**upcast, **unroll}
+        return k.expanded_ops({r: -(-n // vector[r]) if r in vector else n for r, n in f.items()})
     budget = min(EXPAND_MAX_OPS, max(EXPAND_SMALL_OPS, k.work()))
     if total() <= budget:
         return
