@@ -43,7 +43,7 @@
      unrolls, then the upcasts, shrink to smaller divisors until it does not: a long fused chain of gathers under a
      reduction, or a kernel that runs a few hundred iterations, gains nothing from a full unroll but compile time;
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
-     (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations (a dot-product
+     (else the longest) becomes `global` when the kernel does at least `parallel_min_work` iterations (a dot-product
      tile, all vectors at memory speed, DOT_PARALLEL_MIN_WORK: a 1152 -> 48 SE conv runs in 12 us on one core); on a
      gpu target every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can
      pack (5.);
@@ -87,7 +87,7 @@ from uopir.passes.target import Target
 
 __all__ = ["heuristic_opts", "leave_alone", "PARALLEL_MIN_WORK"]
 
-PARALLEL_MIN_WORK = 1 << 15  # iterations below which a thread split costs more than it saves
+PARALLEL_MIN_WORK = Target.parallel_min_work  # the default; a target's own field decides (host: see cpu runtime)
 FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
 EXPAND_MAX_OPS = 8192  # scalar ops kernel-expand may make of one kernel (the unrolled, upcast body: code size)
 EXPAND_SMALL_OPS = 1024  # ... and of a kernel that runs fewer iterations than EXPAND_MAX_OPS: at most its iterations
@@ -270,7 +270,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     # 4. threads
     if t.kind == "gpu":
         opts += [Opt(kind, axis, f) for kind, axis, f in gpu_thread_opts(apply_opts(kdef, opts), t)]  # type: ignore[arg-type]
-    elif t.threads > 1 and loops and k.work() >= (PARALLEL_MIN_WORK if dot is None else DOT_PARALLEL_MIN_WORK):
+    elif t.threads > 1 and loops and k.work() >= (t.parallel_min_work if dot is None else DOT_PARALLEL_MIN_WORK):
         def outer(r: UOp) -> int:
             return (const_extent(r) or t.threads) // upcast.get(r, 1)
         r = next((r for r in loops if outer(r) >= t.threads), max(loops, key=outer))
@@ -278,7 +278,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             opts.append(Opt("global", r.attrs.axis))
             if len(opts) >= 2 and opts[-2] == Opt("outer", r.attrs.axis) and _packs(kdef, opts, r.attrs.axis):
                 opts.append(Opt("pack", r.attrs.axis))
-    elif t.kind == "cpu" and opts and opts[-1].kind == "outer" and k.work() >= PARALLEL_MIN_WORK:
+    elif t.kind == "cpu" and opts and opts[-1].kind == "outer" and k.work() >= t.parallel_min_work:
         # one thread: the outer range is still made global (one core runs all of it) when that lets it pack
         r = loops[0]
         if r.attrs.kind == "loop" and _packs(kdef, opts + [Opt("global", r.attrs.axis)], r.attrs.axis):
