@@ -353,6 +353,20 @@ def test_outer_axis_goes_to_threads_when_the_target_has_them() -> None:
     assert kinds(g) == {0: (64, "global"), 1: (256, "local"), 2: (4, "upcast")}
 
 
+def test_a_host_target_keeps_a_small_matmul_on_one_core() -> None:
+    """The host cpu's targets split a kernel across cores only from `parallel_min_work` iterations (1 << 19): an
+    LSTM's input projection (20 x 64 -> 256, 327,680 iterations) stays on one core, where the test targets'
+    default (1 << 15) splits it; a 4x larger one is split on the host too."""
+    from uopir.backends.cpu.runtime import host_target
+    host = host_target("c").derive(threads=2)
+    x, w = _f32(20, 64), _f32(64, 256)
+    k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
+    assert not any(o.kind == "global" for o in heuristic_opts(k, host))
+    assert any(o.kind == "global" for o in heuristic_opts(k, host.derive(parallel_min_work=CPU.parallel_min_work)))
+    big = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((_f32(80, 64) @ w).uop)))[0]
+    assert any(o.kind == "global" for o in heuristic_opts(big, host))
+
+
 def test_noopt_environment_turns_the_heuristic_off(monkeypatch: pytest.MonkeyPatch) -> None:
     x, w = _f32(8, 32), _f32(32, 16)
     base = PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop))

@@ -115,6 +115,41 @@ def test_weights_repacked_once_per_plan() -> None:
                                    rtol=1e-4, atol=1e-4)
 
 
+def test_steady_calls_on_a_host_cpu_make_numpy_outputs_in_the_native_replay() -> None:
+    # on c, once the plan's native graph exists, `run` binds fresh numpy arrays into it (TinyJit.replay_arrays): the
+    # outputs are this call's own arrays (a later call, a change to the feed, or writing into an output touches no
+    # other result and not the weight), a weight returned as it is comes back as a copy
+    from uopir.backends import available
+    from uopir.backends.cpu.graph import native
+    if "c" not in available() or native() is None:
+        pytest.skip("needs the c backend and its native launch graph")
+    from uopir.onnx.replay import signature
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"]), helper.make_node("Identity", ["x"], ["xi"]),
+             helper.make_node("Identity", ["w"], ["wi"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, [2, 3])],
+               [helper.make_tensor_value_info(n, F, [2, 3]) for n in ("y", "xi", "wi")], {"w": w})
+    model = from_onnx(m, device="c")
+    rng = np.random.default_rng(6)
+    kept = []
+    for _ in range(6):
+        x = rng.standard_normal((2, 3)).astype(np.float32)
+        want = x.copy()
+        out = model.run(x=x)
+        x[:] = 7
+        np.testing.assert_array_equal(out["y"], want + w)
+        np.testing.assert_array_equal(out["xi"], want)
+        np.testing.assert_array_equal(out["wi"], w)
+        out["wi"][:] = -1
+        kept.append((out, want))
+    fp = model._fast[signature({"x": x})]
+    assert fp.run_arrays({"x": x}) is not None  # the arrays' way was taken (the graph is built)
+    for out, want in kept:
+        np.testing.assert_array_equal(out["xi"], want)
+        np.testing.assert_array_equal(out["y"], want + w)
+    np.testing.assert_array_equal(model.run(x=np.ones((2, 3), np.float32))["wi"], w)
+
+
 def test_steady_calls_copy_feeds_and_return_fresh_buffers() -> None:
     # from the third call of a numpy signature the feeds are copied straight into the plan's input buffers
     # (uopir.onnx.replay): every output is still this call's own (or a copy), and the checked errors stay

@@ -95,6 +95,7 @@ class _NativeReplay:
     per_replay: list[int]  # made indices a replay binds anew: returned buffers, random draws
     fresh: list[tuple[int, Any, Any, tuple[int, ...]]]  # (made index, allocator, dtype, shape) allocated per replay
     fixed: list[tuple[int, int]]  # the captured buffers' memory, merged disjoint ranges in address order
+    carriers: bool = False  # a buffer made per replay is bfloat16 (its host array a carrier, not its values)
 
     def hits_fixed(self, span: tuple[int, int]) -> bool:
         """Whether [start, end) overlaps a captured buffer (an input bound to a parameter: aliasing to re-check)."""
@@ -262,6 +263,36 @@ class TinyJit(Generic[Ret]):
         made = self._replay(inputs)
         return [(inputs[s.index] if s.kind == "in" else made[s.index] if s.kind == "made" else s.buf,
                  s.kind == "made") for _, s, _ in self._ret_flat]
+
+    def replay_arrays(self, arrays: list[np.ndarray]) -> list[np.ndarray] | None:
+        """The native replay on host arrays the caller made for this call (one per captured input, C-contiguous, of
+        its shape and element type; nothing else references them): each returned Tensor's values as a numpy array
+        of this call's own (a captured buffer, or an array returned twice, is copied). The replay's result buffers
+        are plain numpy arrays bound into the launch graph, with no Buffer, pool or alias check around them: the
+        arrays are fresh, so none overlaps another or a captured buffer. None when the capture has no native graph
+        yet (built by a replay through `replay_buffers`), draws random numbers, returns bfloat16 (a carrier array,
+        not its values) or runs under UOPIR_DEBUG >= 2 (a kernel-timed replay). uopir.onnx's steady calls of numpy
+        feeds come here (uopir.onnx.replay)."""
+        g = self._graph
+        if not isinstance(g, _NativeReplay) or self.randoms or g.carriers or R.debug_level() >= 2:
+            return None
+        made: dict[int, np.ndarray] = {}
+        with self._graph_lock:
+            graph = g.graph
+            for i, a in enumerate(arrays):
+                graph.bind(("in", i), a.ctypes.data)
+            for j, _alloc, dtype, shape in g.fresh:
+                arr = made[j] = np.empty(shape, np_dtype(dtype))
+                graph.bind(("made", j), arr.ctypes.data)
+            graph.run()
+        R.STATS.kernels += graph.kernels
+        out: list[np.ndarray] = []
+        handed: set[int] = set()
+        for _, s, _ in self._ret_flat:
+            a = arrays[s.index] if s.kind == "in" else made[s.index] if s.kind == "made" else None
+            out.append(s.buf.numpy() if a is None else a.copy() if id(a) in handed else a)
+            handed.add(id(a))
+        return out
 
     # ---- capture ----------------------------------------------------------------------------------------------------
     def _capture(self, tensors: list[Tensor], others: tuple, args: tuple, kwargs: dict) -> Ret:
@@ -550,7 +581,8 @@ class TinyJit(Generic[Ret]):
         if once:  # run once now, on the captured constants; replays reuse what they wrote
             LaunchGraph(once, keep).run()
             R.STATS.kernels += len(once)
-        return _NativeReplay(LaunchGraph(launches, keep), sorted(per_replay), fresh, _merge(fixed))
+        return _NativeReplay(LaunchGraph(launches, keep), sorted(per_replay), fresh, _merge(fixed),
+                             any(dt is dtypes.bfloat16 for _, _, dt, _ in fresh))
 
     def _constant_addresses(self) -> set[int]:
         """The host addresses of the constant tensors' buffers (those realized as plain host buffers)."""

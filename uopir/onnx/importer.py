@@ -476,12 +476,16 @@ class OnnxModel:
 
     def _run_fast(self, feeds: Mapping[str, Any]) -> list[tuple[Any, bool]] | None:
         """The outputs' buffers of a steady call (uopir.onnx.replay), or None when the feeds' signature has none."""
+        fp = self._fast_plan(feeds)
+        return fp.run(feeds) if fp is not None else None
+
+    def _fast_plan(self, feeds: Mapping[str, Any]) -> FastPlan | None:
+        """The steady plan of the feeds' signature (counted as a replay), or None when it has none."""
         sig = signature(feeds)
         fp = self._fast.get(sig) if sig is not None else None
-        if fp is None:
-            return None
-        self.stats["replays"] += 1
-        return fp.run(feeds)
+        if fp is not None:
+            self.stats["replays"] += 1
+        return fp
 
     @staticmethod
     def _realized(outs: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -553,7 +557,12 @@ class OnnxModel:
         """The outputs by name as numpy arrays, each in its ONNX type: bfloat16 and the low-precision types (float8,
         float4, int4, int2) as their ml_dtypes dtype; a sequence as a list of arrays, an empty optional as None."""
         feeds = {**(feeds or {}), **kw}
-        got = self._run_fast(feeds) if self._fast else None
+        fp = self._fast_plan(feeds) if self._fast else None
+        arrays = fp.run_arrays(feeds) if fp is not None else None
+        if arrays is not None:  # the plan's native replay made the outputs as numpy arrays
+            return {nm: a if (lt := self.lowp_outputs.get(nm)) is None else from_storage(a, lt)
+                    for nm, a in zip(self.output_names, arrays, strict=True)}
+        got = fp.run(feeds) if fp is not None else None
         if got is None:
             return {k: self.output_numpy(k, v) for k, v in self(feeds).items()}
         out: dict[str, np.ndarray] = {}

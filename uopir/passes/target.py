@@ -59,6 +59,7 @@ class Target:
     max_global_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
     warp_size: int = 1
     threads: int = 1  # cpu: cores an outer loop may be split across
+    parallel_min_work: int = 1 << 15  # cpu: iterations below which a kernel stays on one core (kernel-optimize)
     upcast_sizes: tuple[int, ...] = (4, 2)  # preferred upcast factors for register tiling, best first
     unroll_sizes: tuple[int, ...] = (4, 2)  # preferred unroll factors for small reduction loops, best first
     max_upcast: int = 32  # register budget: the product of all upcast factors of one kernel

@@ -12,7 +12,8 @@ whole vectors, so that kernels built of integer bit tricks (device-transcendenta
   scalar code's store back to int8_t does), and/or/xor, max by compare and select; `shl` shifts the unsigned view
   (no signed overflow), `shr` is arithmetic on signed and logical on unsigned lanes, the amount taken modulo the
   width as the semantics say (a constant amount is reduced here, a variable one masked); compares are signed or
-  unsigned by the lane type. Division and remainder stay lane by lane (their zero and MIN/-1 rules).
+  unsigned by the lane type. Integer division and remainder stay lane by lane (their zero and MIN/-1 rules); a
+  float reciprocal is one vector division `1.0f / v` (a sigmoid's 16 scalar divisions were most of its cost).
 - casts: int -> int (wraps), int -> f32/f64 and f32 <-> f64 by `__builtin_convertvector` (C's conversion: exactly
   the scalar cast), float/int -> bool as `x != 0`; float -> int (saturating) stays lane by lane. Bitcasts between
   vector types of the same size are `(T)v`, which moves no bits.
@@ -154,6 +155,8 @@ def vector_alu(em: CEmitter, u: UOp, srcs: list[Lanes], escapes: bool) -> bool:
         table = _FLOAT_OPS if s.is_float else _INT_OPS
         if name in table:
             e = table[name].format(*args)
+        elif name == "core.recip" and s.is_float:  # one vector division (each lane IEEE 1/x, as the scalar code)
+            e = f"{'1.0' if s is dtypes.float64 else '1.0f'} / {args[0]}"
         elif name == "core.max":
             hname, helper = vector_max(vd)
             em.vtype(mask_type(bits, per))  # the helper's mask type (a dependency it names)

@@ -39,13 +39,20 @@ __all__ = ["HostKernel", "HostRuntime", "PooledHostAllocator", "THREADS_ENV", "t
 THREADS_ENV = env.THREADS.name
 
 
+# iterations below which a host kernel stays on one core: the pool's second core wakes in microseconds, and on a
+# machine busy with other processes its share may wait a whole time slice (an LSTM's 20x64 ->
+# 256 input projection, 4 us on one core, took ~30 us of the median call split in two on a loaded 2-core machine)
+HOST_PARALLEL_MIN_WORK = 1 << 19
+
+
 def host_target(name: str) -> Target:
     """The target of a host-cpu backend: the host cpu (its vector width and cores). The register budget of a
     kernel's upcasts is half the vector registers as f32 accumulators: 16 with 64-byte vectors (AVX-512 has 32
     registers), else 8 (AVX2 has 16); at least eight independent accumulators hide the latency of a vector add."""
     t = host_cpu(name)
     regs = 16 if t.max_vector_bytes >= 64 else 8
-    return t.derive(max_upcast=max(t.max_upcast, regs * t.vector_width(dtypes.float32)))
+    return t.derive(max_upcast=max(t.max_upcast, regs * t.vector_width(dtypes.float32)),
+                    parallel_min_work=max(t.parallel_min_work, HOST_PARALLEL_MIN_WORK))
 
 
 def threads(device: str) -> int:

@@ -13,8 +13,9 @@
      not vary goes first: a conv's output channels reuse its input row, where its output rows would reuse only the
      broadcast weight. A contiguous range that no full vector divides but that spans at most ROW_TILE_VECTORS
      vectors in multiples of half a vector is upcast whole (a conv's row of 56: 3.5 vectors of 16). A lone vector
-     range under a lone reduction (a matrix-vector product, weight [K, N]) gets up to ROW_TILE_VECTORS vectors in
-     half vectors (1000: 40 lanes), independent chains through a longer run of each weight row. On a cpu, a kernel
+     range under reductions that all vary along it (a matrix-vector product, weight [K, N]; an LSTM step's gate
+     products, each its own reduction) gets up to ROW_TILE_VECTORS vectors in half vectors (1000: 40 lanes),
+     independent chains through a longer run of each weight row, its code size counted in vectors. On a cpu, a kernel
      whose one reduction reads every load contiguously along its innermost range while no output range is
      contiguous (a matrix-vector product with the weight [N, K], a 1x1-spatial squeeze-excite conv, a global pool)
      gets a dot-product tile instead (`_dot_tile`): the reduction upcast into vectors of partial sums beside up to
@@ -42,7 +43,7 @@
      unrolls, then the upcasts, shrink to smaller divisors until it does not: a long fused chain of gathers under a
      reduction, or a kernel that runs a few hundred iterations, gains nothing from a full unroll but compile time;
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
-     (else the longest) becomes `global` when the kernel does at least PARALLEL_MIN_WORK iterations (a dot-product
+     (else the longest) becomes `global` when the kernel does at least `parallel_min_work` iterations (a dot-product
      tile, all vectors at memory speed, DOT_PARALLEL_MIN_WORK: a 1152 -> 48 SE conv runs in 12 us on one core); on a
      gpu target every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can
      pack (5.);
@@ -86,7 +87,7 @@ from uopir.passes.target import Target
 
 __all__ = ["heuristic_opts", "leave_alone", "PARALLEL_MIN_WORK"]
 
-PARALLEL_MIN_WORK = 1 << 15  # iterations below which a thread split costs more than it saves
+PARALLEL_MIN_WORK = Target.parallel_min_work  # the default; a target's own field decides (host: see cpu runtime)
 FULL_UNROLL_MAX = 16  # a reduction loop this short is unrolled completely
 EXPAND_MAX_OPS = 8192  # scalar ops kernel-expand may make of one kernel (the unrolled, upcast body: code size)
 EXPAND_SMALL_OPS = 1024  # ... and of a kernel that runs fewer iterations than EXPAND_MAX_OPS: at most its iterations
@@ -131,6 +132,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         return tails + heuristic_opts(apply_opts(kdef, tails), t)
     wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
+    vector_range: dict[UOp, int] = {}  # an upcast whose lanes stay whole vectors (code size counts vectors)
     segments = k.segments()
     interior = set(segments[0]) if segments else set()
 
@@ -188,8 +190,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
                     lanes *= f
             seg_lanes = max(seg_lanes, lanes)
         lanes = seg_lanes
-        if len(segments) == 1 and len(upcast) == 1 and len(cands) == 1 and len(k.reduces) == 1 \
-                and cands[0] in k.deps[k.reduces[0]] and vw >= 2 and k.contiguous(cands[0]):
+        if len(segments) == 1 and len(upcast) == 1 and len(cands) == 1 and k.reduces \
+                and all(cands[0] in k.deps[red] for red in k.reduces) and vw >= 2 and k.contiguous(cands[0]):
             # one vector range alone (a matrix-vector product with the weight laid out [K, N]): as many vectors
             # along it as ROW_TILE_VECTORS (in half vectors: 1000 = 25 x 40), so that each step reads a longer run
             # of a weight row into that many independent accumulator chains
@@ -199,6 +201,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
                      if n % d == 0 and d % max(2, vw // 2) == 0), default=upcast[r])
             lanes = lanes // upcast[r] * f
             upcast[r] = f
+            vector_range[r] = vw
     # 2. a vector upcast of the contiguous output range
     if not upcast and vw >= 2:  # the innermost such range; of a peeled kernel's segments, the interior's
         for r in sorted(reversed(k.out), key=lambda r: -k.stored(r)):
@@ -249,7 +252,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         if f >= 2:
             unroll[r] = f
             lanes *= f
-    _fit_code_size(k, upcast, unroll)
+    _fit_code_size(k, upcast, unroll, vector_range)
     # (a channel tile's vector last, its lanes innermost: one weight vector times a broadcast input per row lane,
     # also where a peeled segment's row range has a later axis than the channels)
     last = next(iter(channels[0])) if channels is not None else None
@@ -270,7 +273,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     # 4. threads
     if t.kind == "gpu":
         opts += [Opt(kind, axis, f) for kind, axis, f in gpu_thread_opts(apply_opts(kdef, opts), t)]  # type: ignore[arg-type]
-    elif t.threads > 1 and loops and k.work() >= (PARALLEL_MIN_WORK if dot is None else DOT_PARALLEL_MIN_WORK):
+    elif t.threads > 1 and loops and k.work() >= (t.parallel_min_work if dot is None else DOT_PARALLEL_MIN_WORK):
         def outer(r: UOp) -> int:
             return (const_extent(r) or t.threads) // upcast.get(r, 1)
         r = next((r for r in loops if outer(r) >= t.threads), max(loops, key=outer))
@@ -278,7 +281,7 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             opts.append(Opt("global", r.attrs.axis))
             if len(opts) >= 2 and opts[-2] == Opt("outer", r.attrs.axis) and _packs(kdef, opts, r.attrs.axis):
                 opts.append(Opt("pack", r.attrs.axis))
-    elif t.kind == "cpu" and opts and opts[-1].kind == "outer" and k.work() >= PARALLEL_MIN_WORK:
+    elif t.kind == "cpu" and opts and opts[-1].kind == "outer" and k.work() >= t.parallel_min_work:
         # one thread: the outer range is still made global (one core runs all of it) when that lets it pack
         r = loops[0]
         if r.attrs.kind == "loop" and _packs(kdef, opts + [Opt("global", r.attrs.axis)], r.attrs.axis):
@@ -495,13 +498,19 @@ def _accumulators(k: KernelFacts, t: Target, budget: int, upcast: set[UOp]) -> l
     return accs
 
 
-def _fit_code_size(k: KernelFacts, upcast: dict[UOp, int], unroll: dict[UOp, int]) -> None:
+def _fit_code_size(k: KernelFacts, upcast: dict[UOp, int], unroll: dict[UOp, int],
+                   vector: dict[UOp, int] | None = None) -> None:
     """Shrink the lane factors (unrolls last to first, then upcasts) until kernel-expand's copies of the body stay
     within the budget (the kernel's iterations, clamped to [EXPAND_SMALL_OPS, EXPAND_MAX_OPS]): a long fused chain
     under a reduction, unrolled and upcast in full, would otherwise become tens of thousands of scalar ops (seconds of
-    lowering and of C compile) for no speed."""
+    lowering and of C compile) for no speed. A range in `vector` (its lanes: a matrix-vector product's contiguous
+    outputs, whole vectors of that width) counts one copy per vector: an LSTM step's gate math on 4 vectors is 4
+    vector statements per op, not 64."""
+    vector = vector or {}
+
     def total() -> int:
-        return k.expanded_ops({**upcast, **unroll})
+        f = {**upcast, **unroll}
+        return k.expanded_ops({r: -(-n // vector[r]) if r in vector else n for r, n in f.items()})
     budget = min(EXPAND_MAX_OPS, max(EXPAND_SMALL_OPS, k.work()))
     if total() <= budget:
         return
