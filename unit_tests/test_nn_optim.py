@@ -116,6 +116,17 @@ def test_learning_rate_schedule_changes_a_tensor_not_the_program() -> None:
     np.testing.assert_allclose(p.numpy(), w, rtol=1e-5, atol=1e-6)
 
 
+def test_a_0d_parameter_stays_0d_under_the_1_element_lr() -> None:
+    """opt.lr has tinygrad's shape (1,); the update reads it as a scalar, so a 0-d parameter is not broadcast."""
+    p = Tensor(np.float32(2.0))
+    opt = optim.Adam([p], lr=0.1)
+    assert opt.lr.shape == (1,)
+    p.grad = Tensor(np.float32(0.5))
+    opt.step()
+    # the first Adam step moves by lr * g / (|g| + eps) = lr (to within eps)
+    assert p.shape == () and p.numpy() == pytest.approx(1.9, abs=1e-6)
+
+
 def test_zero_grad_and_requires_grad_rules() -> None:
     a, b, c = Tensor([1.0, 2.0]), Tensor([3.0], requires_grad=False), Tensor([4.0], requires_grad=True)
     opt = optim.SGD([a, b, c, a], lr=1.0)

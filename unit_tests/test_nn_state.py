@@ -107,7 +107,7 @@ def test_load_state_dict_copies_in_place_and_checks_keys(tmp_path: Path) -> None
         load_state_dict(dst, {k: v for k, v in sd.items() if k != "l2.weight"})
     with pytest.raises(KeyError, match=r"unexpected keys .*: extra"):
         load_state_dict(dst, {**sd, "extra": Tensor([1.0])})
-    with pytest.raises(ValueError, match=r"shapes differ for l1.bias: model \(4,\), state dict \(5,\)"):
+    with pytest.raises(ValueError, match=r"Shape mismatch in layer `l1.bias`: Expected shape \(4,\), but found \(5,\)"):
         load_state_dict(dst, {**sd, "l1.bias": Tensor(np.zeros(5, np.float32))})
     before = dst.l2.weight.numpy()
     new_bias = np.arange(4, dtype=np.float64)  # a float64 value is cast to the model's float32

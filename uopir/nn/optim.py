@@ -5,8 +5,9 @@ its params, zero_grad, step).
 (momentum buffers, moments, bias-correction powers) and non-trainable buffer in ONE program, writing them in place
 (Tensor.assign): the parameters' buffers stay the same, so a TinyJit replay of a training step updates them again.
 
-The learning rate is `opt.lr`, a 0-d float32 buffer, not a constant baked into the graph: a schedule changes it with
-`opt.lr.assign(new).realize()` (or `opt.set_lr(x)`) and the compiled step is reused as it is.
+The learning rate is `opt.lr`, a float32 buffer of shape (1,) as tinygrad's (`opt.lr.numpy()[0]` reads it), not a
+constant baked into the graph: a schedule changes it with `opt.lr.assign(new).realize()` (or `opt.set_lr(x)`) and the
+compiled step is reused as it is. The update reads it as a scalar, so a 0-d parameter keeps its shape.
 
 Formulas (g the gradient, wd the weight decay, t the step number starting at 1):
 - SGD as torch (dampening 0): g += wd * p; with momentum b = momentum * b + g (b starts at 0, so b_1 = g), then
@@ -90,11 +91,11 @@ class Optimizer:
                              "optimizer needs at least one parameter, got none")
         device = self.params[0].device
         self.device = device
-        self.lr = Tensor(np.array(lr, np.float32), device=device).realize()
+        self.lr = Tensor(np.array([lr], np.float32), device=device).realize()
 
     def set_lr(self, lr: float) -> None:
         """Change the learning rate in place (the compiled step reads the buffer, so nothing recompiles)."""
-        self.lr.assign(Tensor(np.array(lr, np.float32), device=self.device)).realize()
+        self.lr.assign(Tensor(np.array([lr], np.float32), device=self.device)).realize()
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -128,7 +129,8 @@ class Optimizer:
         Tensor.realize_all(*self.schedule_step())
 
     def _lr(self, p: Tensor) -> Tensor:
-        return self.lr if self.lr.dtype is p.dtype else self.lr.cast(p.dtype)
+        lr = self.lr.reshape(())
+        return lr if lr.dtype is p.dtype else lr.cast(p.dtype)
 
 
 class OptimizerGroup(Optimizer):

@@ -88,7 +88,8 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     """Assign state_dict's tensors into the model's (in place, cast to the model's dtype, moved to its device).
 
     strict: the key sets must match (KeyError naming the missing and unexpected keys); else the model's tensors
-    without a value keep theirs and extra values are ignored. A shape mismatch is always a ValueError."""
+    without a value keep theirs and extra values are ignored. A shape mismatch is always a ValueError (tinygrad's
+    wording), except that a 0-d value and a one-element 1-d value load into each other."""
     own = get_state_dict(model)
     missing = [k for k in own if k not in state_dict]
     extra = [k for k in state_dict if k not in own]
@@ -99,10 +100,11 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
         if extra:
             parts.append(f"unexpected keys (in the state dict, not in the model): {', '.join(extra)}")
         raise KeyError("load_state_dict(strict=True): " + "; ".join(parts))
-    bad = [f"{k}: model {tuple(t.shape)}, state dict {tuple(state_dict[k].shape)}" for k, t in own.items()
-           if k in state_dict and tuple(state_dict[k].shape) != tuple(t.shape)]
+    bad = [f"Shape mismatch in layer `{k}`: Expected shape {tuple(t.shape)}, but found {tuple(state_dict[k].shape)} "
+           "in state dict." for k, t in own.items() if k in state_dict
+           and {tuple(state_dict[k].shape), tuple(t.shape)} not in ({tuple(t.shape)}, {(), (1,)})]
     if bad:
-        raise ValueError("load_state_dict: shapes differ for " + "; ".join(bad))
+        raise ValueError("load_state_dict: " + " ".join(bad))
     targets = []
     for k, t in own.items():
         if k not in state_dict:
@@ -112,7 +114,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
         v = state_dict[k]
         if not isinstance(v, Tensor):
             v = Tensor(np.asarray(v), device=t.device)
-        v = v.to(t.device)
+        v = v.to(t.device).reshape(t.shape)  # () and (1,) load into each other (torch's num_batches_tracked, tinygrad)
         t.assign(v if v.dtype is t.dtype else v.cast(t.dtype))
         targets.append(t)
     Tensor.realize_all(*targets)
