@@ -114,3 +114,21 @@ def test_load_state_dict_copies_in_place_and_checks_keys(tmp_path: Path) -> None
     load_state_dict(dst, {"l1.bias": Tensor(new_bias), "extra": Tensor([1.0])}, strict=False)
     assert dst.l1.bias.dtype is dtypes.float32 and dst.l1.bias.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
     assert np.array_equal(dst.l2.weight.numpy(), before)
+
+
+def test_load_state_dict_returns_what_it_loaded_and_can_consume_or_defer() -> None:
+    """tinygrad's signature: the loaded tensors are returned, consume=True empties the source dict as it goes,
+    realize=False leaves the assigns pending (the values appear when realized)."""
+    net = _Net()
+    sd = {k: Tensor(np.full(t.shape, 3.0, np.float32)) for k, t in get_state_dict(net).items()}
+    loaded = load_state_dict(net, sd, consume=True, realize=False)
+    assert loaded == list(get_state_dict(net).values()) and sd == {}
+    Tensor.realize_all(*loaded)
+    assert all((t.numpy() == 3.0).all() for t in loaded)
+
+
+def test_get_state_dict_collects_another_tensor_type() -> None:
+    """tensor_type (tinygrad's): walk a container of foreign arrays, as a test compares a torch checkpoint's."""
+    ckpt = {"model": {"w": np.zeros(2), "layers": [np.ones(1)]}, "step": 3}
+    sd = get_state_dict(ckpt, tensor_type=np.ndarray)
+    assert list(sd) == ["model.w", "model.layers.0"] and sd["model.layers.0"].tolist() == [1.0]

@@ -46,14 +46,15 @@ _HEADER_LIMIT = 100_000_000  # bytes: the safetensors library refuses a longer h
 
 
 # ---- walking a model ------------------------------------------------------------------------------------------------
-def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
-    """Every Tensor reachable from obj, by dotted path, in attribute order (an object met twice is walked once)."""
+def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Any]:
+    """Every Tensor reachable from obj, by dotted path, in attribute order (an object met twice is walked once).
+    tensor_type: the leaf type to collect (tinygrad's argument: `torch.Tensor` walks a torch checkpoint)."""
     out: dict[str, Tensor] = {}
     seen: set[int] = set()
     stack: list[tuple[str, Any]] = [(prefix, obj)]
     while stack:
         name, o = stack.pop()
-        if isinstance(o, Tensor):
+        if isinstance(o, tensor_type):
             out[name] = o
             continue
         if id(o) in seen:
@@ -84,8 +85,11 @@ def get_parameters(obj: Any) -> list[Tensor]:
     return out
 
 
-def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False) -> None:
-    """Assign state_dict's tensors into the model's (in place, cast to the model's dtype, moved to its device).
+def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False,
+                    consume: bool = False, realize: bool = True) -> list[Tensor]:
+    """Assign state_dict's tensors into the model's (in place, cast to the model's dtype, moved to its device) and
+    return the model's tensors loaded (tinygrad's). consume: delete each entry from state_dict once loaded (frees
+    the source as it goes); realize=False leaves the assigns pending, to realize with other work.
 
     strict: the key sets must match (KeyError naming the missing and unexpected keys); else the model's tensors
     without a value keep theirs and extra values are ignored. A shape mismatch is always a ValueError (tinygrad's
@@ -117,7 +121,11 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
         v = v.to(t.device).reshape(t.shape)  # () and (1,) load into each other (torch's num_batches_tracked, tinygrad)
         t.assign(v if v.dtype is t.dtype else v.cast(t.dtype))
         targets.append(t)
-    Tensor.realize_all(*targets)
+        if consume:
+            del state_dict[k]
+    if realize:
+        Tensor.realize_all(*targets)
+    return targets
 
 
 # ---- safetensors ----------------------------------------------------------------------------------------------------
