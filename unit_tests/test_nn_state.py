@@ -1,6 +1,8 @@
 """uopir.nn.state: load_state_dict's checks, and safetensors files both ways with the `safetensors` package."""
 from __future__ import annotations
 
+import io
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from uopir.nn.state import (
     safe_load,
     safe_load_metadata,
     safe_save,
+    tar_extract,
 )
 
 # every dtype safetensors and uopir share: (safetensors name, uopir dtype, numpy storage of the values below)
@@ -132,3 +135,32 @@ def test_get_state_dict_collects_another_tensor_type() -> None:
     ckpt = {"model": {"w": np.zeros(2), "layers": [np.ones(1)]}, "step": 3}
     sd = get_state_dict(ckpt, tensor_type=np.ndarray)
     assert list(sd) == ["model.w", "model.layers.0"] and sd["model.layers.0"].tolist() == [1.0]
+
+
+
+def test_tar_extract_reads_regular_files_from_a_path_or_bytes(tmp_path: Path) -> None:
+    """tinygrad's tar_extract: member name -> uint8 tensor of its bytes; directories and links are left out."""
+    files = {"a/w.bin": bytes(range(7)), "empty": b"", "long": b"xy" * 300}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        folder = tarfile.TarInfo("a")
+        folder.type = tarfile.DIRTYPE
+        tar.addfile(folder)
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("w.lnk")
+        link.type, link.linkname = tarfile.SYMTYPE, "a/w.bin"
+        tar.addfile(link)
+    (tmp_path / "t.tar").write_bytes(buf.getvalue())
+    for src in (tmp_path / "t.tar", Tensor(buf.getvalue())):
+        got = tar_extract(src)
+        assert set(got) == set(files)
+        for name, data in files.items():
+            assert got[name].dtype is dtypes.uint8 and got[name].numpy().tobytes() == data
+    (tmp_path / "bad.tar").write_bytes(b"not a tar file" * 50)
+    with pytest.raises(tarfile.ReadError, match=r"tar_extract: .*bad.tar is not a tar archive"):
+        tar_extract(tmp_path / "bad.tar")
+    with pytest.raises(FileNotFoundError):
+        tar_extract(tmp_path / "missing.tar")

@@ -16,10 +16,12 @@ rounding happens); numpy has no bfloat16, so those bytes are read here, at the o
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import stat
+import tarfile
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,7 @@ from uopir.nn.errors import StateFileError
 from uopir.nn.torch_load import torch_load
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
-           "StateFileError", "torch_load"]
+           "StateFileError", "torch_load", "tar_extract"]
 
 _SAFE_DTYPES: dict[str, DType] = {
     "F64": dtypes.float64, "F32": dtypes.float32, "F16": dtypes.float16, "BF16": dtypes.bfloat16,
@@ -346,3 +348,22 @@ def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Ten
                 arr = lib.get_tensor(name).astype(_NP[d], copy=False)
             out[name] = Tensor(arr, dtype=d, device=device)
     return out
+
+
+# ---- tar archives ---------------------------------------------------------------------------------------------------
+def tar_extract(src: str | os.PathLike | Tensor) -> dict[str, Tensor]:
+    """The regular files of a tar archive (a path, or a uint8 Tensor of its bytes) as uint8 tensors by member name
+    (tinygrad's): directories and links are left out, nothing is written to disk. FileNotFoundError for a missing
+    path, tarfile.ReadError (naming the source) for bytes that are not a tar archive."""
+    if isinstance(src, Tensor):
+        what, fobj = f"a {src.dtype!r} tensor of {src.numel()} elements", io.BytesIO(src.numpy().tobytes())
+    else:
+        what, fobj = os.fspath(src), open(os.fspath(src), "rb")  # closed by the with below
+    with fobj:
+        try:
+            tar = tarfile.open(fileobj=fobj, mode="r:")
+        except tarfile.ReadError as e:
+            raise tarfile.ReadError(f"tar_extract: {what} is not a tar archive ({e})") from None
+        with tar:
+            return {m.name: Tensor(np.frombuffer(tar.extractfile(m).read(), np.uint8))  # type: ignore[union-attr]
+                    for m in tar.getmembers() if m.isfile()}
