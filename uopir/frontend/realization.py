@@ -248,6 +248,13 @@ class Realization:
             LAZY[id(self)] = self
         return self
 
+    def to_(self, device: str | None) -> Tensor:
+        """Move this tensor (and its .grad) to another device in place (tinygrad's; `to` then `replace`)."""
+        moved = self.to(device)
+        if self.grad is not None:
+            self.grad.replace(self.grad.to(device))
+        return self.replace(moved)
+
     def schedule(self, *others: Tensor) -> list[ScheduleItem]:
         """The kernel calls that realizing this tensor (and `others`) would run, in order; realized inputs are not
         kernels. `print(print_ir(t.schedule()[-1].ast))` shows the last kernel."""

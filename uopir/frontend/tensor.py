@@ -217,13 +217,6 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
         d = D.canonical(device)
         return self if d == self.device else self._new(UOp(T.COPY, self.dtype, (self.uop,), d), d)
 
-    def to_(self, device: str | None) -> Tensor:
-        """Move this tensor (and its .grad) to another device in place (tinygrad's; `to` then `replace`)."""
-        moved = self.to(device)
-        if self.grad is not None:
-            self.grad.replace(self.grad.to(device))
-        return self.replace(moved)
-
     def clone(self) -> Tensor:
         return self._mv(T.CONTIGUOUS, None)
 
