@@ -39,3 +39,28 @@ def test_assign_through_a_view_and_to_unrealized_tensors() -> None:
     q = Tensor([1.0, 2.0])
     q.assign(5.0).realize()  # a scalar broadcasts
     assert q.numpy().tolist() == [5.0, 5.0]
+
+
+def test_replace_swaps_the_value_without_writing_the_old_buffer() -> None:
+    """tinygrad's Tensor.replace (what its tests use to reset parameters): the tensor takes the other's graph, dtype
+    and device; a view of the old buffer keeps the old contents; backward reaches the new value."""
+    p = Tensor(np.arange(3, dtype=np.float32))
+    old_view = p.reshape(3, 1)
+    assert p.replace((Tensor.ones(3) * 2).contiguous()) is p
+    assert p.numpy().tolist() == [2.0, 2.0, 2.0] and old_view.numpy().ravel().tolist() == [0.0, 1.0, 2.0]
+    (p * Tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert p.grad.numpy().tolist() == [1.0, 2.0, 3.0]
+    p.replace(Tensor([7, 8, 9]))  # only the shape must match: p is int32 now
+    assert p.numpy().tolist() == [7, 8, 9] and p.dtype == Tensor([1]).dtype
+    with pytest.raises(ValueError, match=r"replace: shape \(2,\) does not match the tensor.s \(3,\)"):
+        p.replace(Tensor([1.0, 2.0]))
+    q = Tensor([1.0], requires_grad=True)
+    with pytest.raises(TypeError, match="requires a gradient cannot become"):
+        q.replace(Tensor([1]))
+
+
+def test_to_in_place_moves_the_tensor_and_its_grad() -> None:
+    p = Tensor([1.0, 2.0], device="python")
+    p.grad = Tensor([0.5, 0.5], device="python")
+    assert p.to_("c") is p and p.device == "c" and p.grad.device == "c"
+    assert p.numpy().tolist() == [1.0, 2.0] and p.grad.numpy().tolist() == [0.5, 0.5]

@@ -40,6 +40,15 @@ def test_cosine_annealing_follows_the_closed_form() -> None:
     assert sched.epoch_counter.item() == 6
 
 
+def test_lr_and_counter_have_tinygrads_shape_one() -> None:
+    """tinygrad's opt.lr and epoch_counter are 1-element vectors: scripts read them as `t.numpy()[0]`."""
+    opt = _opt(0.1)
+    sched = MultiStepLR(opt, [1], gamma=0.5)
+    assert opt.lr.shape == (1,) and sched.epoch_counter.shape == (1,)
+    sched.step()
+    assert sched.epoch_counter.numpy()[0] == 1 and opt.lr.numpy()[0] == np.float32(0.05)
+
+
 @pytest.mark.parametrize("strategy", ["linear", "cos"])
 def test_one_cycle_rises_then_falls(strategy: str) -> None:
     opt = _opt(0.5)

@@ -111,6 +111,19 @@ def test_batchnorm_state_dict_has_a_0d_num_batches_tracked() -> None:
     np.testing.assert_allclose(bn(Tensor(x)).numpy(), ref * np.array([2.0, 3.0])[:, None, None], rtol=1e-5, atol=1e-5)
 
 
+def test_num_batches_tracked_loads_from_a_1_element_vector() -> None:
+    """Older checkpoints (and tinygrad's own test) store the counter as shape (1,): it loads into the 0-d one, as
+    tinygrad's load_state_dict reshapes () <-> (1,); any other shape is still a mismatch."""
+    bn = nn.BatchNorm(1, track_running_stats=False)
+    load_state_dict(bn, {"weight": Tensor([2.0]), "bias": Tensor([1.0]),
+                         "num_batches_tracked": Tensor(np.array([5], np.int64))})
+    assert bn.num_batches_tracked.shape == () and bn.num_batches_tracked.numpy().tolist() == 5
+    assert bn.weight.numpy().tolist() == [2.0]
+    with pytest.raises(ValueError, match=r"`num_batches_tracked`: Expected shape \(\), but found \(2,\)"):
+        load_state_dict(bn, {"weight": Tensor([2.0]), "bias": Tensor([1.0]),
+                             "num_batches_tracked": Tensor(np.array([5, 6], np.int64))})
+
+
 def _lstm_ref(x: np.ndarray, h: np.ndarray, c: np.ndarray, wih: np.ndarray, whh: np.ndarray, bih: np.ndarray,
               bhh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     def sig(v: np.ndarray) -> np.ndarray:

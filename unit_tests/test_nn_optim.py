@@ -81,6 +81,40 @@ def test_sgd_matches_torch_formula(kw: dict) -> None:
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_classic_sgd_scales_by_lr_before_the_momentum(nesterov: bool) -> None:
+    """tinygrad's SGD(classic=True): b = m b + lr g; p -= b (or lr g + m b). It differs from the popular rule only
+    when lr changes, so the lr drops after the first step."""
+    w0, grads = _data(5, steps=3)
+    ps = [Tensor(w.copy()) for w in w0]
+    opt = optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.1, nesterov=nesterov, classic=True)
+    ws, bs = [w.astype(np.float64) for w in w0], [np.zeros_like(w, np.float64) for w in w0]
+    pop_w, pop_b = [w.astype(np.float64) for w in w0], [np.zeros_like(w, np.float64) for w in w0]
+    for lr, gs in zip((0.1, 0.02, 0.02), grads, strict=True):
+        opt.set_lr(lr)
+        for i, (p, g) in enumerate(zip(ps, gs, strict=True)):
+            p.grad = Tensor(g)
+            step = lr * (g + 0.1 * ws[i])
+            bs[i] = 0.9 * bs[i] + step
+            ws[i] = ws[i] - (step + 0.9 * bs[i] if nesterov else bs[i])
+            gp = g + 0.1 * pop_w[i]
+            pop_b[i] = 0.9 * pop_b[i] + gp
+            pop_w[i] = pop_w[i] - lr * (gp + 0.9 * pop_b[i] if nesterov else pop_b[i])
+        opt.step()
+    assert not np.allclose(ws[0], pop_w[0], rtol=1e-3)  # the case tells the two rules apart
+    for p, w in zip(ps, ws, strict=True):
+        np.testing.assert_allclose(p.numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_tinygrads_device_and_fused_arguments() -> None:
+    p = Tensor(np.ones(2, np.float32))
+    opt = optim.LAMB([p], device=p.device, fused=True)
+    assert opt.b1_t.shape == opt.b2_t.shape == (1,)
+    other = "c" if p.device != "c" else "python"
+    with pytest.raises(ValueError, match=rf"SGD: device='{other}': optimizer state on another device"):
+        optim.SGD([p], device=other)
+
+
 @pytest.mark.parametrize("cls,wd", [("Adam", 0.0), ("Adam", 0.1), ("AdamW", 0.01), ("AdamW", 0.5)])
 def test_adam_and_adamw_match_torch_formulas(cls: str, wd: float) -> None:
     w0, grads = _data(2, steps=4)
@@ -114,6 +148,17 @@ def test_learning_rate_schedule_changes_a_tensor_not_the_program() -> None:
         b = 0.9 * b + gs[0]
         w = w - lr * b
     np.testing.assert_allclose(p.numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_0d_parameter_stays_0d_under_the_1_element_lr() -> None:
+    """opt.lr has tinygrad's shape (1,); the update reads it as a scalar, so a 0-d parameter is not broadcast."""
+    p = Tensor(np.float32(2.0))
+    opt = optim.Adam([p], lr=0.1)
+    assert opt.lr.shape == (1,)
+    p.grad = Tensor(np.float32(0.5))
+    opt.step()
+    # the first Adam step moves by lr * g / (|g| + eps) = lr (to within eps)
+    assert p.shape == () and p.numpy() == pytest.approx(1.9, abs=1e-6)
 
 
 def test_zero_grad_and_requires_grad_rules() -> None:

@@ -1,6 +1,8 @@
 """uopir.nn.state: load_state_dict's checks, and safetensors files both ways with the `safetensors` package."""
 from __future__ import annotations
 
+import io
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from uopir.nn.state import (
     safe_load,
     safe_load_metadata,
     safe_save,
+    tar_extract,
 )
 
 # every dtype safetensors and uopir share: (safetensors name, uopir dtype, numpy storage of the values below)
@@ -107,10 +110,57 @@ def test_load_state_dict_copies_in_place_and_checks_keys(tmp_path: Path) -> None
         load_state_dict(dst, {k: v for k, v in sd.items() if k != "l2.weight"})
     with pytest.raises(KeyError, match=r"unexpected keys .*: extra"):
         load_state_dict(dst, {**sd, "extra": Tensor([1.0])})
-    with pytest.raises(ValueError, match=r"shapes differ for l1.bias: model \(4,\), state dict \(5,\)"):
+    with pytest.raises(ValueError, match=r"Shape mismatch in layer `l1.bias`: Expected shape \(4,\), but found \(5,\)"):
         load_state_dict(dst, {**sd, "l1.bias": Tensor(np.zeros(5, np.float32))})
     before = dst.l2.weight.numpy()
     new_bias = np.arange(4, dtype=np.float64)  # a float64 value is cast to the model's float32
     load_state_dict(dst, {"l1.bias": Tensor(new_bias), "extra": Tensor([1.0])}, strict=False)
     assert dst.l1.bias.dtype is dtypes.float32 and dst.l1.bias.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
     assert np.array_equal(dst.l2.weight.numpy(), before)
+
+
+def test_load_state_dict_returns_what_it_loaded_and_can_consume_or_defer() -> None:
+    """tinygrad's signature: the loaded tensors are returned, consume=True empties the source dict as it goes,
+    realize=False leaves the assigns pending (the values appear when realized)."""
+    net = _Net()
+    sd = {k: Tensor(np.full(t.shape, 3.0, np.float32)) for k, t in get_state_dict(net).items()}
+    loaded = load_state_dict(net, sd, consume=True, realize=False)
+    assert loaded == list(get_state_dict(net).values()) and sd == {}
+    Tensor.realize_all(*loaded)
+    assert all((t.numpy() == 3.0).all() for t in loaded)
+
+
+def test_get_state_dict_collects_another_tensor_type() -> None:
+    """tensor_type (tinygrad's): walk a container of foreign arrays, as a test compares a torch checkpoint's."""
+    ckpt = {"model": {"w": np.zeros(2), "layers": [np.ones(1)]}, "step": 3}
+    sd = get_state_dict(ckpt, tensor_type=np.ndarray)
+    assert list(sd) == ["model.w", "model.layers.0"] and sd["model.layers.0"].tolist() == [1.0]
+
+
+
+def test_tar_extract_reads_regular_files_from_a_path_or_bytes(tmp_path: Path) -> None:
+    """tinygrad's tar_extract: member name -> uint8 tensor of its bytes; directories and links are left out."""
+    files = {"a/w.bin": bytes(range(7)), "empty": b"", "long": b"xy" * 300}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        folder = tarfile.TarInfo("a")
+        folder.type = tarfile.DIRTYPE
+        tar.addfile(folder)
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("w.lnk")
+        link.type, link.linkname = tarfile.SYMTYPE, "a/w.bin"
+        tar.addfile(link)
+    (tmp_path / "t.tar").write_bytes(buf.getvalue())
+    for src in (tmp_path / "t.tar", Tensor(buf.getvalue())):
+        got = tar_extract(src)
+        assert set(got) == set(files)
+        for name, data in files.items():
+            assert got[name].dtype is dtypes.uint8 and got[name].numpy().tobytes() == data
+    (tmp_path / "bad.tar").write_bytes(b"not a tar file" * 50)
+    with pytest.raises(tarfile.ReadError, match=r"tar_extract: .*bad.tar is not a tar archive"):
+        tar_extract(tmp_path / "bad.tar")
+    with pytest.raises(FileNotFoundError):
+        tar_extract(tmp_path / "missing.tar")

@@ -193,6 +193,16 @@ def test_layernorm_batchnorm():
           (x - mean[None, :, None]) * invstd[None, :, None], rtol=1e-5, atol=1e-6)
 
 
+def test_batchnorm_over_two_axes_takes_2d_parameters():
+    """axis=(0, 2): every parameter is (x.shape[0], x.shape[2]), invstd included (tinygrad's rule: an invstd with one
+    dimension per axis is laid along them; it used to be broadcast as is, a shape error)."""
+    x = rnd((2, 4, 3, 2))
+    w, b, mean, invstd = rnd((2, 3)), rnd((2, 3)), rnd((2, 3)), rnd((2, 3), lo=0.5, hi=2)
+    ref = (x - mean[:, None, :, None]) * w[:, None, :, None] * invstd[:, None, :, None] + b[:, None, :, None]
+    check(Tensor(x).batchnorm(Tensor(w), Tensor(b), Tensor(mean), Tensor(invstd), axis=(0, 2)), ref,
+          rtol=1e-5, atol=1e-6)
+
+
 def _sdpa_ref(q, k, v, mask=None):
     s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
     if mask is not None:

@@ -517,13 +517,14 @@ class NNOps:
 
     def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
                   axis: int | tuple[int, ...] = 1) -> Tensor:
-        """Inference batchnorm: (x - mean) * weight * invstd + bias, the 1-d parameters along `axis`."""
+        """Inference batchnorm: (x - mean) * weight * invstd + bias, the parameters laid along `axis` (one dimension
+        per axis, as tinygrad); an invstd of another rank broadcasts as it is."""
         axes = tuple(norm_axis(a, self.ndim, self.shape) for a in ((axis,) if isinstance(axis, int) else axis))
         shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
         y = self - mean.reshape(shape)
         if weight is not None:
             y = y * weight.reshape(shape)
-        y = y * (invstd.reshape(shape) if invstd.ndim == 1 else invstd)
+        y = y * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
         return y + bias.reshape(shape) if bias is not None else y
 
     def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,

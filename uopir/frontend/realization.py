@@ -227,6 +227,34 @@ class Realization:
         LAZY[id(self)] = self
         return self
 
+    def replace(self, x: Tensor) -> Tensor:
+        """Make this tensor x (its graph, dtype and device), in place of its own (tinygrad's; only the shapes must
+        match). Unlike assign nothing is written: other tensors of the old buffer keep its contents. Used to swap a
+        parameter's value without a program (`p.replace(Tensor.ones_like(p))`), or its device (`to_`)."""
+        if not isinstance(x, type(self)):
+            raise TypeError(f"replace: needs a Tensor, got {type(x).__name__}")
+        if x.shape != self.shape:
+            raise ValueError(f"replace: shape {V.fmt_dims(x.shape)} does not match the tensor's "
+                             f"{V.fmt_dims(self.shape)}")
+        if self._requires_grad and not x.dtype.is_float:
+            raise TypeError(f"replace: a tensor that requires a gradient cannot become {x.dtype!r}")
+        self.uop, self.device = x.uop, x.device
+        G.live(self, self._requires_grad is None and self.dtype.is_float)
+        if self.uop.op is T.ASSIGN:
+            PENDING[id(self)] = self
+        else:
+            PENDING.pop(id(self), None)
+        if _view_base(self.uop).op is not T.BUFFER:
+            LAZY[id(self)] = self
+        return self
+
+    def to_(self, device: str | None) -> Tensor:
+        """Move this tensor (and its .grad) to another device in place (tinygrad's; `to` then `replace`)."""
+        moved = self.to(device)
+        if self.grad is not None:
+            self.grad.replace(self.grad.to(device))
+        return self.replace(moved)
+
     def schedule(self, *others: Tensor) -> list[ScheduleItem]:
         """The kernel calls that realizing this tensor (and `others`) would run, in order; realized inputs are not
         kernels. `print(print_ir(t.schedule()[-1].ast))` shows the last kernel."""

@@ -1,10 +1,10 @@
 """uopir.nn.lr_scheduler: learning-rate schedules with the names and semantics of tinygrad's extra/lr_scheduler.py.
 
-A schedule owns an `epoch_counter` (a 0-d int32 buffer, 0 at construction) and writes the optimizer's `lr` buffer in
-place. `step()` adds 1 to the counter and sets lr = get_lr() at the new count, both as tensor IR realized as one
-program (`schedule_step()` returns them, to realize with a training step); nothing reads back to the host, so a
-schedule stepped inside a TinyJit function advances on every replay, and the optimizer's compiled step is reused
-(it reads the lr buffer).
+A schedule owns an `epoch_counter` (an int32 buffer of shape (1,) as tinygrad's, 0 at construction) and writes the
+optimizer's `lr` buffer (shape (1,)) in place. `step()` adds 1 to the counter and sets lr = get_lr() at the new count,
+both as tensor IR realized as one program (`schedule_step()` returns them, to realize with a training step); nothing
+reads back to the host, so a schedule stepped inside a TinyJit function advances on every replay, and the optimizer's
+compiled step is reused (it reads the lr buffer).
 
 With c the counter after the step and lr0 the optimizer's lr when the schedule was made:
 - MultiStepLR: lr is multiplied by gamma when c reaches a milestone (gamma^k for a milestone listed k times, torch).
@@ -62,10 +62,10 @@ class LR_Scheduler:  # noqa: N801 -- tinygrad's name
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__} needs a uopir.nn.optim Optimizer, got {type(optimizer).__name__}")
         self.optimizer = optimizer
-        self.epoch_counter = Tensor(np.zeros((), np.int32), device=optimizer.device).realize()
+        self.epoch_counter = Tensor(np.zeros((1,), np.int32), device=optimizer.device).realize()
 
     def get_lr(self) -> Tensor:
-        """The learning rate at the current `epoch_counter`, as a tensor expression (0-d)."""
+        """The learning rate at the current `epoch_counter`, as a tensor expression of one element."""
         raise NotImplementedError
 
     def _epoch(self) -> Tensor:
@@ -74,7 +74,7 @@ class LR_Scheduler:  # noqa: N801 -- tinygrad's name
     def schedule_step(self) -> list[Tensor]:
         """Assign the new counter and lr (lazily) and return them, to realize with other work."""
         self.epoch_counter.assign(self.epoch_counter + 1)
-        self.optimizer.lr.assign(self.get_lr().cast(dtypes.float32).reshape(()))
+        self.optimizer.lr.assign(self.get_lr().cast(dtypes.float32).reshape((1,)))
         return [self.epoch_counter, self.optimizer.lr]
 
     def step(self) -> None:
@@ -142,7 +142,7 @@ class OneCycleLR(LR_Scheduler):
         self.anneal_strategy = anneal_strategy
         self.initial_lr = self.max_lr / div_factor
         self.min_lr = self.initial_lr / final_div_factor
-        self.optimizer.lr.assign(self.get_lr().cast(dtypes.float32).reshape(())).realize()
+        self.optimizer.lr.assign(self.get_lr().cast(dtypes.float32).reshape((1,))).realize()
 
     def _anneal(self, start: float, end: float, pct: Tensor) -> Tensor:
         if self.anneal_strategy == "cos":

@@ -5,12 +5,14 @@ its params, zero_grad, step).
 (momentum buffers, moments, bias-correction powers) and non-trainable buffer in ONE program, writing them in place
 (Tensor.assign): the parameters' buffers stay the same, so a TinyJit replay of a training step updates them again.
 
-The learning rate is `opt.lr`, a 0-d float32 buffer, not a constant baked into the graph: a schedule changes it with
-`opt.lr.assign(new).realize()` (or `opt.set_lr(x)`) and the compiled step is reused as it is.
+The learning rate is `opt.lr`, a float32 buffer of shape (1,) as tinygrad's (`opt.lr.numpy()[0]` reads it), not a
+constant baked into the graph: a schedule changes it with `opt.lr.assign(new).realize()` (or `opt.set_lr(x)`) and the
+compiled step is reused as it is. The update reads it as a scalar, so a 0-d parameter keeps its shape.
 
 Formulas (g the gradient, wd the weight decay, t the step number starting at 1):
 - SGD as torch (dampening 0): g += wd * p; with momentum b = momentum * b + g (b starts at 0, so b_1 = g), then
-  g = g + momentum * b (nesterov) or g = b; p -= lr * g.
+  g = g + momentum * b (nesterov) or g = b; p -= lr * g. classic=True (tinygrad's option) scales g by lr before the
+  momentum (b accumulates steps) and then p -= g.
 - Adam as torch: g += wd * p (L2, coupled); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
 - AdamW as torch and tinygrad: Adam without the L2 term, then p -= lr * wd * p (decoupled, applied with the update).
@@ -36,6 +38,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from uopir.frontend import device as D
 from uopir.frontend.tensor import Tensor
 
 __all__ = ["Optimizer", "OptimizerGroup", "SGD", "Adam", "AdamW", "LAMB", "LARS", "Muon", "newton_schulz"]
@@ -65,7 +68,10 @@ def _trust(r1: Tensor, r2: Tensor, ratio: Tensor) -> Tensor:
 class Optimizer:
     """The parameters, the learning rate tensor, zero_grad and step; subclasses give `_updates`."""
 
-    def __init__(self, params: Sequence[Tensor], lr: float) -> None:
+    def __init__(self, params: Sequence[Tensor], lr: float, device: str | None = None, fused: bool = False) -> None:
+        """device: where the state lives (tinygrad's argument; only the parameters' device is supported). fused:
+        tinygrad's one-buffer layout of the step; accepted for its scripts, no effect here (the step is one program
+        anyway)."""
         _check(f"{type(self).__name__}: lr", lr)
         uniq: list[Tensor] = []
         seen: set[int] = set()
@@ -88,13 +94,16 @@ class Optimizer:
             raise ValueError("optimizer needs at least one parameter that requires a gradient (all "
                              f"{len(uniq)} given have requires_grad=False)" if uniq else
                              "optimizer needs at least one parameter, got none")
+        if device is not None and D.canonical(device) != self.params[0].device:
+            raise ValueError(f"{type(self).__name__}: device={device!r}: optimizer state on another device than the "
+                             f"parameters ({self.params[0].device}) is not supported")
         device = self.params[0].device
         self.device = device
-        self.lr = Tensor(np.array(lr, np.float32), device=device).realize()
+        self.lr = Tensor(np.array([lr], np.float32), device=device).realize()
 
     def set_lr(self, lr: float) -> None:
         """Change the learning rate in place (the compiled step reads the buffer, so nothing recompiles)."""
-        self.lr.assign(Tensor(np.array(lr, np.float32), device=self.device)).realize()
+        self.lr.assign(Tensor(np.array([lr], np.float32), device=self.device)).realize()
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -128,7 +137,8 @@ class Optimizer:
         Tensor.realize_all(*self.schedule_step())
 
     def _lr(self, p: Tensor) -> Tensor:
-        return self.lr if self.lr.dtype is p.dtype else self.lr.cast(p.dtype)
+        lr = self.lr.reshape(())
+        return lr if lr.dtype is p.dtype else lr.cast(p.dtype)
 
 
 class OptimizerGroup(Optimizer):
@@ -173,25 +183,28 @@ class OptimizerGroup(Optimizer):
 
 class SGD(Optimizer):
     def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
-                 nesterov: bool = False) -> None:
-        super().__init__(params, lr)
+                 nesterov: bool = False, classic: bool = False, device: str | None = None,
+                 fused: bool = False) -> None:
+        super().__init__(params, lr, device, fused)
         _check("SGD: momentum", momentum)
         _check("SGD: weight_decay", weight_decay)
         if nesterov and momentum <= 0:
             raise ValueError("SGD: nesterov needs a momentum > 0")
-        self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
+        self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
         self.b = [_zeros_like(p) for p in self.params] if momentum else []
 
     def _updates(self, grads: list[Tensor]) -> list[Tensor]:
         for i, (p, g) in enumerate(zip(self.params, grads, strict=True)):
-            g = g.cast(p.dtype)
+            g, lr = g.cast(p.dtype), self._lr(p)
             if self.wd:
                 g = g + self.wd * p.detach()
+            if self.classic:  # the momentum buffer accumulates lr-scaled steps
+                g = lr * g
             if self.momentum:
                 b = self.momentum * self.b[i] + g
                 self.b[i].assign(b)
                 g = g + self.momentum * b if self.nesterov else b
-            p.assign((p.detach() - self._lr(p) * g).cast(p.dtype))
+            p.assign((p.detach() - (g if self.classic else lr * g)).cast(p.dtype))
         return list(self.b)
 
 
@@ -219,8 +232,9 @@ class LARS(Optimizer):
 
     def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
                  ns_steps: int = 0, ns_coefficients: Sequence[float] | None = None, nesterov: bool = False,
-                 classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001) -> None:
-        super().__init__(params, lr)
+                 classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001, device: str | None = None,
+                 fused: bool = False) -> None:
+        super().__init__(params, lr, device, fused)
         name = type(self).__name__
         _check(f"{name}: momentum", momentum)
         _check(f"{name}: weight_decay", weight_decay)
@@ -272,9 +286,9 @@ class Muon(LARS):
 
     def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1,
                  ns_steps: int = 5, ns_coefficients: Sequence[float] = (3.4445, -4.775, 2.0315),
-                 nesterov: bool = True) -> None:
+                 nesterov: bool = True, device: str | None = None, fused: bool = False) -> None:
         super().__init__(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, classic=False,
-                         pre_wd=False, tcoef=0.0)
+                         pre_wd=False, tcoef=0.0, device=device, fused=fused)
 
 
 class _AdamBase(Optimizer):
@@ -282,21 +296,23 @@ class _AdamBase(Optimizer):
     trust_ratio = False
 
     def __init__(self, params: Sequence[Tensor], lr: float, b1: float, b2: float, eps: float,
-                 weight_decay: float) -> None:
-        super().__init__(params, lr)
+                 weight_decay: float, device: str | None = None, fused: bool = False) -> None:
+        super().__init__(params, lr, device, fused)
         name = type(self).__name__
         _check(f"{name}: b1", b1, 1.0)
         _check(f"{name}: b2", b2, 1.0)
         _check(f"{name}: eps", eps)
         _check(f"{name}: weight_decay", weight_decay)
         self.b1, self.b2, self.eps, self.wd = b1, b2, eps, weight_decay
-        self.b1_t = Tensor(np.ones((), np.float32), device=self.device).realize()  # b1^t, b2^t after step t
-        self.b2_t = Tensor(np.ones((), np.float32), device=self.device).realize()
+        # b1^t, b2^t after step t, of shape (1,) as tinygrad's (an optimizer's state dict loads either way)
+        self.b1_t = Tensor(np.ones((1,), np.float32), device=self.device).realize()
+        self.b2_t = Tensor(np.ones((1,), np.float32), device=self.device).realize()
         self.m = [_zeros_like(p) for p in self.params]
         self.v = [_zeros_like(p) for p in self.params]
 
     def _updates(self, grads: list[Tensor]) -> list[Tensor]:
         b1_t, b2_t = self.b1_t * self.b1, self.b2_t * self.b2
+        c1, c2 = (1 - b1_t).reshape(()), (1 - b2_t).reshape(())
         for i, (p, g) in enumerate(zip(self.params, grads, strict=True)):
             g = g.cast(p.dtype)
             w = p.detach()
@@ -306,8 +322,8 @@ class _AdamBase(Optimizer):
             v = self.b2 * self.v[i] + (1 - self.b2) * (g * g)
             self.m[i].assign(m)
             self.v[i].assign(v)
-            mhat = m / (1 - b1_t).cast(p.dtype)
-            vhat = v / (1 - b2_t).cast(p.dtype)
+            mhat = m / c1.cast(p.dtype)
+            vhat = v / c2.cast(p.dtype)
             up = mhat / (vhat.sqrt() + self.eps)
             if self.wd and self.decoupled:
                 up = up + self.wd * w
@@ -323,16 +339,16 @@ class _AdamBase(Optimizer):
 
 class Adam(_AdamBase):
     def __init__(self, params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999,
-                 eps: float = 1e-8, weight_decay: float = 0.0) -> None:
-        super().__init__(params, lr, b1, b2, eps, weight_decay)
+                 eps: float = 1e-8, weight_decay: float = 0.0, device: str | None = None, fused: bool = False) -> None:
+        super().__init__(params, lr, b1, b2, eps, weight_decay, device, fused)
 
 
 class AdamW(_AdamBase):
     decoupled = True
 
     def __init__(self, params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999,
-                 eps: float = 1e-8, weight_decay: float = 0.01) -> None:
-        super().__init__(params, lr, b1, b2, eps, weight_decay)
+                 eps: float = 1e-8, weight_decay: float = 0.01, device: str | None = None, fused: bool = False) -> None:
+        super().__init__(params, lr, b1, b2, eps, weight_decay, device, fused)
 
 
 class LAMB(_AdamBase):
@@ -341,7 +357,8 @@ class LAMB(_AdamBase):
     decoupled = True
 
     def __init__(self, params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999,
-                 eps: float = 1e-6, weight_decay: float = 0.0, adam: bool = False) -> None:
-        super().__init__(params, lr, b1, b2, eps, weight_decay)
+                 eps: float = 1e-6, weight_decay: float = 0.0, adam: bool = False, device: str | None = None,
+                 fused: bool = False) -> None:
+        super().__init__(params, lr, b1, b2, eps, weight_decay, device, fused)
         self.adam = adam
         self.trust_ratio = not adam

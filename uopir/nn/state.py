@@ -16,10 +16,12 @@ rounding happens); numpy has no bfloat16, so those bytes are read here, at the o
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import stat
+import tarfile
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,7 @@ from uopir.nn.errors import StateFileError
 from uopir.nn.torch_load import torch_load
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
-           "StateFileError", "torch_load"]
+           "StateFileError", "torch_load", "tar_extract"]
 
 _SAFE_DTYPES: dict[str, DType] = {
     "F64": dtypes.float64, "F32": dtypes.float32, "F16": dtypes.float16, "BF16": dtypes.bfloat16,
@@ -46,14 +48,15 @@ _HEADER_LIMIT = 100_000_000  # bytes: the safetensors library refuses a longer h
 
 
 # ---- walking a model ------------------------------------------------------------------------------------------------
-def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
-    """Every Tensor reachable from obj, by dotted path, in attribute order (an object met twice is walked once)."""
+def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Any]:
+    """Every Tensor reachable from obj, by dotted path, in attribute order (an object met twice is walked once).
+    tensor_type: the leaf type to collect (tinygrad's argument: `torch.Tensor` walks a torch checkpoint)."""
     out: dict[str, Tensor] = {}
     seen: set[int] = set()
     stack: list[tuple[str, Any]] = [(prefix, obj)]
     while stack:
         name, o = stack.pop()
-        if isinstance(o, Tensor):
+        if isinstance(o, tensor_type):
             out[name] = o
             continue
         if id(o) in seen:
@@ -84,11 +87,15 @@ def get_parameters(obj: Any) -> list[Tensor]:
     return out
 
 
-def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False) -> None:
-    """Assign state_dict's tensors into the model's (in place, cast to the model's dtype, moved to its device).
+def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False,
+                    consume: bool = False, realize: bool = True) -> list[Tensor]:
+    """Assign state_dict's tensors into the model's (in place, cast to the model's dtype, moved to its device) and
+    return the model's tensors loaded (tinygrad's). consume: delete each entry from state_dict once loaded (frees
+    the source as it goes); realize=False leaves the assigns pending, to realize with other work.
 
     strict: the key sets must match (KeyError naming the missing and unexpected keys); else the model's tensors
-    without a value keep theirs and extra values are ignored. A shape mismatch is always a ValueError."""
+    without a value keep theirs and extra values are ignored. A shape mismatch is always a ValueError (tinygrad's
+    wording), except that a 0-d value and a one-element 1-d value load into each other."""
     own = get_state_dict(model)
     missing = [k for k in own if k not in state_dict]
     extra = [k for k in state_dict if k not in own]
@@ -99,10 +106,11 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
         if extra:
             parts.append(f"unexpected keys (in the state dict, not in the model): {', '.join(extra)}")
         raise KeyError("load_state_dict(strict=True): " + "; ".join(parts))
-    bad = [f"{k}: model {tuple(t.shape)}, state dict {tuple(state_dict[k].shape)}" for k, t in own.items()
-           if k in state_dict and tuple(state_dict[k].shape) != tuple(t.shape)]
+    bad = [f"Shape mismatch in layer `{k}`: Expected shape {tuple(t.shape)}, but found {tuple(state_dict[k].shape)} "
+           "in state dict." for k, t in own.items() if k in state_dict
+           and {tuple(state_dict[k].shape), tuple(t.shape)} not in ({tuple(t.shape)}, {(), (1,)})]
     if bad:
-        raise ValueError("load_state_dict: shapes differ for " + "; ".join(bad))
+        raise ValueError("load_state_dict: " + " ".join(bad))
     targets = []
     for k, t in own.items():
         if k not in state_dict:
@@ -112,10 +120,14 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
         v = state_dict[k]
         if not isinstance(v, Tensor):
             v = Tensor(np.asarray(v), device=t.device)
-        v = v.to(t.device)
+        v = v.to(t.device).reshape(t.shape)  # () and (1,) load into each other (torch's num_batches_tracked, tinygrad)
         t.assign(v if v.dtype is t.dtype else v.cast(t.dtype))
         targets.append(t)
-    Tensor.realize_all(*targets)
+        if consume:
+            del state_dict[k]
+    if realize:
+        Tensor.realize_all(*targets)
+    return targets
 
 
 # ---- safetensors ----------------------------------------------------------------------------------------------------
@@ -336,3 +348,22 @@ def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Ten
                 arr = lib.get_tensor(name).astype(_NP[d], copy=False)
             out[name] = Tensor(arr, dtype=d, device=device)
     return out
+
+
+# ---- tar archives ---------------------------------------------------------------------------------------------------
+def tar_extract(src: str | os.PathLike | Tensor) -> dict[str, Tensor]:
+    """The regular files of a tar archive (a path, or a uint8 Tensor of its bytes) as uint8 tensors by member name
+    (tinygrad's): directories and links are left out, nothing is written to disk. FileNotFoundError for a missing
+    path, tarfile.ReadError (naming the source) for bytes that are not a tar archive."""
+    if isinstance(src, Tensor):
+        what, fobj = f"a {src.dtype!r} tensor of {src.numel()} elements", io.BytesIO(src.numpy().tobytes())
+    else:
+        what, fobj = os.fspath(src), open(os.fspath(src), "rb")  # closed by the with below
+    with fobj:
+        try:
+            tar = tarfile.open(fileobj=fobj, mode="r:")
+        except tarfile.ReadError as e:
+            raise tarfile.ReadError(f"tar_extract: {what} is not a tar archive ({e})") from None
+        with tar:
+            return {m.name: Tensor(np.frombuffer(tar.extractfile(m).read(), np.uint8))  # type: ignore[union-attr]
+                    for m in tar.getmembers() if m.isfile()}
