@@ -119,7 +119,8 @@ if "UOPIR_MLIR_BIN" in os.environ:
 # One fork server (tools/lit_server.py) runs uop-opt, uop-run and the Python filecheck for every RUN line: uopir is
 # imported once, not once per command (~0.2 s each, ~800 commands). `--param server=0` (or UOPIR_LIT_SERVER=0) runs
 # each command as a process of its own, as a user's shell does.
-_server_on = (lit_config.params.get("server") or os.environ.get("UOPIR_LIT_SERVER") or "1") != "0"
+_server_on = (lit_config.params.get("server") or os.environ.get("UOPIR_LIT_SERVER") or "1").strip().lower() not in (
+    "0", "off", "false", "no")
 _client = None
 if _server_on and hasattr(socket, "send_fds"):
     _sock_dir = tempfile.mkdtemp(prefix="uopir-lit-")

@@ -252,6 +252,11 @@ TEST_PASSES = declare("UOPIR_TEST_PASSES", flag, False, "register the test-* pas
                       "the tool tests use", "0 or 1")
 TEST_SERIAL = declare("UOPIR_TEST_SERIAL", flag, False, "make test runs its pytest legs one after the other "
                       "(tools/run_tests.py reads it itself: the runner imports no uopir module)", "0 or 1")
+TEST_WORKERS: EnvVar[int | None] = declare("UOPIR_TEST_WORKERS", count, None, "pytest-xdist workers of make test's "
+                                           "python leg (default: one per core; 0: one process; tools/run_tests.py "
+                                           "reads it itself)", "an integer >= 0")
+LIT_SERVER = declare("UOPIR_LIT_SERVER", flag, True, "the lit suite runs uop-opt, uop-run and filecheck through one "
+                     "fork server (lit_tests/lit.cfg.py reads it itself; 0: a process per command)", "0 or 1")
 # Devices and compilers
 DEVICE = declare("UOPIR_DEVICE", text, "", "the default device of new tensors (default: the best available)",
                  "a device name")
