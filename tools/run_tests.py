@@ -4,10 +4,13 @@
 Two pytest legs: the whole unit suite with the frontend on the reference device (UOPIR_DEVICE=python), and the
 frontend suite (FRONTEND_TESTS: the tests that run Tensor programs on the default device) again on the C backend
 (UOPIR_DEVICE=c) when a C compiler is installed, so every frontend test checks both the interpreter and compiled
-code. The legs run side by side (pytest uses one core; the machine has two): the first leg leaves the compiled
-backends' own tests (BACKEND_TESTS) to a third leg that runs after the c leg on the second core, so both cores finish
-at about the same time. A buffered leg's output is printed when it ends; UOPIR_TEST_SERIAL=1 runs the legs one after
-the other. Their counts add up (a test in both the first and the c leg counts twice).
+code. The compiled backends' own tests (BACKEND_TESTS) leave the first leg for a third. The three legs start
+together (pytest uses one core a process) and the first is spread over the cores by pytest-xdist (whole files per
+worker; UOPIR_TEST_WORKERS sets how many), so the cores stay busy until the last file ends. The c and backend legs
+are buffered: their output is printed after the first leg's. UOPIR_TEST_SERIAL=1 runs the legs one after the other
+in one process each. Their counts add up (a test in both the first and the c leg counts twice). lit runs last
+(lit_tests/lit.cfg.py runs its tools through one fork server), and once more with LLVM's FileCheck where that is
+installed, so the lit files stay valid for the tool MLIR users run.
 
 Before the tests, the Debian packages some tests need (tools/debian_packages.py: the MLIR tools, chromium, graphviz)
 are installed with apt-get when they are missing and the script runs as root; otherwise one line says which tests
