@@ -17,11 +17,14 @@ xDSL imports (emit-mlir runs), `mlir-opt` when LLVM's mlir-opt is installed (uop
 `mlir-opt` substitution is its path).
 UOPIR_TEST_PASSES=1 is set, so the test-* passes are available.
 """
+import atexit
 import importlib.util
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 
 import lit.formats
 
@@ -112,6 +115,35 @@ if _mlir_opt is not None:
     config.available_features.add("mlir-opt")
 if "UOPIR_MLIR_BIN" in os.environ:
     config.environment["UOPIR_MLIR_BIN"] = os.environ["UOPIR_MLIR_BIN"]
+
+# One fork server (tools/lit_server.py) runs uop-opt, uop-run and the Python filecheck for every RUN line: uopir is
+# imported once, not once per command (~0.2 s each, ~800 commands). `--param server=0` (or UOPIR_LIT_SERVER=0) runs
+# each command as a process of its own, as a user's shell does.
+_server_on = (lit_config.params.get("server") or os.environ.get("UOPIR_LIT_SERVER") or "1").strip().lower() not in (
+    "0", "off", "false", "no")
+_client = None
+if _server_on and hasattr(socket, "send_fds"):
+    _sock_dir = tempfile.mkdtemp(prefix="uopir-lit-")
+    _sock = os.path.join(_sock_dir, "server.sock")
+    _server = subprocess.Popen([sys.executable, os.path.join(_repo, "tools", "lit_server.py"), _sock],
+                               env={**os.environ, **config.environment}, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, text=True)
+    if _server.stdout.readline().strip() == "ready":
+        _client = f'"{sys.executable}" -S -I "{os.path.join(_repo, "tools", "lit_client.py")}" "{_sock}"'
+    else:
+        lit_config.note("the lit server did not start; each command runs as a process of its own")
+
+    def _stop_server(proc=_server, folder=_sock_dir) -> None:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(_stop_server)
+if _client is not None:  # the tools' names with `_`: a substitution must not match its own result
+    _uop_opt = f'{_client} uop_opt "{sys.executable}"'
+    _uop_run = f'{_client} uop_run "{sys.executable}"'
+    if not _want:
+        _filecheck = f'{_client} file_check "{sys.executable}"'
 
 # A bare word that is not part of a path or a longer name.
 _word = r"(?<![\w/.%-]){}(?![\w.-])"

@@ -4,10 +4,13 @@
 Two pytest legs: the whole unit suite with the frontend on the reference device (UOPIR_DEVICE=python), and the
 frontend suite (FRONTEND_TESTS: the tests that run Tensor programs on the default device) again on the C backend
 (UOPIR_DEVICE=c) when a C compiler is installed, so every frontend test checks both the interpreter and compiled
-code. The legs run side by side (pytest uses one core; the machine has two): the first leg leaves the compiled
-backends' own tests (BACKEND_TESTS) to a third leg that runs after the c leg on the second core, so both cores finish
-at about the same time. A buffered leg's output is printed when it ends; UOPIR_TEST_SERIAL=1 runs the legs one after
-the other. Their counts add up (a test in both the first and the c leg counts twice).
+code. The compiled backends' own tests (BACKEND_TESTS) leave the first leg for a third. The three legs start
+together (pytest uses one core a process) and the first is spread over the cores by pytest-xdist (whole files per
+worker; UOPIR_TEST_WORKERS sets how many), so the cores stay busy until the last file ends. The c and backend legs
+are buffered: their output is printed after the first leg's. UOPIR_TEST_SERIAL=1 runs the legs one after the other
+in one process each. Their counts add up (a test in both the first and the c leg counts twice). lit runs last
+(lit_tests/lit.cfg.py runs its tools through one fork server), and once more with LLVM's FileCheck where that is
+installed, so the lit files stay valid for the tool MLIR users run.
 
 Before the tests, the Debian packages some tests need (tools/debian_packages.py: the MLIR tools, chromium, graphviz)
 are installed with apt-get when they are missing and the script runs as root; otherwise one line says which tests
@@ -32,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import debian_packages  # tools/debian_packages.py, beside this script
@@ -166,20 +170,54 @@ def run_lit(extra: list[str]) -> Counts:
     return passed, failed, skipped, ok
 
 
+def llvm_filecheck(which: Callable[[str], str | None] = shutil.which, llvm_root: str = "/usr/lib") -> str | None:
+    """LLVM's FileCheck when it is installed (Debian's llvm-NN-tools: FileCheck-NN on PATH, or llvm-NN/bin), else
+    None; the newest version wins. The Python `filecheck` of the test extra is not it (a lowercase name)."""
+    for name in ("FileCheck", *(f"FileCheck-{v}" for v in range(30, 13, -1))):
+        if (path := which(name)) is not None and Path(path).resolve().name != "filecheck":
+            return path
+    found = [(int(m.group(1)), str(p)) for p in Path(llvm_root).glob("llvm-*/bin/FileCheck")
+             if (m := re.fullmatch(r"llvm-(\d+)", p.parent.parent.name)) and os.access(p, os.X_OK)]
+    return max(found)[1] if found else None
+
+
+def xdist_workers() -> int:
+    """How many pytest-xdist workers the python leg gets: one per core this process may use, 0 (no xdist) on one
+    core, when pytest-xdist is not installed, or when UOPIR_TEST_WORKERS says so (a number, 0 for none)."""
+    want = os.environ.get("UOPIR_TEST_WORKERS", "").strip()
+    if want:
+        if not want.isdigit():
+            raise SystemExit(f"run_tests: UOPIR_TEST_WORKERS={want!r}: expected a number of workers (0: no xdist)")
+        n = int(want)
+    else:
+        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if n < 2:
+        return 0
+    probe = subprocess.run([sys.executable, "-c", "import xdist"], capture_output=True)
+    if probe.returncode != 0:
+        print("run_tests: pytest-xdist is not installed (pip install -e '.[test]'): the python leg runs in one process")
+        return 0
+    return n
+
+
 def run_pytest_legs() -> list[Counts]:
     """Leg 1: everything but BACKEND_TESTS, the frontend on the reference device (unless UOPIR_DEVICE asks
-    otherwise). Leg 2: the frontend suite on c, then leg 3: BACKEND_TESTS, both beside leg 1 unless
-    UOPIR_TEST_SERIAL=1. Returns the counts of (leg 1 + leg 3, leg 2)."""
+    otherwise), spread over the cores by pytest-xdist (whole files per worker: the tests of one file may share a
+    fixture, as they always could); leg 2: the frontend suite on c; leg 3: BACKEND_TESTS. All three start at once
+    (the cores stay busy to the end: the workers take the next file when one ends), unless UOPIR_TEST_SERIAL=1.
+    Returns the counts of (leg 1 + leg 3, leg 2)."""
     if not (ROOT / "unit_tests").is_dir():
         print("run_tests: no unit_tests/ directory; pytest counts 0")
         return []
     os.environ.setdefault("UOPIR_DEVICE", "python")
     has_c = c_compiler_available()
+    serial = os.environ.get("UOPIR_TEST_SERIAL", "") not in ("", "0")
+    n = 0 if serial else xdist_workers()
+    spread = ("-n", str(n), "--dist", "loadfile") if n else ()
     if not has_c:
         if has_c is False:
             print("run_tests: no C compiler: the frontend suite runs on python only")
-        return [PytestLeg().finish(), (0, 0, 0, has_c is False)]
-    serial = os.environ.get("UOPIR_TEST_SERIAL", "") not in ("", "0")
+        return [PytestLeg(extra=spread).finish(), (0, 0, 0, has_c is False)]
     backend = backend_tests()
     skip_backend = tuple(a for f in backend for a in ("--ignore", f))
 
@@ -196,12 +234,12 @@ def run_pytest_legs() -> list[Counts]:
         third = backend_leg().finish() if backend else NONE
         print("run_tests: the frontend suite on device c")
         return [_add(first, third), c_leg().finish()]
-    python_leg, second_leg = PytestLeg(extra=skip_backend), c_leg()
-    second = second_leg.finish()  # printed first: it ends first
-    print("run_tests: the frontend suite on device c (above, run beside the python leg); then the compiled "
-          "backends' tests")
+    python_leg, second_leg = PytestLeg(extra=(*skip_backend, *spread)), c_leg()
     third_leg = backend_leg() if backend else None
     first = python_leg.finish()
+    print("run_tests: the frontend suite on device c (run beside the python leg)")
+    second = second_leg.finish()
+    print("run_tests: the compiled backends' tests (run beside the python leg)")
     third = third_leg.finish() if third_leg is not None else NONE
     return [_add(first, third), second]
 
@@ -226,6 +264,12 @@ def main() -> int:
     p_pass, p_fail, p_skip, p_ok = counts[0] if counts else NONE
     c_pass, c_fail, c_skip, c_ok = counts[1] if len(counts) > 1 else NONE
     l_pass, l_fail, l_skip, l_ok = run_lit([])
+    if (llvm := llvm_filecheck()) is not None:  # the lit files must stay valid for the FileCheck MLIR users run
+        print(f"run_tests: the lit suite again, with LLVM's FileCheck ({llvm})")
+        l_pass, l_fail, l_skip, l_ok = _add((l_pass, l_fail, l_skip, l_ok), run_lit(["--param", f"FILECHECK={llvm}"]))
+    else:
+        print("run_tests: LLVM's FileCheck is not installed (Debian: llvm-19-tools): lit ran with the Python "
+              "filecheck only")
     passed, failed, skipped = p_pass + c_pass + l_pass, p_fail + c_fail + l_fail, p_skip + c_skip + l_skip
     print(f"run_tests: pytest {p_pass} passed, {p_fail} failed, {p_skip} skipped; frontend on c {c_pass} passed, "
           f"{c_fail} failed, {c_skip} skipped; lit {l_pass} passed, {l_fail} failed, {l_skip} skipped")

@@ -25,3 +25,21 @@ def test_lit_summary_lines_are_read_with_unsupported_as_skipped() -> None:
     got = {m.group(1): int(m.group(2)) for ln in lines if (m := run_tests._LIT_LINE.match(ln))}
     assert got == {"Unsupported": 2, "Passed": 6, "Failed": 1}
     assert sum(got.get(k, 0) for k in run_tests._LIT_SKIP) == 2
+
+
+def test_llvm_filecheck_is_found_by_its_debian_names_never_the_python_one(tmp_path: Path) -> None:
+    for version in ("17", "19"):
+        tool = tmp_path / f"llvm-{version}" / "bin" / "FileCheck"
+        tool.parent.mkdir(parents=True)
+        tool.write_text("#!/bin/sh\n")
+        tool.chmod(0o755)
+    (tmp_path / "llvm-x" / "bin").mkdir(parents=True)
+    python_one = tmp_path / "venv" / "filecheck"
+    python_one.parent.mkdir()
+    python_one.write_text("")
+    (tmp_path / "venv" / "FileCheck").symlink_to(python_one)  # a FileCheck that is the Python filecheck
+    on_path = {"FileCheck": str(tmp_path / "venv" / "FileCheck")}
+    assert run_tests.llvm_filecheck(on_path.get, str(tmp_path)) == str(tmp_path / "llvm-19" / "bin" / "FileCheck")
+    assert run_tests.llvm_filecheck({"FileCheck-19": "/usr/bin/FileCheck-19"}.get, str(tmp_path)) == \
+        "/usr/bin/FileCheck-19"
+    assert run_tests.llvm_filecheck(lambda _: None, str(tmp_path / "none")) is None
