@@ -117,11 +117,34 @@ def check(root: UOp, seed: int = 0, bufs: dict[int, np.ndarray] | None = None, t
             got = _run(g, bufs)
             if want is None:
                 want, first = got, name
-            elif not values_equal(want, got):
+            elif not values_equal(want, got) and not (name.startswith("opt-")
+                                                       and _reordered_sum_close(root, want, got)):
                 raise AssertionError(f"{name} level computes other values than the {first} level\n{print_ir(g)}\n"
                                      f"want {want}\ngot {got}")
     except Exception as e:
         raise AssertionError(f"{type(e).__name__}: {e}\nprogram:\n{print_ir(root)}") from e
+
+
+_FLOATS = {2: dtypes.float16, 4: dtypes.float32, 8: dtypes.float64}
+
+
+def _flat(v: object) -> list[np.ndarray]:
+    return [a for x in v for a in _flat(x)] if isinstance(v, list) else [np.asarray(v)]
+
+
+def _reordered_sum_close(root: UOp, want: list, got: list) -> bool:
+    """kernel-optimize may sum a float reduction in partial accumulators where the target allows reordering (c does):
+    such a program's values match the kernel level (index order) within uop-run --check's tolerance for float sums,
+    the rest bit for bit."""
+    from uopir.backends.tolerance import op_class
+    from uopir.tools.uop_run import compare
+    if op_class(root) == "exact":
+        return False
+    w, g = _flat(want), _flat(got)
+    return len(w) == len(g) and all(
+        compare(b, a, _FLOATS.get(a.dtype.itemsize, dtypes.float32), False, "accumulate")[0]
+        if a.dtype.kind == "f" and a.dtype == b.dtype and a.shape == b.shape
+        else values_equal(a, b) for a, b in zip(w, g, strict=True))
 
 
 @settings(max_examples=100, deadline=None)
