@@ -197,7 +197,7 @@ def _program_ops(root: UOp, which: str) -> set[str]:
 def test_optimized_kernels_match_at_every_level() -> None:
     """matmul, conv, reductions over each axis, softmax and gated pads at sizes where the heuristic tiles, unrolls,
     vectorizes and threads: tensor level == kernel level == every device pipeline (optimized or not)."""
-    a, b = _f32(64, 96), _f32(96, 80)
+    a, b = _f32(64, 96), _f32(96, 96)  # 589,824 iterations: above the host's parallel_min_work (1 << 19)
     mm = UOp.sink((a @ b).uop)
     assert {"device.special", "vector-device.acc", "vector-kernel.load", "vector-core.mul"} <= _program_ops(mm, "opt-c")
     check(mm)
@@ -402,3 +402,30 @@ device.program %0, %1, %2, %3, %4, %5, %6, %7, %8, %9 {name = "empty"}
     out = np.zeros(1, np.float32)
     run_program(prog, [out])
     assert out[0] == -np.inf
+
+
+def test_a_gep_of_a_scalar_broadcasts_in_each_loop_iteration() -> None:
+    """`core.gep %s {idx = [0, 0, 0, 0]}` of a scalar is a broadcast (a conv's upcast taps lower to one, the last
+    tap column's load split off a vector); the scalar's trailing array axis is the vectorized loop's, not a lane,
+    so each iteration broadcasts its own value."""
+    prog = parse_ir("""
+%0 = kernel.param {idx = 0} : ptr<f32, global>
+%1 = kernel.param {idx = 1} : ptr<f32, global>
+%2 = core.const 3 : index
+%3 = core.const 4 : index
+%4 = core.const [1.0, 2.0, 3.0, 4.0] : vector<4xf32>
+%5 = device.loop %2 {id = 0} : index
+%6 = kernel.index %1, %5 : ptr<f32, global>
+%7 = kernel.load %6 : f32
+%8 = core.gep %7 {idx = [0, 0, 0, 0]} : vector<4xf32>
+%9 = core.mul %8, %4 : vector<4xf32>
+%10 = core.mul %5, %3 : index
+%11 = kernel.index %0, %10 : ptr<f32, global>
+%12 = kernel.store %11, %9
+%13 = device.endloop %5
+device.program %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13 {name = "bcast"}
+""")
+    x = np.array([2.0, -3.0, 5.0], np.float32)
+    out = np.zeros(12, np.float32)
+    run_program(prog, [out, x])
+    assert np.array_equal(out, (x[:, None] * np.arange(1, 5, dtype=np.float32)).reshape(-1))

@@ -41,7 +41,10 @@ def _vectorize(u: UOp, s: list[Value], ctx: object) -> Value:
 
 
 def _gep(u: UOp, s: list[Value], ctx: object) -> Value:
-    r = s[0][..., list(u.arg)]
+    """Lanes of a vector; a scalar operand (one lane, `gep x [0, 0, ...]` is a broadcast) gets its lane axis first,
+    since its trailing array axis, if any, is a loop's or thread's, not a lane."""
+    a = np.asarray(s[0])
+    r = (a[..., None] if u.operands.x.dtype.count == 1 else a)[..., list(u.arg)]
     return r[..., 0] if len(u.arg) == 1 else r
 
 
