@@ -135,7 +135,10 @@ def _pow2_pieces(p: tuple[int, ...]) -> list[tuple[int, ...]]:
 
 
 def gep(x: UOp, idx: tuple[int, ...]) -> UOp:
-    """Lanes idx of x (a scalar for one lane)."""
+    """Lanes idx of x (a scalar for one lane); lanes of a scalar are its broadcast, written as the vectorize the
+    eager split builds (so that both rewrite orders give one program)."""
+    if x.dtype.count == 1:
+        return x if len(idx) == 1 else UOp(C.VECTORIZE, x.dtype.vec(len(idx)), (x,) * len(idx))
     return UOp(C.GEP, x.dtype.scalar.vec(len(idx)), (x,), tuple(idx))
 
 
