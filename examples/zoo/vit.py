@@ -135,6 +135,15 @@ _HF_NAMES = [
 _HF_QKV = re.compile(r"vit\.encoder\.layer\.(\d+)\.attention\.attention\.(query|key|value)\.(weight|bias)")
 
 
+def _renamed(k: str, table: list[tuple[str, str]]) -> str:
+    """k under timm's name by the first row of `table` that matches it; a key no row knows is kept, so the load names
+    it."""
+    for pat, new in table:
+        if re.match(pat, k):
+            return re.sub(pat, new, k, count=1)
+    return k
+
+
 def from_hf(sd: zoo.StateDict) -> zoo.StateDict:
     """A Hugging Face ViT state dict under timm's names (query, key and value stacked into one qkv, in that order);
     a key neither knows is kept, so the load names it."""
@@ -145,11 +154,7 @@ def from_hf(sd: zoo.StateDict) -> zoo.StateDict:
         if m:
             qkv.setdefault((m[1], m[3]), {})[m[2]] = zoo.numpy_of(v)
             continue
-        for pat, new in _HF_NAMES:
-            if re.match(pat, k):
-                k = re.sub(pat, new, k, count=1)
-                break
-        out[k] = v
+        out[_renamed(k, _HF_NAMES)] = v
     for (layer, kind), parts in qkv.items():
         if set(parts) != {"query", "key", "value"}:
             raise zoo.ZooError(f"layer {layer}: the attention {kind} has only {sorted(parts)} of query, key, value")
@@ -174,16 +179,8 @@ _TORCHVISION_NAMES = [
 
 
 def from_torchvision(sd: zoo.StateDict) -> zoo.StateDict:
-    """A torchvision ViT state dict (vit_b_16 and its kin) under timm's names; a key neither knows is kept, so the
-    load names it."""
-    out: zoo.StateDict = {}
-    for k, v in sd.items():
-        for pat, new in _TORCHVISION_NAMES:
-            if re.match(pat, k):
-                k = re.sub(pat, new, k, count=1)
-                break
-        out[k] = v
-    return out
+    """A torchvision ViT state dict (vit_b_16 and its kin) under timm's names."""
+    return {_renamed(k, _TORCHVISION_NAMES): v for k, v in sd.items()}
 
 
 def config_of(sd: zoo.StateDict, heads: int | None = None, eps: float = 1e-6) -> Config:
