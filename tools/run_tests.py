@@ -9,8 +9,8 @@ together (pytest uses one core a process) and the first is spread over the cores
 worker; UOPIR_TEST_WORKERS sets how many), so the cores stay busy until the last file ends. The c and backend legs
 are buffered: their output is printed after the first leg's. UOPIR_TEST_SERIAL=1 runs the legs one after the other
 in one process each. Their counts add up (a test in both the first and the c leg counts twice). lit runs last
-(lit_tests/lit.cfg.py runs its tools through one fork server), and once more with LLVM's FileCheck where that is
-installed, so the lit files stay valid for the tool MLIR users run.
+(lit_tests/lit.cfg.py runs its tools through one fork server); where LLVM's FileCheck is installed every check runs
+with it as well as with the Python filecheck (FILECHECK_ALSO), so the lit files stay valid for the tool MLIR users run.
 
 Before the tests, the Debian packages some tests need (tools/debian_packages.py: the MLIR tools, chromium, graphviz)
 are installed with apt-get when they are missing and the script runs as root; otherwise one line says which tests
@@ -263,13 +263,15 @@ def main() -> int:
     counts = run_pytest_legs()
     p_pass, p_fail, p_skip, p_ok = counts[0] if counts else NONE
     c_pass, c_fail, c_skip, c_ok = counts[1] if len(counts) > 1 else NONE
-    l_pass, l_fail, l_skip, l_ok = run_lit([])
-    if (llvm := llvm_filecheck()) is not None:  # the lit files must stay valid for the FileCheck MLIR users run
-        print(f"run_tests: the lit suite again, with LLVM's FileCheck ({llvm})")
-        l_pass, l_fail, l_skip, l_ok = _add((l_pass, l_fail, l_skip, l_ok), run_lit(["--param", f"FILECHECK={llvm}"]))
+    # the lit files must stay valid for the FileCheck MLIR users run: every check runs with both (one lit run; a
+    # second run with LLVM's alone cost every uop-opt/uop-run command again)
+    if (llvm := llvm_filecheck()) is not None:
+        print(f"run_tests: lit checks with the Python filecheck and LLVM's FileCheck ({llvm})")
+        l_pass, l_fail, l_skip, l_ok = run_lit(["--param", f"FILECHECK_ALSO={llvm}"])
     else:
-        print("run_tests: LLVM's FileCheck is not installed (Debian: llvm-19-tools): lit ran with the Python "
+        print("run_tests: LLVM's FileCheck is not installed (Debian: llvm-19-tools): lit runs with the Python "
               "filecheck only")
+        l_pass, l_fail, l_skip, l_ok = run_lit([])
     passed, failed, skipped = p_pass + c_pass + l_pass, p_fail + c_fail + l_fail, p_skip + c_skip + l_skip
     print(f"run_tests: pytest {p_pass} passed, {p_fail} failed, {p_skip} skipped; frontend on c {c_pass} passed, "
           f"{c_fail} failed, {c_skip} skipped; lit {l_pass} passed, {l_fail} failed, {l_skip} skipped")
