@@ -6,7 +6,9 @@ Substitutions available in RUN lines:
                `python -m uopir.tools.uop_opt` so a fresh clone works without the script on PATH)
   uop-run      the uop-run console script, likewise
   filecheck    the Python `filecheck` program (also spelled FileCheck); FILECHECK=PATH (a lit --param or an
-               environment variable) runs another one instead, e.g. LLVM's FileCheck
+               environment variable) runs another one instead, e.g. LLVM's FileCheck; FILECHECK_ALSO=PATH checks
+               every input with the Python filecheck AND that one (a command fails when either does): one lit run
+               keeps the files valid for both tools
   %roundtrip   `uop-opt %s --print-generic | uop-opt -`: print the file generically, parse that back and print it
                pretty. Use as `// RUN: %roundtrip | filecheck %s`.
   %python      the Python running lit
@@ -58,6 +60,16 @@ if _want:
     lit_config.note(f"FileCheck: {_filecheck}")
 else:
     _filecheck = _tool("filecheck")
+_also = lit_config.params.get("FILECHECK_ALSO") or os.environ.get("FILECHECK_ALSO")
+if _also:
+    if _want:
+        lit_config.fatal("FILECHECK and FILECHECK_ALSO: give one (FILECHECK replaces the Python filecheck, "
+                         "FILECHECK_ALSO checks with both)")
+    _also_path = shutil.which(_also) if os.sep not in _also else (_also if os.access(_also, os.X_OK) else None)
+    if _also_path is None:
+        lit_config.fatal(f"FILECHECK_ALSO={_also!r}: no such executable (give the path of a FileCheck, e.g. "
+                         f"/usr/lib/llvm-19/bin/FileCheck)")
+    lit_config.note(f"every check runs with the Python filecheck and {_also_path}")
 if _filecheck is None:
     lit_config.fatal("filecheck not found: pip install -e '.[test]' (or run `make test`)")
 
@@ -144,6 +156,9 @@ if _client is not None:  # the tools' names with `_`: a substitution must not ma
     _uop_run = f'{_client} uop_run "{sys.executable}"'
     if not _want:
         _filecheck = f'{_client} file_check "{sys.executable}"'
+if _also:  # tools/lit_client.py runs both (through the server when it is up, else as processes of their own)
+    _both = _client or f'"{sys.executable}" -S -I "{os.path.join(_repo, "tools", "lit_client.py")}" -'
+    _filecheck = f'{_both} file_check_both "{sys.executable}" "{_also_path}"'
 
 # A bare word that is not part of a path or a longer name.
 _word = r"(?<![\w/.%-]){}(?![\w.-])"

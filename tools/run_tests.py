@@ -8,9 +8,10 @@ code. The compiled backends' own tests (BACKEND_TESTS) leave the first leg for a
 together (pytest uses one core a process) and the first is spread over the cores by pytest-xdist (whole files per
 worker; UOPIR_TEST_WORKERS sets how many), so the cores stay busy until the last file ends. The c and backend legs
 are buffered: their output is printed after the first leg's. UOPIR_TEST_SERIAL=1 runs the legs one after the other
-in one process each. Their counts add up (a test in both the first and the c leg counts twice). lit runs last
-(lit_tests/lit.cfg.py runs its tools through one fork server), and once more with LLVM's FileCheck where that is
-installed, so the lit files stay valid for the tool MLIR users run.
+in one process each. Their counts add up (a test in both the first and the c leg counts twice). lit starts when the
+backend leg ends, in its place, and prints its output last (lit_tests/lit.cfg.py runs its tools through one fork
+server); where LLVM's FileCheck is installed every check runs with it as well as with the Python filecheck
+(FILECHECK_ALSO), so the lit files stay valid for the tool MLIR users run.
 
 Before the tests, the Debian packages some tests need (tools/debian_packages.py: the MLIR tools, chromium, graphviz)
 are installed with apt-get when they are missing and the script runs as root; otherwise one line says which tests
@@ -35,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import debian_packages  # tools/debian_packages.py, beside this script
@@ -133,41 +134,82 @@ _LIT_LINE = re.compile(r"^\s*(Passed|Expectedly Failed|Failed|Unresolved|Unexpec
                        r"Skipped|Excluded)\s*(?:Tests)?\s*(?:\(\d+\))?\s*:\s*(\d+)")
 
 
+class LitRun:
+    """The lit suite in a subprocess, started at once; its output goes to the terminal as it comes, or (`buffered`:
+    it runs beside the pytest legs) to a file printed by `finish`."""
+
+    def __init__(self, extra: list[str], buffered: bool = False, note: str = ""):
+        self.note = note  # printed with the output
+        self.proc: subprocess.Popen[str] | None = None
+        self.early: Counts | None = None
+        self.log = tempfile.TemporaryFile("w+") if buffered else None
+        lit_dir = ROOT / "lit_tests"
+        if not lit_dir.is_dir():
+            print("run_tests: no lit_tests/ directory; lit counts 0")
+            self.early = NONE
+            return
+        lit = BIN / "lit" if (BIN / "lit").exists() else shutil.which("lit")
+        if lit is None:
+            print("run_tests: lit is not installed (pip install -e '.[test]')")
+            self.early = (0, 0, 0, False)
+            return
+        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        # the sample plugin's own suite (examples/plugin: it loads the plugin with --load-plugin) runs with uopir's
+        suites = [str(lit_dir), *(str(p) for p in [ROOT / "examples" / "plugin" / "lit_tests"] if p.is_dir())]
+        self.proc = subprocess.Popen([str(lit), "-sv", *suites, *extra], cwd=ROOT, env=env,
+                                     stdout=self.log if self.log is not None else subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+
+    def finish(self) -> Counts:
+        """Wait for lit, print its output (buffered) and read its counts."""
+        if self.early is not None or self.proc is None:
+            return self.early or NONE
+        if self.note:
+            print(self.note)
+        if self.log is not None:
+            self.proc.wait()
+            self.log.seek(0)
+            lines: Iterable[str] = self.log
+        else:
+            assert self.proc.stdout is not None
+            lines = self.proc.stdout
+        counts: dict[str, int] = {}
+        no_tests = False
+        for line in lines:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            if m := _LIT_LINE.match(line):
+                counts[m.group(1)] = counts.get(m.group(1), 0) + int(m.group(2))
+            if "did not discover any tests" in line:
+                no_tests = True
+        rc = self.proc.wait()
+        if self.log is not None:
+            self.log.close()
+        passed = sum(counts.get(k, 0) for k in _LIT_PASS)
+        failed = sum(counts.get(k, 0) for k in _LIT_FAIL)
+        skipped = sum(counts.get(k, 0) for k in _LIT_SKIP)
+        if no_tests and not counts:
+            print("run_tests: WARNING: lit discovered no tests; counting 0 passed")
+            return NONE
+        ok = bool(counts) and (rc == 0 or failed > 0)
+        if not ok:
+            print(f"run_tests: lit exited {rc} and its counts could not be read")
+        return passed, failed, skipped, ok
+
+
 def run_lit(extra: list[str]) -> Counts:
-    lit_dir = ROOT / "lit_tests"
-    if not lit_dir.is_dir():
-        print("run_tests: no lit_tests/ directory; lit counts 0")
-        return NONE
-    lit = BIN / "lit" if (BIN / "lit").exists() else shutil.which("lit")
-    if lit is None:
-        print("run_tests: lit is not installed (pip install -e '.[test]')")
-        return 0, 0, 0, False
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    # the sample plugin's own suite (examples/plugin: it loads the plugin with --load-plugin) runs with uopir's
-    suites = [str(lit_dir), *(str(p) for p in [ROOT / "examples" / "plugin" / "lit_tests"] if p.is_dir())]
-    proc = subprocess.Popen([str(lit), "-sv", *suites, *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    counts: dict[str, int] = {}
-    no_tests = False
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-        if m := _LIT_LINE.match(line):
-            counts[m.group(1)] = counts.get(m.group(1), 0) + int(m.group(2))
-        if "did not discover any tests" in line:
-            no_tests = True
-    rc = proc.wait()
-    passed = sum(counts.get(k, 0) for k in _LIT_PASS)
-    failed = sum(counts.get(k, 0) for k in _LIT_FAIL)
-    skipped = sum(counts.get(k, 0) for k in _LIT_SKIP)
-    if no_tests and not counts:
-        print("run_tests: WARNING: lit discovered no tests; counting 0 passed")
-        return NONE
-    ok = bool(counts) and (rc == 0 or failed > 0)
-    if not ok:
-        print(f"run_tests: lit exited {rc} and its counts could not be read")
-    return passed, failed, skipped, ok
+    return LitRun(extra).finish()
+
+
+def lit_args() -> tuple[list[str], str]:
+    """lit's extra arguments: where LLVM's FileCheck is installed every check runs with it as well as with the
+    Python filecheck (the lit files must stay valid for the FileCheck MLIR users run; one lit run: a second one with
+    LLVM's alone cost every uop-opt/uop-run command again), and the line that says so."""
+    if (llvm := llvm_filecheck()) is not None:
+        return (["--param", f"FILECHECK_ALSO={llvm}"],
+                f"run_tests: lit checks with the Python filecheck and LLVM's FileCheck ({llvm})")
+    return [], ("run_tests: LLVM's FileCheck is not installed (Debian: llvm-19-tools): lit runs with the Python "
+                "filecheck only")
 
 
 def llvm_filecheck(which: Callable[[str], str | None] = shutil.which, llvm_root: str = "/usr/lib") -> str | None:
@@ -200,12 +242,13 @@ def xdist_workers() -> int:
     return n
 
 
-def run_pytest_legs() -> list[Counts]:
+def run_pytest_legs(when_backend_ends: Callable[[], None] | None = None) -> list[Counts]:
     """Leg 1: everything but BACKEND_TESTS, the frontend on the reference device (unless UOPIR_DEVICE asks
     otherwise), spread over the cores by pytest-xdist (whole files per worker: the tests of one file may share a
     fixture, as they always could); leg 2: the frontend suite on c; leg 3: BACKEND_TESTS. All three start at once
     (the cores stay busy to the end: the workers take the next file when one ends), unless UOPIR_TEST_SERIAL=1.
-    Returns the counts of (leg 1 + leg 3, leg 2)."""
+    `when_backend_ends` is called when leg 3, the shortest, has ended (lit starts then, in its place), only when the
+    legs run side by side. Returns the counts of (leg 1 + leg 3, leg 2)."""
     if not (ROOT / "unit_tests").is_dir():
         print("run_tests: no unit_tests/ directory; pytest counts 0")
         return []
@@ -236,6 +279,10 @@ def run_pytest_legs() -> list[Counts]:
         return [_add(first, third), c_leg().finish()]
     python_leg, second_leg = PytestLeg(extra=(*skip_backend, *spread)), c_leg()
     third_leg = backend_leg() if backend else None
+    if when_backend_ends is not None:
+        if third_leg is not None:
+            third_leg.proc.wait()
+        when_backend_ends()
     first = python_leg.finish()
     print("run_tests: the frontend suite on device c (run beside the python leg)")
     second = second_leg.finish()
@@ -260,16 +307,20 @@ def keep_bytecode() -> None:
 def main() -> int:
     keep_bytecode()
     debian_packages.ensure()  # the system tools some tests need (mlir-opt, ...): installed as root when missing
-    counts = run_pytest_legs()
+    lit: LitRun | None = None
+
+    def start_lit() -> None:  # lit takes the cores of the backend leg when that ends (the first leg to end)
+        nonlocal lit
+        args, note = lit_args()
+        lit = LitRun(args, buffered=True, note=note + " (run beside the pytest legs, once the backend leg ended)")
+
+    counts = run_pytest_legs(start_lit)
     p_pass, p_fail, p_skip, p_ok = counts[0] if counts else NONE
     c_pass, c_fail, c_skip, c_ok = counts[1] if len(counts) > 1 else NONE
-    l_pass, l_fail, l_skip, l_ok = run_lit([])
-    if (llvm := llvm_filecheck()) is not None:  # the lit files must stay valid for the FileCheck MLIR users run
-        print(f"run_tests: the lit suite again, with LLVM's FileCheck ({llvm})")
-        l_pass, l_fail, l_skip, l_ok = _add((l_pass, l_fail, l_skip, l_ok), run_lit(["--param", f"FILECHECK={llvm}"]))
-    else:
-        print("run_tests: LLVM's FileCheck is not installed (Debian: llvm-19-tools): lit ran with the Python "
-              "filecheck only")
+    if lit is None:  # serial, or no C compiler: lit runs after the pytest legs
+        args, note = lit_args()
+        lit = LitRun(args, note=note)
+    l_pass, l_fail, l_skip, l_ok = lit.finish()
     passed, failed, skipped = p_pass + c_pass + l_pass, p_fail + c_fail + l_fail, p_skip + c_skip + l_skip
     print(f"run_tests: pytest {p_pass} passed, {p_fail} failed, {p_skip} skipped; frontend on c {c_pass} passed, "
           f"{c_fail} failed, {c_skip} skipped; lit {l_pass} passed, {l_fail} failed, {l_skip} skipped")

@@ -35,7 +35,7 @@ from test_device_lowering import _run, _WideGen
 from test_tensor_to_kernel import _Gen, _input_arrays
 
 from uopir.backends.c.backend import CBackend
-from uopir.backends.c.compiler import BASE_FLAGS, CCompiler, find_cc
+from uopir.backends.c.compiler import _OBJ, _OUT, BASE_FLAGS, CCompiler, CompileError, _link_plan, find_cc, is_gcc
 from uopir.backends.c.renderer import CRenderer, kernel_signature
 from uopir.backends.cache import ENTRY_SUFFIX, USAGE_FILE, seal, unseal
 from uopir.backends.tolerance import op_class
@@ -377,3 +377,25 @@ def test_gcc_slp_workaround(tmp_path) -> None:
     reference = run(CCompiler(cc.cmd, ("-O0", "-fPIC", "-shared", "-std=gnu11", "-w")), "o0")
     assert np.count_nonzero(reference[5:]) > 10  # the rows the miscompile zeroed are not zero
     np.testing.assert_array_equal(run(cc, "default"), reference)
+
+
+def test_clang_compiles_in_two_steps_and_links_what_one_step_links(tmp_path) -> None:
+    """With clang the compile is `clang -c` then the linker command of clang's own `-###` plan (a second clang start
+    cost ~20 ms a kernel): libgcc (128-bit division) and libm still resolve, and a C error is still reported."""
+    import ctypes
+
+    cmd = find_cc()
+    if cmd is None or is_gcc(cmd):
+        pytest.skip("the two-step compile is clang's (GCC compiles and links in one step)")
+    cc = CCompiler(cmd)
+    plan = _link_plan(tuple(cc.cmd), cc.flags)
+    assert plan is not None and plan.count(_OBJ) == 1 and plan.count(_OUT) == 1 and "-lm" in plan
+    src = ("#include <math.h>\nlong long f(long long a, long long b, float x) {\n"
+           "  return (long long)((__int128)a * 1000000007 / b) + (long long)sinf(x);\n}\n")
+    lib_path = tmp_path / "k.so"
+    lib_path.write_bytes(cc.compile(src))
+    fn = ctypes.CDLL(str(lib_path)).f
+    fn.restype, fn.argtypes = ctypes.c_longlong, [ctypes.c_longlong, ctypes.c_longlong, ctypes.c_float]
+    assert fn(10**12, 3000, 0.5) == 10**12 * 1000000007 // 3000  # the product needs 128 bits
+    with pytest.raises(CompileError, match="-c"):
+        cc.compile("int f( {")

@@ -72,3 +72,18 @@ def test_filecheck_runs_and_fails_as_itself(server: str, tmp_path: Path) -> None
 def test_without_a_server_the_tool_runs_as_its_own_process(tmp_path: Path) -> None:
     got = client(str(tmp_path / "none.sock"), "uop_opt", "-", "-p", "canonicalize", stdin=IR)
     assert got.returncode == 0 and "core.const 4" in got.stdout
+
+
+@pytest.mark.parametrize("with_server", [True, False], ids=["server", "no-server"])
+def test_file_check_both_fails_when_either_filecheck_does(server: str, tmp_path: Path, with_server: bool) -> None:
+    """`file_check_both OTHER` (lit's FILECHECK_ALSO): the input reaches both tools whole; a disagreement is named."""
+    sock = server if with_server else str(tmp_path / "none.sock")
+    (tmp_path / "c.txt").write_text("CHECK: core.add\nCHECK: tail\n")
+    text = "x = core.add y\n" + "pad\n" * 20_000 + "tail\n"  # past a pipe's buffer: the input is read whole first
+    ok = client(sock, "file_check_both", "/bin/true", str(tmp_path / "c.txt"), stdin=text)
+    assert ok.returncode == 0, ok.stderr
+    other_fails = client(sock, "file_check_both", "/bin/false", str(tmp_path / "c.txt"), stdin=text)
+    assert other_fails.returncode == 1 and "/bin/false exited 1 but the Python filecheck exited 0" in other_fails.stderr
+    python_fails = client(sock, "file_check_both", "/bin/true", str(tmp_path / "c.txt"), stdin="x = core.mul y\n")
+    assert python_fails.returncode == 1 and "core.add" in python_fails.stderr
+    assert "/bin/true exited 0 but the Python filecheck exited 1" in python_fails.stderr

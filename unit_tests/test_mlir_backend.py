@@ -125,7 +125,7 @@ def test_a_failing_apt_updates_once_then_reports():
 def test_run_tests_calls_ensure_before_the_tests():
     text = (ROOT / "tools" / "run_tests.py").read_text(encoding="utf-8")
     main = text[text.index("def main()"):]
-    assert main.index("debian_packages.ensure()") < main.index("run_pytest_legs()")
+    assert main.index("debian_packages.ensure()") < main.index("run_pytest_legs(") < main.index("lit.finish()")
     assert "test_mlir_backend.py" in text  # runs in the compiled backends' leg
 
 
