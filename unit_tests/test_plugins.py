@@ -98,9 +98,12 @@ def test_uopir_plugins_makes_the_sample_backend_a_tensor_device(tmp_path: Path) 
     assert (got.returncode, got.stdout, got.stderr) == (0, "mydsl-c [5.0, 0.0, 13.0]\n", "")
     bad = subprocess.run([sys.executable, "-m", "uopir.tools.uop_run", "--list-plugins"],
                          env={**env, "UOPIR_PLUGINS": "uopir_mydsl:nope"}, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 1
-    assert bad.stderr.splitlines()[-1] == ("uop-run: error: plugin 'uopir_mydsl:nope' ($UOPIR_PLUGINS): module "
-                                           "uopir_mydsl has no function 'nope'")
+    assert bad.returncode == 1  # said once, as the tool's error (no import-time warning before it)
+    assert bad.stderr.splitlines() == ["uop-run: error: plugin 'uopir_mydsl:nope' ($UOPIR_PLUGINS): module "
+                                       "uopir_mydsl has no function 'nope'"]
+    api = subprocess.run([sys.executable, "-c", "import uopir"], env={**env, "UOPIR_PLUGINS": "uopir_mydsl:nope"},
+                         capture_output=True, text=True, timeout=60)
+    assert api.returncode == 0 and "RuntimeWarning: plugin 'uopir_mydsl:nope'" in api.stderr  # the Python API warns
 
 
 SRC = """%0 = tensor.buffer {id = 0, device = "python"} : tensor<4xf32>

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import os
+import sys
 import threading
 import traceback
 import warnings
@@ -126,6 +127,16 @@ def load_installed() -> list[Plugin]:
 
 
 _ENV_FAILURE: PluginError | None = None
+TOOLS = ("uop-opt", "uop-run", "uop-viz")  # their environment check reports a $UOPIR_PLUGINS failure as its error
+
+
+def _in_a_tool() -> bool:
+    """Is this process one of uopir's tools (its console script, or `python -m uopir.tools.<tool>`)?"""
+    argv = getattr(sys, "orig_argv", sys.argv)
+    if "-m" in argv[:-1]:  # while `python -m` imports the tool's package, sys.argv[0] is still "-m"
+        return argv[argv.index("-m") + 1] in {"uopir.tools." + t.replace("-", "_") for t in TOOLS}
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name in TOOLS
 
 
 def load_env(at_import: bool = False) -> list[Plugin]:
@@ -146,7 +157,8 @@ def load_env(at_import: bool = False) -> list[Plugin]:
         if not at_import:
             raise
         _ENV_FAILURE = e
-        warnings.warn(str(e), RuntimeWarning, stacklevel=3)
+        if not _in_a_tool():  # a tool says it once, as its error line
+            warnings.warn(str(e), RuntimeWarning, stacklevel=3)
     return out
 
 
