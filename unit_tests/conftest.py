@@ -32,6 +32,14 @@ settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+@pytest.fixture
+def training():
+    """Tensor.training on for the test (dropout, BatchNorm's batch statistics), restored after."""
+    from uopir import Tensor
+    with Tensor.train():
+        yield
+
+
 def _has_gpu() -> bool:
     if shutil.which("nvidia-smi") is None:
         return False

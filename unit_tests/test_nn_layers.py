@@ -10,14 +10,6 @@ from uopir import Tensor, nn
 from uopir.nn.state import get_state_dict
 
 
-@pytest.fixture
-def training():
-    old = Tensor.training
-    Tensor.training = True
-    yield
-    Tensor.training = old
-
-
 def _rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 

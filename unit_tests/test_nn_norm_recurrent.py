@@ -11,14 +11,6 @@ from uopir import Tensor, dtypes, nn
 from uopir.nn.state import get_state_dict, load_state_dict
 
 
-@pytest.fixture
-def training():
-    old = Tensor.training
-    Tensor.training = True
-    yield
-    Tensor.training = old
-
-
 def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 

@@ -12,13 +12,7 @@ from uopir import Tensor
 from uopir.backends.realize import STATS
 from uopir.nn import optim
 
-
-@pytest.fixture(autouse=True)
-def training():
-    old = Tensor.training
-    Tensor.training = True
-    yield
-    Tensor.training = old
+pytestmark = pytest.mark.usefixtures("training")  # every test steps optimizers in training mode
 
 
 SHAPES = [(3, 4), (5,)]
