@@ -22,8 +22,7 @@ from uopir.onnx import ops_sequence as S
 from uopir.onnx.lowp import LOWP, LOWP_AWARE, LOWP_PASSTHROUGH, LowpType, from_storage, lowp_of_np, to_storage
 from uopir.onnx.registry import Node, OnnxImportError, lookup
 from uopir.onnx.replay import MAX_SIGNATURES, FastPlan, fast_plan, signature
-from uopir.onnx.types import np_dtype as _np_dtype
-from uopir.onnx.types import onnx_dtype
+from uopir.onnx.types import np_dtype, onnx_dtype
 
 if TYPE_CHECKING:
     import onnx
@@ -66,7 +65,7 @@ def to_tensor(value: Any, dtype: DType | None = None, device: str | None = None)
     if arr.dtype.name == "bfloat16":
         arr, dtype = arr.astype(np.float32), dtype or dtypes.bfloat16
     if dtype is not None and dtype != dtypes.bfloat16:
-        arr = arr.astype(_np_dtype(dtype), copy=False)
+        arr = arr.astype(np_dtype(dtype), copy=False)
     return Tensor(np.require(arr, requirements="C"), dtype=dtype, device=device)
 
 
@@ -604,11 +603,11 @@ class OnnxModel:
                 vals = rng.integers(0, 2, shp) if not lt.is_float else rng.standard_normal(shp)
                 arr = np.asarray(vals).astype(np.float32).astype(lt.np_dtype)
             elif d.is_float:
-                arr = rng.standard_normal(shp).astype(_np_dtype(d))
+                arr = rng.standard_normal(shp).astype(np_dtype(d))
             elif d == dtypes.bool:
                 arr = rng.integers(0, 2, shp).astype(np.bool_)
             else:
-                arr = rng.integers(0, 4, shp).astype(_np_dtype(d))
+                arr = rng.integers(0, 4, shp).astype(np_dtype(d))
             feeds[name] = arr
         return feeds
 

@@ -8,10 +8,10 @@ import math
 
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
-from uopir.onnx.importer import onnx_dtype
 from uopir.onnx.ops_elementwise import _req
 from uopir.onnx.ops_shape import opt, req
 from uopir.onnx.registry import Node, OnnxImportError, onnx_op
+from uopir.onnx.types import onnx_dtype
 
 
 def _opt(inputs: list, i: int) -> Tensor | None:

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from uopir.ir.dtype import dtypes
-from uopir.onnx.importer import lowp_dtype, onnx_dtype, to_tensor
+from uopir.onnx.importer import lowp_dtype, to_tensor
 from uopir.onnx.lowp import LowpType, cast_to, lowp_of_np, to_storage
 from uopir.onnx.ops_shape import req
 from uopir.onnx.registry import Node, OnnxImportError, onnx_op
+from uopir.onnx.types import onnx_dtype
 
 if TYPE_CHECKING:
     from uopir.frontend.tensor import Tensor

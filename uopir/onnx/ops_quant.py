@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
-from uopir.onnx.importer import lowp_dtype, onnx_dtype
+from uopir.onnx.importer import lowp_dtype
 from uopir.onnx.lowp import cast_to
 from uopir.onnx.ops_elementwise import _req
 from uopir.onnx.ops_nn import conv_integer
 from uopir.onnx.ops_shape import opt, req
 from uopir.onnx.registry import Node, OnnxImportError, onnx_op
+from uopir.onnx.types import onnx_dtype
 
 _RANGES = {dtypes.uint8: (0, 255), dtypes.int8: (-128, 127), dtypes.uint16: (0, 65535), dtypes.int16: (-32768, 32767),
            dtypes.int32: (-(2 ** 31), 2 ** 31 - 1)}

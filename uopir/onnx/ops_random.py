@@ -11,13 +11,14 @@ a captured plan, gives new numbers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from uopir.ir.dtype import DType, dtypes
 from uopir.onnx.ops_shape import req
 from uopir.onnx.registry import Node, onnx_op
+from uopir.onnx.types import np_dtype, onnx_dtype
 
 if TYPE_CHECKING:
     from uopir.frontend.tensor import Tensor
@@ -41,7 +42,6 @@ def draw(node: Node, shape: tuple[int, ...], dtype: DType, fn: Callable[[np.rand
 
 
 def _dtype(node: Node, like: Tensor | None) -> DType:
-    from uopir.onnx.types import onnx_dtype
     if node.has("dtype"):
         d = onnx_dtype(node.attr("dtype"), f"{node.where()}: attribute 'dtype': ")
     else:
@@ -51,21 +51,16 @@ def _dtype(node: Node, like: Tensor | None) -> DType:
     return d
 
 
-def _np(d: DType) -> Any:
-    from uopir.onnx.types import np_dtype as _np_dtype
-    return _np_dtype(d)
-
-
 def _uniform(node: Node, shape: tuple[int, ...], d: DType) -> Tensor:
     lo, hi = float(node.attr("low", 0.0)), float(node.attr("high", 1.0))
-    nd = _np(d)
+    nd = np_dtype(d)
     return draw(node, shape, d, lambda st, s: (st.rand(*s).astype(nd) * (hi - lo) + lo).astype(nd),
                 node.attr("seed", None))
 
 
 def _normal(node: Node, shape: tuple[int, ...], d: DType) -> Tensor:
     mean, scale = float(node.attr("mean", 0.0)), float(node.attr("scale", 1.0))
-    nd = _np(d)
+    nd = np_dtype(d)
     return draw(node, shape, d, lambda st, s: (st.randn(*s).astype(nd) * scale + mean).astype(nd),
                 node.attr("seed", None))
 
@@ -95,10 +90,9 @@ def random_normal_like(node: Node, inputs: list) -> Tensor:
 @onnx_op("Bernoulli", since=15)
 def bernoulli(node: Node, inputs: list) -> Tensor:
     """1 where a uniform draw (in the input's dtype) is below the probability: ONNX's function body of Bernoulli."""
-    from uopir.onnx.types import onnx_dtype
     p = req(node, inputs, 0)
     out = onnx_dtype(node.attr("dtype"), f"{node.where()}: attribute 'dtype': ") if node.has("dtype") else p.dtype
-    nd = _np(p.dtype)
+    nd = np_dtype(p.dtype)
     u = draw(node, tuple(p.shape), p.dtype, lambda st, s: st.rand(*s).astype(nd), node.attr("seed", None))
     return (u < p).cast(out)
 
@@ -108,7 +102,6 @@ def multinomial(node: Node, inputs: list) -> Tensor:
     """`sample_size` class indices per row of the [batch, classes] unnormalized log-probabilities: the first class
     whose cumulative probability exceeds a uniform draw."""
     from uopir.frontend.tensor import Tensor
-    from uopir.onnx.types import onnx_dtype
     x = req(node, inputs, 0)
     if x.ndim != 2:
         raise node.error(f"the input must be [batch, classes], got shape {tuple(x.shape)}")

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uopir.ir.dtype import DType, dtypes
-from uopir.onnx.registry import Node, OnnxImportError, const_ints, onnx_op
+from uopir.onnx.registry import Node, OnnxImportError, axis_of, const_ints, onnx_op
+from uopir.onnx.types import onnx_dtype
 
 if TYPE_CHECKING:
     from uopir.frontend.tensor import Tensor
@@ -175,7 +176,6 @@ def sequence_construct(node: Node, inputs: list) -> list[Any]:
 
 @onnx_op("SequenceEmpty", since=11)
 def sequence_empty(node: Node, inputs: list) -> list[Any]:
-    from uopir.onnx.types import onnx_dtype
     return [SeqValue((), onnx_dtype(node.attr("dtype", 1), f"{node.where()}: "))]
 
 
@@ -210,7 +210,6 @@ def sequence_length(node: Node, inputs: list) -> list[Any]:
 
 @onnx_op("SplitToSequence", since=11)
 def split_to_sequence(node: Node, inputs: list) -> list[Any]:
-    from uopir.onnx.registry import axis_of
     x = _tensor(node, inputs, 0, "input")
     split = inputs[1] if len(inputs) > 1 else None
     axis = axis_of(node, node.attr("axis", 0), x.ndim)
@@ -238,7 +237,6 @@ def split_to_sequence(node: Node, inputs: list) -> list[Any]:
 @onnx_op("ConcatFromSequence", since=11)
 def concat_from_sequence(node: Node, inputs: list) -> list[Any]:
     from uopir.frontend.tensor import Tensor
-    from uopir.onnx.registry import axis_of
     s = _seq(node, inputs)
     if not len(s):
         raise node.error("cannot concatenate an empty sequence (its result's shape is unknown)")
@@ -272,7 +270,6 @@ def sequence_map(node: Node, inputs: list) -> list[Any]:
 
 def _body_dtypes(node: Node) -> list[DType]:
     """The element dtypes the body's outputs declare (an empty SequenceMap's output sequences still have one)."""
-    from uopir.onnx.types import onnx_dtype
     g = node.attrs.get("body")
     out = []
     for vi in (g.output if g is not None else []):

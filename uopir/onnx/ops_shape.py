@@ -17,8 +17,7 @@ from uopir.frontend.shapes import broadcast_shape
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
 from uopir.onnx.registry import Node, axis_of, const_ints, onnx_op
-from uopir.onnx.types import np_dtype as _np_dtype
-from uopir.onnx.types import onnx_dtype
+from uopir.onnx.types import np_dtype, onnx_dtype
 
 
 def req(node: Node, inputs: Sequence[Tensor | None], i: int, what: str = "") -> Tensor:
@@ -505,7 +504,7 @@ def range_(node: Node, inputs: list) -> Tensor:
         raise node.error("delta is 0")
     d = ts[0].dtype
     n = max(math.ceil((limit - start) / delta), 0)
-    npd = _np_dtype(d)
+    npd = np_dtype(d)
     arr = (np.asarray(start, npd) + np.arange(n, dtype=npd if d.is_float else np.int64) * np.asarray(delta, npd))
     return Tensor(arr.astype(npd), dtype=d, device=ts[0].device)
 
@@ -542,7 +541,7 @@ def eye_like(node: Node, inputs: list) -> Tensor:
     if x.ndim != 2:
         raise node.error(f"input must be 2-D, got shape {x.shape}")
     d = onnx_dtype(node.attr("dtype")) if node.has("dtype") else x.dtype
-    arr = np.eye(x.shape[0], x.shape[1], node.attr("k", 0), dtype=_np_dtype(d))
+    arr = np.eye(x.shape[0], x.shape[1], node.attr("k", 0), dtype=np_dtype(d))
     return Tensor(arr, dtype=d, device=x.device)
 
 

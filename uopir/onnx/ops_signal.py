@@ -6,9 +6,10 @@ import numpy as np
 
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
-from uopir.onnx.importer import onnx_dtype, to_tensor
+from uopir.onnx.importer import to_tensor
 from uopir.onnx.ops_shape import axis_of, opt, req, scalar, take
 from uopir.onnx.registry import Node, onnx_op
+from uopir.onnx.types import onnx_dtype
 
 
 def _dft(node: Node, x: Tensor, axis: int, n: int | None, inverse: bool, onesided: bool) -> Tensor:
