@@ -279,9 +279,11 @@ int uopir_parallel(void *fn, const int64_t *args, int nargs, int cores) {
   return 0;
 }
 
-/* Run entries[0..n-1] in order; while it runs, a graph with parallel kernels keeps the pool hot. Returns the index
- * of the first entry that could not be called (too many arguments) and runs nothing from it on, else -1. */
-int64_t uopir_run_graph(int64_t n, const uopir_entry *entries) {
+/* Run entries[0..n-1] in order; while it runs, a graph with parallel kernels keeps the pool hot. With `ns` (not
+ * NULL), ns[i] += the nanoseconds entry i took, timed as the replay runs it (the profiler's view: a kernel timed
+ * alone would find the pool asleep). Returns the index of the first entry that could not be called (too many
+ * arguments) and runs nothing from it on, else -1. */
+int64_t uopir_run_graph_timed(int64_t n, const uopir_entry *entries, int64_t *ns) {
   int parallel = 0;
   for (int64_t i = 0; i < n && !parallel; i++) parallel = entries[i].fn && entries[i].cores > 1;
   if (parallel) {
@@ -289,19 +291,24 @@ int64_t uopir_run_graph(int64_t n, const uopir_entry *entries) {
     prewake();
   }
   int64_t bad = -1;
+  int64_t t0 = ns ? now_ns() : 0;
   for (int64_t i = 0; i < n; i++) {
     const uopir_entry *e = &entries[i];
     if (parallel && i + 1 < n && e->cores <= 1 && entries[i + 1].fn && entries[i + 1].cores > 1) prewake();
     if (!e->fn) {  /* a copy between buffers: args = dst, src, bytes */
       memcpy((void *)(intptr_t)e->args[0], (const void *)(intptr_t)e->args[1], (size_t)e->args[2]);
-      continue;
-    }
-    int rc = e->cores ? uopir_parallel(e->fn, e->args, e->nargs, e->cores) : uopir_call(e->fn, e->args, e->nargs);
-    if (rc != 0) {
+    } else if (e->cores ? uopir_parallel(e->fn, e->args, e->nargs, e->cores) : uopir_call(e->fn, e->args, e->nargs)) {
       bad = i;
       break;
+    }
+    if (ns) {
+      int64_t t1 = now_ns();
+      ns[i] += t1 - t0;
+      t0 = t1;
     }
   }
   if (parallel) atomic_fetch_sub(&hot, 1);
   return bad;
 }
+
+int64_t uopir_run_graph(int64_t n, const uopir_entry *entries) { return uopir_run_graph_timed(n, entries, 0); }
