@@ -17,10 +17,13 @@
  * Every thread, the calling one included, claims shares one at a time from a counter tagged with the job (OpenMP's
  * dynamic schedule): when a worker is slow to wake or has no core (a machine busy with other processes) the
  * calling thread runs its share too, instead of waiting for it (an LSTM's 2-share projection took 15 us that way on
- * a loaded 2-core machine, 2 us run alone). The caller then waits, spinning briefly then sleeping, for shares still
- * running. One job runs at a time (two Python threads launching at once take turns on `submit`). After fork the
- * child has no workers: they are made again on its first job. */
+ * a loaded 2-core machine, 2 us run alone). The caller then waits for shares still running, spinning briefly
+ * (spin_ns, also in a hot graph: on a busy machine the worker it waits for may need its core; spinning 300 us there
+ * made ResNet-18 25% slower at load 5) then sleeping. Workers spinning longer than YIELD_AFTER_NS yield their core
+ * at each check. One job runs at a time (two Python threads launching at once take turns on `submit`). After fork
+ * the child has no workers: they are made again on its first job. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,6 +35,7 @@ static _Atomic int64_t spin_ns = 5000;  /* how long a waiting thread spins befor
 /* the same while a graph with parallel kernels runs (uopir_set_hot_spin): the serial kernels between two of its
  * parallel ones take up to a few hundred microseconds; a longer gap sleeps, and the next parallel entry nudges */
 static _Atomic int64_t hot_spin_ns = 300000;
+#define YIELD_AFTER_NS 10000 /* a worker spinning longer yields its core at each check (a busy machine's threads) */
 
 typedef struct {
   void *fn;        /* NULL: a copy, args = destination, source, bytes */
@@ -175,7 +179,10 @@ static void *worker(void *arg) {
     int spins = 0;
     while (atomic_load_explicit(&generation, memory_order_acquire) == seen) {
       cpu_relax();
-      if ((++spins & 255) == 0 && now_ns() - t0 > spin_limit()) {
+      if ((++spins & 255) != 0) continue;
+      int64_t waited = now_ns() - t0;
+      if (waited > YIELD_AFTER_NS) sched_yield();  /* a long spin lets other threads on this core run */
+      if (waited > spin_limit()) {
         pthread_mutex_lock(&mu);
         atomic_fetch_add(&sleepers, 1);
         while (atomic_load(&generation) == seen && atomic_load(&nudge) == nudged) pthread_cond_wait(&wake, &mu);
@@ -269,7 +276,7 @@ int uopir_parallel(void *fn, const int64_t *args, int nargs, int cores) {
   int spins = 0;
   while (atomic_load_explicit(&finished, memory_order_acquire) < cores) {  /* shares a worker claimed, still running */
     cpu_relax();
-    if ((++spins & 255) == 0 && now_ns() - t0 > spin_limit()) {
+    if ((++spins & 255) == 0 && now_ns() - t0 > atomic_load_explicit(&spin_ns, memory_order_relaxed)) {
       pthread_mutex_lock(&mu);
       while (atomic_load(&finished) < cores) pthread_cond_wait(&done, &mu);
       pthread_mutex_unlock(&mu);
