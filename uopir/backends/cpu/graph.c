@@ -20,7 +20,8 @@
  * a loaded 2-core machine, 2 us run alone). The caller then waits for shares still running, spinning briefly
  * (spin_ns, also in a hot graph: on a busy machine the worker it waits for may need its core; spinning 300 us there
  * made ResNet-18 25% slower at load 5) then sleeping. Workers spinning longer than YIELD_AFTER_NS yield their core
- * at each check. One job runs at a time (two Python threads launching at once take turns on `submit`). After fork
+ * at each check, and a worker that finds it lost its core while spinning (a machine with more runnable threads than
+ * cores) sleeps at once: its spin would take time from them, the caller included. One job runs at a time (two Python threads launching at once take turns on `submit`). After fork
  * the child has no workers: they are made again on its first job. */
 #include <pthread.h>
 #include <sched.h>
@@ -36,6 +37,7 @@ static _Atomic int64_t spin_ns = 5000;  /* how long a waiting thread spins befor
  * parallel ones take up to a few hundred microseconds; a longer gap sleeps, and the next parallel entry nudges */
 static _Atomic int64_t hot_spin_ns = 300000;
 #define YIELD_AFTER_NS 10000 /* a worker spinning longer yields its core at each check (a busy machine's threads) */
+#define CONTENDED_NS 50000   /* a gap this long between two spin checks: the worker lost its core; it sleeps */
 
 typedef struct {
   void *fn;        /* NULL: a copy, args = destination, source, bytes */
@@ -174,21 +176,30 @@ static void *worker(void *arg) {
   int index = (int)(intptr_t)arg;
   uint64_t seen = start_generation[index];  /* not a load: the job that made it may already be published */
   for (;;) {
-    int64_t t0 = now_ns();
+    int64_t t0 = now_ns(), last = t0;
     uint64_t nudged = atomic_load(&nudge);
     int spins = 0;
     while (atomic_load_explicit(&generation, memory_order_acquire) == seen) {
       cpu_relax();
       if ((++spins & 255) != 0) continue;
-      int64_t waited = now_ns() - t0;
-      if (waited > YIELD_AFTER_NS) sched_yield();  /* a long spin lets other threads on this core run */
-      if (waited > spin_limit()) {
+      int64_t now = now_ns();
+      /* off its core between two checks (a few us apart), or a yield that let another thread run: the machine
+       * has more runnable threads than cores, and spinning would take time from them (our own caller too) */
+      int contended = now - last > CONTENDED_NS;
+      if (now - t0 > YIELD_AFTER_NS) {
+        sched_yield();
+        int64_t after = now_ns();
+        contended |= after - now > CONTENDED_NS;
+        now = after;
+      }
+      last = now;
+      if (contended || now - t0 > spin_limit()) {
         pthread_mutex_lock(&mu);
         atomic_fetch_add(&sleepers, 1);
         while (atomic_load(&generation) == seen && atomic_load(&nudge) == nudged) pthread_cond_wait(&wake, &mu);
         atomic_fetch_sub(&sleepers, 1);
         pthread_mutex_unlock(&mu);
-        t0 = now_ns();  /* nudged (or a job): spin again, a job is on its way */
+        t0 = last = now_ns();  /* nudged (or a job): spin again, a job is on its way */
         nudged = atomic_load(&nudge);
       }
     }
