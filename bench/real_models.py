@@ -14,19 +14,19 @@ beside onnxruntime's best steady run in the same process (its own thread count),
         rel_diff=<d>
 rel_diff = max |uopir - ort| / max |ort| of the logits (must be ~1e-6; the test tolerance is 1e-4).
 
---profile: one warm-up call, then --repeat calls under UOPIR_DEBUG=2 (each kernel launched and timed alone, the
-native replay off), the best time per kernel; prints the --top kernels by time with their kind, and the share of
-the model's kernel time per kind. A kernel's kind comes from the ONNX node it computes: the Conv (or pool) with
-the kernel's output shape whose work per output (2 * Cin/group * k * k flop) matches the kernel's estimated flop:
-    conv kxk[/s2] (dense), depthwise kxk[/s2] (group == C), pointwise 1x1[/s2], fire: concat(1x1, 3x3) (SqueezeNet's
-    two expand convs and their Concat in one kernel), maxpool, global-pool / gemm / SE (a reduce to a vector),
-    elementwise (E_ kernels: pads, activations, adds; "im2col copy" for a 4-d one, the taps of a strided
-    depthwise conv), unmatched; with a suffix when the kernel holds more than the node: "->pad" (written into the
-    next conv's zero-padded input), "+maxpool xN" (the following max pool fused, the conv recomputed N times per
-    pooled output), "+GAP" (the global average pool fused); a transformer's kernels: linear (a MatMul by a weight or
-    a Gemm), attention QK^T / AV, softmax, layernorm (a reduce of that node's shape and a few flop per output),
-    patch conv, elementwise (E_ kernels: GELU, residual adds, copies)
-
+--profile: one warm-up call, then --repeat steady calls, each replayed natively with every kernel timed as the
+replay runs it (uopir.backends.cpu.graph.LaunchGraph.profile: the worker pool kept hot between kernels, as in a steady
+call; a kernel launched and timed alone would find it asleep and pay its wake-up), the best time per kernel; prints
+the --top kernels by time with their kind, and the share of the model's kernel time per kind. A kernel's kind comes
+from its own IR (the kernel.def before kernel-optimize, recorded while the model compiles), not from its flop count
+(a fused BN/SiLU changes that): the ranges of its outermost reduction and the buffers it reads under it:
+    elementwise (no reduction: pads, activations, adds, copies), copy (a buffer copy of the graph), maxpool (a max
+    reduction), pool / row reduce (a sum of one buffer: global average pool, a softmax's or layernorm's sums),
+    depthwise kxk[/s2] (a product reduced over a kxk window only), conv kxk[/s2] (over channels and a kxk window),
+    pointwise 1x1 (over channels only, spatial output), FC / SE conv (over channels, a vector out), matmul (a
+    transformer's products: linear layers, attention); "split" counts a kind's kernels split across cores.
+    A window is the last two reduce ranges of equal extent <= 7 (kh, kw), /s2 when the input index steps twice as
+    far along an output range as along a window range.
     python3 bench/real_models.py [--devices c,llvm] [--models resnet18,...] [--repeat N] [--size 224]
         [--profile [--top 12]]
 """
@@ -54,6 +54,10 @@ from uopir.onnx import from_onnx
 from uopir.onnx.testmodels_cnn import MODELS
 from uopir.onnx.testmodels_transformer import MODELS as TX
 name, device, repeat, size, profile = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+if profile:
+    sys.path.insert(0, sys.argv[6])
+    from real_models import capture_kernel_defs, profile_rows
+    KDEFS = capture_kernel_defs()
 m, feeds = TX[name]() if name == "transformer_encoder" else {**MODELS, **TX}[name](size=size)
 out = m.graph.output[0].name
 t = time.perf_counter()
@@ -67,13 +71,20 @@ if device == "c" and not profile:  # the C binaries compile in the background (t
     wait_background()
     model.run(feeds)  # the replay that finds every binary built (the native graph is made then)
     settle = time.perf_counter() - t
+if profile:  # the C binaries too (the profile times the steady replay, which runs them)
+    from uopir.backends.c.compiler import wait_background
+    wait_background()
+    model.run(feeds)
+    from uopir.backends.cpu.graph import LaunchGraph
+    LaunchGraph.profile = []
 steady = []
 for i in range(repeat):
-    if profile:
-        print(f"=== call {i}", file=sys.stderr, flush=True)  # beside the UOPIR_DEBUG=2 lines (stderr)
     t = time.perf_counter()
     model.run(feeds)
     steady.append(time.perf_counter() - t)
+if profile:
+    print("PROFILE " + json.dumps(profile_rows(model, LaunchGraph.profile, KDEFS, name in TX)), flush=True)
+    LaunchGraph.profile = None
 sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
 want = sess.run(None, feeds)[0]
 ort_steady = []
@@ -86,146 +97,140 @@ print("RESULT " + json.dumps({"first": first, "settle": settle, "steady": min(st
                               "rel_diff": float(np.abs(got - want).max() / np.abs(want).max())}), flush=True)
 """
 
-KERNEL = re.compile(r"^\*\*\* \S+\s+\d+ (\S+)\s+arg\s+(\d+)\s+tm\s+([\d.]+)us.*\((\d+) flop, (\d+) B\)")
-
-
 def child(model: str, device: str, repeat: int, size: int, profile: bool) -> tuple[dict, str]:
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as cache:
         env = {**os.environ, "UOPIR_CACHE_DIR": cache, "UOPIR_C_TIERED": "0"}
-        if profile:
-            env["UOPIR_DEBUG"] = "2"
-        args = [model, device, str(repeat), str(size), "1" if profile else "0"]
+        here = os.path.dirname(os.path.abspath(__file__))
+        args = [model, device, str(repeat), str(size), "1" if profile else "0", here]
         p = subprocess.run([sys.executable, "-c", CHILD, *args],
                            capture_output=True, text=True, env=env, timeout=1800)
     if p.returncode:
         raise RuntimeError(f"{model} on {device} failed:\n{p.stderr[-2000:]}")
     res = next(ln for ln in reversed(p.stdout.splitlines()) if ln.startswith("RESULT "))
-    return json.loads(res[7:]), p.stderr  # the UOPIR_DEBUG=2 lines --profile reads are on stderr
+    return json.loads(res[7:]), p.stdout
 
 
-def node_table(model: str, size: int) -> list[tuple[tuple[int, ...], str, float]]:
-    """(output shape without batch, kind, flop per output) of every Conv, Concat of Convs and MaxPool."""
-    import onnx
-    from onnx import numpy_helper
+def capture_kernel_defs() -> dict[str, object]:
+    """Record, while a model compiles, each kernel's kernel.def as kernel-optimize receives it (plain output and
+    reduce ranges, before any split), by kernel name: a Backend.lower wrapper adds the instrument (the profile
+    child's own process only)."""
+    from uopir.backends.interface import Backend
+    from uopir.dialects import kernel, tensor
+    from uopir.passes.instruments import PassInstrumentation
 
-    from uopir.onnx.testmodels_cnn import MODELS
-    m = onnx.shape_inference.infer_shapes(MODELS[model](size=size)[0])
-    shapes = {v.name: tuple(d.dim_value for d in v.type.tensor_type.shape.dim)[1:]
-              for v in [*m.graph.value_info, *m.graph.output]}
-    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    made: dict[str, tuple[str, float]] = {}  # a conv's output (or its Relu's) -> (kind, flop per output)
-    out = []
-    for n in m.graph.node:
-        a = {x.name: onnx.helper.get_attribute_value(x) for x in n.attribute}
-        shape = shapes.get(n.output[0], ())
-        if n.op_type == "Conv":
-            w = inits[n.input[1]]
-            k, s, g = w.shape[2], a.get("strides", [1])[0], a.get("group", 1)
-            kind = (f"depthwise {k}x{k}" if g > 1 and w.shape[1] == 1 else "pointwise 1x1" if k == 1
-                    else f"conv {k}x{k}") + ("/s2" if s == 2 else "")
-            if all(d == 1 for d in shape[1:]):
-                kind = "SE conv (1x1 spatial)"
-            made[n.output[0]] = (kind, 2 * w.shape[1] * k * k)
-            out.append((shape, kind, 2 * w.shape[1] * k * k))
-        elif n.op_type == "Relu" and n.input[0] in made:
-            made[n.output[0]] = made[n.input[0]]
-        elif n.op_type == "Concat" and all(i in made for i in n.input):
-            f = sum(made[i][1] for i in n.input) / len(n.input)
-            out.append((shape, "fire: concat(1x1, 3x3)", f))
-        elif n.op_type == "MaxPool":
-            out.append((shape, "maxpool", 0))
-    return out
+    kdefs: dict[str, object] = {}
+
+    class Capture(PassInstrumentation):
+        def run_before_pass(self, event, ir) -> None:  # noqa: ANN001 - the instrument's hook
+            if event.pass_name != "kernel-optimize":
+                return
+            if ir.op is kernel.DEF:
+                kdefs.setdefault(ir.arg if isinstance(ir.arg, str) else "?", ir)
+                return
+            for u in ir.toposort():
+                if u.op is tensor.CALL and isinstance(u.arg, tuple) and u.arg[0].op is kernel.DEF:
+                    kdefs.setdefault(u.arg[1], u.arg[0])
+
+    lower = Backend.lower
+
+    def wrapped(self, root, *args, instruments=None, **kw):  # noqa: ANN001, ANN202 - Backend.lower's own signature
+        return lower(self, root, *args, instruments=[*(instruments or []), Capture()], **kw)
+
+    Backend.lower = wrapped
+    return kdefs
 
 
-def classify(name: str, flop: int, table: list) -> str:
-    """The kind of a kernel from its name (E_/r_ and output shape) and estimated flop: the node that computes it,
-    its output written into the next conv's zero-padded input ("->pad"), a max pool or global pool fused into it
-    ("+maxpool xN": the conv recomputed N times per pooled output; "+GAP")."""
+def reduction_shape(kdef) -> tuple[str, list[int], int, int] | None:  # noqa: ANN001 - a kernel.def UOp
+    """(reduce op, extents of the outermost reduction's ranges in axis order, buffers it multiplies (loads under it
+    that vary with its ranges), stride of its window: 2 when an input index steps twice as far along an output range
+    as along a reduce range, in any of a peeled kernel's segments) of the kernel's largest reduction; None without
+    one."""
+    import math
+
+    from uopir.dialects import kernel as K
+    from uopir.passes.kernel.facts import KernelFacts
+    from uopir.passes.kernel.indexmath import const_extent, linear_coeffs
+
+    f = KernelFacts(kdef)
+    nested = {s for red in f.reduces for s in red.src[0].toposort() if s.op is K.REDUCE}
+    best = None
+    for red in f.reduces:
+        if red in nested:
+            continue
+        chain = [red, *(s for s in red.src[0].toposort() if s.op is K.REDUCE)]
+        rngs = sorted({r for c in chain for r in c.src[1:] if r.op is K.RANGE}, key=lambda r: r.attrs.axis)
+        ext = [const_extent(r) or 1 for r in rngs]
+        bufs, stride = set(), 1
+        every = frozenset(f.deps[red.src[0]]) | frozenset(rngs)
+        for ld in red.src[0].toposort():
+            if ld.op is not K.LOAD or not f.deps[ld] & set(rngs) or ld.src[0].op is not K.INDEX:
+                continue
+            bufs.add(ld.src[0].src[0])
+            co = linear_coeffs(ld.src[0].src[1], every, f.deps) or {}
+            for r in rngs[-2:]:
+                if co.get(r) and any(o not in rngs and c == 2 * co[r] for o, c in co.items()):
+                    stride = 2
+        if best is None or math.prod(ext) > math.prod(best[1]):
+            best = (str(red.attrs.op), ext, len(bufs), stride)
+        elif math.prod(ext) == math.prod(best[1]):  # a peeled kernel's segments: the interior shows the stride
+            best = (*best[:3], max(best[3], stride))
+    return best
+
+
+def kernel_kind(name: str, kdef, transformer: bool) -> str:  # noqa: ANN001 - a kernel.def UOp or None
+    """A kernel's kind from its IR (see the module's --profile notes); its name gives the output shape."""
+    if kdef is None:
+        return "unknown (not compiled in this process)"
+    shape = reduction_shape(kdef)
+    if shape is None:
+        return "elementwise"
+    op, ext, bufs, stride = shape
     head = re.match(r"^[A-Za-z]+((?:_\d+)*)", name)
-    dims = tuple(int(d) for d in head[1].split("_")[1:]) if head else ()
-    if name.startswith("E_"):
-        return "elementwise" + (" (im2col copy)" if len(dims) == 4 else "")
-    if not dims:
-        return "other"
-    per = flop / _prod(dims)
-    pooled = any(kind == "maxpool" and shape == dims for shape, kind, _ in table)
-    best: tuple[float, str] | None = None
-    for shape, kind, f in table:
-        if len(shape) != 3 or shape[0] != dims[0]:
+    dims = [int(d) for d in head[1].split("_")[1:] if d != "1"] if head else []
+    if op == "max":
+        return "maxpool"
+    if bufs < 2:
+        return "pool / row reduce"
+    if transformer:
+        return "matmul"
+    s2 = "/s2" if stride == 2 else ""
+    if len(ext) >= 2 and ext[-1] == ext[-2] <= 7:
+        k = ext[-1]
+        return f"depthwise {k}x{k}{s2}" if _prod(tuple(ext)) == k * k else f"conv {k}x{k}{s2}"
+    return "pointwise 1x1" if len(dims) >= 2 else "FC / SE conv (1x1 spatial)"
+
+
+def profile_rows(model, runs: list, kdefs: dict, transformer: bool) -> list:  # noqa: ANN001 - an OnnxModel
+    """(name, kind, cores, best us, flop, bytes) per entry of the model's native replay, from LaunchGraph.profile's
+    (graph, ns per entry) of the steady calls, after a first row whose us is the best replay's sum."""
+    from uopir.backends.cpu.runtime import address
+    from uopir.backends.estimates import estimate
+
+    jit = next(j for j in model._plans.values() if j is not None)
+    graph = jit._graph.graph
+    steps = {}
+    for st in jit.steps:
+        for ps in st.launch.plan.steps:
+            k = ps.program.entry
+            for fn in (getattr(k, "_fn", None), getattr(k, "_aliased", None)):
+                if fn is not None:
+                    steps[address(fn)] = (ps, st.launch.var_vals)
+    ours = [ns for g, ns in runs if g is graph]
+    times = np.min(ours, axis=0)
+    rows = [("(best run)", "total", 0, min(int(ns.sum()) for ns in ours) / 1e3, 0, 0)]
+    for i in range(graph.n):
+        e = graph.entries[i]
+        if not e.fn:
+            rows.append(("copy", "copy", 0, times[i] / 1e3, 0, 0))
             continue
-        if kind == "maxpool":
-            if shape[1:] == dims[1:] and per < 100:
-                return kind
+        ps, var_vals = steps.get(e.fn, (None, {}))
+        if ps is None:
+            rows.append(("?", "unknown", e.cores, times[i] / 1e3, 0, 0))
             continue
-        ratio = per / f
-        hw = shape[1] * shape[2]
-        if len(dims) == 1:  # a reduce to C: the conv and the global pool after it
-            cands = [(ratio / hw, " +GAP", 0.0)]
-        elif dims[1:] == shape[1:]:
-            cands = [(ratio, "", 0.0)]
-        elif dims[1] > shape[1] and dims[1] - shape[1] == dims[2] - shape[2] <= 6:
-            cands = [(ratio, f" ->pad ({_prod(dims[1:]) / hw:.2f}x the outputs)", 0.0)]  # the border is computed too
-        elif pooled and dims[1] < shape[1] and 1.5 < ratio < 30:
-            # any recompute factor fits: behind any conv whose output has this shape and this work per output
-            cands = [(1.0, f" +maxpool (x{ratio:.1f} recompute)", 1.0)]
-        else:
-            continue
-        for r, tag, penalty in cands:
-            if 0.7 <= r <= 2.0:
-                err = abs(np.log(r)) + penalty
-                if best is None or err < best[0]:
-                    best = (err, kind + tag)
-    if best:
-        return best[1]
-    return "global-pool / gemm / SE" if len(dims) == 1 else f"unmatched ({per:.0f} flop per output)"
-
-
-TRANSFORMERS = ("vit", "transformer_encoder")
-
-
-def tx_table(model: str) -> list[tuple[tuple[int, ...], str, float]]:
-    """(output shape without 1-dims, kind, flop per output) of a transformer's Conv, MatMul, Gemm, Softmax and
-    LayerNormalization nodes: a MatMul by an initializer or a Gemm is a linear layer, one of two activations is
-    attention (QK^T when its output is square, else the weighted sum of V)."""
-    import onnx
-    from onnx import numpy_helper
-
-    from uopir.onnx.testmodels_transformer import MODELS as TX
-    m = onnx.shape_inference.infer_shapes(TX[model]()[0])
-    shapes = {v.name: tuple(d.dim_value for d in v.type.tensor_type.shape.dim if d.dim_value != 1)
-              for v in [*m.graph.value_info, *m.graph.output, *m.graph.input]}
-    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    out = []
-    for n in m.graph.node:
-        shape = shapes.get(n.output[0], ())
-        if n.op_type == "Conv":
-            w = inits[n.input[1]]
-            out.append((shape, "patch conv", 2 * w[0].size))
-        elif n.op_type in ("MatMul", "Gemm"):
-            k = (inits[n.input[1]].shape[1 if n.op_type == "Gemm" else 0] if n.input[1] in inits
-                 else shapes[n.input[0]][-1])
-            kind = ("linear" if n.input[1] in inits else "attention QK^T" if shape[-1] == shape[-2]
-                    else "attention AV")
-            out.append((shape, kind, 2 * k))
-        elif n.op_type == "Softmax":  # two exps per output (the sum's, the output's), ~25 ALU ops each as vectors
-            out.append((shape, "softmax", 60))
-        elif n.op_type == "LayerNormalization":
-            out.append((shape, "layernormalization", 8))
-    return out
-
-
-def tx_classify(name: str, flop: int, table: list) -> str:
-    """A transformer kernel's kind: the node of its output shape nearest its flop per output (a reduce whose flop
-    per output is a matmul's is that matmul; a few flop per output, a softmax or a layernorm), elementwise (E_)."""
-    head = re.match(r"^[A-Za-z]+((?:_\d+)*)", name)
-    dims = tuple(int(d) for d in head[1].split("_")[1:] if d != "1") if head else ()
-    if name.startswith("E_"):
-        return "elementwise (gelu, adds, copies)"
-    per = flop / max(1, _prod(dims))
-    best = min(((abs(np.log(max(per, 1e-3) / f)), kind) for shape, kind, f in table if shape == dims), default=None)
-    if best and best[0] < 1.0:
-        return best[1]
-    return "other reduce (fused: layernorm + residual, the head)" if per < 2000 else "other reduce (a fused matmul)"
+        est = estimate(ps.program.program, var_vals)
+        kind = kernel_kind(ps.name, kdefs.get(ps.name), transformer)
+        rows.append((ps.name, kind, e.cores, times[i] / 1e3, est.flops, est.bytes))
+    return rows
 
 
 def _prod(s: tuple[int, ...]) -> int:
@@ -237,35 +242,28 @@ def _prod(s: tuple[int, ...]) -> int:
 
 def profile(model: str, device: str, repeat: int, size: int, top: int) -> None:
     res, out = child(model, device, repeat, size, True)
-    calls: list[list[tuple[str, int, float, int, int]]] = []
-    for ln in out.splitlines():
-        if ln.startswith("=== call"):
-            calls.append([])
-        elif calls and (mt := KERNEL.match(ln)):
-            calls[-1].append((mt[1], int(mt[2]), float(mt[3]), int(mt[4]), int(mt[5])))
-    calls = calls[1:] if len(calls) > 1 else calls  # the first call may still page in its buffers
-    ks = [(c[0][:2] + (min(x[i][2] for x in calls),) + c[0][3:]) for i, c in enumerate(zip(*calls, strict=True))]
-    tx = model in TRANSFORMERS
-    table = tx_table(model) if tx else node_table(model, size)
-    total = sum(k[2] for k in ks)
+    line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("PROFILE ")), None)
+    if line is None:
+        print(f"real_models profile model={model} device={device}: no native replay to profile")
+        return
+    best_run, *ks = json.loads(line[8:])
+    total = sum(k[3] for k in ks)
     print(f"real_models profile model={model} device={device} kernels={len(ks)} kernel_ms={total / 1e3:.2f} "
-          f"steady_ms={res['steady'] * 1e3:.2f} (jit replay, native graph off under UOPIR_DEBUG=2, so the weight "
-          f"re-packing kernels it runs once per plan are listed too: E_.._16/E_.._8 with 2 args) "
+          f"best_replay_ms={best_run[3] / 1e3:.2f} steady_ms={res['steady'] * 1e3:.2f} (native replay, each kernel "
+          f"timed as the replay runs it; kernel_ms sums each kernel's best, best_replay_ms is the best replay's sum) "
           f"ort_ms={res['ort_steady'] * 1e3:.2f}")
-    by_kind: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0])
-    rows = []
-    for name, nargs, us, flop, nbytes in ks:
-        kind = tx_classify(name, flop, table) if tx else classify(name, flop, table)
+    by_kind: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0, 0])
+    for _name, kind, cores, us, flop, _nbytes in ks:
         by_kind[kind][0] += us
         by_kind[kind][1] += 1
         by_kind[kind][2] += flop
-        rows.append((us, name, nargs, kind, flop, nbytes))
-    for kind, (us, n, flop) in sorted(by_kind.items(), key=lambda kv: -kv[1][0]):
-        print(f"  kind {kind:<44} {n:3d} kernels {us / 1e3:9.2f} ms {100 * us / total:5.1f}%  "
+        by_kind[kind][3] += cores > 1
+    for kind, (us, n, flop, split) in sorted(by_kind.items(), key=lambda kv: -kv[1][0]):
+        print(f"  kind {kind:<28} {n:3d} kernels ({split:3d} split) {us / 1e3:9.2f} ms {100 * us / total:5.1f}%  "
               f"{flop / us / 1e3 if us else 0:7.2f} GFLOP/s")
-    for us, name, nargs, kind, flop, nbytes in sorted(rows, reverse=True)[:top]:
-        print(f"  top {name:<16} {kind:<44} args {nargs} {us / 1e3:8.2f} ms {100 * us / total:5.1f}%  "
-              f"{flop / us / 1e3:7.2f} GFLOP/s {nbytes / us / 1e3:7.2f} GB/s")
+    for name, kind, cores, us, flop, nbytes in sorted(ks, key=lambda k: -k[3])[:top]:
+        print(f"  top {name:<16} {kind:<28} cores {max(1, cores)} {us / 1e3:8.3f} ms {100 * us / total:5.1f}%  "
+              f"{flop / us / 1e3 if us else 0:7.2f} GFLOP/s {nbytes / us / 1e3 if us else 0:7.2f} GB/s")
 
 
 def main() -> int:

@@ -8,15 +8,23 @@
  * dispatches on the count, up to UOPIR_MAX_ARGS.
  *
  * The pool: workers are made on first need and live for the process. A job (one parallel kernel split across
- * `cores` shares) is published by bumping a generation counter; workers spin on it for a short while (a graph's
- * next parallel kernel follows at once), then sleep on a condition variable. Every thread, the calling one
- * included, claims shares one at a time from a counter tagged with the job (OpenMP's dynamic schedule): when a
- * worker is slow to wake or has no core (a machine busy with other processes) the calling thread runs its share
- * too, instead of waiting for it (an LSTM's 2-share projection took 15 us that way on a loaded 2-core machine, 2 us
- * run alone). The caller then waits, spinning briefly then sleeping, for shares still running. One job runs at a
- * time (two Python threads launching at once take turns on `submit`). After fork the child has no workers: they
- * are made again on its first job. */
+ * `cores` shares) is published by bumping a generation counter; workers spin on it (a pause instruction per turn)
+ * for a short while after a job (spin_ns: an eager launch's next parallel kernel may follow at once), then sleep on a
+ * condition variable. While a graph that holds parallel kernels runs, the pool is kept hot: workers spin up to
+ * hot_spin_ns between its jobs (the serial kernels between two parallel ones), and a worker asleep anyway is nudged
+ * awake one entry before the graph's next parallel kernel, so its wake-up (tens of microseconds on a busy machine)
+ * overlaps the serial kernel instead of delaying the parallel one. Both spins are bounded: an idle pool sleeps.
+ * Every thread, the calling one included, claims shares one at a time from a counter tagged with the job (OpenMP's
+ * dynamic schedule): when a worker is slow to wake or has no core (a machine busy with other processes) the
+ * calling thread runs its share too, instead of waiting for it (an LSTM's 2-share projection took 15 us that way on
+ * a loaded 2-core machine, 2 us run alone). The caller then waits for shares still running, spinning briefly
+ * (spin_ns, also in a hot graph: on a busy machine the worker it waits for may need its core; spinning 300 us there
+ * made ResNet-18 25% slower at load 5) then sleeping. Workers spinning longer than YIELD_AFTER_NS yield their core
+ * at each check, and a worker that finds it lost its core while spinning (a machine with more runnable threads than
+ * cores) sleeps at once: its spin would take time from them, the caller included. One job runs at a time (two Python threads launching at once take turns on `submit`). After fork
+ * the child has no workers: they are made again on its first job. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -24,7 +32,12 @@
 
 #define UOPIR_MAX_ARGS 40
 #define UOPIR_MAX_WORKERS 255
-static int64_t spin_ns = 5000;  /* how long a waiting thread spins before it sleeps (uopir_set_spin) */
+static _Atomic int64_t spin_ns = 5000;  /* how long a waiting thread spins before it sleeps (uopir_set_spin) */
+/* the same while a graph with parallel kernels runs (uopir_set_hot_spin): the serial kernels between two of its
+ * parallel ones take up to a few hundred microseconds; a longer gap sleeps, and the next parallel entry nudges */
+static _Atomic int64_t hot_spin_ns = 300000;
+#define YIELD_AFTER_NS 10000 /* a worker spinning longer yields its core at each check (a busy machine's threads) */
+#define CONTENDED_NS 50000   /* a gap this long between two spin checks: the worker lost its core; it sleeps */
 
 typedef struct {
   void *fn;        /* NULL: a copy, args = destination, source, bytes */
@@ -36,11 +49,10 @@ typedef struct {
 int uopir_max_args(void) { return UOPIR_MAX_ARGS; }
 
 /* How long waiting threads spin before they sleep, in nanoseconds (0: sleep at once); returns the old value. */
-int64_t uopir_set_spin(int64_t ns) {
-  int64_t old = spin_ns;
-  spin_ns = ns;
-  return old;
-}
+int64_t uopir_set_spin(int64_t ns) { return atomic_exchange(&spin_ns, ns); }
+
+/* How long waiting threads spin while a graph with parallel kernels runs; returns the old value. */
+int64_t uopir_set_hot_spin(int64_t ns) { return atomic_exchange(&hot_spin_ns, ns); }
 
 static int uopir_call(void *fn, const int64_t *a, int n) {
   switch (n) {
@@ -118,6 +130,9 @@ static int nworkers;
  * that races a newer job's writes is discarded by the failing claim (fields are atomics for that reason) */
 static struct { _Atomic(void *) fn; _Atomic(const int64_t *) args; _Atomic int nargs; _Atomic int cores; } job;
 static int atfork_set;
+static _Atomic int hot;               /* graphs with parallel kernels running now: waiting threads spin longer */
+static _Atomic uint64_t nudge;        /* bumped (under mu) to wake sleeping workers ahead of a job */
+static _Atomic int sleepers;          /* workers asleep on `wake` (a hint: a nudge is skipped when none are) */
 static uint64_t start_generation[UOPIR_MAX_WORKERS];  /* the generation a worker was made in: its first job is next */
 
 static void run_share(void *fn, const int64_t *args, int nargs, int id, int cores) {
@@ -151,18 +166,41 @@ static void run_claimed(uint32_t tag, int wake_submitter) {
   }
 }
 
+/* How long a waiting thread spins before it sleeps: longer while a graph with parallel kernels runs. */
+static int64_t spin_limit(void) {
+  return atomic_load_explicit(&hot, memory_order_relaxed) ? atomic_load_explicit(&hot_spin_ns, memory_order_relaxed)
+                                                          : atomic_load_explicit(&spin_ns, memory_order_relaxed);
+}
+
 static void *worker(void *arg) {
   int index = (int)(intptr_t)arg;
   uint64_t seen = start_generation[index];  /* not a load: the job that made it may already be published */
   for (;;) {
-    int64_t t0 = now_ns();
+    int64_t t0 = now_ns(), last = t0;
+    uint64_t nudged = atomic_load(&nudge);
     int spins = 0;
     while (atomic_load_explicit(&generation, memory_order_acquire) == seen) {
       cpu_relax();
-      if ((++spins & 255) == 0 && now_ns() - t0 > spin_ns) {
+      if ((++spins & 255) != 0) continue;
+      int64_t now = now_ns();
+      /* off its core between two checks (a few us apart), or a yield that let another thread run: the machine
+       * has more runnable threads than cores, and spinning would take time from them (our own caller too) */
+      int contended = now - last > CONTENDED_NS;
+      if (now - t0 > YIELD_AFTER_NS) {
+        sched_yield();
+        int64_t after = now_ns();
+        contended |= after - now > CONTENDED_NS;
+        now = after;
+      }
+      last = now;
+      if (contended || now - t0 > spin_limit()) {
         pthread_mutex_lock(&mu);
-        while (atomic_load(&generation) == seen) pthread_cond_wait(&wake, &mu);
+        atomic_fetch_add(&sleepers, 1);
+        while (atomic_load(&generation) == seen && atomic_load(&nudge) == nudged) pthread_cond_wait(&wake, &mu);
+        atomic_fetch_sub(&sleepers, 1);
         pthread_mutex_unlock(&mu);
+        t0 = last = now_ns();  /* nudged (or a job): spin again, a job is on its way */
+        nudged = atomic_load(&nudge);
       }
     }
     seen = atomic_load(&generation);
@@ -171,12 +209,30 @@ static void *worker(void *arg) {
   return 0;
 }
 
+/* The pool's state, for tests and the profiler: out = workers made, workers asleep, graphs keeping the pool hot. */
+void uopir_pool_state(int64_t *out) {
+  out[0] = nworkers;
+  out[1] = atomic_load(&sleepers);
+  out[2] = atomic_load(&hot);
+}
+
+/* Wake sleeping workers to spin: a parallel kernel comes next. */
+static void prewake(void) {
+  if (atomic_load(&sleepers) == 0) return;
+  pthread_mutex_lock(&mu);
+  atomic_fetch_add(&nudge, 1);
+  pthread_cond_broadcast(&wake);
+  pthread_mutex_unlock(&mu);
+}
+
 static void after_fork_child(void) {
   pthread_mutex_init(&submit, 0);
   pthread_mutex_init(&mu, 0);
   pthread_cond_init(&wake, 0);
   pthread_cond_init(&done, 0);
   nworkers = 0;
+  atomic_store(&hot, 0);
+  atomic_store(&sleepers, 0);
 }
 
 /* Workers for `want` of them (under submit); fewer when threads cannot be made. */
@@ -231,7 +287,7 @@ int uopir_parallel(void *fn, const int64_t *args, int nargs, int cores) {
   int spins = 0;
   while (atomic_load_explicit(&finished, memory_order_acquire) < cores) {  /* shares a worker claimed, still running */
     cpu_relax();
-    if ((++spins & 255) == 0 && now_ns() - t0 > spin_ns) {
+    if ((++spins & 255) == 0 && now_ns() - t0 > atomic_load_explicit(&spin_ns, memory_order_relaxed)) {
       pthread_mutex_lock(&mu);
       while (atomic_load(&finished) < cores) pthread_cond_wait(&done, &mu);
       pthread_mutex_unlock(&mu);
@@ -241,17 +297,36 @@ int uopir_parallel(void *fn, const int64_t *args, int nargs, int cores) {
   return 0;
 }
 
-/* Run entries[0..n-1] in order. Returns the index of the first entry that could not be called (too many
+/* Run entries[0..n-1] in order; while it runs, a graph with parallel kernels keeps the pool hot. With `ns` (not
+ * NULL), ns[i] += the nanoseconds entry i took, timed as the replay runs it (the profiler's view: a kernel timed
+ * alone would find the pool asleep). Returns the index of the first entry that could not be called (too many
  * arguments) and runs nothing from it on, else -1. */
-int64_t uopir_run_graph(int64_t n, const uopir_entry *entries) {
+int64_t uopir_run_graph_timed(int64_t n, const uopir_entry *entries, int64_t *ns) {
+  int parallel = 0;
+  for (int64_t i = 0; i < n && !parallel; i++) parallel = entries[i].fn && entries[i].cores > 1;
+  if (parallel) {
+    atomic_fetch_add(&hot, 1);
+    prewake();
+  }
+  int64_t bad = -1;
+  int64_t t0 = ns ? now_ns() : 0;
   for (int64_t i = 0; i < n; i++) {
     const uopir_entry *e = &entries[i];
+    if (parallel && i + 1 < n && e->cores <= 1 && entries[i + 1].fn && entries[i + 1].cores > 1) prewake();
     if (!e->fn) {  /* a copy between buffers: args = dst, src, bytes */
       memcpy((void *)(intptr_t)e->args[0], (const void *)(intptr_t)e->args[1], (size_t)e->args[2]);
-      continue;
+    } else if (e->cores ? uopir_parallel(e->fn, e->args, e->nargs, e->cores) : uopir_call(e->fn, e->args, e->nargs)) {
+      bad = i;
+      break;
     }
-    int rc = e->cores ? uopir_parallel(e->fn, e->args, e->nargs, e->cores) : uopir_call(e->fn, e->args, e->nargs);
-    if (rc != 0) return i;
+    if (ns) {
+      int64_t t1 = now_ns();
+      ns[i] += t1 - t0;
+      t0 = t1;
+    }
   }
-  return -1;
+  if (parallel) atomic_fetch_sub(&hot, 1);
+  return bad;
 }
+
+int64_t uopir_run_graph(int64_t n, const uopir_entry *entries) { return uopir_run_graph_timed(n, entries, 0); }

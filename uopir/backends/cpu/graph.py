@@ -66,6 +66,8 @@ def _load() -> None:
         if lib is not None:
             lib.uopir_run_graph.argtypes = [ctypes.c_int64, ctypes.c_void_p]
             lib.uopir_run_graph.restype = ctypes.c_int64
+            lib.uopir_run_graph_timed.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+            lib.uopir_run_graph_timed.restype = ctypes.c_int64
             lib.uopir_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
             lib.uopir_parallel.restype = ctypes.c_int
             lib.uopir_max_args.restype = ctypes.c_int
@@ -110,7 +112,13 @@ class LaunchGraph:
     argument is an int (an address or a variable's value, fixed) or a key, whose value `bind` writes into every
     place it occurs before a `run` (the buffers a replay rebinds); cores is None for a serial kernel, else the shares
     of a parallel one. The table (entries and one int64 argument array) is built once; `keep` holds what its
-    addresses point into (functions, buffers)."""
+    addresses point into (functions, buffers).
+
+    `LaunchGraph.profile`, when a list (bench/real_models.py --profile sets it), makes every run time each entry as
+    the replay runs it (the pool kept hot between kernels, as in a steady replay) and append (graph, nanoseconds per
+    entry)."""
+
+    profile: list[tuple[LaunchGraph, Any]] | None = None
 
     def __init__(self, launches: list[tuple[int, list[Any], int | None]], keep: list[Any]):
         import numpy as np
@@ -147,6 +155,13 @@ class LaunchGraph:
 
     def run(self) -> None:
         """Run every launch, in order, in one native call (the GIL released)."""
-        bad = self._lib.uopir_run_graph(self.n, self._entries_addr)
+        if LaunchGraph.profile is not None:
+            import numpy as np
+
+            ns = np.zeros(self.n, np.int64)
+            bad = self._lib.uopir_run_graph_timed(self.n, self._entries_addr, ns.ctypes.data)
+            LaunchGraph.profile.append((self, ns))
+        else:
+            bad = self._lib.uopir_run_graph(self.n, self._entries_addr)
         if bad >= 0:  # built only from kernels within max_args(): a bug
             raise RuntimeError(f"launch graph: entry {bad} has more arguments than the runner passes")
