@@ -82,6 +82,7 @@ from uopir.passes.kernel.opts import (
     ragged_ok,
     range_of,
 )
+from uopir.passes.kernel.pointwise import pointwise_blocks
 from uopir.passes.kernel.tail import TAIL_OPS
 from uopir.passes.target import Target
 
@@ -170,6 +171,11 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     elif channels is not None:
         upcast.update(channels[0])
         lanes = channels[2]
+        blocks = pointwise_blocks(k, channels[0], budget)
+        if blocks is not None:  # a pointwise conv over a small plane: more channel blocks, no unroll (pointwise.py)
+            upcast[blocks[0]] = blocks[1]
+            lanes *= blocks[1]
+            done.update(k.red_ranges())
     elif k.reduces:
         # each loop nest its own tile (a peeled kernel's segments run one after the other: their registers are
         # not live together), the lanes the most of any
