@@ -49,10 +49,22 @@ def test_a_pointwise_conv_over_a_14x14_plane_keeps_the_channel_tile() -> None:
     assert _opts(80, 480, 14) == ["upcast 1 by 14", "upcast 4 by 16", "unroll 3 by 4", "global 0"]
 
 
-@pytest.mark.parametrize("cin,cout,hw", [(40, 96, 7), (24, 45, 9)])
+def test_a_pointwise_conv_blocks_its_weights_unless_its_plane_is_whole_vectors() -> None:
+    # a 1x1 conv reads and writes its plane as one contiguous row: 28x28 = 49 vectors of 16, so its pixels are the
+    # vector beside 16 channels (no weight copy; one core: 40 -> 240 122 -> 94 us); 14x14 = 12.25 vectors and 7x7
+    # keep the channel blocks (the copy into blocks, then the conv; 14x14 as a pixel row took 2x as long)
+    def names(cin: int, cout: int, hw: int) -> list[str]:
+        x = Tensor(np.ones((1, cin, hw, hw), np.float32), device="python")
+        return [it.name for it in x.conv2d(Tensor(np.ones((cout, cin, 1, 1), np.float32), device="python")).schedule()]
+    assert names(40, 240, 28) == ["r_240_28_28"]
+    assert names(80, 480, 14) == ["E_30_80_16", "r_480_14_14"]
+    assert names(192, 1152, 7) == ["E_72_192_16", "r_1152_7_7"]
+
+
+@pytest.mark.parametrize("cin,cout,hw", [(40, 96, 7), (24, 45, 9), (24, 40, 12)])
 def test_pointwise_convs_with_bias_and_silu_match_numpy(cin: int, cout: int, hw: int) -> None:
     # 96 channels at 7x7 take the 3-block tile (2 groups); 45 channels (odd: no blocks) over 81 pixels (no vector
-    # divides them) keep theirs
+    # divides them) keep theirs; 40 channels over 12x12 (9 vectors) the pixel vector beside 8 channels
     device = next((d for d in ("llvm", "c") if d in available()), "python")
     rng = np.random.default_rng(7)
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((1, cin, hw, hw), (cout, cin, 1, 1), (cout,)))
