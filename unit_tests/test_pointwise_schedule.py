@@ -44,9 +44,11 @@ def test_a_pointwise_conv_over_a_7x7_plane_tiles_three_channel_blocks() -> None:
     assert _opts(320, 1280, 7)[:3] == ["upcast 0 by 2", "upcast 1 by 7", "upcast 4 by 16"]
 
 
-def test_a_pointwise_conv_over_a_14x14_plane_keeps_the_channel_tile() -> None:
+def test_a_pointwise_conv_over_a_larger_plane_keeps_the_channel_tile() -> None:
     # 14 pixels already fill the accumulators (2 blocks would be 28: they spill): one block, its reduction unrolled
     assert _opts(80, 480, 14) == ["upcast 1 by 14", "upcast 4 by 16", "unroll 3 by 4", "global 0"]
+    # 11 pixels of a 55x55 plane (SqueezeNet's expand 1x1) are 11 accumulators already (POINTWISE_MIN_ACCS)
+    assert _opts(16, 64, 55)[:3] == ["upcast 1 by 11", "upcast 4 by 16", "unroll 3 by 4"]
 
 
 def test_a_pointwise_conv_blocks_its_weights_unless_its_plane_is_whole_vectors() -> None:

@@ -17,27 +17,34 @@ from uopir.ir.uop import UOp
 from uopir.passes.kernel.facts import KernelFacts
 from uopir.passes.kernel.indexmath import const_extent
 
-__all__ = ["pointwise_blocks", "POINTWISE_BLOCKS", "POINTWISE_ACC_BUDGET"]
+__all__ = ["pointwise_blocks", "POINTWISE_BLOCKS", "POINTWISE_ACC_BUDGET", "POINTWISE_MIN_ACCS"]
 
 POINTWISE_BLOCKS = (3, 2)  # channel blocks per tile, best first (4 x 7 = 28 accumulators spill: 96 -> 576 at 7x7 1.6x)
 # accumulator lanes of a pointwise tile, in units of the target's `max_upcast`: its 16 vectors leave half of AVX-512's
 # 32 registers to a matmul's row of B and broadcasts of A; a pointwise tile's only other live values are its b weight
 # vectors (the broadcast inputs are memory operands of the multiplies), so it holds 3/2 of that: 3 x 7 = 21 vectors
 POINTWISE_ACC_BUDGET = 1.5
+# a channel tile of fewer accumulator vectors than this gets blocks beside it (independent add chains: latency 4 x 2
+# ports); one of 9 or 11 pixels keeps its unrolled tile (SqueezeNet's 16 -> 64 over 55x55, 11 pixels: 2 blocks and no
+# unroll 80 -> 91 us, 32 -> 128 over 27x27, 9 pixels: no faster)
+POINTWISE_MIN_ACCS = 8
 
 
 def pointwise_blocks(k: KernelFacts, tile: dict[UOp, int], budget: int) -> tuple[UOp, int] | None:
     """(the block range, b) to upcast beside a channel tile `tile` ({channel vector range: width, pixel range: p}) of
-    a pointwise conv: one reduction over one range (Cin; no window), no peeled segments, an output range `blocks`
-    along which every load under the reduction that varies along the channel vector (the weight blocks) varies too
-    while some other one (the input pixels) does not, and b (the first of POINTWISE_BLOCKS dividing its extent)
-    times the tile's lanes within POINTWISE_ACC_BUDGET x `budget`. None otherwise (the channel tile as it is)."""
+    a pointwise conv whose tile holds fewer than POINTWISE_MIN_ACCS vectors: one reduction over one range (Cin; no
+    window), no peeled segments, an output range `blocks` along which every load under the reduction that varies
+    along the channel vector (the weight blocks) varies too while some other one (the input pixels) does not, and b
+    (the first of POINTWISE_BLOCKS dividing its extent, leaving at least 2 groups for the cores) times the tile's
+    lanes within POINTWISE_ACC_BUDGET x `budget`. None otherwise (the channel tile as it is)."""
     if len(k.reduces) != 1 or len(k.reduces[0].operands.ranges) != 1 or len(k.segments()) != 1 or len(tile) != 2:
         return None
     chan = next(iter(tile))
     lanes = 1
     for f in tile.values():
         lanes *= f
+    if lanes >= POINTWISE_MIN_ACCS * tile[chan]:
+        return None
     red = k.red_ranges()
     loaded = [x for x in k.loads if k.deps[x] & red]
     weights = [x for x in loaded if chan in k.deps[x]]
