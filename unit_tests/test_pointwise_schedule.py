@@ -63,6 +63,12 @@ def test_a_pointwise_conv_blocks_its_weights_unless_its_plane_is_whole_vectors()
     assert names(192, 1152, 7) == ["E_72_192_16", "r_1152_7_7"]
 
 
+def test_a_pointwise_projection_does_not_pack_its_input() -> None:
+    # 96 -> 24 over 56x56: 8 channels x 32 pixels, the pixel blocks outermost and split; only 3 row blocks would read
+    # a packed panel of the input (PACK_MIN_REUSE), so it is read in place (one core: 111 -> 81 us)
+    assert _opts(96, 24, 56) == ["upcast 0 by 8", "upcast 1 by 32", "unroll 3 by 4", "outer 1", "global 1"]
+
+
 @pytest.mark.parametrize("cin,cout,hw", [(40, 96, 7), (24, 45, 9), (24, 40, 12)])
 def test_pointwise_convs_with_bias_and_silu_match_numpy(cin: int, cout: int, hw: int) -> None:
     # 96 channels at 7x7 take the 3-block tile (2 groups); 45 channels (odd: no blocks) over 81 pixels (no vector

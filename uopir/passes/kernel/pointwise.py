@@ -1,4 +1,5 @@
-"""kernel-optimize's register tile for pointwise (1x1) convolutions over small planes (the heuristic's step 1).
+"""kernel-optimize's schedule of small GEMMs: pointwise (1x1) convolutions' register tile over small planes (the
+heuristic's step 1), and when a panel is worth packing (step 5).
 
 A 1x1 conv whose weights nn_ops copied in blocks of output channels (nn_ops.CHANNEL_BLOCK, the block innermost) is a
 small GEMM: output [Cout][HW] = W[Cout][Cin] x X[Cin][HW]. The heuristic's channel tile (`_channel_tile`) makes one
@@ -17,7 +18,8 @@ from uopir.ir.uop import UOp
 from uopir.passes.kernel.facts import KernelFacts
 from uopir.passes.kernel.indexmath import const_extent
 
-__all__ = ["pointwise_blocks", "POINTWISE_BLOCKS", "POINTWISE_ACC_BUDGET", "POINTWISE_MIN_ACCS"]
+__all__ = ["pointwise_blocks", "panel_reuse", "POINTWISE_BLOCKS", "POINTWISE_ACC_BUDGET", "POINTWISE_MIN_ACCS",
+           "PACK_MIN_REUSE"]
 
 POINTWISE_BLOCKS = (3, 2)  # channel blocks per tile, best first (4 x 7 = 28 accumulators spill: 96 -> 576 at 7x7 1.6x)
 # accumulator lanes of a pointwise tile, in units of the target's `max_upcast`: its 16 vectors leave half of AVX-512's
@@ -28,6 +30,11 @@ POINTWISE_ACC_BUDGET = 1.5
 # ports); one of 9 or 11 pixels keeps its unrolled tile (SqueezeNet's 16 -> 64 over 55x55, 11 pixels: 2 blocks and no
 # unroll 80 -> 91 us, 32 -> 128 over 27x27, 9 pixels: no faster)
 POINTWISE_MIN_ACCS = 8
+# `pack` copies a panel of the input read along the global range (a matmul's B, a pointwise conv's input pixels) once
+# per global iteration: it pays only when that many row blocks read the copy again (a 1024^2 matmul's 128 blocks of
+# 8 rows). A pointwise projection has few (one core: 96 -> 24 channels over 56x56, 3 blocks: 111 -> 81 us unpacked;
+# 144 -> 40 over 28x28, 5 blocks: 74 -> 65 us); 12 and 15 blocks measured alike either way (16 -> 96, 40 -> 240)
+PACK_MIN_REUSE = 16
 
 
 def pointwise_blocks(k: KernelFacts, tile: dict[UOp, int], budget: int) -> tuple[UOp, int] | None:
@@ -59,3 +66,16 @@ def pointwise_blocks(k: KernelFacts, tile: dict[UOp, int], budget: int) -> tuple
     b = next((b for b in POINTWISE_BLOCKS if n % b == 0 and n // b >= 2 and b * lanes <= POINTWISE_ACC_BUDGET * budget),
              None)
     return (blocks, b) if b is not None else None
+
+
+def panel_reuse(k: KernelFacts, loads: list[UOp]) -> int:
+    """How many times each global iteration reads its packed panels of `loads`: the iterations of the output loops
+    (not lanes, not threads) that none of them varies along (a matmul's row blocks), the fewest over the loads."""
+    reuse = []
+    for ld in loads:
+        n = 1
+        for r in k.out:
+            if r.attrs.kind == "loop" and r not in k.deps[ld]:
+                n *= const_extent(r) or 1
+        reuse.append(n)
+    return min(reuse, default=0)
