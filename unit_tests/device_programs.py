@@ -340,7 +340,7 @@ def sequential_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def packed_matmul_program(m: int, k: int, n: int) -> UOp:
     """The device program of an m x k @ k x n f32 matmul lowered for an AVX-512-like 2-thread target whatever the
     host: an 8 x 32 register tile, the column blocks across threads, each block's B panel packed into a
-    kernel.local (on the heap when over 64 KiB)."""
+    kernel.local (on the heap when over 64 KiB; m at least 128: 16 row blocks read each panel, PACK_MIN_REUSE)."""
     from uopir.frontend.tensor import Tensor
     from uopir.ir.regions import map_regions
     from uopir.passes.manager import PassManager

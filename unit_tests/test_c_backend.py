@@ -75,7 +75,7 @@ def test_f16_conversions_in_portable_bit_code() -> None:
         assert values_equal(back, cast_array(cast_array(x, src, dtypes.float16), dtypes.float16, src)), src.name
 
 
-@pytest.mark.parametrize("shape", [(64, 48, 64), (40, 160, 128)], ids=["stack-scratch", "heap-scratch"])
+@pytest.mark.parametrize("shape", [(128, 48, 64), (128, 160, 128)], ids=["stack-scratch", "heap-scratch"])
 def test_packed_matmul_scratch_is_calloc_and_free_over_64k(shape: tuple[int, int, int]) -> None:
     """The packed panels' kernel.local (test_backend_programs runs the program bit for bit)."""
     m, k, n = shape

@@ -166,8 +166,8 @@ def test_matmul_on_wide_vectors_upcasts_the_columns_by_the_vector_width() -> Non
 def test_a_register_rich_target_gets_a_two_vector_tile_with_the_columns_outermost() -> None:
     """16 accumulator vectors (max_upcast 256 of 16-lane vectors): an 8 x 32 tile (two vectors of columns), the
     column range made the outermost loop and split across the threads, and the B panel each column block reads
-    packed contiguous (`pack`); the result stays bit-identical."""
-    x, w = _f32(64, 48), _f32(48, 64)
+    packed contiguous (`pack`: 16 row blocks read it, PACK_MIN_REUSE); the result stays bit-identical."""
+    x, w = _f32(128, 48), _f32(48, 64)
     k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
     assert heuristic_opts(k, RICH) == [Opt("upcast", 0, 8), Opt("upcast", 1, 32), Opt("unroll", 2, 4),
                                        Opt("outer", 1), Opt("global", 1), Opt("pack", 1)]
@@ -197,7 +197,7 @@ def test_pack_copies_each_global_iteration_s_panel_and_reads_it_after_the_copy()
     """pack: B's panel of one column block ([k][32 columns], row-major) is copied to a kernel.local before the
     row blocks read it through kernel.after; the whole lowering (to the device program, run by the python backend)
     stays bit-identical; a batched matmul (B varies along an output loop too) is not packed."""
-    x, w = _f32(64, 48), _f32(48, 64)
+    x, w = _f32(128, 48), _f32(48, 64)  # 16 row blocks read each panel (PACK_MIN_REUSE)
     k = apply_opts(kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0],
                    [Opt("upcast", 0, 8), Opt("upcast", 1, 32), Opt("unroll", 2, 4), Opt("outer", 1),
                     Opt("global", 1), Opt("pack", 1)])

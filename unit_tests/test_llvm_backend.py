@@ -320,7 +320,7 @@ def test_floats_are_exact_for_every_float_dtype(backend: LLVMBackend) -> None:
         assert values_equal(got, want), d.name
 
 
-@pytest.mark.parametrize("shape", [(64, 48, 64), (40, 160, 128)], ids=["stack-scratch", "heap-scratch"])
+@pytest.mark.parametrize("shape", [(128, 48, 64), (128, 160, 128)], ids=["stack-scratch", "heap-scratch"])
 def test_packed_matmul_scratch_is_calloc_over_64k(shape: tuple[int, int, int]) -> None:
     """kernel-optimize's packed panels: a kernel.local (an alloca, or calloc'd and freed when over 64 KiB;
     test_backend_programs runs the program bit for bit)."""
@@ -333,7 +333,7 @@ def test_local_arrays_are_zeroed_by_memset_and_the_ir_stays_small() -> None:
     `zeroinitializer`: LLVM splits such a store into one store per element and its O3 passes then take time quadratic
     in the panel's length (a 128x128 f32 matmul took minutes to compile). Neither the rendered IR nor the optimized
     function grows with the panel's length."""
-    srcs = [LLVMRenderer().render(packed_matmul_program(16, k, 64)) for k in (48, 192)]  # panels of 12 and 48 KiB
+    srcs = [LLVMRenderer().render(packed_matmul_program(128, k, 64)) for k in (48, 192)]  # panels of 12 and 48 KiB
     for src in srcs:
         assert "@calloc" not in src and "store [" not in src
         assert re.search(r"call void @llvm\.memset\.p0\.i64\(ptr align 64 %reg\d+, i8 0, i64 \d+, i1 false\)", src)

@@ -91,10 +91,13 @@ def _block_channels(w: Tensor, groups: int, out: tuple[Any, ...], stride: tuple[
     strided read, or rows no multiple of a block (56) when the blocks are whole vectors and the conv has a window
     (blocks of 8, half a vector per broadcast input, measured no faster than the row tile: MobileNetV3's 16 -> 72
     1x1 over 56x56; a 1x1 conv's row tile reads whole unshifted rows and transposes nothing to store: EfficientNet's
-    24 -> 144 over 56x56 took 125 us that way, 217 us in blocks), and enough work (PAD_COPY_MIN_WORK)."""
+    24 -> 144 over 56x56 took 125 us that way, 217 us in blocks), and enough work (PAD_COPY_MIN_WORK). The row of a
+    1x1 conv at stride 1 is its whole plane (contiguous in its input and output): 28x28 is 49 vectors."""
     if groups != 1 or not all(isinstance(v, int) for v in (*w.shape, *out, macs)) or w.shape[0] % _block(w.shape[0]):
         return False
     row = out[-1]
+    if math.prod(w.shape[2:]) == 1 and max(stride) == 1:
+        row = math.prod(out)
     return (row < 2 * CHANNEL_BLOCK or row % (CHANNEL_BLOCK // 2) or stride[-1] > 1
             or row % CHANNEL_BLOCK and _block(w.shape[0]) == CHANNEL_BLOCK and math.prod(w.shape[2:]) > 1) \
         and macs >= PAD_COPY_MIN_WORK

@@ -50,7 +50,8 @@
   5. pack: when that global range is a wide tile's `outer` contiguous range, each input read under the reduction
      along it and otherwise only along lanes and reduction ranges (a matmul's B: a 32-column panel whose rows lie a
      row of B apart, 4 KiB for 1024 columns, so they alias in the caches and defeat the prefetchers) is copied into
-     a `kernel.local` laid out [global iteration][panel, row-major, by decreasing stride] (at most PACK_MAX_BYTES)
+     a `kernel.local` laid out [global iteration][panel, row-major, by decreasing stride] (at most PACK_MAX_BYTES;
+     only a panel read again by at least PACK_MIN_REUSE row blocks: kernel/pointwise.py)
      by a loop nest over fresh ranges, and the tile reads its panel from there, contiguous, through `kernel.after`
      (which orders the copy first). Each global iteration has its own panel, so the copy is exact under any order of
      the iterations; on a cpu each thread copies the panel of the block it is about to compute;
@@ -82,6 +83,7 @@ from uopir.passes.kernel.opts import (
     ragged_ok,
     range_of,
 )
+from uopir.passes.kernel.pointwise import PACK_MIN_REUSE, panel_reuse, pointwise_blocks
 from uopir.passes.kernel.tail import TAIL_OPS
 from uopir.passes.target import Target
 
@@ -170,6 +172,11 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
     elif channels is not None:
         upcast.update(channels[0])
         lanes = channels[2]
+        blocks = pointwise_blocks(k, channels[0], budget)
+        if blocks is not None:  # a pointwise conv over a small plane: more channel blocks, no unroll (pointwise.py)
+            upcast[blocks[0]] = blocks[1]
+            lanes *= blocks[1]
+            done.update(k.red_ranges())
     elif k.reduces:
         # each loop nest its own tile (a peeled kernel's segments run one after the other: their registers are
         # not live together), the lanes the most of any
@@ -532,7 +539,9 @@ def _packs(kdef: UOp, opts: list[Opt], axis: int) -> bool:
     tiled = apply_opts(kdef, opts)
     r0 = range_of(tiled, axis)
     n0 = const_extent(r0) or 0
-    panels = [n0 * panel_size(inner) * ld.dtype.itemsize for ld, inner in pack_loads(KernelFacts(tiled), r0)]
-    return bool(panels) and sum(panels) <= PACK_MAX_BYTES
+    k = KernelFacts(tiled)
+    loads = pack_loads(k, r0)
+    panels = [n0 * panel_size(inner) * ld.dtype.itemsize for ld, inner in loads]
+    return bool(panels) and sum(panels) <= PACK_MAX_BYTES and panel_reuse(k, [ld for ld, _ in loads]) >= PACK_MIN_REUSE
 
 

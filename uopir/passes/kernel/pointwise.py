@@ -1,0 +1,81 @@
+"""kernel-optimize's schedule of small GEMMs: pointwise (1x1) convolutions' register tile over small planes (the
+heuristic's step 1), and when a panel is worth packing (step 5).
+
+A 1x1 conv whose weights nn_ops copied in blocks of output channels (nn_ops.CHANNEL_BLOCK, the block innermost) is a
+small GEMM: output [Cout][HW] = W[Cout][Cin] x X[Cin][HW]. The heuristic's channel tile (`_channel_tile`) makes one
+block of channels the vector and upcasts the pixels beside it: each step of the reduction over Cin loads one weight
+vector and broadcasts one input per pixel. Over a 7x7 plane that is 7 pixels, 7 accumulators: a tile too small to
+hide the add latency, and each broadcast feeds one multiply. Here the block range beside it is upcast as well, by
+`b` blocks: b weight vectors per step, each broadcast feeding b multiplies, b x 7 accumulators (EfficientNet-B0's
+1152 -> 192 over 7x7 on one core: 145 -> 115 us; 320 -> 1280 278 -> 223 us). The reduction is then not unrolled:
+kernel-expand orders an unrolled body accumulator by accumulator, which keeps every unrolled step's broadcasts and
+weight vectors live at once and spills. Planes whose pixel tile already fills the accumulators (14 pixels of a
+14x14 plane, 16 of a 28x28) keep the channel tile (measured no faster with two blocks: 28 accumulators spill).
+"""
+from __future__ import annotations
+
+from uopir.ir.uop import UOp
+from uopir.passes.kernel.facts import KernelFacts
+from uopir.passes.kernel.indexmath import const_extent
+
+__all__ = ["pointwise_blocks", "panel_reuse", "POINTWISE_BLOCKS", "POINTWISE_ACC_BUDGET", "POINTWISE_MIN_ACCS",
+           "PACK_MIN_REUSE"]
+
+POINTWISE_BLOCKS = (3, 2)  # channel blocks per tile, best first (4 x 7 = 28 accumulators spill: 96 -> 576 at 7x7 1.6x)
+# accumulator lanes of a pointwise tile, in units of the target's `max_upcast`: its 16 vectors leave half of AVX-512's
+# 32 registers to a matmul's row of B and broadcasts of A; a pointwise tile's only other live values are its b weight
+# vectors (the broadcast inputs are memory operands of the multiplies), so it holds 3/2 of that: 3 x 7 = 21 vectors
+POINTWISE_ACC_BUDGET = 1.5
+# a channel tile of fewer accumulator vectors than this gets blocks beside it (independent add chains: latency 4 x 2
+# ports); one of 9 or 11 pixels keeps its unrolled tile (SqueezeNet's 16 -> 64 over 55x55, 11 pixels: 2 blocks and no
+# unroll 80 -> 91 us, 32 -> 128 over 27x27, 9 pixels: no faster)
+POINTWISE_MIN_ACCS = 8
+# `pack` copies a panel of the input read along the global range (a matmul's B, a pointwise conv's input pixels) once
+# per global iteration: it pays only when that many row blocks read the copy again (a 1024^2 matmul's 128 blocks of
+# 8 rows). A pointwise projection has few (one core: 96 -> 24 channels over 56x56, 3 blocks: 111 -> 81 us unpacked;
+# 144 -> 40 over 28x28, 5 blocks: 74 -> 65 us); 12 and 15 blocks measured alike either way (16 -> 96, 40 -> 240)
+PACK_MIN_REUSE = 16
+
+
+def pointwise_blocks(k: KernelFacts, tile: dict[UOp, int], budget: int) -> tuple[UOp, int] | None:
+    """(the block range, b) to upcast beside a channel tile `tile` ({channel vector range: width, pixel range: p}) of
+    a pointwise conv whose tile holds fewer than POINTWISE_MIN_ACCS vectors: one reduction over one range (Cin; no
+    window), no peeled segments, an output range `blocks` along which every load under the reduction that varies
+    along the channel vector (the weight blocks) varies too while some other one (the input pixels) does not, and b
+    (the first of POINTWISE_BLOCKS dividing its extent, leaving at least 2 groups for the cores) times the tile's
+    lanes within POINTWISE_ACC_BUDGET x `budget`. None otherwise (the channel tile as it is)."""
+    if len(k.reduces) != 1 or len(k.reduces[0].operands.ranges) != 1 or len(k.segments()) != 1 or len(tile) != 2:
+        return None
+    chan = next(iter(tile))
+    lanes = 1
+    for f in tile.values():
+        lanes *= f
+    if lanes >= POINTWISE_MIN_ACCS * tile[chan]:
+        return None
+    red = k.red_ranges()
+    loaded = [x for x in k.loads if k.deps[x] & red]
+    weights = [x for x in loaded if chan in k.deps[x]]
+    inputs = [x for x in loaded if chan not in k.deps[x]]
+    if not weights or not inputs:
+        return None
+    blocks = next((r for r in k.out if r not in tile and all(r in k.deps[x] for x in weights)
+                   and not any(r in k.deps[x] for x in inputs)), None)
+    n = const_extent(blocks) if blocks is not None else None
+    if blocks is None or n is None:
+        return None
+    b = next((b for b in POINTWISE_BLOCKS if n % b == 0 and n // b >= 2 and b * lanes <= POINTWISE_ACC_BUDGET * budget),
+             None)
+    return (blocks, b) if b is not None else None
+
+
+def panel_reuse(k: KernelFacts, loads: list[UOp]) -> int:
+    """How many times each global iteration reads its packed panels of `loads`: the iterations of the output loops
+    (not lanes, not threads) that none of them varies along (a matmul's row blocks), the fewest over the loads."""
+    reuse = []
+    for ld in loads:
+        n = 1
+        for r in k.out:
+            if r.attrs.kind == "loop" and r not in k.deps[ld]:
+                n *= const_extent(r) or 1
+        reuse.append(n)
+    return min(reuse, default=0)
