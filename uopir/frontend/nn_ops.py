@@ -39,13 +39,15 @@ if TYPE_CHECKING:
 PAD_COPY_MIN_REUSE = 1.5
 # ... but a strided depthwise conv whose window spans at most this many inputs per dim reads its input in place:
 # kernel-peel cuts its one-wide gated border off an ungated interior that kernel-optimize tiles as on a copy, and the
-# copy costs about as much as the border (llvm, kernels timed alone, best of 15 at load ~6, copy + conv vs in place:
-# 16 x 112x112 3x3/2 39 + 33 vs 59 us, 72 x 56x56 43 + 36 vs 72 us, 96 x 112x112 100 + 125 vs 231 us, 240 x 28x28
-# 40 + 30 vs 78 us). At stride 1 the copy wins: the border's columns are loops of scalar taps beside rows of vectors
-# (144 x 56x56 3x3/1 58 + 147 vs 311 us; 32 x 112x112 54 + 174 vs 240; 88 x 28x28 28 + 53 vs 84; shorter rows
-# more so: 480 x 14x14 ~20 + 51 vs 132). A 5x5 window's two-wide border is never worth it (240 x 28x28 5x5/1: 248 vs
-# 113 + 59 us, two cores)
+# copy costs more than the border (one process, calls alternated, p10 of 150, llvm / c, in place vs copied: 96 x
+# 112x112 3x3/2 277 vs 370 / 285 vs 315 us, 16 x 112x112 53 vs 62 / 56 vs 57, 72 x 56x56 62 vs 66 / 70 vs 66) ...
 IN_PLACE_WINDOW = 3
+# ... when its output rows are longer than this: a short row leaves the border's columns, loops of scalar taps, a
+# large share (240 x 28x28 3x3/2, rows of 14: 67 vs 59 / 108 vs 96 us). At stride 1 the copy always wins, also over
+# long rows (32 x 112x112 234 vs 213 / 258 vs 217; 144 x 56x56 338 vs 261 / 341 vs 256; 88 x 28x28 65 vs 44 / 109 vs
+# 43; 480 x 14x14 126 vs 63). A 5x5 window's two-wide border is never worth it (240 x 28x28 5x5/1: 248 vs 113 + 59
+# us, two cores)
+IN_PLACE_MIN_ROW = 16
 PAD_COPY_MIN_WORK = 1 << 16  # ... and at least this many in all (a tiny conv is not worth a second kernel)
 # a conv whose output rows are shorter than twice this (or no multiple of half of it, or with whole blocks none of
 # it: a row of 56 is 3.5 vectors, whose row tile computes the half vector's lanes twice or packs two rows' halves into
@@ -64,13 +66,16 @@ CHANNEL_BLOCK = 16
 CHANNEL_PAD_MIN_BLOCKS = 32
 
 
-def _copy_padding(xp: Tensor, macs: Any, depthwise_window: Sequence[int] = (), stride: Sequence[int] = ()) -> bool:
+def _copy_padding(xp: Tensor, macs: Any, depthwise_window: Sequence[int] = (), stride: Sequence[int] = (),
+                  row: int = 0) -> bool:
     """Whether a conv's padded input `xp` (a pad of a tensor, here or by the ONNX importer) is worth its own buffer:
     a constant-shaped pad whose conv reuses each element PAD_COPY_MIN_REUSE times (see there), unless the conv is
-    depthwise with a window (its extent per dim, dilation included) of at most IN_PLACE_WINDOW and a stride."""
+    depthwise with a window (its extent per dim, dilation included) of at most IN_PLACE_WINDOW, a stride, and output
+    rows (`row` columns) longer than IN_PLACE_MIN_ROW."""
     if xp.uop.op is not T.PAD or not all(isinstance(v, int) for v in (*xp.shape, macs)):
         return False
-    if depthwise_window and max(depthwise_window) <= IN_PLACE_WINDOW and max(stride, default=1) > 1:
+    if depthwise_window and max(depthwise_window) <= IN_PLACE_WINDOW and max(stride, default=1) > 1 and \
+            row > IN_PLACE_MIN_ROW:
         return False
     return macs >= PAD_COPY_MIN_WORK and macs >= PAD_COPY_MIN_REUSE * math.prod(xp.shape)
 
@@ -282,7 +287,7 @@ class NNOps:
         kk = math.prod(k)
         og = cout // groups
         span = tuple((kd - 1) * dd + 1 for kd, dd in zip(k, dl, strict=True)) if cg == 1 and og == 1 else ()
-        if _copy_padding(xp, math.prod((n, cout, *out, cg, kk)), span, st):
+        if _copy_padding(xp, math.prod((n, cout, *out, cg, kk)), span, st, out[-1]):
             pt = patches(xp.contiguous(), k, st, dl)
         xr = pt.reshape((n, groups, 1, cg) + out + (kk,))
         wd = weight.cast(d)
