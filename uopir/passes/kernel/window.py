@@ -25,13 +25,13 @@ def window_tile(k: KernelFacts, vw: int, budget: int, cap: int,
     (stride 1 or LOAD_STRIDE along the row). The row is the vector, whole when it spans at most `cap` lanes (a row of
     14: one masked vector), and every tap is unrolled, so each tap is one vector load of the input row times the
     channel's weight, a broadcast that does not vary along the rows (hoisted out of their loop).
-    An unpeeled kernel's whole row read with stride 1 (or at most half a vector, whatever its stride) gets output rows
+    An unpeeled kernel whose whole row is at most half a vector (a 7x7 plane's 7 columns, any stride) gets output rows
     beside it, the most that divide them within WINDOW_ROW_VECTORS vectors (device-devectorize splits such a value
     at row boundaries) and whose body kernel-expand makes within `max_ops` ops (the code-size budget, which would
     otherwise cut the taps' unroll): independent accumulator chains instead of one chain through every tap per row,
-    and each input row can be loaded once for all the output rows it serves (a 7x7 plane's 5x5 window: 7 rows, 55
-    distinct row loads of 175). A strided row wider than half a vector gathers its lanes by shuffles per tap and
-    keeps one row (two rows measured slower: 96 x 28x28 5x5/2, 26 -> 31 us).
+    and each input row can be loaded once for all the output rows it serves (a 5x5 window: 7 rows, 55 distinct row
+    loads of 175). Longer rows keep one (rows of 14 beside a second one measured no faster: 672 x 14x14 5x5 0.96-0.98
+    of the time within a ~4% order bias; a strided row of 14 or 28 slower: 96 x 28x28 5x5/2 26 -> 31 us).
     Of a peeled kernel (a padded window read in place: a reduction per segment), the interior's reduction, the one
     over the most outputs; the border segments keep the plain unroll. None when the kernel is not like that."""
     if vw < 2 or not k.reduces or not k.out:
@@ -60,8 +60,7 @@ def window_tile(k: KernelFacts, vw: int, budget: int, cap: int,
     unroll = {r: const_extent(r) or 1 for r in taps if (const_extent(r) or 1) > 1}
     rows = outs[red][-2]
     m = const_extent(rows) or 0
-    if len(k.reduces) == 1 and rows is not chan and f == n and m >= 2 and \
-            (f <= vw // 2 or all(k.coeff(x, row) in (0, 1) for x in loaded)):
+    if len(k.reduces) == 1 and rows is not chan and f == n <= vw // 2 and m >= 2:
         fits = [d for d in range(2, min(m, WINDOW_ROW_VECTORS * vw // f) + 1)
                 if m % d == 0 and k.expanded_ops({rows: d, row: f, **unroll}) <= max_ops]
         if fits:
