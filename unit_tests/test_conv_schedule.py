@@ -247,9 +247,10 @@ def test_a_depthwise_conv_vectorizes_its_row_and_unrolls_its_window(c: int, hw: 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape,k,stride", [((1, 37, 13, 11), 3, 2), ((1, 24, 14, 14), 5, 1), ((1, 16, 15, 9), 5, 2),
-                                            ((1, 40, 28, 28), 3, 1), ((1, 64, 7, 7), 5, 1), ((1, 64, 13, 13), 5, 2),
-                                            ((1, 96, 9, 9), 3, 1)])
+                                            ((1, 64, 7, 7), 5, 1), ((1, 64, 13, 13), 5, 2)])
 def test_depthwise_convs_match_numpy(device: str, shape: tuple[int, ...], k: int, stride: int) -> None:
+    # read in place (peeled or gated), or copied: 14x14 in rows of 14, 7x7 planes with all 7 rows tiled (stride 1
+    # and 2, the 13x13 input's odd border)
     rng = np.random.default_rng(3)
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((shape[1], 1, k, k)).astype(np.float32)
