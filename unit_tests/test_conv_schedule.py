@@ -57,19 +57,23 @@ def test_a_conv_that_reuses_its_input_little_keeps_the_padding_fused() -> None:
     x = Tensor(np.ones((1, 64, 64, 64), np.float32), device="python")
     y = x.conv2d(Tensor(np.ones((1, 64, 1, 1), np.float32), device="python"), padding=1)
     assert 1 < PAD_COPY_MIN_REUSE and len(y.schedule()) == 1
-    # a depthwise 3x3/2 conv reads each element 2.25 times, but its window is at most IN_PLACE_WINDOW wide: read in
-    # place (kernel-peel cuts its border), the SiLU before it realized once per element of the unpadded input
-    assert IN_PLACE_WINDOW == 3 and PAD_COPY_MIN_REUSE < 2.25
+    # a depthwise 3x3/2 conv reads each element 2.25 times, but its window is at most IN_PLACE_WINDOW wide and its
+    # rows longer than IN_PLACE_MIN_ROW: read in place (kernel-peel cuts its border), the SiLU before it realized
+    # once per element of the unpadded input
+    assert IN_PLACE_WINDOW == 3 and PAD_COPY_MIN_REUSE < 2.25 and IN_PLACE_MIN_ROW == 16
     x = Tensor(np.ones((1, 32, 56, 56), np.float32), device="python")
     dw = x.silu().pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((32, 1, 3, 3), np.float32),
                                                                  device="python"), stride=2, groups=32)
     assert [it.name for it in dw.schedule()] == ["E_32_56_56", "r_32_28_28"]
-    # ... its input made by a 1x1 conv (EfficientNet-B0's expand conv, the SiLU fused into it): no second kernel
-    y = Tensor(np.ones((1, 16, 28, 28), np.float32), device="python").conv2d(
-        Tensor(np.ones((240, 16, 1, 1), np.float32), device="python")).silu()
-    dw = y.pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((240, 1, 3, 3), np.float32), device="python"),
-                                                        stride=2, groups=240)
-    assert [it.name for it in dw.schedule()][-2:] == ["r_240_28_28", "r_240_14_14"]
+    # ... its input made by a 1x1 conv (EfficientNet-B0's expand conv, the SiLU fused into it): no second kernel;
+    # but over rows of 14 the padding is copied (the border's scalar columns would be a large share)
+    for c, hw, want in [(96, 112, ["r_96_112_112", "r_96_56_56"]),
+                        (240, 28, ["r_240_28_28", "E_240_30_30", "r_240_14_14"])]:
+        y = Tensor(np.ones((1, 16, hw, hw), np.float32), device="python").conv2d(
+            Tensor(np.ones((c, 16, 1, 1), np.float32), device="python")).silu()
+        dw = y.pad([(0, 0), (0, 0), (1, 1), (1, 1)]).conv2d(Tensor(np.ones((c, 1, 3, 3), np.float32),
+                                                                   device="python"), stride=2, groups=c)
+        assert [it.name for it in dw.schedule()][-len(want):] == want
     # a depthwise 5x5/2 conv: copied (E_144_60_60), the SiLU computed in the copy; so is a 3x3 one dilated by 2
     # (a window of 5)
     x = Tensor(np.ones((1, 144, 56, 56), np.float32), device="python")
@@ -78,16 +82,15 @@ def test_a_conv_that_reuses_its_input_little_keeps_the_padding_fused() -> None:
     assert [it.name for it in dw.schedule()] == ["E_144_60_60", "r_144_28_28"]
     dw = x.conv2d(Tensor(np.ones((144, 1, 3, 3), np.float32), device="python"), dilation=2, padding=2, groups=144)
     assert [it.name for it in dw.schedule()] == ["E_144_60_60", "r_144_56_56"]
-    # ... and a 3x3/1 one over a plane of 56x56 is read in place, but one over rows of at most IN_PLACE_MIN_ROW is
-    # copied (the border of a 14x14 plane is a large share of it)
+    # ... and so is a 3x3/1 one, over a plane of 56x56 too (the border's columns are scalar loops beside the vector
+    # rows); only a strided one over long rows reads in place
     dw = x.conv2d(Tensor(np.ones((144, 1, 3, 3), np.float32), device="python"), padding=1, groups=144)
-    assert [it.name for it in dw.schedule()] == ["r_144_56_56"]
-    assert IN_PLACE_MIN_ROW == 16
+    assert [it.name for it in dw.schedule()] == ["E_144_58_58", "r_144_56_56"]
     x = Tensor(np.ones((1, 480, 14, 14), np.float32), device="python")
     dw = x.conv2d(Tensor(np.ones((480, 1, 3, 3), np.float32), device="python"), padding=1, groups=480)
     assert [it.name for it in dw.schedule()] == ["E_480_16_16", "r_480_14_14"]
     dw = x.conv2d(Tensor(np.ones((480, 1, 3, 3), np.float32), device="python"), padding=1, stride=2, groups=480)
-    assert [it.name for it in dw.schedule()] == ["r_480_7_7"]
+    assert [it.name for it in dw.schedule()] == ["E_480_16_16", "r_480_7_7"]
 
 
 def test_an_input_padded_before_the_conv_is_copied_too() -> None:
@@ -208,17 +211,17 @@ def _depthwise_kernel(c: int, hw: int, k: int, stride: int) -> UOp:
     return kdefs[-1]
 
 
-@pytest.mark.parametrize("c,hw,k,stride,row", [(240, 14, 5, 1, 14), (96, 112, 3, 2, 55), (32, 112, 3, 1, 55),
-                                               (480, 14, 3, 1, 14)])
-def test_a_depthwise_conv_vectorizes_its_row_and_unrolls_its_window(c: int, hw: int, k: int, stride: int,
+@pytest.mark.parametrize("c,hw,k,stride,rows,row", [(240, 14, 5, 1, 1, 14), (96, 112, 3, 2, 1, 55),
+                                                    (64, 7, 5, 1, 7, 7), (672, 14, 5, 2, 7, 7), (96, 28, 5, 2, 1, 14)])
+def test_a_depthwise_conv_vectorizes_its_row_and_unrolls_its_window(c: int, hw: int, k: int, stride: int, rows: int,
                                                                      row: int) -> None:
-    """Its own schedule (issue 26): the output row is the vector (whole up to 4 vectors: 14 columns; a longer one by
-    its fullest divisor: 110 = 2 x 55), every tap unrolled (the weight a broadcast per channel), the channels split
-    over the cores. Before, the register-tile rule upcast 2 rows x 2 columns (no reuse to find) and unrolled one window
-    row. A 3x3 window reads its padded input in place (nn_ops.IN_PLACE_WINDOW; at stride 1 only over rows longer than
-    IN_PLACE_MIN_ROW, a 14x14 plane's input is copied): kernel-peel cuts it into a reduction per segment, and the
-    tile is the ungated interior's (55 of the 56 outputs of a row at stride 2, 110 of 112 at stride 1), before the
-    border segments' plain unrolls."""
+    """Its own schedule (issue 26, kernel/window.py): the output row is the vector (whole up to 4 vectors: 14
+    columns; a longer one by its fullest divisor: 110 = 2 x 55), every tap unrolled (the weight a broadcast per
+    channel), the channels split over the cores (when there is work enough). A row of at most half a vector has
+    output rows beside it up to 4 vectors (independent accumulators: all 7 rows of 7, at stride 1 or 2); a longer row
+    keeps one. Before, one row per step. A strided 3x3 window reads its padded input in place (nn_ops.IN_PLACE_WINDOW,
+    over rows longer than IN_PLACE_MIN_ROW): kernel-peel cuts it into a reduction per segment, and the tile is the
+    ungated interior's (55 of the 56 outputs of a row), one row, before the border segments' plain unrolls."""
     import uopir.backends  # noqa: F401 - registers the llvm target
     from uopir.passes.kernel.optimize import heuristic_opts
     from uopir.passes.target import target
@@ -229,18 +232,25 @@ def test_a_depthwise_conv_vectorizes_its_row_and_unrolls_its_window(c: int, hw: 
                       key=lambda r: r.attrs.axis)
 
     reds = [u for u in kdef.toposort() if u.op is K.REDUCE]
-    assert (len(reds) > 1) == (k == 3 and (stride > 1 or hw > IN_PLACE_MIN_ROW))  # peeled: read in place
+    assert (len(reds) > 1) == (k == 3 and stride > 1 and hw // stride > IN_PLACE_MIN_ROW)  # peeled: read in place
     interior = max(reds, key=lambda u: np.prod([r.src[0].arg for r in outputs(u)]))
     opts = [str(o) for o in heuristic_opts(kdef, target("llvm"))]
     taps = [f"unroll {r.attrs.axis} by {k}" for r in interior.operands.ranges]
-    assert opts[:1 + len(taps)] == [f"upcast {outputs(interior)[-1].attrs.axis} by {row}", *taps], opts
-    assert opts[-1] == f"global {outputs(interior)[0].attrs.axis}" and outputs(interior)[0].src[0].arg == c, opts
+    tile = [f"upcast {outputs(interior)[-2].attrs.axis} by {rows}"] * (rows > 1)
+    tile.append(f"upcast {outputs(interior)[-1].attrs.axis} by {row}")
+    assert opts[:len(tile) + len(taps)] == [*tile, *taps], opts
+    # then the border segments' unrolls, and the channels over the cores where the work pays for a second one
+    rest, split = opts[len(tile) + len(taps):], f"global {outputs(interior)[0].attrs.axis}"
+    assert outputs(interior)[0].src[0].arg == c and all(o.startswith("unroll") for o in rest if o != split), opts
+    assert (split in rest) == (c * (hw // stride) ** 2 * k * k >= 1 << 19) and split not in rest[:-1], opts
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape,k,stride", [((1, 37, 13, 11), 3, 2), ((1, 24, 14, 14), 5, 1), ((1, 16, 15, 9), 5, 2),
-                                            ((1, 40, 28, 28), 3, 1)])
+                                            ((1, 64, 7, 7), 5, 1), ((1, 64, 13, 13), 5, 2)])
 def test_depthwise_convs_match_numpy(device: str, shape: tuple[int, ...], k: int, stride: int) -> None:
+    # read in place (peeled or gated), or copied: 14x14 in rows of 14, 7x7 planes with all 7 rows tiled (stride 1
+    # and 2, the 13x13 input's odd border)
     rng = np.random.default_rng(3)
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((shape[1], 1, k, k)).astype(np.float32)

@@ -37,16 +37,16 @@ if TYPE_CHECKING:
 # kernel then reads it without a validity gate per tap (one vector load per run of outputs instead of a gated load
 # per lane). An activation fused before the pad (a SiLU) is realized unpadded without the copy, once per element
 PAD_COPY_MIN_REUSE = 1.5
-# ... but a depthwise conv whose window spans at most this many inputs per dim reads its input in place: kernel-peel
-# cuts its one-wide gated border off an ungated interior that kernel-optimize tiles as on a copy, and the copy costs
-# more than the border (llvm, one core, best of 20: 96 x 112x112 3x3/2 204-214 us in place vs 114-164 + 172-238 us
-# for copy + conv; 72 x 56x56 3x3/2 50 vs 23 + 35 us; in EfficientNet-B0, 32 x 112x112 3x3/1 211 vs 69 + 152 us) ...
+# ... but a strided depthwise conv whose window spans at most this many inputs per dim reads its input in place:
+# kernel-peel cuts its one-wide gated border off an ungated interior that kernel-optimize tiles as on a copy, and the
+# copy costs more than the border (one process, calls alternated, p10 of 150, llvm / c, in place vs copied: 96 x
+# 112x112 3x3/2 277 vs 370 / 285 vs 315 us, 16 x 112x112 53 vs 62 / 56 vs 57, 72 x 56x56 62 vs 66 / 70 vs 66) ...
 IN_PLACE_WINDOW = 3
-# ... unless it has stride 1 and output rows of at most this many columns: there the interior's row (12 of 14, 5 of
-# 7) leaves the border a large share, each part of it a loop of scalar taps (in EfficientNet-B0, one core: 480 x
-# 14x14 3x3 132 vs ~20 + 51 us, 1152 x 7x7 129 vs 17 + 58 us; longer rows are left in place: 144 x 56x56 299 vs 83 +
-# 187 us would gain a little, MobileNetV3's 88 x 28x28 23 vs 13 + 21 us would lose). A 5x5 window's two-wide border
-# is never worth it (240 x 28x28 5x5/1: 248 vs 113 + 59 us, two cores)
+# ... when its output rows are longer than this: a short row leaves the border's columns, loops of scalar taps, a
+# large share (240 x 28x28 3x3/2, rows of 14: 67 vs 59 / 108 vs 96 us). At stride 1 the copy always wins, also over
+# long rows (32 x 112x112 234 vs 213 / 258 vs 217; 144 x 56x56 338 vs 261 / 341 vs 256; 88 x 28x28 65 vs 44 / 109 vs
+# 43; 480 x 14x14 126 vs 63). A 5x5 window's two-wide border is never worth it (240 x 28x28 5x5/1: 248 vs 113 + 59
+# us, two cores)
 IN_PLACE_MIN_ROW = 16
 PAD_COPY_MIN_WORK = 1 << 16  # ... and at least this many in all (a tiny conv is not worth a second kernel)
 # a conv whose output rows are shorter than twice this (or no multiple of half of it, or with whole blocks none of
@@ -70,12 +70,12 @@ def _copy_padding(xp: Tensor, macs: Any, depthwise_window: Sequence[int] = (), s
                   row: int = 0) -> bool:
     """Whether a conv's padded input `xp` (a pad of a tensor, here or by the ONNX importer) is worth its own buffer:
     a constant-shaped pad whose conv reuses each element PAD_COPY_MIN_REUSE times (see there), unless the conv is
-    depthwise with a window (its extent per dim, dilation included) of at most IN_PLACE_WINDOW and, at stride 1,
-    output rows (`row` columns) longer than IN_PLACE_MIN_ROW."""
+    depthwise with a window (its extent per dim, dilation included) of at most IN_PLACE_WINDOW, a stride, and output
+    rows (`row` columns) longer than IN_PLACE_MIN_ROW."""
     if xp.uop.op is not T.PAD or not all(isinstance(v, int) for v in (*xp.shape, macs)):
         return False
-    if depthwise_window and max(depthwise_window) <= IN_PLACE_WINDOW and \
-            (max(stride, default=1) > 1 or row > IN_PLACE_MIN_ROW):
+    if depthwise_window and max(depthwise_window) <= IN_PLACE_WINDOW and max(stride, default=1) > 1 and \
+            row > IN_PLACE_MIN_ROW:
         return False
     return macs >= PAD_COPY_MIN_WORK and macs >= PAD_COPY_MIN_REUSE * math.prod(xp.shape)
 

@@ -12,9 +12,9 @@ as soon as every reader is split too:
 - `device.acc` and its `device.accstore`s: one accumulator per part (fresh ids after the kernel's largest);
 - a `core.gep` that picks more lanes than allowed.
 
-Parts are `width` lanes each, the last shorter; a kernel whose stores all write rows of r lanes (more than half a
-vector, no multiple of one) splits a value of whole rows, of at most ROW_SPLIT_MAX_VECTORS vectors, at row boundaries
-instead (rows of 14 by 16: 14, 14, ...).
+Parts are `width` lanes each, the last shorter; a kernel whose stores all write rows of r lanes (more than a quarter
+of a vector, no multiple of one) splits a value of whole rows, of at most ROW_SPLIT_MAX_VECTORS vectors, at row
+boundaries instead (rows of 14 by 16: 14, 14, ...; a depthwise conv's rows of 7: 7, 7, ...).
 When no buffer the kernel stores to is also read by it, a shorter last part (of a value or a row) is instead the last
 `width` lanes, overlapping the part before (55 lanes by 16: 0-15, 16-31, 32-47, 39-54): lanes computed twice are
 the same values, stored twice, and the row stays vector code instead of a tail of scalars. The join of such parts
@@ -57,6 +57,10 @@ from uopir.passes.target import Target, check_target_option
 # a wider one (16 channels x 14 columns of a conv's register tile) is cut into full vectors across rows instead:
 # split per row, every row's tail is a short piece of its own (ResNet's 28/14/7-row 3x3 convs ran 2x slower)
 ROW_SPLIT_MAX_VECTORS = 4
+# ... and whose rows are longer than 1/ROW_SPLIT_MIN_PART of a vector: a depthwise conv's 7 output rows of 7 (kernel-
+# optimize's window tile), 7 masked vectors, one per row load, where parts of 16 lanes would gather every lane of
+# the rows they cross (1152 x 7x7 5x5, pad copy included: 110 -> 99 us); rows of a few lanes stay packed
+ROW_SPLIT_MIN_PART = 4
 
 __all__ = ["DevectorizeOptions", "kernel_ctx", "device_devectorize", "DEVECTORIZE", "GEP_FOLDS", "gep", "join",
            "at_offset"]
@@ -114,7 +118,7 @@ class _Ctx:
         pow2 = self.width <= 0 and not self.t.masked_vectors and d.scalar is not dtypes.index
         if n <= w:
             got = None if not pow2 or n & (n - 1) == 0 else [tuple(range(n))]
-        elif r > w // 2 and r % w and n % r == 0 and n <= ROW_SPLIT_MAX_VECTORS * w:  # whole rows, short values
+        elif r > w // ROW_SPLIT_MIN_PART and r % w and n % r == 0 and n <= ROW_SPLIT_MAX_VECTORS * w:  # whole rows
             got = [p for s in range(0, n, r) for p in self._cut(s, r, w)]
         else:
             got = self._cut(0, n, w)

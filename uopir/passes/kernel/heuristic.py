@@ -63,7 +63,6 @@ in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from uopir.dialects import kernel as K
@@ -85,6 +84,7 @@ from uopir.passes.kernel.opts import (
 )
 from uopir.passes.kernel.pointwise import PACK_MIN_REUSE, panel_reuse, pointwise_blocks
 from uopir.passes.kernel.tail import TAIL_OPS
+from uopir.passes.kernel.window import window_tile
 from uopir.passes.target import Target
 
 __all__ = ["heuristic_opts", "leave_alone", "PARALLEL_MIN_WORK"]
@@ -98,7 +98,6 @@ ACC_MIN_STEPS = 8  # ... when the reduction runs at least this many iterations o
 ACC_SHORT_STEPS = 2  # a shorter one that runs at least this many vectors still gets one vector of partial results
 ROW_TILE_VECTORS = 4  # a contiguous range no vector divides is upcast whole when it spans at most this many vectors
 CHANNEL_TILE_ROWS = 16  # the most lanes of broadcast inputs beside a channel vector (accumulator vectors)
-WINDOW_MAX_TAPS = 49  # a depthwise window (7x7 at most) unrolled whole beside its row vector
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 DOT_VECTORS = 2  # vectors of partial sums along a dot product's reduction (times DOT_ROWS rows: accumulators)
 DOT_ROWS = 4  # output rows of a dot-product tile (each reuses the vector of x loaded for the others)
@@ -155,7 +154,8 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
         return next((f for f in t.upcast_sizes if 2 <= f <= cap and n % f == 0), 1)
 
     # 1. register tiling of kernels with a reduction (a depthwise window first, then a dot product)
-    window = _window_tile(k, vw, budget)
+    window = window_tile(k, vw, budget, min(ROW_TILE_VECTORS * vw, budget),
+                         min(EXPAND_MAX_OPS, max(EXPAND_SMALL_OPS, k.work())))
     dot = _dot_tile(k, t, vw, budget) if k.reduces and window is None else None
     channels = _channel_tile(k, vw, budget, budget * (t.unroll_sizes[0] if t.unroll_sizes else 1), fit_upcast) \
         if k.reduces and window is None and dot is None else None
@@ -333,44 +333,6 @@ def _tail_opts(k: KernelFacts, t: Target, vw: int, budget: int) -> list[Opt]:
         if reads and all(k.coeff(x, r) == 1 for x in reads):
             opts.append(Opt("tail", r.attrs.axis, vw))
     return opts
-
-
-def _window_tile(k: KernelFacts, vw: int, budget: int) -> tuple[dict[UOp, int], dict[UOp, int]] | None:
-    """1. (depthwise window) (upcast, unroll) of a kernel whose one reduction is a short window (at most
-    WINDOW_MAX_TAPS taps of constant extent) that no output range shares: every load under it varies along the
-    outermost output range (a depthwise conv's channel: nothing to reuse across channels; its input and weights, a
-    pool's one load keeps its own schedule), and the input read along
-    the contiguous output row moves with the window's innermost range by 1 (stride 1 or LOAD_STRIDE along the row).
-    The row is the vector, whole when it spans at most ROW_TILE_VECTORS vectors (a row of 14: one masked vector),
-    and every tap is unrolled, so each tap is one vector load of the input row times the channel's weight, a
-    broadcast that does not vary along the rows (hoisted out of their loop). Of a peeled kernel (a padded window read
-    in place: a reduction per segment), the interior's reduction, the one over the most outputs; the border segments
-    keep the plain unroll. None when the kernel is not like that."""
-    if vw < 2 or not k.reduces or not k.out:
-        return None
-    outs = {red: [r for r in k.out if r in k.deps[red]] for red in k.reduces}
-    red = max(k.reduces, key=lambda u: math.prod(const_extent(r) or 1 for r in outs[u]))
-    if len(outs[red]) < 2 or any(set(u.operands.ranges) & set(red.operands.ranges) for u in k.reduces if u is not red):
-        return None
-    taps = [r for r in red.operands.ranges]
-    n_taps = 1
-    for r in taps:
-        n_taps *= const_extent(r) or WINDOW_MAX_TAPS + 1
-    chan, row = outs[red][0], outs[red][-1]
-    loaded = [x for x in k.loads if k.deps[x] & set(taps)]
-    n = const_extent(row) or 0
-    if not taps or n_taps > WINDOW_MAX_TAPS or chan is row or n < 2 or len(loaded) < 2 or \
-            any(chan not in k.deps[x] for x in loaded) or not k.contiguous(row, (1, LOAD_STRIDE)):
-        return None
-    if not any(k.coeff(x, row) in (1, LOAD_STRIDE) and k.coeff(x, taps[-1]) == 1 for x in loaded):
-        return None
-    cap = min(ROW_TILE_VECTORS * vw, budget)
-    f = n if n <= cap else pow2_divisor(n, vw)
-    if f < vw // 2 and n > cap:  # a long row no half vector divides (a peeled interior of 110): its fullest divisor
-        f = fullest_divisor(n, vw, cap, f)
-    if f < 2 or f * n_taps > budget * WINDOW_MAX_TAPS:
-        return None
-    return {row: f}, {r: const_extent(r) or 1 for r in taps if (const_extent(r) or 1) > 1}
 
 
 def _dot_tile(k: KernelFacts, t: Target, vw: int, budget: int) -> dict[UOp, int] | None:
