@@ -18,8 +18,8 @@ Prints machine-readable lines (nothing is asserted):
 GFLOP/s count 2 flops per multiply-add; GB/s count the least traffic the op needs (each input read once, the output
 written once: softmax/layernorm/gelu 8 bytes per element, sum 4). Each figure is the best of `--rounds` interleaved
 rounds (each the best of a few calls) after a warm-up. Run: python3 bench/core_ops.py [--quick] [--rounds N]
-[--peers /tmp/peers/bin/python]. This file imports only the standard library and numpy at the top, so that the peer
-interpreter can run it as `--serve <impl> <workloads>`.
+[--peers /tmp/peers/bin/python] [--only conv3x3,sum] (those workloads alone). This file imports only the standard
+library and numpy at the top, so that the peer interpreter can run it as `--serve <impl> <workloads>`.
 """
 from __future__ import annotations
 
@@ -302,11 +302,11 @@ def main(argv: list[str]) -> None:
     if "-h" in argv or "--help" in argv:
         print(__doc__)
         return
-    known, i = {"--quick": 0, "--rounds": 1, "--peers": 1}, 0
+    known, i = {"--quick": 0, "--rounds": 1, "--peers": 1, "--only": 1}, 0
     while i < len(argv):  # a mistyped option is an error, not a silent full run
         if argv[i] not in known or i + known[argv[i]] >= len(argv):
             sys.exit(f"core_ops: {'missing value for' if argv[i] in known else 'unknown argument'} {argv[i]!r} "
-                     "(usage: core_ops.py [--quick] [--rounds N] [--peers PYTHON])")
+                     "(usage: core_ops.py [--quick] [--rounds N] [--peers PYTHON] [--only W1,W2])")
         i += 1 + known[argv[i]]
     quick = "--quick" in argv
     try:
@@ -321,6 +321,12 @@ def main(argv: list[str]) -> None:
     from uopir.backends import available
 
     ws = workloads(quick)
+    if "--only" in argv:  # some workloads by name (a bench of one op; the machine's limits are still probed)
+        only = argv[argv.index("--only") + 1].split(",")
+        unknown = [w for w in only if w not in {x.name for x in ws}]
+        if unknown:
+            sys.exit(f"core_ops: unknown workload {unknown[0]!r} for --only (known: {', '.join(x.name for x in ws)})")
+        ws = [w for w in ws if w.name in only]
     cores = os.cpu_count() or 1
     devices = [d for d in UOPIR_DEVICES if d in available()]
     for d in UOPIR_DEVICES:

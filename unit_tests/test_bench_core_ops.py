@@ -81,3 +81,11 @@ def test_ratio_line_without_peers_or_limits_says_na() -> None:
 def test_rate() -> None:
     w = core_ops.Workload("gelu", "gelu", (8,), "gbps", 8e9, "copy")
     assert core_ops.rate(w, 0.5) == pytest.approx(16.0)
+
+
+def test_only_names_known_workloads() -> None:
+    # a mistyped workload is an error line naming the known ones, before anything runs
+    with pytest.raises(SystemExit, match=r"unknown workload 'conv' for --only \(known: matmul1024, .*conv3x3"):
+        core_ops.main(["--only", "conv"])
+    with pytest.raises(SystemExit, match="missing value for '--only'"):
+        core_ops.main(["--only"])
