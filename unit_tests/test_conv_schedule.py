@@ -245,6 +245,25 @@ def test_a_depthwise_conv_vectorizes_its_row_and_unrolls_its_window(c: int, hw: 
     assert (split in rest) == (c * (hw // stride) ** 2 * k * k >= 1 << 19) and split not in rest[:-1], opts
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_7x7_depthwise_window_over_long_rows_shrinks_its_taps_outer_first(stride: int) -> None:
+    """A ConvNeXt-style 7x7 depthwise conv over rows of 56 is over the code-size budget with every tap unrolled
+    beside its row: _fit_code_size shrank kx (7 is prime: to no unroll) and kept ky, a loop between two unrolled
+    ranges that kernel-expand cannot lay out, so the conv failed to compile. ky goes first now: kx stays unrolled."""
+    import uopir.backends  # noqa: F401 - registers the llvm target
+    from uopir.passes.kernel.optimize import heuristic_opts
+    from uopir.passes.target import target
+    kdef = _depthwise_kernel(32, 56 * stride, 7, stride)
+    red = next(u for u in kdef.toposort() if u.op is K.REDUCE)
+    ky, kx = red.operands.ranges[-2:]
+    opts = [str(o) for o in heuristic_opts(kdef, target("llvm"))]
+    assert f"unroll {kx.attrs.axis} by 7" in opts and not any(o.startswith(f"unroll {ky.attrs.axis} ") for o in opts)
+    x = np.random.default_rng(5).standard_normal((1, 32, 56 * stride, 56 * stride)).astype(np.float32)
+    w = np.random.default_rng(6).standard_normal((32, 1, 7, 7)).astype(np.float32)
+    got = Tensor(x, device="c").conv2d(Tensor(w, device="c"), padding=3, groups=32, stride=stride).numpy()
+    np.testing.assert_allclose(got, _conv_ref(x, w, 3, 32)[:, :, ::stride, ::stride], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape,k,stride", [((1, 37, 13, 11), 3, 2), ((1, 24, 14, 14), 5, 1), ((1, 16, 15, 9), 5, 2),
                                             ((1, 64, 7, 7), 5, 1), ((1, 64, 13, 13), 5, 2)])

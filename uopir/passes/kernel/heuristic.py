@@ -484,7 +484,8 @@ def _fit_code_size(k: KernelFacts, upcast: dict[UOp, int], unroll: dict[UOp, int
     if total() <= budget:
         return
     for factors in (unroll, upcast):
-        for r in reversed(list(factors)):
+        order = _outer_first(k, list(reversed(list(factors)))) if factors is unroll else list(reversed(list(factors)))
+        for r in order:
             n = const_extent(r) or 1
             while factors.get(r, 1) > 1 and total() > budget:
                 f = next((d for d in range(factors[r] - 1, 0, -1) if n % d == 0), 1)
@@ -493,7 +494,35 @@ def _fit_code_size(k: KernelFacts, upcast: dict[UOp, int], unroll: dict[UOp, int
                 else:
                     del factors[r]
             if total() <= budget:
-                return
+                break
+        _keep_unrolls_innermost(k, unroll, upcast)
+        if total() <= budget:
+            return
+
+
+def _outer_first(k: KernelFacts, order: list[UOp]) -> list[UOp]:
+    """`order` with the ranges of each reduction swapped among their own places so its outer ones come first: a
+    window's taps (ky, kx) shrink ky before kx, so the lanes left are always the reduction's innermost ranges."""
+    out = list(order)
+    for red in k.reduces:
+        rs = red.operands.ranges
+        slots = [i for i, r in enumerate(out) if r in rs]
+        for i, r in zip(slots, sorted((out[i] for i in slots), key=rs.index), strict=True):
+            out[i] = r
+    return out
+
+
+def _keep_unrolls_innermost(k: KernelFacts, unroll: dict[UOp, int], upcast: dict[UOp, int]) -> None:
+    """Drop the unrolls kernel-expand cannot lay out: a reduction's laned (unrolled or upcast) ranges must be its
+    innermost ones, each but the outermost of them laned whole (a loop left between two unrolled taps, as when a
+    7x7 window's kx shrank and its ky did not, would split their lanes)."""
+    for red in k.reduces:
+        whole = True
+        for r in reversed(red.operands.ranges):
+            if not whole:
+                unroll.pop(r, None)
+            elif unroll.get(r, upcast.get(r)) != const_extent(r):
+                whole = False
 
 
 def _packs(kdef: UOp, opts: list[Opt], axis: int) -> bool:
