@@ -241,11 +241,12 @@ def check_cuda(program: UOp) -> str | None:
     return None if f".entry {kernel_name(program, CUDA)}(" in ptx else "CUDA: the PTX lacks the kernel's entry"
 
 
-def check_mlir(program: UOp) -> str | None:
+def check_mlir(program: UOp, texts: list[str] | None = None) -> str | None:
+    """The MLIR checks; with `texts`, the module's text is appended there for the caller's one mlir-opt run over
+    many modules (`mlir_opt_all`: a process per module cost most of the check) instead of a run of its own."""
     from uopir.backends.codegen.names import mlir_text
     from uopir.backends.mlir.export import export_module, print_module
     from uopir.backends.mlir.importer import import_module
-    from uopir.backends.mlir.tools import find_mlir_tool
 
     text = print_module(export_module(UOp.sink(program)))
     why = check_text(text, "MLIR")
@@ -255,11 +256,27 @@ def check_mlir(program: UOp) -> str | None:
     got, want = ([mlir_text(u.arg[0]) for u in p.toposort() if u.op is K.VAR] for p in (back, program))
     if back.arg != mlir_text(program.arg) or sorted(got) != sorted(want):
         return f"MLIR: the names read back are {back.arg!r} and {got!r}"
+    if texts is not None:
+        texts.append(text)
+        return None
+    return mlir_opt_all([text])
+
+
+def mlir_opt_all(texts: list[str]) -> str | None:
+    """None when mlir-opt (where installed) parses every module of `texts`: one process, each module checked on its
+    own (--split-input-file), the failing one named by its index."""
+    from uopir.backends.mlir.tools import find_mlir_tool
+
     opt = find_mlir_tool("mlir-opt")
-    if opt is not None:
-        r = subprocess.run([opt, "-"], input=text, capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            return f"mlir-opt rejects the module: {r.stderr[:300]}"
+    if opt is None or not texts:
+        return None
+    sep = "\n// -----\n"
+    r = subprocess.run([opt, "--split-input-file", "-"], input=sep.join(texts), capture_output=True, text=True,
+                       timeout=120)
+    if r.returncode != 0:
+        return f"mlir-opt rejects a module: {r.stderr[:300]}"
+    if r.stdout.count("module") < len(texts):
+        return f"mlir-opt printed {r.stdout.count('module')} modules for {len(texts)}"
     return None
 
 

@@ -69,7 +69,8 @@ def test_buffer_table_and_pool_follow_the_ops() -> None:
     device = HOST[0]
     gc.collect()
     before = len(BUFFERS)
-    ts = [(Tensor(np.ones(16, np.float32), device=device) + float(i)).realize() for i in range(50)]
+    # one program on 50 inputs (one compile): each realize makes its own output buffer
+    ts = [(Tensor(np.full(16, i, np.float32), device=device) + 1.0).realize() for i in range(50)]
     assert len(BUFFERS) >= before + 50
     del ts
     assert len(BUFFERS) <= before + 1  # no cycle: the weakref callbacks dropped them at once, no gc needed

@@ -29,9 +29,11 @@ from fuzz_names import (
     HOSTILE,
     INJECTIONS,
     check,
+    check_mlir,
     check_text,
     cuda_compiler,
     expected,
+    mlir_opt_all,
     name_program,
 )
 from hypothesis import HealthCheck, given, settings
@@ -177,10 +179,13 @@ def test_hostile_program_names_through_every_emitter(emitter: str) -> None:
     # the text check sees the old defects: the LLVM header comment's injected line, a raw NUL
     assert check_text(f"; kernel x\n{INJECTIONS[0]}: 1 buffers\n", "LLVM IR") is not None
     assert check_text("void k(void) {}\n// a\x00b\n", "C") is not None
+    texts: list[str] = []  # mlir: every module through one mlir-opt run at the end
     for i, name in enumerate(HOSTILE):
         other = HOSTILE[(i + 1) % len(HOSTILE)]
-        why = check(emitter, name_program(name, [other, "n"]))
+        program = name_program(name, [other, "n"])
+        why = check_mlir(program, texts) if emitter == "mlir" else check(emitter, program)
         assert why is None, (name[:60], why)
+    assert mlir_opt_all(texts) is None
 
 
 @pytest.mark.parametrize("emitter", OUTPUTS)

@@ -19,6 +19,7 @@ of the dialects below it (DIALECT_NAMES); the layers above the dialects may name
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -121,7 +122,9 @@ def _imports(mod: str, path: Path, known: dict[str, Path]) -> list[tuple[str, in
     return out
 
 
+@functools.cache
 def _graph() -> tuple[dict[str, Path], dict[str, list[tuple[str, int, bool]]]]:
+    """The package's modules and their imports, scanned once for the module's tests (which only read them)."""
     known = _modules()
     return known, {m: _imports(m, p, known) for m, p in known.items()}
 

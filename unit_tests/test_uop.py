@@ -77,9 +77,9 @@ def test_toposort_orders_sources_first_and_handles_deep_chains() -> None:
     order = list(c.toposort())
     assert order.index(a) < order.index(b) < order.index(c) and len(order) == 4  # a, 2, b, c; b once
     u = UOp.const(i32, 0)
-    for _ in range(100_000):
+    for _ in range(20_000):  # 20x Python's recursion limit: a recursive walk would fail
         u = u + 1
-    assert len(u.toposort()) == 100_002
+    assert len(u.toposort()) == 20_002
     assert list(c.toposort(gate=lambda n: n is not b)) == [b, c]
 
 
@@ -143,11 +143,11 @@ def test_shape_of_a_deep_tensor_chain_needs_no_deep_stack() -> None:
 
     x = UOp(tensor.BUFFER, f32, (), (0, "python", (4, 3)))
     one = UOp.const(f32, 1.0)
-    for _ in range(100_000):
+    for _ in range(20_000):  # 20x Python's recursion limit
         x = UOp(core.ADD, f32, (x, one))
     assert x.shape == (4, 3)
     text = print_ir(x)
-    assert text.count("\n") == 100_002 and text.endswith("%100001 = core.add %100000, %1 : tensor<4x3xf32>\n")
+    assert text.count("\n") == 20_002 and text.endswith("%20001 = core.add %20000, %1 : tensor<4x3xf32>\n")
     assert parse_ir(text, "deep.uop") is x
     verify(x)
     bad = UOp(tensor.RESHAPE, f32, (x,), (5,))  # a shape error at the top of the chain is still reported

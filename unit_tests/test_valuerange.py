@@ -115,11 +115,11 @@ def test_unknown_ops_floats_and_vectors():
     assert value_range(UOp(kernel.PARAM, f32.ptr(), (), 0)) == (-float("inf"), float("inf"))
 
 
-def test_a_million_deep_chain_has_no_recursion_limit():
+def test_a_deep_chain_has_no_recursion_limit():
     n = rng(4)
-    for _ in range(200_000):  # deeper than any recursion limit; 10**6 behaves the same, only slower
+    for _ in range(20_000):  # 20x Python's recursion limit: a recursive walk fails; 10**6 behaves the same, slower
         n = n + 1
-    assert value_range(n) == (200_000, 200_003)
+    assert value_range(n) == (20_000, 20_003)
 
 
 def test_cache_is_weak_and_registration_clears_it():
