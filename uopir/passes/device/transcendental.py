@@ -191,9 +191,9 @@ def _unneg(y: UOp) -> UOp:
     return y
 
 
-def _one_plus_exp2(a: UOp, b: UOp) -> UOp | None:
-    for one, e in ((a, b), (b, a)):
-        if _is_one(one) and e.op is C.EXP2 and e.dtype.count > 1 and e.dtype.scalar in _FLOATS:
+def _one_plus_exp2(ctx: frozenset[UOp], a: UOp, b: UOp) -> UOp | None:
+    for one, e in ((a, b), (b, a)):  # ctx: the exp2s read elsewhere too (e / (1 + e)), which keep one polynomial
+        if _is_one(one) and e.op is C.EXP2 and e.dtype.count > 1 and e.dtype.scalar in _FLOATS and e not in ctx:
             return one_plus_exp2_poly(_unneg(e.src[0]))
     return None
 
@@ -228,5 +228,13 @@ def device_transcendental(root: UOp, options: TranscendentalOptions, ctx: PassCo
     t = resolve_target(options.target, root, ctx)
     if t is None or not (options.force or t.vector_transcendentals):
         return root
-    return in_kernels(root, lambda k: graph_rewrite(graph_rewrite(k, SUM_OF_EXP2, stats=ctx.stats), TRANSCENDENTAL,
-                                                    stats=ctx.stats))
+    def run(k: UOp) -> UOp:
+        readers: dict[UOp, int] = {}
+        for u in k.toposort():
+            for s in set(u.src):
+                if s.op is C.EXP2:
+                    readers[s] = readers.get(s, 0) + 1
+        shared = frozenset(e for e, n in readers.items() if n > 1)
+        return graph_rewrite(graph_rewrite(k, SUM_OF_EXP2, ctx=shared, stats=ctx.stats), TRANSCENDENTAL,
+                             stats=ctx.stats)
+    return in_kernels(root, run)
