@@ -22,6 +22,9 @@ of a negative (NaN) and of denormal inputs.
   exponent is the arithmetic shift, the mantissa re-based on √½), s = (m-1)/(m+1), log2 m = s·P(s²); then
   e + log2 m, and x < 0 or NaN → NaN, 0 → -inf, +inf → +inf.
 
+- 1 + exp2(x) (sigmoid's denominator: tanh, SiLU and gelu use it) is rewritten first as one sum, 6 vector ops
+  fewer (one_plus_exp2_poly: no underflow path, one power of two), and sigmoid's -x·log2 e as x·-log2 e.
+
 f16/bf16 vectors compute in f32 (device-decompose promotes them after this pass: they keep the target's function).
 """
 from __future__ import annotations
@@ -41,7 +44,8 @@ from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 from uopir.passes.target import check_target_option
 
-__all__ = ["TranscendentalOptions", "device_transcendental", "TRANSCENDENTAL", "exp2_poly", "log2_poly"]
+__all__ = ["TranscendentalOptions", "device_transcendental", "TRANSCENDENTAL", "SUM_OF_EXP2", "exp2_poly", "log2_poly",
+           "one_plus_exp2_poly"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,29 @@ def exp2_poly(x: UOp) -> UOp:
     return _b(C.MUL, _b(C.MUL, p, pow2(n1)), pow2(n2))
 
 
+def one_plus_exp2_poly(x: UOp) -> UOp:
+    """1 + 2**x for an f32/f64 vector x (sigmoid's denominator), cheaper than 1 + exp2_poly(x), the same sum.
+
+    Below 2^-(mant+2) an addend leaves 1 unchanged, so x is clamped at 3 - bias (f32: -124) and the underflow path
+    is not needed; 2^n is then one power of two, applied once: the polynomial's coefficients are doubled (exact) and
+    times 2^(n-1), whose biased exponent n - 1 + bias is in [1, 2·bias+1] (the top value is inf: x > bias+1 gives
+    inf, and a finite 2^x near the overflow limit rounds once, as exp2_poly's first product does)."""
+    fl = _FLOATS[x.dtype.scalar]
+    n_lanes = x.dtype.count
+    idt, bdt = fl.i.vec(n_lanes), dtypes.bool.vec(n_lanes)
+    lo, hi = _c(x, float(3 - fl.bias)), _c(x, float(fl.bias + 2))
+    xc = UOp(C.WHERE, x.dtype, (UOp(C.CMPLT, bdt, (x, lo)), lo, x))
+    xc = UOp(C.WHERE, x.dtype, (UOp(C.CMPLT, bdt, (hi, xc)), hi, xc))
+    magic = 1.5 * 2.0 ** fl.mant
+    t = _b(C.ADD, xc, _c(x, magic))
+    f = _b(C.SUB, xc, _b(C.SUB, t, _c(x, magic)))
+    p2 = _horner(f, tuple(2.0 * k for k in fl.exp2_coeffs))
+    # n - 1 + bias = bits(t) - bits(magic) + bias - 1: one integer add of a folded constant
+    e = _b(C.ADD, UOp(C.BITCAST, idt, (t,)), UOp.const(idt, fl.bias - 1 - _bits_of(fl, magic)))
+    scale = UOp(C.BITCAST, x.dtype, (_b(C.SHL, e, UOp.const(idt, fl.mant)),))
+    return _b(C.ADD, _c(x, 1.0), _b(C.MUL, p2, scale))
+
+
 def log2_poly(x: UOp) -> UOp:
     """log2(x) for an f32/f64 vector x, in core ops (see the module docstring)."""
     fl = _FLOATS[x.dtype.scalar]
@@ -147,6 +174,35 @@ def _log2(u: UOp) -> UOp | None:
     return log2_poly(u.src[0]) if u.dtype.count > 1 and u.dtype.scalar in _FLOATS else None
 
 
+def _is_one(u: UOp) -> bool:
+    if u.op is not C.CONST:
+        return False
+    v = C.const_value(u)
+    return all(k == 1.0 for k in (v if type(v) is tuple else (v,)))
+
+
+def _unneg(y: UOp) -> UOp:
+    """-x * c as x * -c (sigmoid's exp(-x)): the same bits, a sign flip commutes with the rounded product."""
+    if y.op is C.MUL:
+        for n, c in (y.src, y.src[::-1]):
+            if n.op is C.NEG and c.op is C.CONST:
+                v = C.const_value(c)
+                return _b(C.MUL, n.src[0], UOp.const(c.dtype, tuple(-k for k in v) if type(v) is tuple else -v))
+    return y
+
+
+def _one_plus_exp2(ctx: frozenset[UOp], a: UOp, b: UOp) -> UOp | None:
+    for one, e in ((a, b), (b, a)):  # ctx: the exp2s read elsewhere too (e / (1 + e)), which keep one polynomial
+        if _is_one(one) and e.op is C.EXP2 and e.dtype.count > 1 and e.dtype.scalar in _FLOATS and e not in ctx:
+            return one_plus_exp2_poly(_unneg(e.src[0]))
+    return None
+
+
+# runs first, while the exp2 under the add is still there to see
+SUM_OF_EXP2 = PatternMatcher([
+    (UPat(C.ADD, src=(UPat.var("a"), UPat.var("b"))), _one_plus_exp2, "one-plus-vector-exp2-to-polynomial"),
+])
+
 TRANSCENDENTAL = PatternMatcher([
     (UPat(C.EXP2, name="u"), _exp2, "vector-exp2-to-polynomial"),
     (UPat(C.LOG2, name="u"), _log2, "vector-log2-to-polynomial"),
@@ -172,4 +228,13 @@ def device_transcendental(root: UOp, options: TranscendentalOptions, ctx: PassCo
     t = resolve_target(options.target, root, ctx)
     if t is None or not (options.force or t.vector_transcendentals):
         return root
-    return in_kernels(root, lambda k: graph_rewrite(k, TRANSCENDENTAL, stats=ctx.stats))
+    def run(k: UOp) -> UOp:
+        readers: dict[UOp, int] = {}
+        for u in k.toposort():
+            for s in set(u.src):
+                if s.op is C.EXP2:
+                    readers[s] = readers.get(s, 0) + 1
+        shared = frozenset(e for e, n in readers.items() if n > 1)
+        return graph_rewrite(graph_rewrite(k, SUM_OF_EXP2, ctx=shared, stats=ctx.stats), TRANSCENDENTAL,
+                             stats=ctx.stats)
+    return in_kernels(root, run)
