@@ -120,6 +120,40 @@ def test_packed_matmul_is_bit_identical(device: str, backend: Backend, shape: tu
     np.testing.assert_array_equal(out, sequential_matmul(a, b))
 
 
+@pytest.mark.parametrize("device", HOST_DEVICES)
+def test_pooled_scratch_is_private_to_each_concurrent_call(device: str) -> None:
+    """The heap scratch of a packed matmul is kept across launches and never zeroed: four Python threads launch the one
+    compiled kernel at once, again and again, each on its own operands (so up to 4 calls hold a buffer of the pool at a
+    time); a buffer shared by two calls, or a panel read before it is written, would mix
+    another call's B into the result."""
+    import threading
+
+    be = fresh_backend(device)
+    be.runtime.threads = 1
+    m, k, n = 512, 160, 128  # an 80 KiB scratch: the pool's
+    prog = packed_matmul_program(m, k, n)
+    compiled = be.compile(prog)
+    rng = np.random.default_rng(3)
+    cases = [(rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)) for _ in range(4)]
+    wrong: list[int] = []
+
+    def worker(i: int) -> None:
+        a, b = cases[i]
+        want = sequential_matmul(a, b)
+        for _ in range(40):
+            out = np.full((m, n), np.nan, np.float32)
+            be.runtime.launch(compiled, [out, a, b])
+            be.runtime.synchronize()
+            if not np.array_equal(out, want):
+                wrong.append(i)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
+
+
 @pytest.mark.parametrize("device", ALL_DEVICES)
 def test_in_place_update_with_aliased_buffers(backend: Backend) -> None:
     """out[i + 1] = x[i] + 1 with out and x the same memory: the loop carries the dependency (c runs its variant
