@@ -121,16 +121,16 @@ def test_packed_matmul_is_bit_identical(device: str, backend: Backend, shape: tu
 
 
 @pytest.mark.parametrize("device", HOST_DEVICES)
-def test_pooled_scratch_is_private_to_each_concurrent_call(device: str) -> None:
-    """The heap scratch of a packed matmul is kept across launches and never zeroed: four Python threads launch the one
-    compiled kernel at once, again and again, each on its own operands (so up to 4 calls hold a buffer of the pool at a
-    time); a buffer shared by two calls, or a panel read before it is written, would mix
-    another call's B into the result."""
+def test_heap_scratch_is_private_to_each_concurrent_call(device: str) -> None:
+    """The heap scratch of a packed matmul is never zeroed: four Python threads launch the one compiled kernel at
+    once, again and again, each on its own operands (so up to 4 calls hold a scratch buffer at a time); a buffer
+    shared by two calls (a static one, or a cache of them handed out wrong), or a panel read before it is written,
+    would mix another call's B into the result."""
     import threading
 
     be = fresh_backend(device)
     be.runtime.threads = 1
-    m, k, n = 512, 160, 128  # an 80 KiB scratch: the pool's
+    m, k, n = 512, 160, 128  # an 80 KiB scratch: heap memory
     prog = packed_matmul_program(m, k, n)
     compiled = be.compile(prog)
     rng = np.random.default_rng(3)

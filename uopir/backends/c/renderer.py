@@ -61,50 +61,21 @@ GIANT_KERNEL = 20000
 
 
 # ---- the rows C on a cpu spells its own way ----------------------------------------------------------------------
-# Heap scratch kept across launches (the packed panels of kernel-optimize's `pack`): a call claims a free slot of the
-# kernel's own pool (the cores running a parallel kernel's shares, or several Python threads, each claim one), grows
-# its buffer when too small, and hands it back at the end; when every slot is busy (a fork's child inherits the slots
-# its parent's other threads held) it falls back to malloc/free. Never zeroed: kernel.local holds no value until the
-# kernel stores one, as on a GPU (pack's copy writes its whole panel before the tile reads it). Per launch this saves a
-# calloc (a memset of the whole buffer, or fresh pages to fault in) and a free.
-SCRATCH_POOL = Helper(
-    "#define UOPIR_SCRATCH_SLOTS 16\n"
-    "static struct { void* p; size_t n; int busy; } uopir_scratch_slots[UOPIR_SCRATCH_SLOTS];\n"
-    "static void* uopir_scratch_get(size_t n, int* slot) {\n"
-    "  for (int i = 0; i < UOPIR_SCRATCH_SLOTS; i++) {\n"
-    "    if (__atomic_load_n(&uopir_scratch_slots[i].busy, __ATOMIC_RELAXED) ||\n"
-    "        __atomic_exchange_n(&uopir_scratch_slots[i].busy, 1, __ATOMIC_ACQUIRE)) continue;\n"
-    "    if (uopir_scratch_slots[i].n < n) {\n"
-    "      free(uopir_scratch_slots[i].p);\n"
-    "      uopir_scratch_slots[i].p = aligned_alloc(64, (n + 63) & ~(size_t)63);\n"
-    "      uopir_scratch_slots[i].n = uopir_scratch_slots[i].p ? n : 0;\n"
-    "    }\n"
-    "    if (uopir_scratch_slots[i].p) { *slot = i; return uopir_scratch_slots[i].p; }\n"
-    "    __atomic_store_n(&uopir_scratch_slots[i].busy, 0, __ATOMIC_RELEASE);\n"
-    "    break;\n"
-    "  }\n"
-    "  *slot = -1;\n"
-    "  return malloc(n);\n"
-    "}\n"
-    "static void uopir_scratch_put(void* p, int slot) {\n"
-    "  if (slot < 0) free(p); else __atomic_store_n(&uopir_scratch_slots[slot].busy, 0, __ATOMIC_RELEASE);\n"
-    "}",
-    includes=("stdlib.h",))
-
-
 def _local(em: CEmitter, u: UOp, escapes: bool) -> None:
-    """kernel.local, never zeroed (its producer stores before it reads): a stack array up to STACK_SCRATCH bytes; a
-    larger scratch buffer (kernel-optimize's packed panels) comes from the kernel's scratch pool (SCRATCH_POOL)."""
+    """kernel.local, never zeroed (it holds no value until the kernel stores one, as on a GPU: pack's copy writes its
+    whole panel before the tile reads it): a stack array up to STACK_SCRATCH bytes; a larger scratch buffer
+    (kernel-optimize's packed panels) is 64-byte aligned heap memory per call, freed at return (nothing is kept past
+    a launch: a cache of buffers per kernel would hold each big panel for the life of the process)."""
     name, t = em.fresh("reg"), em.ctype(u.dtype.base)
     em.vals[u] = CPtr(name, "0", None, u.dtype)
-    if u.dtype.size * u.dtype.base.itemsize <= STACK_SCRATCH:
+    nbytes = u.dtype.size * u.dtype.base.itemsize
+    if nbytes <= STACK_SCRATCH:
         em.hoisted.append(f"{t} {name}[{max(u.dtype.size, 1)}] __attribute__((aligned(64)));")
         return
-    em.use("uopir_scratch", SCRATCH_POOL)
-    em.hoisted.append(f"int {name}_slot;")
-    em.hoisted.append(f"{t}* {name} = ({t}*)uopir_scratch_get({u.dtype.size} * sizeof({t}), &{name}_slot);")
+    em.use("stdlib", Helper("", includes=("stdlib.h",)))
+    em.hoisted.append(f"{t}* {name} = ({t}*)aligned_alloc(64, {-(-nbytes // 64) * 64});")
     em.hoisted.append(f"if (!{name}) abort();")
-    em.cleanup.append(f"uopir_scratch_put({name}, {name}_slot);")
+    em.cleanup.append(f"free({name});")
 
 
 def _special(em: CEmitter, u: UOp, escapes: bool) -> None:

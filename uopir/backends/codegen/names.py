@@ -67,7 +67,7 @@ _LIBC = _words(
 # the names the generated code itself defines: locals and parameters, the prelude's helpers and types, our macros
 _T = r"(?:b|[iu](?:8|16|32|64)|f16|bf16|f32|f64)"
 _C_OURS = re.compile(
-    r"(?:data|unused|v|acc|ridx|reg|gidx|gsize|gid|lidx|lmem|var|slot)\d+(?:_\d+|_slot)?|core_id|core_count"
+    r"(?:data|unused|v|acc|ridx|reg|gidx|gsize|gid|lidx|lmem|var|slot)\d+(?:_\d+)?|core_id|core_count"
     rf"|(?:idiv|mod|f2i|max|load|store)_{_T}(?:x\d+)?|bitcast_{_T}_{_T}|[fiu](?:8|16|32|64)x\d+"
     r"|half|bf16|uopir_half|f32_bits|f32_from_bits|f16_to_f32|f32_to_f16|f64_to_f32_odd|f64_to_f16|bf16_round"
     r"|bf16_from_f64|f64_sticky_[iu]64|uopir\w*|UOPIR\w*"

@@ -7,7 +7,7 @@ block, read where it is used and written where the program writes it, which the 
 registers: loop counters, accumulators (`device.acc`; reading it or an accstore's result reads its current value),
 values used after the block that computes them has closed, `kernel.register` arrays (zeroed by `llvm.memset`:
 an aggregate `zeroinitializer` store makes LLVM's passes quadratic in the array's length) and `kernel.local` ones
-(never zeroed; over STACK_SCRATCH bytes from the module's scratch pool, SCRATCH_POOL). Loops and ifs are basic
+(never zeroed; over STACK_SCRATCH bytes 64-byte aligned heap memory, freed at return). Loops and ifs are basic
 blocks.
 
 Exact semantics (uopir.dialects.semantics), with no fast-math flag anywhere: every float op of a kernel is the IEEE op
@@ -358,78 +358,6 @@ def _lanes_read_apart(program: UOp) -> set[UOp]:
     return apart
 
 
-# The module's pool of heap scratch buffers (uopir.backends.c.renderer's SCRATCH_POOL in IR): `get` claims a free
-# slot of 16 (an atomic exchange of its busy flag), grows its buffer when smaller than asked (64-byte aligned), and
-# returns it with the slot's number; with every slot busy it falls back to malloc and slot -1. `put` frees a fallback
-# buffer, else marks the slot free. Nothing is zeroed: kernel.local holds no value until the kernel stores one.
-_SLOTS = "[16 x { ptr, i64, i32 }]"
-SCRATCH_POOL = f"""@uopir.slots = internal global {_SLOTS} zeroinitializer
-
-define internal ptr @uopir.scratch.get(i64 %n, ptr %slot) nounwind {{
-entry:
-  br label %head
-head:
-  %i = phi i64 [ 0, %entry ], [ %next, %skip ]
-  %more = icmp slt i64 %i, 16
-  br i1 %more, label %try, label %fallback
-try:
-  %busy = getelementptr inbounds {_SLOTS}, ptr @uopir.slots, i64 0, i64 %i, i32 2
-  %b = load atomic i32, ptr %busy monotonic, align 4
-  %idle = icmp eq i32 %b, 0
-  br i1 %idle, label %claim, label %skip
-claim:
-  %old = atomicrmw xchg ptr %busy, i32 1 acquire
-  %won = icmp eq i32 %old, 0
-  br i1 %won, label %have, label %skip
-skip:
-  %next = add i64 %i, 1
-  br label %head
-have:
-  %pp = getelementptr inbounds {_SLOTS}, ptr @uopir.slots, i64 0, i64 %i, i32 0
-  %np = getelementptr inbounds {_SLOTS}, ptr @uopir.slots, i64 0, i64 %i, i32 1
-  %cap = load i64, ptr %np
-  %small = icmp ult i64 %cap, %n
-  br i1 %small, label %grow, label %ready
-grow:
-  %oldp = load ptr, ptr %pp
-  call void @free(ptr %oldp)
-  %n63 = add i64 %n, 63
-  %rounded = and i64 %n63, -64
-  %newp = call ptr @aligned_alloc(i64 64, i64 %rounded)
-  store ptr %newp, ptr %pp
-  %ok = icmp ne ptr %newp, null
-  %newcap = select i1 %ok, i64 %n, i64 0
-  store i64 %newcap, ptr %np
-  br i1 %ok, label %ready, label %giveup
-ready:
-  %p = load ptr, ptr %pp
-  %i32 = trunc i64 %i to i32
-  store i32 %i32, ptr %slot
-  ret ptr %p
-giveup:
-  store atomic i32 0, ptr %busy release, align 4
-  br label %fallback
-fallback:
-  store i32 -1, ptr %slot
-  %m = call ptr @malloc(i64 %n)
-  ret ptr %m
-}}
-
-define internal void @uopir.scratch.put(ptr %p, i32 %slot) nounwind {{
-entry:
-  %heap = icmp slt i32 %slot, 0
-  br i1 %heap, label %release_heap, label %release_slot
-release_heap:
-  call void @free(ptr %p)
-  ret void
-release_slot:
-  %i = sext i32 %slot to i64
-  %busy = getelementptr inbounds {_SLOTS}, ptr @uopir.slots, i64 0, i64 %i, i32 2
-  store atomic i32 0, ptr %busy release, align 4
-  ret void
-}}"""
-
-
 class LLVMRenderer(Renderer):
     """device.program -> LLVM IR text (a module with one function). `noalias=False` renders the variant for buffers
     that overlap; `cpu`/`features` become the function's target attributes (the host's, from the compiler), and
@@ -448,8 +376,8 @@ class LLVMRenderer(Renderer):
         walk(program, LLVM_ROWS, w)
         while w.ids:  # the loops of global ids span the rest of the program
             w.close_loop(w.ids.pop())
-        for addr, slot in w.frees:
-            w.f.emit(f"call void @uopir.scratch.put(ptr {addr}, i32 {w.f.ins(f'load i32, ptr {slot}')})")
+        for addr in w.frees:
+            w.f.emit(f"call void @free(ptr {addr})")
         w.f.emit("ret void")
         args = []
         for i, d in enumerate(sig.params):
@@ -486,7 +414,7 @@ class _Walk(Writer):
         self.m = _Math(self.f)
         self.ids: list[tuple[str, str, str, str]] = []
         self.id_dims: set[int] = set()
-        self.frees: list[tuple[str, str]] = []  # heap scratch buffers and their pool slots, handed back at return
+        self.frees: list[str] = []  # heap scratch buffers, freed before returning
         self.lanes_apart: set[UOp] = set()  # loads that stay plain (_lanes_read_apart)
 
     # ---- values
@@ -579,23 +507,20 @@ class _Walk(Writer):
 
     def local(self, u: UOp, escapes: bool) -> None:
         """Never zeroed (kernel.local holds no value until the kernel stores one): a stack array up to STACK_SCRATCH
-        bytes; a larger one (kernel-optimize's packed panels) comes from the module's scratch pool (SCRATCH_POOL: kept
-        across launches, a slot per concurrent call), handed back before returning."""
+        bytes; a larger one (kernel-optimize's packed panels) is 64-byte aligned heap memory per call, freed before
+        returning (nothing kept past a launch)."""
         f = self.f
         if u.dtype.size * u.dtype.base.itemsize <= STACK_SCRATCH:
             addr = f.fresh("reg")
             f.allocas.append(f"{addr} = alloca [{max(u.dtype.size, 1)} x {mem_type(u.dtype.base)}], align 64")
             self.vals[u] = _Ptr(addr, "0", None, u.dtype)
             return
-        for name, ret, args in (("malloc", "ptr", ["i64"]), ("aligned_alloc", "ptr", ["i64", "i64"]),
-                                ("free", "void", ["ptr"])):
-            f.intrinsic(name, ret, args)
-        f.declares.setdefault("uopir.scratch", SCRATCH_POOL)
-        addr, slot = f.fresh("reg"), f.fresh("slot")
-        f.allocas.append(f"{slot} = alloca i32")
+        f.intrinsic("aligned_alloc", "ptr", ["i64", "i64"])
+        f.intrinsic("free", "void", ["ptr"])
+        addr = f.fresh("reg")
         nbytes = u.dtype.size * u.dtype.base.itemsize
-        f.allocas.append(f"{addr} = call ptr @uopir.scratch.get(i64 {nbytes}, ptr {slot})")
-        self.frees.append((addr, slot))
+        f.allocas.append(f"{addr} = call ptr @aligned_alloc(i64 64, i64 {-(-nbytes // 64) * 64})")
+        self.frees.append(addr)
         self.vals[u] = _Ptr(addr, "0", None, u.dtype)
 
     def index_op(self, u: UOp, escapes: bool) -> None:
