@@ -9,7 +9,7 @@ machine's limits come from bench/machine_limits.c (built with the system compile
 per core): fma (12 independent 16-float FMA chains per core), read (a vector sum), copy, triad. The memory figures
 depend on the size: this machine's 32 MB L3 holds half of the sum's 64 MB input between calls (a read of 32 MB ran
 ~100 GB/s, 64 MB ~64, 128 MB ~45 at load 5), so each memory-bound workload is held to the probe run at its own input
-size (`machine_at`), the `machine` line being the large-array (DRAM) figures.
+size (`machine_at`, inputs of 4M floats and more), the `machine` line being the large-array (DRAM) figures.
 
 Prints machine-readable lines (nothing is asserted):
     core_ops machine cores=<n> fma_gflops=.. read_gbps=.. copy_gbps=.. triad_gbps=..     (best over the rounds)
@@ -42,6 +42,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 UOPIR_DEVICES = ("c", "llvm")
 PEERS = ("torch", "tinygrad")
 INNER = 3  # calls per measurement: a measurement is the fastest of them
+# the least input (floats) for which the probe runs at the workload's size: below it, a run lasts about as long as a
+# thread start or a time slice on a loaded machine (1M floats read "1 GB/s" at load 11), and --quick keeps the
+# large-array figures
+SIZED_MIN = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -373,7 +377,7 @@ def main(argv: list[str]) -> None:
                 for k, v in probe(exe, cores, 1 << (22 if quick else 25)).items():
                     limits[k] = max(v, limits.get(k, 0.0))
                 for w in ws:
-                    if w.unit == "gbps":
+                    if w.unit == "gbps" and np.prod(w.shape) >= SIZED_MIN:
                         at = sized.setdefault(w.name, {})
                         for k, v in probe(exe, cores, int(np.prod(w.shape))).items():
                             at[k] = max(v, at.get(k, 0.0))
