@@ -47,7 +47,6 @@ from uopir.ir.dtype import dtypes
 from uopir.ir.parser import parse_ir
 from uopir.ir.printer import print_ir
 from uopir.ir.uop import UOp
-from uopir.passes.target import target
 from uopir.passes.tensor_to_kernel import tensor_to_kernel
 
 pytestmark = pytest.mark.skipif(find_cc() is None, reason="no C compiler ($CC, clang or cc) is installed")
@@ -88,13 +87,15 @@ def test_packed_matmul_scratch_is_calloc_and_free_over_64k(shape: tuple[int, int
                                     ((256, 256), (256, 256))], ids=["1000", "33x65x17", "batched", "256"])
 def test_realized_matmul_is_bit_identical(shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
     """Through Tensor on device c (the host's opts: packed panels on an AVX-512 machine): each output a sequential
-    sum in k order, of fused multiply-adds where the host has them (device-contract)."""
+    sum in k order, of multiply-adds fused or not (device-contract fuses a kernel with enough independent sums, on a
+    host with FMA)."""
     from uopir.frontend.tensor import Tensor
 
     rng = np.random.default_rng(2)
     a, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
     got = (Tensor(a, device="c") @ Tensor(b, device="c")).numpy()
-    np.testing.assert_array_equal(got, sequential_matmul(a, b, fused=target("c").contract_multiply_add))
+    fused, plain = sequential_matmul(a, b, fused=True), sequential_matmul(a, b)
+    assert values_equal(got, fused) or values_equal(got, plain)
 
 
 def test_signature_params_in_index_order_then_vars_by_name() -> None:

@@ -10,6 +10,12 @@ tolerance class of a reassociated sum (`reassociate_float_reductions`, which suc
 a rounding rather than adding one. Elementwise `a * b + c` outside a sum stays unfused: such a program's class is
 `exact`, and it must stay bit for bit the semantics'. The fused op is explicit in the IR, so the device-level
 interpreter (semantics.fma_f32, correctly rounded) computes what the compiled code does, bit for bit.
+
+Only where it pays: an fma puts its whole latency (4 cycles on current x86) on the accumulator's chain, where the
+unfused add has its own (2-3; the multiply is off the chain). A kernel with few independent sums (a layernorm row's
+4 accumulators of squares: 30% slower fused, measured) is bound by that latency; one with many (a conv's or
+matmul's register tile) by throughput, which fusing halves. So a kernel is fused only when at least `min-chains`
+accumulators (default MIN_CHAINS: latency x 2 FMA ports) take a multiply-add.
 """
 from __future__ import annotations
 
@@ -27,7 +33,9 @@ from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
 from uopir.passes.target import check_target_option
 
-__all__ = ["ContractOptions", "device_contract", "CONTRACT", "fuse_chain"]
+__all__ = ["ContractOptions", "device_contract", "CONTRACT", "fuse_chain", "MIN_CHAINS", "contract_kernel"]
+
+MIN_CHAINS = 8  # independent fused sums a kernel needs to be throughput-bound: fma latency 4 x 2 ports
 
 
 def _reads_acc(v: UOp, acc: UOp) -> bool:
@@ -60,14 +68,24 @@ def _accstore(u: UOp) -> UOp | None:
 CONTRACT = PatternMatcher([(UPat(D.ACCSTORE, name="u"), _accstore, "sum-multiply-add-to-fma")])
 
 
+def contract_kernel(k: UOp, min_chains: int = MIN_CHAINS, stats: object = None) -> UOp:
+    """k with its sums' multiply-adds fused, when at least `min_chains` accumulators have one (else k)."""
+    chains = {u.src[0] for u in k.toposort() if u.op is D.ACCSTORE and _accstore(u) is not None}
+    return graph_rewrite(k, CONTRACT, stats=stats) if chains and len(chains) >= min_chains else k
+
+
 @dataclass
 class ContractOptions:
     """device-contract's options."""
     target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (c, llvm, ...)"})
     force: bool = field(default=False, metadata={
         "help": "fuse even when the target does not ask for it (Target.contract_multiply_add)"})
+    min_chains: int = field(default=MIN_CHAINS, metadata={
+        "help": "fuse a kernel only when this many accumulators take a multiply-add (fewer are latency-bound)"})
 
     def __post_init__(self) -> None:
+        if self.min_chains < 1:
+            raise ValueError(f"min-chains must be at least 1, got {self.min_chains}")
         check_target_option(self.target)
 
 
@@ -78,4 +96,4 @@ def device_contract(root: UOp, options: ContractOptions, ctx: PassContext) -> UO
     t = resolve_target(options.target, root, ctx)
     if t is None or not (options.force or t.contract_multiply_add):
         return root
-    return in_kernels(root, lambda k: graph_rewrite(k, CONTRACT, stats=ctx.stats))
+    return in_kernels(root, lambda k: contract_kernel(k, options.min_chains, ctx.stats))
