@@ -6,10 +6,14 @@ Workloads (f32): matmul 1024^2 and 2048^2, conv2d 3x3 N=16 64->64 56x56 pad 1, s
 threads) and tinygrad (its CPU device) when importable from the interpreter given by `--peers` (each runs as a
 persistent subprocess of that interpreter serving this same file, so that every round interleaves all impls). The
 machine's limits come from bench/machine_limits.c (built with the system compiler at -O3 -march=native, one thread
-per core): fma (12 independent 16-float FMA chains per core), read (a vector sum), copy, triad.
+per core): fma (12 independent 16-float FMA chains per core), read (a vector sum), copy, triad. The memory figures
+depend on the size: this machine's 32 MB L3 holds half of the sum's 64 MB input between calls (a read of 32 MB ran
+~100 GB/s, 64 MB ~64, 128 MB ~45 at load 5), so each memory-bound workload is held to the probe run at its own input
+size (`machine_at`, inputs of 4M floats and more), the `machine` line being the large-array (DRAM) figures.
 
 Prints machine-readable lines (nothing is asserted):
     core_ops machine cores=<n> fma_gflops=.. read_gbps=.. copy_gbps=.. triad_gbps=..     (best over the rounds)
+    core_ops machine_at workload=<name> floats=<n> read_gbps=.. copy_gbps=..   (the probe on arrays of its input size)
     core_ops workload=<name> impl=<impl> <gflops|gbps>=<rate> seconds=<best call> [max_rel_err=<vs numpy>]
     core_ops ratio workload=<name> unit=<gflops|gbps> uopir=<impl>:<rate> best_peer=<impl>:<rate>
         uopir_over_peer=<ratio> limit=<fma|read|copy>:<rate> uopir_over_limit=<ratio> peer_over_limit=<ratio>
@@ -38,6 +42,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 UOPIR_DEVICES = ("c", "llvm")
 PEERS = ("torch", "tinygrad")
 INNER = 3  # calls per measurement: a measurement is the fastest of them
+# the least input (floats) for which the probe runs at the workload's size: below it, a run lasts about as long as a
+# thread start or a time slice on a loaded machine (1M floats read "1 GB/s" at load 11), and --quick keeps the
+# large-array figures
+SIZED_MIN = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -362,6 +370,7 @@ def main(argv: list[str]) -> None:
         if exe is None:
             print("core_ops skipped impl=machine_limits reason=no C compiler built bench/machine_limits.c")
         limits: dict[str, float] = {}
+        sized: dict[str, dict[str, float]] = {}  # a memory-bound workload's name -> the probe at its input size
         secs: dict[tuple[str, str], float] = {}
         for _ in range(rounds):
             for w in ws:
@@ -373,11 +382,20 @@ def main(argv: list[str]) -> None:
             if exe:
                 for k, v in probe(exe, cores, 1 << (22 if quick else 25)).items():
                     limits[k] = max(v, limits.get(k, 0.0))
+                for w in ws:
+                    if w.unit == "gbps" and np.prod(w.shape) >= SIZED_MIN:
+                        at = sized.setdefault(w.name, {})
+                        for k, v in probe(exe, cores, int(np.prod(w.shape))).items():
+                            at[k] = max(v, at.get(k, 0.0))
     for p in peers:
         p.close()
 
     if limits:
         print(f"core_ops machine cores={cores} " + " ".join(f"{k}={v:.2f}" for k, v in limits.items()), flush=True)
+    for name, at in sized.items():
+        n = int(np.prod(next(w for w in ws if w.name == name).shape))
+        print(f"core_ops machine_at workload={name} floats={n} "
+              + " ".join(f"{k}={v:.2f}" for k, v in at.items() if k.endswith("_gbps")), flush=True)
     for w in ws:
         rates: dict[str, float] = {}
         for (name, impl), t in secs.items():
@@ -387,7 +405,7 @@ def main(argv: list[str]) -> None:
             err = f" max_rel_err={errs[(name, impl)]:.1e}" if (name, impl) in errs else ""
             print(f"core_ops workload={w.name} impl={impl} {w.unit}={rates[impl]:.2f} seconds={t:.6f}{err}",
                   flush=True)
-        print(ratio_line(w, rates, limits), flush=True)
+        print(ratio_line(w, rates, {**limits, **sized.get(w.name, {})}), flush=True)
     if os.path.exists("/proc/loadavg"):
         with open("/proc/loadavg") as f:
             print(f"core_ops loadavg={'/'.join(f.read().split()[:3])}")

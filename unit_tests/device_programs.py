@@ -328,12 +328,15 @@ core.sink %prog
 """.replace("\\\n", "")
 
 
-def sequential_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def sequential_matmul(a: np.ndarray, b: np.ndarray, fused: bool = False) -> np.ndarray:
     """a @ b in f32 with each output's products added in k order from 0, rounding every product and sum (what the
-    reference interpreter computes, and what a kernel must match bit for bit)."""
+    reference interpreter computes, and what a kernel must match bit for bit); `fused`: each `sum + a*b` rounded once
+    (what a target that contracts, device-contract, computes: a sequential sum of fmas)."""
+    from uopir.dialects.semantics import fma_f32
     want = np.zeros(a.shape[:-1] + b.shape[-1:], np.float32)
     for k in range(a.shape[-1]):
-        want = want + a[..., k:k + 1] * b[..., k:k + 1, :]
+        x, y = np.broadcast_arrays(a[..., k:k + 1], b[..., k:k + 1, :])
+        want = fma_f32(x, y, want) if fused else want + x * y
     return want
 
 

@@ -754,6 +754,12 @@ def _accstore(g: Gen) -> UOp:
     return g.mk(device.ACCSTORE, VOID if g.s.chance(50) else acc.dtype, (acc, g.value(acc.dtype)))
 
 
+@builder("device.fma")
+def _fma(g: Gen) -> UOp:
+    t = dtypes.float32.vec(g.s.choice((1, 1, 4, 16))) if g.s.chance(80) else dtypes.float32
+    return g.mk(device.FMA, t, (g.value(t), g.value(t), g.value(t)))
+
+
 @builder("device.wmma")
 def _wmma(g: Gen) -> UOp:
     ab = g.s.choice((dtypes.float16, dtypes.bfloat16, dtypes.int8, dtypes.float32)).vec(g.s.choice((2, 4, 8, 16)))

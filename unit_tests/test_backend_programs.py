@@ -31,6 +31,7 @@ from device_programs import (
 from uopir.backends.interface import Backend
 from uopir.dialects.semantics import bf16_round, values_equal
 from uopir.ir.dtype import dtypes
+from uopir.ir.uop import UOp
 
 ALL_DEVICES = on_devices("c", "llvm", "opencl")
 HOST_DEVICES = on_devices("c", "llvm")  # the devices whose programs run on host cores (threads, kernel.local scratch)
@@ -174,3 +175,43 @@ def test_gated_loads_of_an_empty_buffer_read_nothing(backend: Backend, width: in
     np.testing.assert_array_equal(got, [-1.0] * 4 * width)
     run(backend, prog, [got, np.arange(2 * width, dtype=np.float32) + 5], {"n": 2})
     np.testing.assert_array_equal(got, [*(np.arange(2 * width) + 5), *[-1.0] * 2 * width])
+
+
+def _fma_inputs(n: int) -> list[np.ndarray]:
+    """a, b, c whose fused and unfused a*b + c differ: cancellation (c = -a*b rounded), subnormal products, overflow
+    of the product alone, random bits (inf, NaN, zeros of both signs)."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    c = (-(a.astype(np.float64) * b)).astype(np.float32)
+    q = n // 4
+    a[:q] *= np.float32(1e-20)
+    b[:q] *= np.float32(1e-19)
+    c[:q] = rng.standard_normal(q).astype(np.float32) * np.float32(1e-38)
+    a[q:2 * q] *= np.float32(1e30)
+    b[q:2 * q] *= np.float32(1e10)
+    with np.errstate(all="ignore"):
+        c[q:2 * q] = -a[q:2 * q] * np.float32(1e10)
+    bits = rng.integers(0, 2**32, (3, q), dtype=np.uint64).astype(np.uint32).view(np.float32)
+    for x, r in zip((a, b, c), bits, strict=True):
+        x[3 * q:] = r
+    return [a, b, c]
+
+
+@pytest.mark.parametrize("device", HOST_DEVICES)
+@pytest.mark.parametrize("width", [1, 16], ids=["scalar", "vector"])
+def test_fma_is_rounded_once_as_the_semantics(backend: Backend, width: int) -> None:
+    """device.fma (device-contract's fused sum update) on c and llvm: bit for bit the semantics' correctly rounded
+    fma_f32, scalar and as a vector type; cancellation, subnormal and overflowing cases would differ if unfused."""
+    from uopir.dialects import device as D
+    from uopir.dialects.semantics import fma_f32
+
+    n = 4096
+    a, b, c = _fma_inputs(n)
+    want = fma_f32(a, b, c)
+    with np.errstate(all="ignore"):
+        assert not values_equal(want, (a * b) + c)  # the inputs tell fused from unfused
+    f32 = dtypes.float32
+    prog = elementwise("fma", n, [f32, f32, f32], [(f32, lambda x, y, z: UOp(D.FMA, x.dtype, (x, y, z)))], width)
+    out = np.full(n, np.nan, np.float32)
+    run(backend, prog, [out, a, b, c])
+    assert values_equal(out, want)

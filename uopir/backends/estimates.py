@@ -1,7 +1,7 @@
 """The work a compiled kernel does: floating/integer operations and bytes of memory, counted from the program the
 backend runs (a kernel.def or a linearized device.program) at the sizes of one launch.
 
-    flops: every ALU op on data (not index arithmetic), times its lanes, times how often it runs (a mulacc is two)
+    flops: every ALU op on data (not index arithmetic), times its lanes, times how often it runs (mulacc, fma: two)
     bytes: per buffer parameter, the bytes its loads and stores move, at most the buffer's size (a value read in
            every iteration of a loop it does not depend on is counted once per buffer, as memory traffic would be)
 
@@ -22,7 +22,7 @@ from uopir.ir.uop import UOp
 
 __all__ = ["Estimates", "estimate"]
 
-_ALU = frozenset(core.ALU_OPS)
+_ALU = frozenset((*core.ALU_OPS, device.FMA))
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def _param(ptr: UOp) -> int | None:
 
 
 def _ops(u: UOp) -> int:
-    return u.dtype.count * (2 if u.op is core.MULACC else 1)
+    return u.dtype.count * (2 if u.op is core.MULACC or u.op is device.FMA else 1)
 
 
 def estimate(program: UOp, var_vals: Mapping[str, int] | None = None,

@@ -90,7 +90,7 @@ def op_class(graph: UOp) -> str:
                     and _reduce_op(u) in _ACCUMULATING:
                 acc = True
             elif name == "device.accstore" and (v := u.operands.value).dtype.scalar.is_float and \
-                    v.op.name in ("core.add", "core.mul", "core.mulacc"):
+                    v.op.name in ("core.add", "core.mul", "core.mulacc", "device.fma"):
                 acc = True  # a lowered float sum or product
             stack.extend(regions_of(u))
     return "composite" if trans and acc else "transcendental" if trans else "accumulate" if acc else "exact"

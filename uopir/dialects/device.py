@@ -65,6 +65,14 @@ def _verify_after(u: UOp) -> Iterator[str]:
             return
 
 
+def _verify_fma(u: UOp) -> Iterator[str]:
+    a, b, c = (s.dtype for s in u.src)
+    if not (a is b is c is u.dtype):
+        yield f"operands and result must have one dtype, got {a}, {b}, {c} -> {u.dtype}"
+    elif u.dtype.scalar is not dtypes.float32:
+        yield f"fma is defined on f32 and its vectors, got {u.dtype}"
+
+
 def _verify_wmma(u: UOp) -> Iterator[str]:
     a, b, c = (s.dtype for s in u.src)
     if u.dtype is not c:
@@ -99,6 +107,9 @@ ACCSTORE = def_op("device.accstore", 2, traits=Trait.SIDE_EFFECT, verify=_verify
 WMMA = def_op("device.wmma", 3, (Attr("name", STR), Attr("dims", TupleAttr(IntAttr(lo=1), 3)), Attr("device", STR)),
               Trait.PURE, _verify_wmma, summary="tensor-core multiply-accumulate a*b+c on fragments (vectors)",
               operands=("a", "b", "c"))
+FMA = def_op("device.fma", 3, traits=Trait.PURE | Trait.ELEMENTWISE, verify=_verify_fma,
+             summary="fused multiply-add a * b + c, rounded once (f32; device-contract, targets that fuse)",
+             operands=("a", "b", "c"))
 _OPENS = {"device.loop": "device.endloop", "device.if": "device.endif"}
 _CLOSES = {v: k for k, v in _OPENS.items()}
 

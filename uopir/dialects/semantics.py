@@ -26,6 +26,8 @@ Semantics, per dtype (the choices a C backend must reproduce):
   bf16 is carried as float32 and rounded to bf16 (round to nearest even; NaN stays a quiet NaN) after every op,
   which equals the correctly rounded result for add/sub/mul/div/sqrt (24 >= 2*8+2 bits).
 - `core.mulacc a, b, c` is NOT fused: `(a*b)` is rounded, then `+ c` is rounded (C backends: -ffp-contract=off).
+  `device.fma a, b, c` (f32 only; what device-contract makes of a float sum's `acc + a*b` on targets that fuse) IS:
+  the exact `a*b + c` rounded once (`fma_f32`).
 - `core.max` (and reductions max/min) propagate NaN; they order +0.0 above -0.0, so max/min are commutative
   bit for bit (max(-0.0, 0.0) = 0.0, min(-0.0, 0.0) = -0.0). Comparisons are IEEE (NaN compares unequal).
 - `core.neg` of a bool is logical not (the verifier rejects it; the interpreter stays total).
@@ -284,6 +286,25 @@ def alu(name: str, dtype: DType, srcs: list[np.ndarray], src_dtypes: list[DType]
             a, b, c = srcs
             return _round(np.add(_round(np.multiply(a, b), dtype), c), dtype)
     raise KeyError(name)
+
+
+def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The f32 fused multiply-add, correctly rounded: the product of two f32 is exact in f64; the f64 sum is made
+    round-to-odd (TwoSum gives its exact error; a nonzero error with an even last bit moves it one f64 step toward
+    the exact value), and rounding a round-to-odd f64 to f32 is correct (53 >= 24 + 2 bits), so no double rounding."""
+    with np.errstate(all="ignore"):
+        p = np.multiply(np.asarray(a, np.float64), np.asarray(b, np.float64))
+        c64 = np.asarray(c, np.float64)
+        s = p + c64
+        bv = s - p
+        err = (p - (s - bv)) + (c64 - bv)
+        s = np.array(s, dtype=np.float64, copy=True, ndmin=0)
+        bits = s.view(np.int64)
+        fix = np.isfinite(err) & (err != 0) & ((bits & 1) == 0)
+        # one step away from zero where the error has the sum's sign, toward zero where it has the other
+        step = np.where(np.signbit(err) == np.signbit(s), 1, -1)
+        bits[...] = np.where(fix, bits + step, bits)
+        return np.asarray(s.astype(np.float32))
 
 
 def reduce_array(x: np.ndarray, op: str, axes: tuple[int, ...], d: DType) -> np.ndarray:

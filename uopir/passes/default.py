@@ -2,13 +2,14 @@
 
     canonicalize, [lower-dialects], tensor-split-reduce, tensor-to-kernel, [kernel-simplify, kernel-peel],
     kernel-optimize, kernel-expand, kernel-to-device, device-transcendental, device-decompose, device-devectorize,
-    device-linearize
+    device-contract, device-linearize
 
 `target` is a device or target name (`c`, `python`, `cpu`, `gpu`, …); every target-dependent pass gets it.
 kernel-optimize picks each kernel's register tile, unrolls, vector width and threaded axis from the target
 description (`UOPIR_NOOPT=1` turns it off); kernel-expand turns those into vector ops, which the device passes lower
 and split to the target's widths. device-transcendental approximates vector exp2/log2 by polynomials for targets
-whose description asks (`vector_transcendentals`: the host cpu backends), and is a no-op elsewhere.
+whose description asks (`vector_transcendentals`: the host cpu backends), and is a no-op elsewhere; device-contract
+fuses an f32 sum's `acc + a*b` into one `device.fma` where the target has the instruction (`contract_multiply_add`).
 kernel-peel cuts the output loops of a gated kernel (a pad's copy, a concat, a padded window), and its reductions over
 a concat (a float sum where the target allows reordering it), into segments whose gates fold away.
 tensor-split-reduce turns a large reduction to fewer outputs than the target has threads into two kernels
@@ -48,7 +49,7 @@ def default_pipeline(options: DefaultOptions) -> list[str]:
     simplify = ["kernel-simplify", f"kernel-peel{t}"] if resolve("kernel-simplify") else []
     per_kernel = [*simplify, f"kernel-optimize{t}", "kernel-expand", f"kernel-to-device{t}",
                   f"device-transcendental{t}", f"device-decompose{t}",
-                  f"device-devectorize{t}", "device-linearize"]
+                  f"device-devectorize{t}", f"device-contract{t}", "device-linearize"]
     front = ["canonicalize", *(["lower-dialects"] if LOWERINGS else []), f"tensor-split-reduce{t}", "tensor-to-kernel"]
     if options.per_kernel:
         return [*front, f"kernel({','.join(per_kernel)})"]

@@ -171,6 +171,7 @@ register_lazy("uopir.passes.kernel_to_device", "kernel-to-device")
 register_lazy("uopir.passes.device.decompose", "device-decompose")
 register_lazy("uopir.passes.device.transcendental", "device-transcendental")
 register_lazy("uopir.passes.device.devectorize", "device-devectorize")
+register_lazy("uopir.passes.device.contract", "device-contract")
 register_lazy("uopir.passes.device.linearize", "device-linearize")
 
 

@@ -68,6 +68,9 @@ class Target:
     # the semantics' sequential one (the differential tolerances' `accumulate` class covers it); integer, bool and
     # max/min reductions are exact in any order and may always be split
     reassociate_float_reductions: bool = False
+    # an f32 float sum's `acc + a * b` may be one fused multiply-add (device-contract: `device.fma`, rounded once):
+    # within the `accumulate` class a reassociated sum is held to already; set where the host has the instruction
+    contract_multiply_add: bool = False
     # f32/f64 vector exp2/log2 are rewritten into polynomial core ops (device-transcendental: within the
     # differential tolerance's `transcendental` class, not bit-exact) instead of one library call per lane
     vector_transcendentals: bool = False
@@ -215,7 +218,8 @@ def host_cpu(name: str = "host", cpuinfo: str | None = None) -> Target:
     float sums may keep partial results in vector lanes (kernel-optimize's accumulators): what a host backend
     promises for them is the differential tolerance of the `accumulate` class, not the sequential order (the
     generic `cpu` keeps that order: lowering tests compare it with the interpreter bit for bit); its vector
-    exp2/log2 are polynomials (device-transcendental), held to the `transcendental` class alike."""
+    exp2/log2 are polynomials (device-transcendental), held to the `transcendental` class alike; where the cpu has an
+    FMA instruction, an f32 sum's multiply-adds are fused (device-contract), within the `accumulate` class too."""
     if cpuinfo is None:
         cpuinfo = read_cpuinfo()
     vbytes = _vector_bytes_from_flags(_cpu_flags(cpuinfo)) or CPU.max_vector_bytes
@@ -224,7 +228,12 @@ def host_cpu(name: str = "host", cpuinfo: str | None = None) -> Target:
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     return CPU.derive(name=name, max_vector_bytes=vbytes, threads=max(1, cores), reassociate_float_reductions=True,
-                      vector_transcendentals=True)
+                      vector_transcendentals=True, contract_multiply_add=_has_fma(_cpu_flags(cpuinfo)))
+
+
+def _has_fma(flags: Iterable[str]) -> bool:
+    """Whether the cpuinfo flags promise a fused multiply-add instruction (x86 fma, arm asimd: every AArch64 core)."""
+    return bool(set(flags) & {"fma", "asimd"})
 
 
 register_target(CPU)

@@ -28,7 +28,7 @@ memory) are located errors.
 from __future__ import annotations
 
 from uopir.backends.codegen.clanes import Lanes
-from uopir.backends.codegen.cprelude import Helper, prelude
+from uopir.backends.codegen.cprelude import Helper, prelude, vector_fma
 from uopir.backends.codegen.cstyle import CSTYLE_ROWS, CEmitter, CPtr, CStyleRenderer, Language
 from uopir.backends.codegen.names import c_ident
 from uopir.backends.codegen.program import STACK_SCRATCH, KernelSignature, check_special
@@ -96,7 +96,19 @@ def _special(em: CEmitter, u: UOp, escapes: bool) -> None:
     em.vals[u] = Lanes([name])
 
 
-C_ROWS: dict[OpDef, Row] = {**CSTYLE_ROWS, **CPU_REFUSES, K.LOCAL: _local, D.SPECIAL: _special}
+def _fma(em: CEmitter, u: UOp, escapes: bool) -> None:
+    """device.fma (f32, rounded once): `__builtin_fmaf` per lane (one instruction with -march=native on a cpu with
+    FMA, a libm call elsewhere), a vector type's helper (cprelude.vector_fma) for a vector."""
+    srcs = [em.lanes(s) for s in u.src]
+    if u.dtype.count > 1 and em.lang.any_vector_ok(u.dtype):
+        name, helper = vector_fma(u.dtype)
+        em.use(name, helper)
+        em.set_vector(u, f"{name}({', '.join(em.pack(x, u.dtype) for x in srcs)})", escapes)
+        return
+    em.set(u, [f"__builtin_fmaf({', '.join(x.lane(i) for x in srcs)})" for i in range(u.dtype.count)], escapes)
+
+
+C_ROWS: dict[OpDef, Row] = {**CSTYLE_ROWS, **CPU_REFUSES, K.LOCAL: _local, D.SPECIAL: _special, D.FMA: _fma}
 
 
 class CRenderer(CStyleRenderer):

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from uopir.ir.dtype import DType, dtypes
 
 __all__ = ["Helper", "HELPERS", "ctype", "int_helper", "float_helper", "bitcast_helper", "prelude", "vector_ok",
-           "int_vector_ok", "vector_type", "mask_type", "vector_max", "VECTOR_DTYPES", "INT_VECTOR_DTYPES"]
+           "int_vector_ok", "vector_type", "mask_type", "vector_fma", "vector_max", "VECTOR_DTYPES",
+           "INT_VECTOR_DTYPES"]
 
 # C spelling of each scalar dtype (f16 and bf16 by their carriers, named for readability)
 _CTYPES: dict[DType, str] = {
@@ -247,6 +248,25 @@ def mask_type(bits: int, n: int) -> DType:
     """The dtype whose vector type carries a bool vector of n lanes as a mask of `bits`-bit lanes (all ones where
     true, zero where false): what a vector compare of `bits`-bit lanes yields in GCC/clang."""
     return {8: dtypes.int8, 16: dtypes.int16, 32: dtypes.int32, 64: dtypes.int64}[bits].vec(n)
+
+
+def vector_fma(d: DType) -> tuple[str, Helper]:
+    """(name, helper) of device.fma on an f32 vector type: `a * b + c` with contraction on (clang fuses it into one
+    vector FMA; -ffp-contract=off holds everywhere else), elsewhere `__builtin_fmaf` per lane, which GCC's loop
+    vectorizer turns into one vector FMA too. Either way each lane is the fused result, rounded once."""
+    vt, _ = vector_type(d)
+    name = f"fma_{vt}"
+    text = (f"static inline {vt} {name}({vt} a, {vt} b, {vt} c) {{\n"
+            f"#if defined(__clang__)\n"
+            f"#pragma STDC FP_CONTRACT ON\n"
+            f"  return a * b + c;\n"
+            f"#else\n"
+            f"  {vt} r;\n"
+            f"  for (int i = 0; i < {d.count}; i++) r[i] = __builtin_fmaf(a[i], b[i], c[i]);\n"
+            f"  return r;\n"
+            f"#endif\n"
+            f"}}")
+    return name, Helper(text, deps=(vt,))
 
 
 def vector_max(d: DType) -> tuple[str, Helper]:

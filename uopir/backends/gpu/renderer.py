@@ -33,7 +33,7 @@ from uopir.backends.codegen.clanes import Lanes
 from uopir.backends.codegen.cprelude import Helper, prelude
 from uopir.backends.codegen.cstyle import CSTYLE_ROWS, CEmitter, CPtr, CStyleRenderer, Language
 from uopir.backends.codegen.program import kernel_signature, op_error
-from uopir.backends.codegen.walk import Row
+from uopir.backends.codegen.walk import Row, refuse
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes
@@ -106,7 +106,7 @@ def _special(em: GpuEmitter, u: UOp, escapes: bool) -> None:
 
 
 GPU_ROWS: dict[OpDef, Row] = {**CSTYLE_ROWS, K.LOCAL: _local, D.BARRIER: _barrier, D.AFTER: _after, D.WMMA: _wmma,
-                              D.SPECIAL: _special}
+                              D.SPECIAL: _special, D.FMA: refuse}  # fma: gpu targets do not contract
 
 
 class GpuRenderer(CStyleRenderer):

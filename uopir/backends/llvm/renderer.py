@@ -603,6 +603,13 @@ class _Walk(Writer):
     def alu_op(self, u: UOp, escapes: bool) -> None:
         self.define(u, self.alu(u), escapes)
 
+    def fma_op(self, u: UOp, escapes: bool) -> None:
+        """device.fma: llvm.fma (rounded once; one instruction on a cpu with FMA)."""
+        n = u.dtype.count
+        ty = vec(scalar_type(u.dtype.scalar), n)
+        args = [(ty, self.get(s, n).ref) for s in u.src]
+        self.define(u, self.f.call(f"llvm.fma.{mangle(scalar_type(u.dtype.scalar), n)}", ty, args), escapes)
+
     def index(self, u: UOp) -> str:
         """An index operand as an i64 ref."""
         v = self.get(u)
@@ -840,5 +847,5 @@ LLVM_ROWS: dict[OpDef, Row] = {
     K.PARAM: _Walk.param, K.VAR: _Walk.var, K.REGISTER: _Walk.register, K.LOCAL: _Walk.local,
     K.INDEX: _Walk.index_op, K.LOAD: _Walk.load, K.STORE: _Walk.store,
     D.LOOP: _Walk.loop, D.ENDLOOP: _Walk.end, D.IF: _Walk.if_, D.ENDIF: _Walk.end, D.ACC: _Walk.acc,
-    D.ACCSTORE: _Walk.accstore, D.SPECIAL: _Walk.special,
+    D.ACCSTORE: _Walk.accstore, D.SPECIAL: _Walk.special, D.FMA: _Walk.fma_op,
 }

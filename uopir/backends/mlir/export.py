@@ -35,6 +35,7 @@ import math
 import struct
 
 from xdsl.dialects import arith, func, scf, vector
+from xdsl.dialects import math as mmath
 from xdsl.dialects import memref as mref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -347,6 +348,11 @@ class _Func(AluExport, Writer):
     def alu_op(self, u: UOp, escapes: bool) -> None:
         self.define(u, self.alu(u), escapes)
 
+    def fma_op(self, u: UOp, escapes: bool) -> None:
+        """device.fma: math.fma (rounded once; it lowers to LLVM's fma intrinsic)."""
+        a, b, c = (self.get(s, u.dtype.count) for s in u.src)
+        self.define(u, self.add(mmath.FmaOp(a, b, c)), escapes)
+
     def const_of(self, d: DType, value: object) -> SSAValue:
         """The constant of a const op's value through the semantics' carrier (exactly the interpreter's value)."""
         t, n = mlir_type(d), d.count
@@ -541,7 +547,7 @@ MLIR_ROWS: dict[OpDef, Row] = {
     K.PARAM: _Func.param, K.VAR: _Func.var, K.REGISTER: _Func.scratch, K.LOCAL: _Func.scratch,
     K.INDEX: _Func.index_op, K.LOAD: _Func.load, K.STORE: _Func.store,
     D.LOOP: _Func.open_loop, D.ENDLOOP: _Func.end, D.IF: _Func.if_, D.ENDIF: _Func.end, D.ACC: _Func.acc,
-    D.ACCSTORE: _Func.accstore, D.SPECIAL: _Func.special,
+    D.ACCSTORE: _Func.accstore, D.SPECIAL: _Func.special, D.FMA: _Func.fma_op,
 }
 
 

@@ -23,7 +23,7 @@ from uopir.backends.python.kernel import Ptr, gather, param_buffer, run_kernel, 
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
-from uopir.dialects.semantics import const_array, np_dtype
+from uopir.dialects.semantics import const_array, fma_f32, np_dtype
 from uopir.ir.diagnostics import IRError
 from uopir.ir.uop import UOp
 from uopir.passes.device.linearize import linearize
@@ -142,8 +142,13 @@ def _const(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
     return const_array(u.dtype, u.arg)
 
 
+def _fma(u: UOp, s: list[Value], ctx: DeviceCtx) -> Value:
+    return fma_f32(*s)
+
+
 HANDLERS: HandlerTable = {
     **core.ALU_HANDLERS,
+    D.FMA: _fma,
     C.CONST: _const,
     C.CAST: core.HANDLERS[C.CAST],
     C.BITCAST: core.HANDLERS[C.BITCAST],

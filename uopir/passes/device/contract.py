@@ -1,0 +1,99 @@
+"""device-contract{target=…}: fuse the multiply-adds of an f32 sum into `device.fma` (one rounding), where the target
+has the instruction (`Target.contract_multiply_add`: the host cpu backends c and llvm on a cpu with FMA).
+
+The semantics round `a * b` and then `+ c`; C is compiled with -ffp-contract=off and LLVM IR carries no `contract`
+flag, so neither compiler fuses them on its own, and a conv's or matvec's inner loop pays a multiply and an add per
+product. This pass fuses only the updates of an f32 add accumulator: in `device.accstore acc, v`, each add of the
+chain from `acc` to `v` whose other operand is a `core.mul` becomes `device.fma mul.a, mul.b, chain` (an unrolled
+update `acc + p0 + p1` fuses both). That changes one rounding per term of a float sum, which is what the `accumulate`
+tolerance class of a reassociated sum (`reassociate_float_reductions`, which such a target has) covers, and removes
+a rounding rather than adding one. Elementwise `a * b + c` outside a sum stays unfused: such a program's class is
+`exact`, and it must stay bit for bit the semantics'. The fused op is explicit in the IR, so the device-level
+interpreter (semantics.fma_f32, correctly rounded) computes what the compiled code does, bit for bit.
+
+Only where it pays: an fma puts its whole latency (4 cycles on current x86) on the accumulator's chain, where the
+unfused add has its own (2-3; the multiply is off the chain). A kernel with few independent sums (a layernorm row's
+4 accumulators of squares: 30% slower fused, measured) is bound by that latency; one with many (a conv's or
+matmul's register tile) by throughput, which fusing halves. So a kernel is fused only when at least `min-chains`
+accumulators (default MIN_CHAINS: latency x 2 FMA ports) take a multiply-add.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from uopir.dialects import core as C
+from uopir.dialects import device as D
+from uopir.ir.dtype import dtypes
+from uopir.ir.pattern_compiler import PatternMatcher
+from uopir.ir.rewrite import graph_rewrite
+from uopir.ir.uop import UOp
+from uopir.ir.upat import UPat
+from uopir.passes.device.common import in_kernels, resolve_target
+from uopir.passes.manager import PassContext
+from uopir.passes.registry import register_pass
+from uopir.passes.target import check_target_option
+
+__all__ = ["ContractOptions", "device_contract", "CONTRACT", "fuse_chain", "MIN_CHAINS", "contract_kernel"]
+
+MIN_CHAINS = 8  # independent fused sums a kernel needs to be throughput-bound: fma latency 4 x 2 ports
+
+
+def _reads_acc(v: UOp, acc: UOp) -> bool:
+    """v is the accumulator or an add chain that starts at it (the running sum of this update)."""
+    return v is acc or (v.op is C.ADD and any(_reads_acc(s, acc) for s in v.src))
+
+
+def fuse_chain(v: UOp, acc: UOp) -> UOp:
+    """v (an accumulator update's value) with each `chain + a * b` on the way from `acc` fused into an fma."""
+    if v is acc or v.op is not C.ADD:
+        return v
+    a, b = v.src
+    chain, term = (a, b) if _reads_acc(a, acc) else (b, a) if _reads_acc(b, acc) else (None, None)
+    if chain is None or term is None:
+        return v
+    inner = fuse_chain(chain, acc)
+    if term.op is C.MUL:
+        return UOp(D.FMA, v.dtype, (term.src[0], term.src[1], inner))
+    return v if inner is chain else UOp(C.ADD, v.dtype, (inner, term) if chain is a else (term, inner))
+
+
+def _accstore(u: UOp) -> UOp | None:
+    acc, v = u.src
+    if acc.dtype.scalar is not dtypes.float32 or v.op is not C.ADD:
+        return None
+    fused = fuse_chain(v, acc)
+    return None if fused is v else u.replace(src=(acc, fused))
+
+
+CONTRACT = PatternMatcher([(UPat(D.ACCSTORE, name="u"), _accstore, "sum-multiply-add-to-fma")])
+
+
+def contract_kernel(k: UOp, min_chains: int = MIN_CHAINS, stats: object = None) -> UOp:
+    """k with its sums' multiply-adds fused, when at least `min_chains` accumulators have one (else k)."""
+    chains = {u.src[0] for u in k.toposort() if u.op is D.ACCSTORE and _accstore(u) is not None}
+    return graph_rewrite(k, CONTRACT, stats=stats) if chains and len(chains) >= min_chains else k
+
+
+@dataclass
+class ContractOptions:
+    """device-contract's options."""
+    target: str = field(default="cpu", metadata={"help": "a target name: cpu, gpu or a device (c, llvm, ...)"})
+    force: bool = field(default=False, metadata={
+        "help": "fuse even when the target does not ask for it (Target.contract_multiply_add)"})
+    min_chains: int = field(default=MIN_CHAINS, metadata={
+        "help": "fuse a kernel only when this many accumulators take a multiply-add (fewer are latency-bound)"})
+
+    def __post_init__(self) -> None:
+        if self.min_chains < 1:
+            raise ValueError(f"min-chains must be at least 1, got {self.min_chains}")
+        check_target_option(self.target)
+
+
+@register_pass("device-contract",
+               summary="fuse an f32 sum's acc + a*b into device.fma (targets with FMA; within tolerance)",
+               consumes=("core", "kernel", "device"), produces=("core", "kernel", "device"), options=ContractOptions)
+def device_contract(root: UOp, options: ContractOptions, ctx: PassContext) -> UOp:
+    t = resolve_target(options.target, root, ctx)
+    if t is None or not (options.force or t.contract_multiply_add):
+        return root
+    return in_kernels(root, lambda k: contract_kernel(k, options.min_chains, ctx.stats))
