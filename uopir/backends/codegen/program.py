@@ -35,7 +35,7 @@ def op_error(u: UOp, msg: str) -> IRError:
     return IRError(diagnostics=[diag_at(u, msg)])
 
 
-STACK_SCRATCH = 1 << 16  # bytes: a kernel.local up to this size is a stack array, a larger one aligned heap memory per call
+STACK_SCRATCH = 1 << 16  # bytes: a kernel.local up to this size is a stack array, a larger one heap memory per call
 NO_VALUE = frozenset((C.SINK, C.GROUP, D.PROGRAM))  # ops that compute nothing and emit nothing
 UNSUPPORTED: dict[OpDef, str] = {
     D.BARRIER: "barriers (device.barrier) need a gpu target; lower for target=cpu",
