@@ -153,7 +153,7 @@ def test_padded_channel_blocks_match_numpy(device: str, co: int) -> None:
 @pytest.mark.parametrize("shape,co,groups,stride", [((2, 16, 56, 56), 32, 1, 1), ((1, 8, 20, 20), 8, 8, 1),
                                                     ((1, 6, 14, 13), 12, 3, 1), ((1, 32, 14, 14), 32, 1, 1),
                                                     ((1, 16, 7, 7), 48, 1, 1), ((1, 16, 29, 30), 32, 1, 2),
-                                                    ((1, 16, 13, 13), 40, 1, 1)])
+                                                    ((1, 16, 13, 13), 40, 1, 1), ((1, 16, 14, 14), 64, 1, 2)])
 def test_padded_convs_match_numpy(device: str, shape: tuple[int, ...], co: int, groups: int, stride: int) -> None:
     rng = np.random.default_rng(2)
     x = rng.standard_normal(shape).astype(np.float32)

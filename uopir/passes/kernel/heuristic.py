@@ -67,6 +67,7 @@ from collections.abc import Callable
 
 from uopir.dialects import kernel as K
 from uopir.ir.uop import UOp
+from uopir.passes.kernel.convtile import conv_blocks
 from uopir.passes.kernel.expand import LOAD_STRIDE
 from uopir.passes.kernel.facts import KernelFacts, fullest_divisor, pow2_divisor
 from uopir.passes.kernel.gpu_threads import gpu_thread_opts
@@ -177,6 +178,9 @@ def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
             upcast[blocks[0]] = blocks[1]
             lanes *= blocks[1]
             done.update(k.red_ranges())
+        elif (cb := conv_blocks(k, channels[0])) is not None:  # a window conv over few pixels (convtile.py)
+            upcast[cb[0]] = cb[1]
+            lanes *= cb[1]
     elif k.reduces:
         # each loop nest its own tile (a peeled kernel's segments run one after the other: their registers are
         # not live together), the lanes the most of any
