@@ -83,6 +83,7 @@ from uopir.passes.kernel.opts import (
     range_of,
 )
 from uopir.passes.kernel.pointwise import PACK_MIN_REUSE, panel_reuse, pointwise_blocks
+from uopir.passes.kernel.stash import stash_candidates, stash_opts
 from uopir.passes.kernel.tail import TAIL_OPS
 from uopir.passes.kernel.window import window_tile
 from uopir.passes.target import Target
@@ -120,10 +121,13 @@ def leave_alone(kdef: UOp) -> bool:
 
 
 
-def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
-    """The opts the heuristic picks for one kernel on target t (the module docstring says how)."""
+def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
+    """The opts the heuristic picks for one kernel on target t (the module docstring says how; stash=False: without
+    the `stash` opt)."""
     if leave_alone(kdef):
         return []
+    if stash and t.kind == "cpu" and stash_candidates(kdef):  # a row's exp once into scratch (stash.py)
+        return stash_opts(kdef, heuristic_opts(kdef, t, stash=False), t)
     k = KernelFacts(kdef)
     budget = max(1, t.max_upcast)
     lanes = 1

@@ -45,6 +45,7 @@ from uopir.ir.valuerange import vmax
 from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.device.devectorize import gep
 from uopir.passes.kernel.indexmath import const_extent, range_deps
+from uopir.passes.kernel.stash import private_rows
 from uopir.passes.kernel_to_device.lanes import pick_lanes
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
@@ -316,6 +317,8 @@ def kernel_to_device(root: UOp, options: KernelToDeviceOptions, ctx: PassContext
     def lower(kdef: UOp) -> UOp:
         if kdef.op is not K.DEF:
             return kdef  # already linearized
+        if t.kind == "cpu":
+            kdef = private_rows(kdef)  # a row of scratch per core, not per global iteration (kernel/stash.py)
         ranges = [u for u in kdef.toposort() if u.op is K.RANGE]
         lw = _Lowering(t, {r: i for i, r in enumerate(ranges)}, _hardware_ids(kdef, t))
         kdef = _gate_shared_stores(kdef, lw.specials)
