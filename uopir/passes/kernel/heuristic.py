@@ -58,6 +58,8 @@
   6. gpu threads: on a gpu target kernel/gpu_threads.py picks `local` opts (an output range split onto a
      work-group's threads, the rest `global`: work-group ids) or `group` opts (a long reduction into few results
      shared by a work-group's threads).
+  7. stash (kernel/stash.py): on a cpu, when the opts above make the one row range global and the output computes a
+     row sum's operand again (softmax's exp), `stash` first, the same opts, then the fill loop upcast.
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
