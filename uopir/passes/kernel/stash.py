@@ -21,7 +21,7 @@ from uopir.passes.target import Target
 __all__ = ["stash_candidates", "stash", "stash_opts", "row_ranges", "private_rows"]
 
 STASH_OPS = (core.EXP2, core.LOG2, core.SIN)  # the operations whose recomputation costs more than a load from L1
-STASH_MAX_ELEMENTS = 1 << 14  # one row's scratch on the stack (64 KiB of f32)
+STASH_MAX_BYTES = 1 << 16  # one row's scratch, on the stack of each core (the backends' stack scratch limit)
 
 
 def _match(kdef: UOp, red: UOp) -> UOp | None:
@@ -34,7 +34,7 @@ def _match(kdef: UOp, red: UOp) -> UOp | None:
         return None
     r, v = rs[0], red.operands.value
     n = const_extent(r)
-    if n is None or not 2 <= n <= STASH_MAX_ELEMENTS or not v.dtype.is_float or v.dtype.count != 1:
+    if n is None or n < 2 or not v.dtype.is_float or v.dtype.count != 1 or n * v.dtype.itemsize > STASH_MAX_BYTES:
         return None
     ops = {u.op for u in v.toposort()}
     if K.AFTER in ops or not ops & set(STASH_OPS):  # (AFTER: already reads a scratch, maybe this one)
@@ -128,7 +128,9 @@ def private_rows(kdef: UOp) -> UOp:
     """On a cpu, where each core runs its share of the global range's iterations one after the other: a kernel.local
     laid out [global iteration][P] whose every index is `g * P + (a part that does not vary over g)` and whose
     stores are each closed by an end that leaves g open (each iteration fills, then reads, its own row: stash's
-    scratch, not pack's, whose copy closes g) is cut to one row of P elements, private to the core that calls."""
+    scratch, not pack's, whose copy closes g) is cut to one row of P elements. kernel-to-device then makes g a
+    `group_id`: each iteration a work-group of one thread with its own kernel.local (the reference interpreter keeps
+    one per group), which a cpu renders as the same loop over its share of the ids, one scratch per core."""
     order = list(kdef.toposort())
     glob = [u for u in order if u.op is K.RANGE and u.attrs.kind == "global"]
     ng = const_extent(glob[0]) if len(glob) == 1 else None
