@@ -3,10 +3,12 @@
 A softmax row kernel sums exp(x - max) over a reduce range and then stores exp(x - max) / sum over an output range
 of the same extent: the same expression over the same elements, computed twice (on a cpu the exp polynomial, not the
 memory, is what a row of floats costs once it is in L1). `stash` on the reduce range's axis computes the reduction's
-operand once per element into a `kernel.local` of one row (a fresh `loop` range of the same extent fills it), and
-both the reduction and the output read it back through `kernel.after`. The scratch holds one row and is refilled for
-each iteration of the enclosing ranges, so it is for targets whose global range runs its iterations in order on each
-core (cpu), not for gpu threads that would share it.
+operand once per element, in a fill loop (a fresh `loop` range of the same extent), into a `kernel.local` laid out
+[row][n], and both the reduction and the output read it back through `kernel.after`. The fill's end closes the fill
+range only, so each row iteration reads the row it filled: exact under any order of the rows. On a cpu,
+`private_rows` (kernel-to-device) then cuts the scratch to one row per core. The heuristic stashes only where the
+row range is the global one (`stash_opts`); a kernel too small to split across cores, or whose row needs a tail,
+keeps the exp twice.
 """
 from __future__ import annotations
 
