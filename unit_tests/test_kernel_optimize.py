@@ -502,12 +502,38 @@ def test_softmax_gets_partial_accumulators_for_its_max_and_its_sum() -> None:
     assert (mx.arg, sm.arg) == ("max", "add")
     opts = heuristic_opts(k, ACC)
     assert Opt("upcast", sm.src[-1].arg[0], 64) in opts and Opt("upcast", mx.src[-1].arg[0], 64) in opts
-    assert opts == [Opt("upcast", 1, 32), Opt("upcast", 2, 64), Opt("upcast", 3, 64), Opt("global", 0)]
+    assert opts == [Opt("stash", 3), Opt("upcast", 1, 32), Opt("upcast", 2, 64), Opt("upcast", 3, 64), Opt("global", 0),
+                    Opt("upcast", 4, 64)]
     # a sum of exps is not exact in another order (the values: the frontend's tests on c); the lanes are
     (k,) = kernels(pipeline("tensor-to-kernel,kernel-optimize{target=test-acc},kernel-expand")(
         UOp.sink(_whole(64, 1024).softmax(-1).uop)))
     red = [u for u in k.toposort() if u.op is kernel.REDUCE]
     assert sorted(str(u.dtype) for u in red) == ["f32", "f32", "vector<64xf32>", "vector<64xf32>"]
+
+
+def test_softmax_stashes_each_exp_once_and_computes_the_same_bits() -> None:
+    """`stash`: the sum's exp(x - max) is stored into a one-row scratch by a fill loop and read back by the sum and the
+    output, one exp per element instead of two; the sums keep their order, so the values are the same bits as the
+    schedule without it (rows of -inf, +inf and huge values included), and numpy's softmax to rounding."""
+    x = np.random.default_rng(5).standard_normal((64, 1024)).astype(np.float32) * 20
+    x[1] = -np.inf
+    x[2, ::3] = -np.inf
+    x[3, 9], x[4, 1], x[4, 2] = np.inf, 3e38, -3e38
+    k = _one_kernel(Tensor(x).softmax(-1), "tensor-to-kernel")
+    stashed = apply_opts(k, heuristic_opts(k, ACC))
+    plain = apply_opts(k, heuristic_opts(k, ACC, stash=False))
+    assert [sum(u.op is core.EXP2 for u in s.toposort()) for s in (stashed, plain)] == [1, 2]
+    assert heuristic_opts(k, CPU) == heuristic_opts(k, CPU, stash=False)  # one core: no global range to fill under
+    outs = []
+    for kd in (stashed, plain):
+        out = np.full(x.size, 7, np.float32)
+        run_kernel(kd, [out, x.reshape(-1)])
+        outs.append(out.reshape(x.shape))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.exp(x - x.max(-1, keepdims=True))
+    # (exp(d) to rounding times |d|: arguments reach -150 here)
+    np.testing.assert_allclose(outs[0], e / e.sum(-1, keepdims=True), rtol=3e-5, atol=1e-30)
 
 
 def test_a_matrix_vector_product_vectorizes_the_reduction_or_a_longer_output_run() -> None:

@@ -58,6 +58,8 @@
   6. gpu threads: on a gpu target kernel/gpu_threads.py picks `local` opts (an output range split onto a
      work-group's threads, the rest `global`: work-group ids) or `group` opts (a long reduction into few results
      shared by a work-group's threads).
+  7. stash (kernel/stash.py): on a cpu, when the opts above make the one row range global and the output computes a
+     row sum's operand again (softmax's exp), `stash` first, the same opts, then the fill loop upcast.
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
@@ -84,6 +86,7 @@ from uopir.passes.kernel.opts import (
     range_of,
 )
 from uopir.passes.kernel.pointwise import PACK_MIN_REUSE, panel_reuse, pointwise_blocks
+from uopir.passes.kernel.stash import stash_candidates, stash_opts
 from uopir.passes.kernel.tail import TAIL_OPS
 from uopir.passes.kernel.window import window_tile
 from uopir.passes.target import Target
@@ -121,10 +124,13 @@ def leave_alone(kdef: UOp) -> bool:
 
 
 
-def heuristic_opts(kdef: UOp, t: Target) -> list[Opt]:
-    """The opts the heuristic picks for one kernel on target t (the module docstring says how)."""
+def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
+    """The opts the heuristic picks for one kernel on target t (the module docstring says how; stash=False: without
+    the `stash` opt)."""
     if leave_alone(kdef):
         return []
+    if stash and t.kind == "cpu" and stash_candidates(kdef):  # a row's exp once into scratch (stash.py)
+        return stash_opts(kdef, heuristic_opts(kdef, t, stash=False), t)
     k = KernelFacts(kdef)
     budget = max(1, t.max_upcast)
     lanes = 1

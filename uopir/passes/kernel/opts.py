@@ -45,7 +45,7 @@ class Opt:
     `outer`most loop of every kernel.end that has it, `pack` the panel each of its (global) iterations reads, or
     cut it into a body that `factor` divides and a `tail` (uopir.passes.kernel.tail)."""
 
-    kind: Literal["upcast", "unroll", "global", "outer", "pack", "local", "group", "tail"]
+    kind: Literal["upcast", "unroll", "global", "outer", "pack", "local", "group", "tail", "stash"]
     axis: int
     factor: int = 0
 
@@ -56,7 +56,7 @@ class Opt:
     def parse(cls, text: str) -> Opt:
         """The opt `str(opt)` printed ("upcast 0 by 16", "global 1"): how a tuning cache or a log names one."""
         words = text.split()
-        kinds = BY_KINDS + ("global", "outer", "pack")
+        kinds = BY_KINDS + ("global", "outer", "pack", "stash")
         split = len(words) == 4 and words[2] == "by"
         if not words or words[0] not in kinds or len(words) != (4 if words[0] in BY_KINDS else 2):
             raise OptError(f"not an opt: {text!r} (expected e.g. 'upcast 0 by 16' or 'global 1')")
@@ -117,6 +117,12 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
                                 for u in kdef.toposort() if u.op is K.END and r in u.operands.ranges})
     if opt.kind == "pack":
         return _pack(kdef, r)
+    if opt.kind == "stash":
+        from uopir.passes.kernel.stash import stash  # (stash.py builds Opts: it imports this module)
+        try:
+            return stash(kdef, r)
+        except ValueError as e:
+            raise OptError(str(e)) from None
     if opt.kind in THREAD_KINDS:
         return _split_threads(kdef, r, opt)
     if opt.kind == "tail":

@@ -45,6 +45,7 @@ from uopir.ir.valuerange import vmax
 from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.device.devectorize import gep
 from uopir.passes.kernel.indexmath import const_extent, range_deps
+from uopir.passes.kernel.stash import private_rows
 from uopir.passes.kernel_to_device.lanes import pick_lanes
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
@@ -316,8 +317,13 @@ def kernel_to_device(root: UOp, options: KernelToDeviceOptions, ctx: PassContext
     def lower(kdef: UOp) -> UOp:
         if kdef.op is not K.DEF:
             return kdef  # already linearized
+        rows = private_rows(kdef) if t.kind == "cpu" else kdef  # a row of scratch per global iteration (stash.py)
+        ids = _hardware_ids(rows, t)
+        if rows is not kdef:  # each iteration a work-group of one thread: its own kernel.local (a cpu loops it alike)
+            ids = {r: s.replace(arg=("group_id", s.attrs.dim)) for r, s in ids.items()}
+        kdef = rows
         ranges = [u for u in kdef.toposort() if u.op is K.RANGE]
-        lw = _Lowering(t, {r: i for i, r in enumerate(ranges)}, _hardware_ids(kdef, t))
+        lw = _Lowering(t, {r: i for i, r in enumerate(ranges)}, ids)
         kdef = _gate_shared_stores(kdef, lw.specials)
         out = graph_rewrite(kdef, REDUCES, ctx=lw, stats=ctx.stats)
         out = graph_rewrite(out, RANGES, ctx=lw, stats=ctx.stats)
