@@ -21,10 +21,10 @@ Prints machine-readable lines (nothing is asserted):
     core_ops loadavg=<the 1, 5 and 15 minute load averages at the end>
 GFLOP/s count 2 flops per multiply-add; GB/s count the least traffic the op needs (each input read once, the output
 written once: softmax/layernorm/gelu 8 bytes per element, sum 4). Each figure is the best of `--rounds` interleaved
-rounds (each the best of a few calls, SETTLE_S after the impl before it, whose thread pool may still spin) after a
-warm-up. Run: python3 bench/core_ops.py [--quick] [--rounds N]
-[--peers /tmp/peers/bin/python] [--only conv3x3,sum] (those workloads alone). This file imports only the standard
-library and numpy at the top, so that the peer interpreter can run it as `--serve <impl> <workloads>`.
+rounds (each the best of a few calls after an untimed one, SETTLE_S after the impl before it, whose thread pool may
+still spin) after a warm-up. Run: python3 bench/core_ops.py [--quick] [--rounds N] [--peers /tmp/peers/bin/python]
+[--only conv3x3,sum] (those workloads alone). This file imports only the standard library and numpy at the top, so
+that the peer interpreter can run it as `--serve <impl> <workloads>`.
 """
 from __future__ import annotations
 
@@ -194,6 +194,7 @@ def measure(call: Callable[[], object], inner: int = INNER) -> float:
     core from this one; a two-thread kernel then runs on one (uopir's conv3x3 read 0.63 of torch measured right after
     numpy's, 0.95+ on its own)."""
     time.sleep(SETTLE_S)
+    call()  # untimed: the caches, TLB and pool this impl's calls find warm after another impl's
     best = float("inf")
     for _ in range(inner):
         t = time.perf_counter()
