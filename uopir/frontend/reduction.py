@@ -14,7 +14,6 @@ from uopir.dialects import tensor as T
 from uopir.frontend import dtype_promotion as P
 from uopir.frontend import variable as V
 from uopir.frontend.shapes import norm_axis
-from uopir.ir.dtype import dtypes
 from uopir.ir.symbolic import sprod, ssub
 from uopir.ir.uop import UOp
 
@@ -142,13 +141,9 @@ class Reduction:
         return s if keepdim else s.reshape(tuple(d for i, d in enumerate(x.shape) if i not in x._axes(axis)))
 
     def softmax(self, axis: int = -1) -> Tensor:
-        """e * (1 / sum e), torch's form: one division per row, not one per element (a vector division costs several
-        multiplies); the sum is >= 1 (the max's own term), so its reciprocal is finite, and normal except in float16
-        over rows past 2^14, which keep the division."""
         x = self._float()
         e = (x - x._shift_max(axis, finite=False)).exp()
-        s = e.sum(axis, keepdim=True)
-        return e / s if x.dtype == dtypes.float16 else e * s.reciprocal()
+        return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
         """(x - max) - log(sum(exp(x - max))): x - logsumexp would round the large sum first."""

@@ -86,7 +86,8 @@ from uopir.passes.kernel.opts import (
     range_of,
 )
 from uopir.passes.kernel.pointwise import PACK_MIN_REUSE, panel_reuse, pointwise_blocks
-from uopir.passes.kernel.stash import stash_candidates, stash_opts
+from uopir.passes.kernel.stash import stash_candidates
+from uopir.passes.kernel.stash_choice import stash_opts
 from uopir.passes.kernel.tail import TAIL_OPS
 from uopir.passes.kernel.window import window_tile
 from uopir.passes.target import Target

@@ -23,6 +23,7 @@ from uopir.ir.dtype import dtypes
 from uopir.ir.uop import UOp
 from uopir.passes.kernel.facts import KernelFacts, address_of
 from uopir.passes.kernel.indexmath import const_extent, linear_coeffs, range_deps
+from uopir.passes.kernel.stash import stash
 from uopir.passes.kernel.tail import split_tail
 
 __all__ = ["Opt", "OptError", "apply_opt", "apply_opts", "SPLIT_KINDS", "THREAD_KINDS", "BY_KINDS", "PACK_MAX_BYTES"]
@@ -118,7 +119,6 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
     if opt.kind == "pack":
         return _pack(kdef, r)
     if opt.kind == "stash":
-        from uopir.passes.kernel.stash import stash  # (stash.py builds Opts: it imports this module)
         try:
             return stash(kdef, r)
         except ValueError as e:
