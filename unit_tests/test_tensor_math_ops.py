@@ -103,7 +103,8 @@ def test_isclose_and_allclose():
     check(Tensor(c).isclose(1.0), np.isclose(c, 1.0), dtype="bool")
     check(Tensor(np.array([1, 2, 100], np.int32)).isclose(Tensor(np.array([1, 3, 100], np.int32))),
           np.array([True, False, True]), dtype="bool")
-    assert Tensor(x).allclose(Tensor(x + 1e-7)).item() is True
+    # (relatively close: x + 1e-7 is not close where |x| < 0.01 - the shared RNG drew -0.0056 in one test order)
+    assert Tensor(x).allclose(Tensor(x * np.float32(1 + 1e-6))).item() is True
     assert Tensor(x).allclose(Tensor(x + 1e-3)).item() is False
 
 
