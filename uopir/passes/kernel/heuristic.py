@@ -51,7 +51,7 @@
      along it and otherwise only along lanes and reduction ranges (a matmul's B: a 32-column panel whose rows lie a
      row of B apart, 4 KiB for 1024 columns, so they alias in the caches and defeat the prefetchers) is copied into
      a `kernel.local` laid out [global iteration][panel, row-major, by decreasing stride] (at most PACK_MAX_BYTES;
-     only a panel read again by at least PACK_MIN_REUSE row blocks: kernel/pointwise.py)
+     only a panel read again by enough row blocks: kernel/pointwise.py's pack_pays)
      by a loop nest over fresh ranges, and the tile reads its panel from there, contiguous, through `kernel.after`
      (which orders the copy first). Each global iteration has its own panel, so the copy is exact under any order of
      the iterations; on a cpu each thread copies the panel of the block it is about to compute;
@@ -85,7 +85,7 @@ from uopir.passes.kernel.opts import (
     ragged_ok,
     range_of,
 )
-from uopir.passes.kernel.pointwise import PACK_MIN_REUSE, panel_reuse, pointwise_blocks
+from uopir.passes.kernel.pointwise import pack_pays, pointwise_blocks
 from uopir.passes.kernel.stash import stash_candidates
 from uopir.passes.kernel.stash_choice import stash_opts
 from uopir.passes.kernel.tail import TAIL_OPS
@@ -544,6 +544,6 @@ def _packs(kdef: UOp, opts: list[Opt], axis: int) -> bool:
     k = KernelFacts(tiled)
     loads = pack_loads(k, r0)
     panels = [n0 * panel_size(inner) * ld.dtype.itemsize for ld, inner in loads]
-    return bool(panels) and sum(panels) <= PACK_MAX_BYTES and panel_reuse(k, [ld for ld, _ in loads]) >= PACK_MIN_REUSE
+    return bool(panels) and sum(panels) <= PACK_MAX_BYTES and pack_pays(k, loads)
 
 

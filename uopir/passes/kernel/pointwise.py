@@ -15,11 +15,11 @@ weight vectors live at once and spills. Planes whose pixel tile already fills th
 from __future__ import annotations
 
 from uopir.ir.uop import UOp
-from uopir.passes.kernel.facts import KernelFacts
-from uopir.passes.kernel.indexmath import const_extent
+from uopir.passes.kernel.facts import KernelFacts, address_of
+from uopir.passes.kernel.indexmath import const_extent, linear_coeffs
 
 __all__ = ["pointwise_blocks", "panel_reuse", "POINTWISE_BLOCKS", "POINTWISE_ACC_BUDGET", "POINTWISE_MIN_ACCS",
-           "PACK_MIN_REUSE"]
+           "PACK_MIN_REUSE", "PACK_MIN_REUSE_STRIDED", "PACK_ALIAS_BYTES", "PACK_BIG_PANEL", "pack_pays"]
 
 POINTWISE_BLOCKS = (3, 2)  # channel blocks per tile, best first (4 x 7 = 28 accumulators spill: 96 -> 576 at 7x7 1.6x)
 # accumulator lanes of a pointwise tile, in units of the target's `max_upcast`: its 16 vectors leave half of AVX-512's
@@ -35,6 +35,15 @@ POINTWISE_MIN_ACCS = 8
 # 8 rows). A pointwise projection has few (one core: 96 -> 24 channels over 56x56, 3 blocks: 111 -> 81 us unpacked;
 # 144 -> 40 over 28x28, 5 blocks: 74 -> 65 us); 12 and 15 blocks measured alike either way (16 -> 96, 40 -> 240)
 PACK_MIN_REUSE = 16
+# ... and from half as many where the unpacked panel reads badly: its rows a multiple of PACK_ALIAS_BYTES apart (the
+# L1's set period: every row of the panel lands in the same sets, a 12-way L1 holds 12 of them), or the panel
+# PACK_BIG_PANEL or more (past L1 and then some). 64-row matmuls (8 blocks of 8 rows), CPU us per replay, unpacked ->
+# packed, best of 3 rounds, c / llvm: rows 4 KiB apart 64x256x1024 192 -> 171 / 189 -> 174, 96x256x1024 285 -> 236 /
+# 259 -> 239; a 128 KiB panel 64x1024x256 155 -> 158 / 178 -> 157; but 64x256x256 46 -> 50 / 43 -> 48, 64x512x512
+# (2 KiB apart, 64 KiB panel) 141 -> 159 / 142 -> 161, 64x256x768 113 -> 128, 96x384x1152 (4.5 KiB) 344 -> 367
+PACK_MIN_REUSE_STRIDED = 8
+PACK_ALIAS_BYTES = 4096
+PACK_BIG_PANEL = 128 << 10
 
 
 def pointwise_blocks(k: KernelFacts, tile: dict[UOp, int], budget: int) -> tuple[UOp, int] | None:
@@ -79,3 +88,25 @@ def panel_reuse(k: KernelFacts, loads: list[UOp]) -> int:
                 n *= const_extent(r) or 1
         reuse.append(n)
     return min(reuse, default=0)
+
+
+def pack_pays(k: KernelFacts, loads: list[tuple[UOp, list[UOp]]]) -> bool:
+    """Whether packing `loads` ((load, its panel's ranges) from opts.pack_loads) pays: PACK_MIN_REUSE row blocks
+    read each panel, or PACK_MIN_REUSE_STRIDED where every panel's rows (its reduction ranges' smallest stride) are a
+    multiple of PACK_ALIAS_BYTES apart or it is PACK_BIG_PANEL bytes or more (see PACK_MIN_REUSE_STRIDED)."""
+    reuse = panel_reuse(k, [ld for ld, _ in loads])
+    if reuse >= PACK_MIN_REUSE:
+        return True
+    if reuse < PACK_MIN_REUSE_STRIDED or not loads:
+        return False
+    for ld, inner in loads:
+        a = address_of(ld.operands.ptr)
+        c = linear_coeffs(a[0], frozenset(inner), k.deps) if a is not None else None
+        rows = [abs(c.get(r, 0)) for r in inner if r.attrs.kind in ("reduce", "unroll")] if c is not None else []
+        size = ld.dtype.itemsize
+        for r in inner:
+            size *= const_extent(r) or 1
+        row = min(rows, default=0) * ld.dtype.itemsize
+        if not ((row and row % PACK_ALIAS_BYTES == 0) or size >= PACK_BIG_PANEL):
+            return False
+    return True
