@@ -16,6 +16,7 @@ from __future__ import annotations
 from uopir.ir.uop import UOp
 from uopir.passes.kernel.facts import KernelFacts
 from uopir.passes.kernel.indexmath import const_extent
+from uopir.passes.kernel.pointwise import channel_block_range
 
 __all__ = ["conv_blocks", "CONV_BLOCKS", "CONV_MIN_ACCS"]
 
@@ -31,17 +32,10 @@ def conv_blocks(k: KernelFacts, tile: dict[UOp, int]) -> tuple[UOp, int] | None:
     more (work for the cores). None otherwise (the channel tile as it is)."""
     if len(k.reduces) != 1 or len(k.reduces[0].operands.ranges) < 2 or len(k.segments()) != 1 or len(tile) != 2:
         return None
-    chan, pix = tile
+    _, pix = tile
     if tile[pix] >= CONV_MIN_ACCS:
         return None
-    red = k.red_ranges()
-    loaded = [x for x in k.loads if k.deps[x] & red]
-    weights = [x for x in loaded if chan in k.deps[x]]
-    inputs = [x for x in loaded if chan not in k.deps[x]]
-    if not weights or not inputs:
-        return None
-    blocks = next((r for r in k.out if r not in tile and all(r in k.deps[x] for x in weights)
-                   and not any(r in k.deps[x] for x in inputs)), None)
+    blocks = channel_block_range(k, tile)
     n = const_extent(blocks) if blocks is not None else None
     if blocks is None or n is None or n % CONV_BLOCKS or n // CONV_BLOCKS < 2:
         return None

@@ -18,8 +18,8 @@ from uopir.ir.uop import UOp
 from uopir.passes.kernel.facts import KernelFacts, address_of
 from uopir.passes.kernel.indexmath import const_extent, linear_coeffs
 
-__all__ = ["pointwise_blocks", "panel_reuse", "POINTWISE_BLOCKS", "POINTWISE_ACC_BUDGET", "POINTWISE_MIN_ACCS",
-           "PACK_MIN_REUSE", "PACK_MIN_REUSE_STRIDED", "PACK_ALIAS_BYTES", "PACK_BIG_PANEL", "pack_pays"]
+__all__ = ["pointwise_blocks", "channel_block_range", "panel_reuse", "POINTWISE_BLOCKS", "POINTWISE_ACC_BUDGET",
+           "POINTWISE_MIN_ACCS", "PACK_MIN_REUSE", "PACK_MIN_REUSE_STRIDED", "PACK_ALIAS_BYTES", "PACK_BIG_PANEL", "pack_pays"]
 
 POINTWISE_BLOCKS = (3, 2)  # channel blocks per tile, best first (4 x 7 = 28 accumulators spill: 96 -> 576 at 7x7 1.6x)
 # accumulator lanes of a pointwise tile, in units of the target's `max_upcast`: its 16 vectors leave half of AVX-512's
@@ -46,6 +46,22 @@ PACK_ALIAS_BYTES = 4096
 PACK_BIG_PANEL = 128 << 10
 
 
+def channel_block_range(k: KernelFacts, tile: dict[UOp, int]) -> UOp | None:
+    """The output range of a conv's blocks of output channels beside its channel tile `tile` ({channel vector range:
+    width, pixel range: p}): every load under the reduction that varies along the channel vector (the weights) varies
+    along it too, and none of the others (the input pixels) does. None when there is no such range (or no weights or
+    no inputs under the reduction)."""
+    chan = next(iter(tile))
+    red = k.red_ranges()
+    loaded = [x for x in k.loads if k.deps[x] & red]
+    weights = [x for x in loaded if chan in k.deps[x]]
+    inputs = [x for x in loaded if chan not in k.deps[x]]
+    if not weights or not inputs:
+        return None
+    return next((r for r in k.out if r not in tile and all(r in k.deps[x] for x in weights)
+                 and not any(r in k.deps[x] for x in inputs)), None)
+
+
 def pointwise_blocks(k: KernelFacts, tile: dict[UOp, int], budget: int) -> tuple[UOp, int] | None:
     """(the block range, b) to upcast beside a channel tile `tile` ({channel vector range: width, pixel range: p}) of
     a pointwise conv whose tile holds fewer than POINTWISE_MIN_ACCS vectors: one reduction over one range (Cin; no
@@ -61,14 +77,7 @@ def pointwise_blocks(k: KernelFacts, tile: dict[UOp, int], budget: int) -> tuple
         lanes *= f
     if lanes >= POINTWISE_MIN_ACCS * tile[chan]:
         return None
-    red = k.red_ranges()
-    loaded = [x for x in k.loads if k.deps[x] & red]
-    weights = [x for x in loaded if chan in k.deps[x]]
-    inputs = [x for x in loaded if chan not in k.deps[x]]
-    if not weights or not inputs:
-        return None
-    blocks = next((r for r in k.out if r not in tile and all(r in k.deps[x] for x in weights)
-                   and not any(r in k.deps[x] for x in inputs)), None)
+    blocks = channel_block_range(k, tile)
     n = const_extent(blocks) if blocks is not None else None
     if blocks is None or n is None:
         return None
