@@ -19,7 +19,8 @@ from uopir.passes.kernel.facts import KernelFacts, address_of
 from uopir.passes.kernel.indexmath import const_extent, linear_coeffs
 
 __all__ = ["pointwise_blocks", "channel_block_range", "panel_reuse", "POINTWISE_BLOCKS", "POINTWISE_ACC_BUDGET",
-           "POINTWISE_MIN_ACCS", "PACK_MIN_REUSE", "PACK_MIN_REUSE_STRIDED", "PACK_ALIAS_BYTES", "PACK_BIG_PANEL", "pack_pays"]
+           "POINTWISE_MIN_ACCS", "PACK_MIN_REUSE", "PACK_MIN_REUSE_STRIDED", "PACK_ALIAS_BYTES", "PACK_BIG_PANEL",
+           "pack_pays"]
 
 POINTWISE_BLOCKS = (3, 2)  # channel blocks per tile, best first (4 x 7 = 28 accumulators spill: 96 -> 576 at 7x7 1.6x)
 # accumulator lanes of a pointwise tile, in units of the target's `max_upcast`: its 16 vectors leave half of AVX-512's
