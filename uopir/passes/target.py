@@ -222,13 +222,14 @@ def host_cpu(name: str = "host", cpuinfo: str | None = None) -> Target:
     FMA instruction, an f32 sum's multiply-adds are fused (device-contract), within the `accumulate` class too."""
     if cpuinfo is None:
         cpuinfo = read_cpuinfo()
-    vbytes = _vector_bytes_from_flags(_cpu_flags(cpuinfo)) or CPU.max_vector_bytes
+    flags = _cpu_flags(cpuinfo)
+    vbytes = _vector_bytes_from_flags(flags) or CPU.max_vector_bytes
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     return CPU.derive(name=name, max_vector_bytes=vbytes, threads=max(1, cores), reassociate_float_reductions=True,
-                      vector_transcendentals=True, contract_multiply_add=_has_fma(_cpu_flags(cpuinfo)))
+                      vector_transcendentals=True, contract_multiply_add=_has_fma(flags))
 
 
 def _has_fma(flags: Iterable[str]) -> bool:

@@ -106,13 +106,14 @@ def private_rows(kdef: UOp) -> UOp:
     order = list(kdef.toposort())
     glob = [u for u in order if u.op is K.RANGE and u.attrs.kind == "global"]
     ng = const_extent(glob[0]) if len(glob) == 1 else None
-    if ng is None:
+    locals_ = [u for u in order if u.op is K.LOCAL and ng is not None and u.dtype.size % ng == 0]
+    if ng is None or not locals_:  # (most kernels: nothing to cut, no range analysis)
         return kdef
     g = glob[0]
     deps = range_deps(order)
     zero = UOp.const(dtypes.index, 0)
     rows: dict[UOp, UOp] = {}
-    for loc in (u for u in order if u.op is K.LOCAL and u.dtype.size % ng == 0):
+    for loc in locals_:
         p = loc.dtype.size // ng
         idx = [u for u in order if u.op is K.INDEX and K.pointer_base(u) is loc]
         stores = [u for u in order if u.op is K.STORE and K.pointer_base(u.operands.ptr) is loc]
