@@ -400,10 +400,13 @@ def reference(prep: Prepared, arrays: dict[int, np.ndarray], var_vals: dict[str,
     return [np.asarray(x) for x in out]
 
 
-def reference_magnitudes(prep: Prepared, arrays: dict[int, np.ndarray], var_vals: dict[str, int]) -> list:
+def reference_magnitudes(prep: Prepared, arrays: dict[int, np.ndarray], var_vals: dict[str, int],
+                         classes: list[str]) -> list:
     """Each output's reorder magnitude (uopir.backends.python.magnitude: what reordering its float sums may move it
-    by), for a tensor-level input; None for an output of another stage or of an op the magnitudes do not cover."""
-    mags = reorder_magnitudes(prep.graph, arrays, dict(var_vals)) if prep.stage == "tensor" else None
+    by), for a tensor-level input holding a float sum; None for an output of another stage or of an op the
+    magnitudes do not cover (evaluated only where a float sum makes it count: it runs the graph once more)."""
+    sums = prep.stage == "tensor" and any(c in ("accumulate", "composite") for c in classes)
+    mags = reorder_magnitudes(prep.graph, arrays, dict(var_vals)) if sums else None
     return list(mags) if mags is not None else [None] * len(prep.outputs)
 
 
@@ -560,7 +563,7 @@ def _run_program(args: argparse.Namespace, root: UOp, backend: Backend, every: b
     ok = True
     if args.check:
         want = reference(prep, arrays, var_vals)
-        mags = reference_magnitudes(prep, arrays, var_vals)
+        mags = reference_magnitudes(prep, arrays, var_vals, classes)
         for (label, arr, d), ref, cls, mag in zip(results, want, classes, mags, strict=True):
             good, what = compare(arr, ref, d, args.exact, cls, mag)
             ok &= good
@@ -578,7 +581,7 @@ def _run_every(root: UOp, sizes: dict[int, int], prep0: Prepared, arrays: dict[i
     """--backend=all: the program on every backend with the same inputs, each compared with the reference
     interpreter under the tolerance table; one line per backend. 1 if any backend differs or fails."""
     want = reference(prep0, arrays, var_vals)
-    mags = reference_magnitudes(prep0, arrays, var_vals)
+    mags = reference_magnitudes(prep0, arrays, var_vals, classes)
     labels = [label for label, _ in prep0.outputs]
     dts = [u.dtype for _, u in prep0.outputs]
     failed = []
