@@ -17,7 +17,8 @@ every loop that encloses one of its loops, even one that only another accumulato
 that allows, so loop-invariant work is hoisted. A hardware id (`device.special`) is a value, not a loop, but a cpu
 renders it as a loop over the rest of the program (each core runs its share of the ids): the ops of the top level
 that vary over no id (a reduction of a whole row that every element reads) come before the first one, so they run
-once per core, not once per id. The nesting of the loops is read from the graph: the endloop chain of
+once per core, not once per id; an accumulator that varies over an id, or whose loops run once per id, comes
+after the ids. The nesting of the loops is read from the graph: the endloop chain of
 a kernel.end (first range outermost), an accumulator's loops (in operand order, inside the loops its accumulator
 needs), and a loop bound's own operands. Within a block, ops keep the kernel's toposort order where their
 dependencies allow; a `kernel.after` runs after the loops and ops of the effects it names, and leaves the program
@@ -237,11 +238,6 @@ def linearize(kdef: UOp) -> UOp:
                 if st not in r.toposort():
                     depend(st, r)
 
-    users: dict[UOp, list[UOp]] = defaultdict(list)
-    for it, deps in edges.items():
-        for d in deps:
-            users[d].append(it)
-
     # ops that vary over no hardware id come before the first one (a cpu renders an id as a loop over the rest of
     # the program: work placed before it runs once per core, not once per id). An accumulator varies with its
     # updates (one whose updates read an id starts again for every id), which feeds back into its readers.
@@ -258,6 +254,21 @@ def linearize(kdef: UOp) -> UOp:
     for u in ops:
         if u in on_id:
             late.add(chain[u][0] if chain[u] else u)
+    # a top-level accumulator that varies over an id, or whose loops run once per id (they hold an op that varies),
+    # must start again for every id: it comes after the ids (before them, a core would sum across all its ids; two
+    # accumulators that device-devectorize split from one share their loops while only one reads the id)
+    ids = [u for u in ops if u.op is D.SPECIAL and not chain[u]]
+    for a in nest.acc_loops:
+        if ids and not chain[a] and (a in on_id or any((chain[lp][0] if chain[lp] else lp) in late
+                                                       for lp in a.operands.loops)):
+            late.add(a)
+            for sp in ids:
+                depend(a, sp)
+
+    users: dict[UOp, list[UOp]] = defaultdict(list)
+    for it, deps in edges.items():
+        for d in deps:
+            users[d].append(it)
 
     def key(u: UOp) -> tuple:
         return (u in late, _priority(u, pos[u]), pos[u])  # (inside a loop no item is late: the ids are outside)
