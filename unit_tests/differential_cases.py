@@ -18,6 +18,7 @@ from uopir import Tensor
 from uopir.backends.buffers import graph_buffers
 from uopir.backends.differential import OutputCheck, check_outputs
 from uopir.backends.python.interpreter import evaluate
+from uopir.backends.python.magnitude import reorder_magnitudes
 from uopir.backends.tolerance import op_class
 from uopir.dialects.semantics import cast_array, np_dtype
 from uopir.ir.dtype import DType, dtypes
@@ -104,6 +105,13 @@ def reference(outputs: dict[str, Tensor]) -> list[np.ndarray]:
     arrays = {i: b.numpy() for i, b in graph_buffers(root).items()}
     out = evaluate(root, arrays)
     return [np.asarray(x) for x in out]
+
+
+def magnitudes(outputs: dict[str, Tensor]) -> list[np.ndarray] | None:
+    """Every output's reorder magnitude (uopir.backends.python.magnitude): what reordering its float sums may move
+    it by; None where the graph holds an op the magnitudes do not cover."""
+    root = UOp.sink(*(t.uop for t in outputs.values()))
+    return reorder_magnitudes(root, {i: b.numpy() for i, b in graph_buffers(root).items()})
 
 
 def grouped(outputs: dict[str, Tensor]) -> list[tuple[list[int], Tensor]]:

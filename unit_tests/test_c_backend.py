@@ -38,6 +38,7 @@ from uopir.backends.c.backend import CBackend
 from uopir.backends.c.compiler import _OBJ, _OUT, BASE_FLAGS, CCompiler, CompileError, _link_plan, find_cc, is_gcc
 from uopir.backends.c.renderer import CRenderer, kernel_signature
 from uopir.backends.cache import ENTRY_SUFFIX, USAGE_FILE, seal, unseal
+from uopir.backends.python.magnitude import reorder_magnitudes
 from uopir.backends.tolerance import op_class
 from uopir.dialects import core as C
 from uopir.dialects import device as D
@@ -278,14 +279,19 @@ def _on_c(backend: CBackend, root: UOp, bufs: dict[int, np.ndarray]) -> tuple[li
     return [before[i] if i in before else np.asarray(a) for i, a in enumerate(after)], lowered
 
 
-def _same(got: list[np.ndarray], want: list, cls: str) -> bool:
+def _same(got: list[np.ndarray], want: list, cls: str, root: UOp | None = None,
+          mags: list[np.ndarray] | None = None) -> bool:
     """Bit for bit under op class "exact"; else within the float tolerance of uop-run --check for that class
-    (programs using exp2/log2/sin, where libm and numpy differ in the last bits; float sums the target may reorder)."""
+    (programs using exp2/log2/sin, where libm and numpy differ in the last bits; float sums the target may reorder,
+    measured against each element's reorder magnitude `mags` when given) in the dtype of root's output."""
     from uopir.tools.uop_run import compare
     want = [np.asarray(w) for w in want]
-    return len(got) == len(want) and all(compare(g, w, dtypes.float32, cls == "exact", cls)[0]
-                                         if g.dtype.kind == "f" and cls != "exact" else values_equal(g, w)
-                                         for g, w in zip(got, want, strict=True))
+    outs = (list(root.src) if root.op is C.SINK else [root]) if root is not None else []
+    dts = [o.dtype for o in outs] if len(outs) == len(got) else [dtypes.float32] * len(got)
+    return len(got) == len(want) and all(
+        compare(g, w, d if d.is_float else dtypes.float32, cls == "exact", cls, None if mags is None else m)[0]
+        if g.dtype.kind == "f" and cls != "exact" else values_equal(g, w)
+        for g, w, d, m in zip(got, want, dts, mags or [None] * len(got), strict=True))
 
 
 def check_levels(backend: CBackend, root: UOp, seed: int = 0, tensor_level: bool = True) -> None:
@@ -297,13 +303,14 @@ def check_levels(backend: CBackend, root: UOp, seed: int = 0, tensor_level: bool
     # the device level runs the kernels as lowered (a float sum in the order kernel-optimize chose): C matches it bit
     # for bit but for libm; the levels above sum in index order, which partial accumulators change within tolerance
     above = op_class(root)
+    mags = reorder_magnitudes(root, bufs) if above != "exact" else None
     levels = {"tensor": root} if tensor_level else {}
     levels |= {"kernel": tensor_to_kernel(root), "device": lowered}
     for name, g in levels.items():
         want = _run(g, bufs)[0]
         cls = ("transcendental" if trans else "exact") if name == "device" else above
-        assert _same(got, want, cls), f"C differs from the {name} level\nprogram:\n{print_ir(root)}\n" \
-                                      f"want {want}\ngot {got}"
+        assert _same(got, want, cls, root, None if name == "device" else mags), \
+            f"C differs from the {name} level\nprogram:\n{print_ir(root)}\nwant {want}\ngot {got}"
 
 
 @settings(max_examples=25, deadline=None)

@@ -49,10 +49,13 @@ class OutputCheck:
 
 
 def check_outputs(labels: Sequence[str], got: Sequence[np.ndarray], ref: Sequence[np.ndarray],
-                  dtypes_: Sequence[DType], classes: Sequence[str], *, exact: bool = False) -> list[OutputCheck]:
-    """Each output against its reference under its op class's tolerance."""
-    return [OutputCheck(lb, c, compare(g, r, d, c, exact=exact))
-            for lb, g, r, d, c in zip(labels, got, ref, dtypes_, classes, strict=True)]
+                  dtypes_: Sequence[DType], classes: Sequence[str], *, exact: bool = False,
+                  magnitudes: Sequence[np.ndarray | None] | None = None) -> list[OutputCheck]:
+    """Each output against its reference under its op class's tolerance (and its reorder magnitude, when given:
+    uopir.backends.python.magnitude)."""
+    mags = magnitudes if magnitudes is not None else [None] * len(labels)
+    return [OutputCheck(lb, c, compare(g, r, d, c, exact=exact, magnitude=m))
+            for lb, g, r, d, c, m in zip(labels, got, ref, dtypes_, classes, mags, strict=True)]
 
 
 def verdict_line(checks: Sequence[OutputCheck]) -> str:

@@ -17,10 +17,12 @@ The op class of a program is read off its IR (`op_class`), never chosen per case
     accumulate      a float add/mul reduction, no transcendental op
     composite       both (softmax, attention, layernorm, MLP, CNN forward...)
 
-A float element passes when `|got - ref| <= ulps * eps(dtype) * (|ref| + scale)`, `scale` the largest finite
+A float element passes when `|got - ref| <= ulps * eps(dtype) * (|ref| + scale + M)`, `scale` the largest finite
 |ref| of that output (so cancellation in a composition is measured against the output's magnitude, not the tiny
-difference), `ulps` from TOLERANCE below; NaN must meet NaN and an infinity the same infinity. Integers and bools
-must be equal. `exact` floats must have the same bits (any NaN equals any NaN; +0.0 and -0.0 differ).
+difference), `ulps` from TOLERANCE below, M (when the caller gives it; else 0) the element's reorder magnitude
+(uopir.backends.python.magnitude: for a sum, the sum of |terms|, since a long sum that cancels errs by far more than
+a few ulps of its result, whichever order is right); NaN must meet NaN and an infinity the same infinity.
+Integers and bools must be equal. `exact` floats must have the same bits (any NaN equals any NaN; +0.0 and -0.0 differ).
 
 A failing case is a defect to report, never a reason to widen this table: the numbers are properties of the
 dtype and the op class (see docs/internals.md, "Differential testing").
@@ -140,10 +142,13 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a == b
 
 
-def compare(got: np.ndarray, ref: np.ndarray, dtype: DType, cls: str = "exact", *, exact: bool = False
-            ) -> Comparison:
+def compare(got: np.ndarray, ref: np.ndarray, dtype: DType, cls: str = "exact", *, exact: bool = False,
+            magnitude: np.ndarray | None = None) -> Comparison:
     """`got` (a backend's output, numpy carrier of `dtype`) against `ref` (the reference interpreter's) under the
-    tolerance of op class `cls` (`exact=True`: bits only)."""
+    tolerance of op class `cls` (`exact=True`: bits only). `magnitude` (broadcastable to ref, float64; from
+    uopir.backends.python.magnitude.reorder_magnitudes) adds to each element's unit what a reordering of the float
+    sums it depends on may move it by (for a sum, the sum of |terms|: a long sum that cancels errs by far more than
+    a few ulps of its result)."""
     got, ref = np.asarray(got), np.asarray(ref)
     if got.shape != ref.shape or got.dtype != ref.dtype:
         return Comparison(False, False, f"got {got.dtype}{list(got.shape)}, the reference is "
@@ -172,6 +177,9 @@ def compare(got: np.ndarray, ref: np.ndarray, dtype: DType, cls: str = "exact", 
         err = np.where(np.isinf(w) & (g == w), 0.0, err)
         err = np.where(np.isnan(err), np.inf, err)  # NaN against a number, an infinity against another value
         unit = eps * (np.abs(np.where(fin, w, 0.0)) + scale)
+        if magnitude is not None:  # a non-finite magnitude (a division by a zero sum) adds nothing
+            mag = np.broadcast_to(np.asarray(magnitude, dtype=np.float64), w.shape)
+            unit = unit + eps * np.where(np.isfinite(mag), mag, 0.0)
         in_ulps = np.where(err == 0, 0.0, np.where(unit > 0, err / np.where(unit > 0, unit, 1.0), np.inf))
     where = _argmax(in_ulps)
     worst, worst_err = float(in_ulps[where]), float(err[where])

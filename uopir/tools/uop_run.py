@@ -46,6 +46,7 @@ from uopir.backends.differential import backend_status, check_outputs, verdict_l
 from uopir.backends.interface import Backend, Buffer, CompileError, Program
 from uopir.backends.params import param_sizes, written_params
 from uopir.backends.python.interpreter import evaluate
+from uopir.backends.python.magnitude import reorder_magnitudes
 from uopir.backends.realize import debug_level, debug_print, kernel_ir_printer, launch_line, print_kernel_ir
 from uopir.backends.registry import BACKENDS, get_backend
 from uopir.dialects import core
@@ -399,6 +400,16 @@ def reference(prep: Prepared, arrays: dict[int, np.ndarray], var_vals: dict[str,
     return [np.asarray(x) for x in out]
 
 
+def reference_magnitudes(prep: Prepared, arrays: dict[int, np.ndarray], var_vals: dict[str, int],
+                         classes: list[str]) -> list:
+    """Each output's reorder magnitude (uopir.backends.python.magnitude: what reordering its float sums may move it
+    by), for a tensor-level input holding a float sum; None for an output of another stage or of an op the
+    magnitudes do not cover (evaluated only where a float sum makes it count: it runs the graph once more)."""
+    sums = prep.stage == "tensor" and any(c in ("accumulate", "composite") for c in classes)
+    mags = reorder_magnitudes(prep.graph, arrays, dict(var_vals)) if sums else None
+    return list(mags) if mags is not None else [None] * len(prep.outputs)
+
+
 # ---- reporting -----------------------------------------------------------------------------------------------------
 def _type_text(arr: np.ndarray, dtype: DType | str) -> str:
     """tensor<SHAPExDTYPE> of an output (a str dtype: an ONNX type with no uopir dtype, float8e4m3fn...)."""
@@ -437,10 +448,12 @@ def _num(x: object) -> str:
     return str(int(x))
 
 
-def compare(got: np.ndarray, want: np.ndarray, dtype: DType, exact: bool, cls: str = "exact") -> tuple[bool, str]:
-    """(ok, what): `got` against the reference under the tolerance of op class `cls` (uopir.backends.tolerance):
-    bit-exact, within tolerance (floats of a transcendental/accumulating program), or the worst mismatch."""
-    r = tolerance.compare(got, want, dtype, cls, exact=exact)
+def compare(got: np.ndarray, want: np.ndarray, dtype: DType, exact: bool, cls: str = "exact",
+            magnitude: np.ndarray | None = None) -> tuple[bool, str]:
+    """(ok, what): `got` against the reference under the tolerance of op class `cls` (uopir.backends.tolerance;
+    `magnitude`: the reorder magnitude of each element): bit-exact, within tolerance (floats of a
+    transcendental/accumulating program), or the worst mismatch."""
+    r = tolerance.compare(got, want, dtype, cls, exact=exact, magnitude=magnitude)
     return r.ok, r.message
 
 
@@ -550,8 +563,9 @@ def _run_program(args: argparse.Namespace, root: UOp, backend: Backend, every: b
     ok = True
     if args.check:
         want = reference(prep, arrays, var_vals)
-        for (label, arr, d), ref, cls in zip(results, want, classes, strict=True):
-            good, what = compare(arr, ref, d, args.exact, cls)
+        mags = reference_magnitudes(prep, arrays, var_vals, classes)
+        for (label, arr, d), ref, cls, mag in zip(results, want, classes, mags, strict=True):
+            good, what = compare(arr, ref, d, args.exact, cls, mag)
             ok &= good
             lines.append(f"check {escape_controls(label)}: {what}")
     out.write("\n".join(lines) + "\n")
@@ -567,6 +581,7 @@ def _run_every(root: UOp, sizes: dict[int, int], prep0: Prepared, arrays: dict[i
     """--backend=all: the program on every backend with the same inputs, each compared with the reference
     interpreter under the tolerance table; one line per backend. 1 if any backend differs or fails."""
     want = reference(prep0, arrays, var_vals)
+    mags = reference_magnitudes(prep0, arrays, var_vals, classes)
     labels = [label for label, _ in prep0.outputs]
     dts = [u.dtype for _, u in prep0.outputs]
     failed = []
@@ -590,7 +605,7 @@ def _run_every(root: UOp, sizes: dict[int, int], prep0: Prepared, arrays: dict[i
             msg = str(e).strip().splitlines()
             out.write(f"{st.name}: error: {type(e).__name__}: {escape_controls(msg[0] if msg else '')}\n")
             continue
-        checks = check_outputs(labels, got, want, dts, classes, exact=exact)
+        checks = check_outputs(labels, got, want, dts, classes, exact=exact, magnitudes=mags)
         line = verdict_line(checks)
         if not all(c.result.ok for c in checks):
             failed.append(st.name)

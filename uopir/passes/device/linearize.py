@@ -12,11 +12,13 @@ The program (the contract the renderers read; docs/dialects.md, device section):
   after its loops through its `device.accstore` (the accumulator's final value).
 
 Placement: an op sits in the loops its operands need (a loop counter needs its loop; an accumulator's update needs
-the accumulator's loops; the reduction's result read after the update escapes those loops), as far out as that
-allows, so loop-invariant work is hoisted. A hardware id (`device.special`) is a value, not a loop, but a cpu
+the accumulator's loops; the reduction's result read after the update escapes those loops; an accumulator is inside
+every loop that encloses one of its loops, even one that only another accumulator over them needs), as far out as
+that allows, so loop-invariant work is hoisted. A hardware id (`device.special`) is a value, not a loop, but a cpu
 renders it as a loop over the rest of the program (each core runs its share of the ids): the ops of the top level
 that vary over no id (a reduction of a whole row that every element reads) come before the first one, so they run
-once per core, not once per id. The nesting of the loops is read from the graph: the endloop chain of
+once per core, not once per id; an accumulator that varies over an id, or whose loops run once per id, comes
+after the ids. The nesting of the loops is read from the graph: the endloop chain of
 a kernel.end (first range outermost), an accumulator's loops (in operand order, inside the loops its accumulator
 needs), and a loop bound's own operands. Within a block, ops keep the kernel's toposort order where their
 dependencies allow; a `kernel.after` runs after the loops and ops of the effects it names, and leaves the program
@@ -59,8 +61,12 @@ class _Nest:
             if u.op is D.ACCSTORE:
                 self.stores_of[u.operands.acc].append(u)
         self.inside: dict[UOp, frozenset[UOp]] = {}
-        self._place()
-        self.enclosing = self._enclosing()
+        self.acc_extra: dict[UOp, frozenset[UOp]] = {a: frozenset() for a in self.acc_loops}
+        while True:  # an accumulator is inside the loops enclosing its loops (until no accumulator moves)
+            self._place()
+            self.enclosing = self._enclosing()
+            if not self._outer_loops_of_accs():
+                break
         self._close()
 
     def escape(self, s: UOp) -> frozenset[UOp]:
@@ -77,7 +83,7 @@ class _Nest:
     def _place(self) -> None:
         """inside[u]: the loops u's operands need. An accumulator needs what its updates need outside its loops;
         that feeds back into its readers, so iterate until no accumulator moves (once per nesting level)."""
-        acc_extra: dict[UOp, frozenset[UOp]] = {a: frozenset() for a in self.acc_loops}
+        acc_extra = self.acc_extra
         while True:
             inside = self.inside
             for u in self.order:
@@ -100,6 +106,20 @@ class _Nest:
                     moved = True
             if not moved:
                 return
+
+    def _outer_loops_of_accs(self) -> bool:
+        """Add to each accumulator the loops enclosing its own loops that it is not inside yet; whether any moved.
+        Two accumulators may share loops (device-devectorize splits one into a vector and a scalar part) while only
+        one of them needs an outer loop: the loops then run inside that outer loop, so the other accumulator must
+        start again in every iteration of it too (declared outside, it would sum across them, and its result, read
+        after its loops, would be placed outside the loop that holds them: a cycle)."""
+        moved = False
+        for a, loops in self.acc_loops.items():
+            extra = frozenset().union(*(self.enclosing[lp] for lp in loops)) - loops - self.inside[a]
+            if extra:
+                self.acc_extra[a] = self.acc_extra[a] | extra
+                moved = True
+        return moved
 
     def _enclosing(self) -> dict[UOp, set[UOp]]:
         enc: dict[UOp, set[UOp]] = {u: set(self.inside[u]) for u in self.order if u.op is D.LOOP}
@@ -218,11 +238,6 @@ def linearize(kdef: UOp) -> UOp:
                 if st not in r.toposort():
                     depend(st, r)
 
-    users: dict[UOp, list[UOp]] = defaultdict(list)
-    for it, deps in edges.items():
-        for d in deps:
-            users[d].append(it)
-
     # ops that vary over no hardware id come before the first one (a cpu renders an id as a loop over the rest of
     # the program: work placed before it runs once per core, not once per id). An accumulator varies with its
     # updates (one whose updates read an id starts again for every id), which feeds back into its readers.
@@ -239,6 +254,21 @@ def linearize(kdef: UOp) -> UOp:
     for u in ops:
         if u in on_id:
             late.add(chain[u][0] if chain[u] else u)
+    # a top-level accumulator that varies over an id, or whose loops run once per id (they hold an op that varies),
+    # must start again for every id: it comes after the ids (before them, a core would sum across all its ids; two
+    # accumulators that device-devectorize split from one share their loops while only one reads the id)
+    ids = [u for u in ops if u.op is D.SPECIAL and not chain[u]]
+    for a in nest.acc_loops:
+        if ids and not chain[a] and (a in on_id or any((chain[lp][0] if chain[lp] else lp) in late
+                                                       for lp in a.operands.loops)):
+            late.add(a)
+            for sp in ids:
+                depend(a, sp)
+
+    users: dict[UOp, list[UOp]] = defaultdict(list)
+    for it, deps in edges.items():
+        for d in deps:
+            users[d].append(it)
 
     def key(u: UOp) -> tuple:
         return (u in late, _priority(u, pos[u]), pos[u])  # (inside a loop no item is late: the ids are outside)
