@@ -2,7 +2,8 @@
 load at that index.
 
 The frontend reads `x[idx]`, `gather`, `nn.Embedding` and ONNX Gather as a one-hot pick: a sum over the table's
-range r of `where(cast(r) == e, v(r), 0)`. With e independent of r, exactly one r in [0, n) matches when
+range r of `where(cast(r) == e, v(r), 0)` (or `cast(r + a) == e` with a free of r: one partial of a reduction
+tensor-split-reduce cut in two reads r - a). With e independent of r, exactly one r in [0, n) matches when
 0 <= e < n and none otherwise, so the reduction is `where(0 <= e < n, v(e), 0)`: one row read instead of n
 compares (tinygrad folds its arange reductions the same way). Memory safety: r becomes `where(0 <= e < n, e, 0)`,
 an index always inside the table, so an out-of-range id reads row 0 and the `where` gives the reduction's
@@ -17,6 +18,7 @@ from __future__ import annotations
 from uopir.dialects import core, kernel
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
+from uopir.ir.valuerange import value_range
 
 __all__ = ["fold_one_hot"]
 
@@ -49,23 +51,31 @@ def _flat_and(c: UOp) -> list[UOp]:
     return out
 
 
-def _is_range(x: UOp, r: UOp, n: int | None) -> bool:
-    """Is x the range r itself, or r through integer casts that keep every value of [0, n) (so x == e picks one r)?"""
-    while x.op is core.CAST and x.dtype.count == 1 and x.dtype.is_int and n is not None and x.dtype.max >= n - 1:
+def _offset(x: UOp, r: UOp) -> UOp | None:
+    """a when x is r + a (or r, a = 0) through integer casts that keep every value of r + a (so x == e picks at most
+    one r), a independent of r (a split reduction's partial: r0*k + r1 along r1); else None."""
+    while x.op is core.CAST and x.dtype.count == 1 and x.dtype.is_int:
+        lo, hi = value_range(x.src[0])
+        if lo < x.dtype.min or hi > x.dtype.max:
+            return None
         x = x.src[0]
-    return x is r
+    if x is r:
+        return UOp.const(dtypes.index, 0)
+    if x.op is core.ADD and x.dtype is dtypes.index:
+        for a, b in (x.src, x.src[::-1]):
+            if a is r and r not in b.toposort():
+                return b
+    return None
 
 
-def _match(cond: list[UOp], r: UOp) -> tuple[int, UOp] | None:
-    """(position of the conjunct `cast(r) == e`, e) with e independent of r, or None."""
-    end = r.operands.end
-    n = end.arg if end.op is core.CONST and type(end.arg) is int else None
+def _match(cond: list[UOp], r: UOp) -> tuple[int, UOp, UOp] | None:
+    """(position of the conjunct `cast(r + a) == e`, e, a) with e and a independent of r, or None."""
     for i, c in enumerate(cond):
         if c.op is not core.CMPEQ or c.dtype is not dtypes.bool:
             continue
-        for a, b in (c.src, c.src[::-1]):
-            if _is_range(a, r, n) and b.dtype.count == 1 and b.dtype.is_int and r not in b.toposort():
-                return i, b
+        for x, e in (c.src, c.src[::-1]):
+            if e.dtype.count == 1 and e.dtype.is_int and (a := _offset(x, r)) is not None and r not in e.toposort():
+                return i, e, a
     return None
 
 
@@ -83,9 +93,11 @@ def fold_one_hot(u: UOp) -> UOp | None:
     for r in u.operands.ranges:
         if r.op is not kernel.RANGE or (hit := _match(cond, r)) is None:
             continue
-        i, e = hit
+        i, e, a = hit
         n = r.operands.end
         ei = e if e.dtype is dtypes.index else UOp(core.CAST, dtypes.index, (e,))
+        if not (a.op is core.CONST and a.arg == 0):
+            ei = ei - a
         valid = UOp.const(dtypes.index, -1).lt(ei) & ei.lt(n)
         at = valid.where(ei, UOp.const(dtypes.index, 0))
         rest = [valid] + [x.substitute({r: at}) for x in cond[:i] + cond[i + 1:]]
