@@ -57,6 +57,8 @@ def test_compiled_ids_far_out_of_range_read_in_bounds(device: str) -> None:
     idx = np.array([2**31 - 1, -2**31, 63, -64, 64, -65, 7, 10**9], np.int32)
     got = Tensor(w, device=device)[Tensor(idx, device=device)].numpy()
     np.testing.assert_array_equal(got, _ref_take(w, idx))
+    empty = Tensor(np.zeros((0, 16), np.float32), device=device)  # no row to read: zeros
+    np.testing.assert_array_equal(empty[Tensor(idx[:3], device=device)].numpy(), np.zeros((3, 16), np.float32))
 
 
 def test_two_indexed_dims_int_table() -> None:

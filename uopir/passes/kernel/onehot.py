@@ -95,6 +95,8 @@ def fold_one_hot(u: UOp) -> UOp | None:
             continue
         i, e, a = hit
         n = r.operands.end
+        if value_range(n)[0] < 1:  # an empty table has no row to clamp an id to: the sum of nothing stays
+            continue
         ei = e if e.dtype is dtypes.index else UOp(core.CAST, dtypes.index, (e,))
         if not (a.op is core.CONST and a.arg == 0):
             ei = ei - a
