@@ -119,13 +119,13 @@ def test_onnx_gather_matches_onnxruntime() -> None:
     np.testing.assert_array_equal(got, want)
 
 
-def test_pick_split_across_cores_still_folds() -> None:
-    # a scalar id into a 1M-element table: tensor-split-reduce cuts the pick into per-core partials (r = p*k + r1);
-    # each partial folds (no reduction over the table's rows is left), and the value is exact
+def test_pick_to_one_value_is_not_split_and_folds() -> None:
+    # a scalar id into a 1M-element table: tensor-split-reduce leaves the pick whole (it folds into one load, so
+    # partials would only add a kernel); no loop over the table's rows is left; the value is exact
     w = np.arange(1 << 20, dtype=np.float32)
     y = Tensor(w, device="c")[Tensor(np.array(-3), device="c")]
     progs = y.programs()
-    assert len(progs) == 2  # the split happened: partials, then their combine
+    assert len(progs) == 1
     loops = [u.src[0].arg for p in progs for u in p.program.toposort() if u.op.name == "device.loop"]
-    assert max(loops, default=0) <= 2  # before the fold: loops over the table's 2 x 512K rows
+    assert loops == []  # before: loops over the table's rows
     assert y.item() == w[-3]
