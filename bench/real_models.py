@@ -1,7 +1,7 @@
 """The real models of issue 26 (uopir/onnx/testmodels_cnn.py: ResNet-18, MobileNetV3-small, EfficientNet-B0,
 SqueezeNet 1.1, batch 1, 224x224; uopir/onnx/testmodels_transformer.py: a ViT of 6 layers, width 384, 224x224, and
-a TransformerEncoder of 4 layers, d 256, 64 tokens; random weights) through uopir beside onnxruntime, and where
-uopir's time goes.
+a TransformerEncoder of 4 layers, d 256, 64 tokens; a BERT-tiny encoder, vocab 30522, 2 layers, d 128, 128 tokens;
+random weights) through uopir beside onnxruntime, and where uopir's time goes.
 
 Timing (default): for each model and uopir device, one fresh subprocess with an empty compile cache measures
     first  = from_onnx(..., jit=True) + the first call, output realized into numpy (lowering, compiles, run)
@@ -44,7 +44,8 @@ from collections import defaultdict
 
 import numpy as np
 
-MODELS = ("resnet18", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1", "vit", "transformer_encoder")
+MODELS = ("resnet18", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1", "vit", "transformer_encoder",
+          "bert_tiny")
 
 CHILD = r"""
 import json, sys, time
@@ -58,7 +59,7 @@ if profile:
     sys.path.insert(0, sys.argv[6])
     from real_models import capture_kernel_defs, profile_rows
     KDEFS = capture_kernel_defs()
-m, feeds = TX[name]() if name == "transformer_encoder" else {**MODELS, **TX}[name](size=size)
+m, feeds = TX[name]() if name in ("transformer_encoder", "bert_tiny") else {**MODELS, **TX}[name](size=size)
 out = m.graph.output[0].name
 t = time.perf_counter()
 model = from_onnx(m, device=device, jit=True)

@@ -420,6 +420,11 @@ def _buffer(g: Gen) -> UOp:
     return g.buffer(g.s.choice(BUFFER_DTYPES + (IDX,)), g.shape())
 
 
+@builder("tensor.arange")
+def _arange(g: Gen) -> UOp:
+    return g.mk(tensor.ARANGE, g.s.choice(SINTS + UINTS), (), (g.s.integer(1, 100),))
+
+
 def _shuffled(g: Gen, items: Iterable[Any]) -> list[Any]:
     """A Fisher-Yates shuffle drawn from the generator's source (so hypothesis can shrink it)."""
     out = list(items)

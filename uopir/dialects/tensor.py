@@ -275,6 +275,16 @@ def _verify_buffer(u: UOp) -> Iterator[str]:
         yield f"buffer dtype must be a scalar number or bool, got {d}"
 
 
+def _verify_arange(u: UOp) -> Iterator[str]:
+    d, shape = u.dtype, u.attrs.shape
+    if d.count != 1 or d.kind not in ("int", "uint"):
+        yield f"arange dtype must be a scalar integer, got {d}"
+    elif len(shape) != 1:
+        yield f"arange shape must have one dim, got {fmt_shape(shape)}"
+    elif shape[0] - 1 > d.max:
+        yield f"arange of {shape[0]} elements does not fit {d} (largest value {shape[0] - 1})"
+
+
 def _verify_assign(u: UOp) -> Iterator[str]:
     t, v = u.operands.target, u.operands.value
     if t.dtype is not v.dtype:
@@ -440,6 +450,10 @@ def _twice(x: UOp, m: UOp) -> UOp | None:
 BUFFER = def_op("tensor.buffer", 0,
                 (Attr("id", IntAttr(lo=0)), Attr("device", STR), Attr("shape", SHAPE, in_type=True)),
                 verify=_verify_buffer, shape=_buffer_shape, summary="a realized buffer on a device")
+# element i is i: the index along the one dim, lowered to the kernel's own loop index (no buffer), so a one-hot pick
+# `idx == arange(n)` reads as a compare with the range that kernel-simplify folds into a load at idx
+ARANGE = def_op("tensor.arange", 0, (Attr("shape", SHAPE, in_type=True),), Trait.PURE, _verify_arange, _buffer_shape,
+                summary="0, 1, ..., n-1 along one dim (the element's own index)")
 RESHAPE = def_op("tensor.reshape", (1, None), (Attr("shape", SYM_SHAPE),), Trait.PURE, _verify_like_src0,
                  _reshape_shape, summary="same elements, new shape (row-major)", operands=("x", "*dims"))
 declare_folds(_movement(RESHAPE, _reshape_fold, "reshape-fold"))

@@ -20,6 +20,7 @@ from uopir.frontend import variable as V
 from uopir.frontend.shapes import check_shape, shape_args
 from uopir.ir.diagnostics import ArgumentError
 from uopir.ir.dtype import DType, dtypes
+from uopir.ir.uop import UOp
 
 if TYPE_CHECKING:
     from uopir.frontend.tensor import DTypeLike, Scalar, Tensor
@@ -132,6 +133,9 @@ class Creation:
         if ints and n:
             P.check_fits(int(start), d)
             P.check_fits(int(start + (n - 1) * step), d)
+        if ints and n and d.kind in ("int", "uint"):  # lazy: the kernel's own index (no buffer; a pick folds to a load)
+            base = cls(UOp(T.ARANGE, d if start == 0 and step == 1 else dtypes.int64, (), (n,)), device=device)
+            return base if start == 0 and step == 1 else (base * step + start).cast(d)
         vals = start + np.arange(n, dtype=np.float64 if d.is_float else np.int64) * step
         return cls(vals, dtype=d, device=device)
 

@@ -8,7 +8,8 @@ list or tuple (nested ones too), a numpy array or a Tensor is an integer-array i
 Basic indices (ints, slices with any step, None, ...) become one shrink, flips, a pad/reshape/shrink per stepped
 dim, and a final reshape; an int removes its dim (basic indexing, as torch and tinygrad: it is not an advanced
 index). Integer tensors index "gather style": for each indexed dim a one-hot mask `index == arange(n)` selects the
-element and a sum over that dim (in the tensor's own dtype) reads it out. The broadcast index dims are placed as
+element and a sum over that dim (in the tensor's own dtype) reads it out (the arange is lazy, so kernel-simplify's
+fold-one-hot turns that sum into one load at the index). The broadcast index dims are placed as
 torch does: where the first index tensor stood when the index tensors are adjacent among the dims left after the
 ints are taken out (a None between them separates them, an ellipsis only if it stands for some dims), else in
 front. So `t[1, :, 3:11:2, idx, 0:2]` keeps idx's dims in the place of its dim. Out-of-range tensor indices read 0

@@ -196,7 +196,8 @@ def _ceil_pads(sp: Sequence[int], k: tuple[int, ...], st: tuple[int, ...], dl: t
 
 
 def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
-    """x indexed along ax by the host indices idx (in range): a one-hot pick, exact for every dtype."""
+    """x indexed along ax by the host indices idx (in range): a one-hot pick (folded into one load per element),
+    exact for every dtype."""
     n, m = int(x.shape[ax]), len(idx)
     if m == 0 or n == 0 or any(s == 0 for s in x.shape):
         shp = list(x.shape)
@@ -209,9 +210,12 @@ def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
     step = int(idx[1] - idx[0]) if m > 1 else 1
     if step > 0 and bool((idx == idx[0] + step * np.arange(m)).all()):  # an integer downscale: a strided slice
         return x[(slice(None),) * ax + (slice(int(idx[0]), int(idx[0]) + step * (m - 1) + 1, step),)]
-    hot = (idx.reshape(m, 1) == np.arange(n).reshape(1, n)).reshape((1,) * ax + (m, n) + (1,) * (x.ndim - ax - 1))
+    # the ids as a buffer against a lazy arange (not a host-built mask): kernel-simplify folds the pick into a load
+    ids = type(x)(idx.astype(np.int32 if n <= 2**31 else np.int64).reshape(m, 1), device=x.device)
+    hot = (ids == type(x).arange(n, device=x.device).reshape(1, n))
+    hot = hot.reshape((1,) * ax + (m, n) + (1,) * (x.ndim - ax - 1))
     xe = x.unsqueeze(ax).expand(x.shape[:ax] + (m,) + x.shape[ax:])
-    return pick(xe, type(x)(hot, device=x.device), (ax + 1,))
+    return pick(xe, hot, (ax + 1,))
 
 
 def reduce_loss(loss: Tensor, reduction: str) -> Tensor:

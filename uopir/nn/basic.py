@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from uopir.frontend.indexing import pick
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import DType, dtypes
 
@@ -41,8 +42,8 @@ class Linear:
 
 
 class Embedding:
-    """Rows of weight (vocab_size, embed_size) picked by integer indices, as a one-hot matmul (differentiable); an
-    index outside [0, vocab_size) picks a row of zeros."""
+    """Rows of weight (vocab_size, embed_size) picked by integer indices, as a one-hot pick (differentiable; the
+    compiler reads one row per index, bit for bit); an index outside [0, vocab_size) picks a row of zeros."""
 
     def __init__(self, vocab_size: int, embed_size: int) -> None:
         self.vocab_sz, self.embed_sz = vocab_size, embed_size
@@ -53,8 +54,10 @@ class Embedding:
             idx = Tensor(idx)
         if not idx.dtype.is_int:
             raise TypeError(f"Embedding needs integer indices, got {idx.dtype!r}")
-        hot = (idx.unsqueeze(-1) == Tensor.arange(self.vocab_sz, device=idx.device)).cast(self.weight.dtype)
-        return hot @ self.weight
+        hot = idx.unsqueeze(-1) == Tensor.arange(self.vocab_sz, device=idx.device)
+        n, d = self.vocab_sz, self.embed_sz
+        rows = self.weight.reshape((1,) * idx.ndim + (n, d)).expand(idx.shape + (n, d))
+        return pick(rows, hot.unsqueeze(-1), (idx.ndim,))
 
 
 class Dropout:

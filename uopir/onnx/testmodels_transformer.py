@@ -1,6 +1,7 @@
 """The transformer models of issue 26 (a ViT with 6 layers of width 384, torch.nn.TransformerEncoder with 4 layers of
-d_model 256) built with onnx.helper and random weights (fixed seed), for the bench (bench/real_models.py) and the
-model tests (unit_tests/test_onnx_transformer_models.py), since torch and torchvision are not installed here.
+d_model 256, a BERT-tiny encoder with its 30522-word embedding) built with onnx.helper and random weights (fixed
+seed), for the bench (bench/real_models.py) and the model tests (unit_tests/test_onnx_transformer_models.py), since
+torch and torchvision are not installed here.
 
 Faithful to what torch's exporter emits at opset 17 for eval mode (constants folded): a Linear on a 3-d input is
 MatMul by the transposed weight (an (in, out) initializer) + Add of the bias, one on a 2-d input is Gemm(transB=1);
@@ -127,4 +128,31 @@ def transformer_encoder(batch: int = 1, seq: int = 64, layers: int = 4, dim: int
     return m, {"src": g.r.standard_normal((seq, batch, dim)).astype(np.float32)}
 
 
-MODELS: dict[str, Callable[..., tuple[Any, dict]]] = {"vit": vit, "transformer_encoder": transformer_encoder}
+def bert_tiny(batch: int = 1, seq: int = 128, vocab: int = 30522, layers: int = 2, dim: int = 128, heads: int = 2,
+              ff: int = 512, positions: int = 512, seed: int = 0) -> tuple[Any, dict]:
+    """(model, inputs): a BERT encoder the size of google's BERT-tiny (input_ids (batch, seq) int64 -> hidden
+    states (batch, seq, dim)): word, position and token-type embeddings read by Gather (the position ids a constant
+    0..seq-1, the token types zeros), added and layer-normed (eps 1e-12), then post-norm encoder layers with the
+    exact GELU. What makes it slow or fast is the word embedding: one row of a vocab x dim table per token."""
+    onnx, helper, _ = _helpers()
+    g = _Tx(seed)
+    table = g.const(0.05 * g.r.standard_normal((vocab, dim)), np.float32)
+    x = g.node("Gather", [table, "input_ids"], axis=0)
+    pos = g.node("Gather", [g.const(0.05 * g.r.standard_normal((positions, dim)), np.float32),
+                            g.const(np.arange(seq)[None].repeat(batch, 0))], axis=0)
+    typ = g.node("Gather", [g.const(0.05 * g.r.standard_normal((2, dim)), np.float32),
+                            g.const(np.zeros((batch, seq)))], axis=0)
+    x = g.layernorm(g.node("Add", [g.node("Add", [x, typ]), pos]), dim, 1e-12)
+    for _ in range(layers):  # x = norm1(x + attention(x)); x = norm2(x + linear2(gelu(linear1(x))))
+        x = g.layernorm(g.node("Add", [x, g.attention(x, seq, batch, dim, heads, True)]), dim, 1e-12)
+        h = g.gelu(g.linear(x, dim, ff))
+        x = g.layernorm(g.node("Add", [x, g.linear(h, ff, dim, gain=2.0)]), dim, 1e-12)
+    g.nodes[-1].output[0] = "hidden"
+    f = onnx.TensorProto.FLOAT
+    m = _finish(g.nodes, [helper.make_tensor_value_info("input_ids", onnx.TensorProto.INT64, [batch, seq])],
+                [helper.make_tensor_value_info("hidden", f, [batch, seq, dim])], g.inits, "bert_tiny", 17)
+    return m, {"input_ids": g.r.integers(0, vocab, (batch, seq)).astype(np.int64)}
+
+
+MODELS: dict[str, Callable[..., tuple[Any, dict]]] = {"vit": vit, "transformer_encoder": transformer_encoder,
+                                                      "bert_tiny": bert_tiny}

@@ -151,6 +151,10 @@ def _assign(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
     return np.broadcast_to(val, view.shape)
 
 
+def _arange(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
+    return np.arange(u.attrs.shape[0], dtype=np_dtype(u.dtype))
+
+
 def _var(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
     name = u.attrs.name
     if name not in ctx.var_vals:
@@ -183,6 +187,7 @@ def _call(u: UOp, s: list[Value], ctx: GraphCtx) -> Value:
 
 HANDLERS: HandlerTable = {
     T.BUFFER: _buffer,
+    T.ARANGE: _arange,
     T.RESHAPE: _reshape,
     T.PERMUTE: _permute,
     T.EXPAND: _expand,

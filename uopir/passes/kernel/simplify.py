@@ -8,9 +8,10 @@ What it does, as named rules (each shows in --pass-statistics):
 - strategies that apply those rules inside a sum: `collect-terms` reads a sum as terms with constant coefficients
   and rebuilds it with like terms collected (x*a + x*b -> x*(a+b)), constants last, `(x//c)*c + x%c` recombined;
   `div-peel-in-sum` / `mod-peel-in-sum` peel a term whose coefficient the divisor divides out of a longer sum;
-- kernel rules: a range of extent 1 becomes 0 (and leaves its kernel.end / kernel.reduce), a gate that is always
-  true is dropped, a load whose gate is always false is its alternative (a dead load), a `where` that repeats the
-  gate of the load it selects is that load;
+- kernel rules: a range of extent 1 becomes 0 (and leaves its kernel.end / kernel.reduce), a one-hot reduction
+  `sum_r where(cast(r) == e, v(r), 0)` becomes a load at e (`fold-one-hot`, uopir.passes.kernel.onehot: gathers and
+  embeddings read one row), a gate that is always true is dropped, a load whose gate is always false is its
+  alternative (a dead load), a `where` that repeats the gate of the load it selects is that load;
 - range splitting (plain code, before merging): a range r of constant extent that the index reads as r // b or
   r % b, b dividing the extent (a 3x3 window reshaped into 9 taps, channels blocked by 16), becomes two ranges
   r0 in [0, n/b) (r's axis) and r1 in [0, b) (a fresh axis), r = r0*b + r1, when that leaves fewer divisions;
@@ -42,6 +43,7 @@ from uopir.ir.uop import UOp
 from uopir.ir.upat import UPat
 from uopir.ir.valuerange import value_range
 from uopir.passes.kernel.indexmath import conjuncts
+from uopir.passes.kernel.onehot import fold_one_hot
 from uopir.passes.kernel.simplify_rules import RULES, App, K, Lit, LoConst, QEnv, Rule, Term, V, subterms
 from uopir.passes.manager import PassContext
 from uopir.passes.registry import register_pass
@@ -303,6 +305,7 @@ _P = UPat.var("p")
 _KERNEL = PatternMatcher([
     (UPat(kernel.RANGE, src=(UPat.const(dtypes.index, 1),)), lambda: UOp.const(dtypes.index, 0), "range-size-one"),
     (UPat((kernel.END, kernel.REDUCE), name="u"), _drop_closed, "close-constant-ranges"),
+    (UPat(kernel.REDUCE, src=(UPat(core.WHERE),), allow_any_len=True, name="u"), fold_one_hot, "fold-one-hot"),
     (UPat(kernel.LOAD, src=(_P, UPat.var(), _TRUE), name="u"), lambda u, p: UOp(kernel.LOAD, u.dtype, (p,)),
      "load-gate-true"),
     (UPat(kernel.LOAD, src=(_P, UPat.var("a"), _FALSE)), lambda p, a: a, "dead-load"),

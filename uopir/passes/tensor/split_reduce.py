@@ -17,14 +17,15 @@ on its own beside the P partials and combined elementwise (add, mul, max; min as
 Exactness (uopir.backends.tolerance): integer, bool, max and min reductions give the same value in any order; a
 float add or mul is split only where the target allows reassociation (`reassociate_float_reductions`). A target of
 one thread (the generic cpu, the interpreter), a gpu (kernel-optimize shares long reductions by work-group threads
-there) and a symbolic shape are left alone.
+there) and a symbolic shape are left alone, and so is the frontend's one-hot pick (`where(index == arange, x, 0)`:
+kernel-simplify folds it into one load, so there is no long reduction left to share).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from uopir.dialects import tensor
+from uopir.dialects import core, tensor
 from uopir.ir.uop import UOp
 from uopir.passes.kernel_to_device import reduce_update
 from uopir.passes.manager import PassContext
@@ -44,8 +45,31 @@ SPLIT_ALIGN = 1024
 SPLIT_PER_THREAD = 1  # partials per thread (the runtime splits a global range statically: one each is balanced)
 
 
+def _one_hot_pick(x: UOp) -> bool:
+    """Is x `where(... & v == arange ..., value, z)`, the frontend's one-hot pick (gathers, embeddings)? Its reduction
+    becomes one load in kernel-simplify (fold-one-hot): splitting it would only add a kernel and a combine."""
+    while x.op is core.CAST or x.op is core.BITCAST:
+        x = x.src[0]
+    if x.op is not core.WHERE:
+        return False
+    conds, seen = [x.src[0]], 0
+    while conds and seen < 64:
+        c, seen = conds.pop(), seen + 1
+        if c.op is core.AND:
+            conds.extend(c.src)
+        elif c.op is core.CMPEQ:
+            for side in c.src:
+                while side.op in tensor.MOVEMENT_OPS or side.op is core.CAST:
+                    side = side.src[0]
+                if side.op is tensor.ARANGE:
+                    return True
+    return False
+
+
 def _splittable(u: UOp, t: Target) -> bool:
     op, d = u.attrs.op, u.dtype
+    if _one_hot_pick(u.operands.x):
+        return False
     if d.is_float and op in ("add", "mul") and not t.reassociate_float_reductions:
         return False
     if d.is_bool and op in ("add", "mul"):

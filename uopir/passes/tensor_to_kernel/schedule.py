@@ -209,6 +209,9 @@ class _Builder:
         if op is core.CONST:
             v = UOp.const(u.dtype, const_value(u))
             return [], lambda _: v
+        if op is tensor.ARANGE:  # the element's index: the loop index itself, in the arange's dtype
+            v = UOp(core.CAST, u.dtype, (idx[0],))
+            return [], lambda _: v
         if op in _MOVEMENT:
             sidx, valid = movement_index(u, idx)
             if valid is None:
