@@ -38,8 +38,9 @@ clean:
 	find . -name Output -path '*lit_tests*' -type d -prune -exec rm -rf {} +
 
 # the standing fuzz target (unit_tests/fuzz.py): random .uop mutations through uop-opt with every pipeline, random
-# graphs through every pass against the reference interpreter, random Tensor programs against numpy; failing inputs
-# go to fuzz-failures/. CI runs a short fixed-seed slice of it (unit_tests/test_fuzz_slice.py).
+# graphs through every pass against the reference interpreter, random Tensor programs against numpy, random programs
+# through the optimized lowerings compiled by C against the interpreter; failing inputs go to fuzz-failures/. CI runs
+# a short fixed-seed slice of it (unit_tests/test_fuzz_slice.py).
 FUZZ_SECONDS ?= 300
 fuzz: $(STAMP)
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -W ignore unit_tests/fuzz.py --seconds $(FUZZ_SECONDS) --out fuzz-failures

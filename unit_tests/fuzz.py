@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A standing fuzz target: run it for minutes while developing, CI runs a short derandomized slice of it.
 
-Five targets, each with a per-case timeout; every failing input is written to the output folder with what was
+Six targets, each with a per-case timeout; every failing input is written to the output folder with what was
 wrong, so it can be replayed (`uop-opt FILE -p PIPELINE`, or the printed Python for a Tensor program):
 
   text      mutated .uop inputs (the lit files and printed random graphs, with tokens and characters deleted,
@@ -17,6 +17,9 @@ wrong, so it can be replayed (`uop-opt FILE -p PIPELINE`, or the printed Python 
   cache     random faults in the on-disk compile cache (unit_tests/fuzz_cache.py: truncation, flipped bytes, swapped
             or forged entries, a folder in an entry's place, a garbled size index), then fresh processes: each exits
             0 with the right values, warns once per damaged entry, and leaves a healthy cache.
+  lowered   random tensor programs through the optimized device pipelines without kernel-simplify
+            (unit_tests/fuzz_lowered.py), compiled by the C backend and run: the values the interpreter gives for
+            the same lowered programs (it runs hardware ids data-parallel; a cpu runs them as a loop). Not in CI.
 
     python unit_tests/fuzz.py --seconds 300                  # all targets, a fresh seed
     python unit_tests/fuzz.py --target tensor --seed 7 --iterations 500 --out fuzz-failures
@@ -57,7 +60,7 @@ from uopir.ir.parser import parse_ir  # noqa: E402
 from uopir.ir.printer import print_ir  # noqa: E402
 from uopir.ir.uop import UOp  # noqa: E402
 
-TARGETS = ("text", "pipeline", "tensor", "names", "cache")
+TARGETS = ("text", "pipeline", "tensor", "names", "cache", "lowered")
 _DIRECTIVE = re.compile(r"^\s*//\s*(RUN|CHECK|[A-Z]+(-NEXT|-SAME|-NOT|-DAG|-LABEL|-EMPTY)?):")
 
 
@@ -456,6 +459,9 @@ def run(targets: tuple[str, ...] = TARGETS, seed: int = 0, iterations: int | Non
                     inp, pipeline, why = tensor_case(case_rng)
                 elif target == "names":
                     inp, pipeline, why = names_case(case_rng)
+                elif target == "lowered":
+                    from fuzz_lowered import lowered_case  # imports the device-lowering tests: only when it runs
+                    inp, pipeline, why = lowered_case(case_rng)
                 else:
                     inp, pipeline, why = cache_case(case_rng)
         except CaseTimeout as e:

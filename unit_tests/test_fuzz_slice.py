@@ -8,13 +8,16 @@ import fuzz
 import numpy as np
 import pytest
 
-# cases per target in CI: the cache target runs three subprocesses per case (about a second), so it gets a few
-SLICE = {"text": 150, "pipeline": 150, "tensor": 150, "names": 40, "cache": 4}
+# cases per target in CI: the cache target runs three subprocesses per case (about a second), so it gets a few; the
+# lowered target compiles C for every case: `make fuzz` only
+SLICE = {"text": 150, "pipeline": 150, "tensor": 150, "names": 40, "cache": 4, "lowered": 0}
 
 
 @pytest.mark.parametrize("target", fuzz.TARGETS)
 def test_fuzz_slice_finds_nothing(target, tmp_path):
     n = SLICE[target]
+    if n == 0:
+        pytest.skip(f"the {target} target compiles for every case: make fuzz runs it")
     report = fuzz.run((target,), seed=20261202, iterations=n, timeout=60, out_dir=tmp_path)
     assert report.cases[target] == n
     assert not report.failures, "\n\n".join(f"{f.why}\n{f.input}" for f in report.failures[:3])
