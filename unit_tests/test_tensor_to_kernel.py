@@ -380,3 +380,21 @@ def test_a_build_reuses_the_kernels_no_decision_touched(monkeypatch: pytest.Monk
     assert got == want
     assert len(renders) > 2 * reused > 0
     check(root)
+
+
+def test_kernels_of_one_body_share_its_name_and_program() -> None:
+    """Kernels whose bodies are the same (a model's repeated blocks) are one kernel.def: one name, lowered and
+    compiled once, each call on its own buffers; a different body of the same shape keeps its numbered name."""
+    from uopir.backends.realize import STATS
+    x, y = _f32(4, 8), _f32(4, 8) * 2
+    root = UOp.sink(x.exp().uop, (x + 1).exp().uop, y.realize().exp().uop)
+    ks, _ = schedule(root)
+    assert [k.name for k in ks] == ["E_4_8", "E_4_8n1", "E_4_8"] and ks[0].ast is ks[2].ast
+    assert ks[0].buffers[1] is not ks[2].buffers[1]
+    check(root)
+    before = STATS.compiles
+    got = [x.exp() * 3, (x + 1).exp() * 3, y.exp() * 3]
+    Tensor.realize_all(*got)
+    assert STATS.compiles - before == 2
+    want = np.exp(x.numpy()) * 3, np.exp(x.numpy() + 1) * 3, np.exp(y.numpy()) * 3
+    assert all(np.allclose(g.numpy(), w) for g, w in zip(got, want, strict=True))

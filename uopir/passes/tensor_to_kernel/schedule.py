@@ -385,15 +385,21 @@ class _Plan:
         ids = itertools.count(self.first_id)
         kernels: list[Kernel] = []
         names: dict[str, int] = {}
+        named: dict[UOp, UOp] = {}  # a kernel body -> the named kernel.def of its first kernel
         for m in self.order:
             if m not in self.materialized:
                 continue
             for k in self._kernels_for(m, ids):
                 c = names.get(k.name, 0)
                 names[k.name] = c + 1
-                if c:
-                    k.name = f"{k.name}n{c}"
-                    k.ast = k.ast.replace(arg=k.name)
+                if (same := named.get(k.ast)) is not None:  # one body, one name: later passes lower it and the
+                    k.name, k.ast = same.arg, same  # backend compiles it once (ResNet's repeated blocks, a ViT's
+                else:  # layers), and each call launches it on its own buffers
+                    body = k.ast
+                    if c:
+                        k.name = f"{k.name}n{c}"
+                        k.ast = k.ast.replace(arg=k.name)
+                    named[body] = k.ast
                 kernels.append(k)
         if self.twice:
             for t in self.twice:
