@@ -36,7 +36,7 @@ from uopir.ir.once import FirstUse
 from uopir.ir.pattern_compiler import PatternMatcher
 from uopir.ir.pattern_compiler import Rule as PatternRule
 from uopir.ir.regions import map_regions
-from uopir.ir.rewrite import graph_rewrite
+from uopir.ir.rewrite import RewriteStats, graph_rewrite
 from uopir.ir.roles import role_op
 from uopir.ir.uop import UOp
 from uopir.ir.upat import UPat
@@ -445,18 +445,24 @@ class _Ctx(FoldContext):
 
 def simplify_kernel(g: UOp, merge_ranges: bool = True, stats: Any = None) -> UOp:
     """One kernel body (a kernel.def), simplified."""
-    def rewrite(x: UOp) -> UOp:
-        return graph_rewrite(x, SIMPLIFY, ctx=_Ctx(), stats=stats)
-    g = rewrite(g)
-    while (m := _split_once(g, lambda x: graph_rewrite(x, SIMPLIFY, ctx=_Ctx()))) is not None:
-        g = rewrite(m)
+    tried: list[RewriteStats] = []  # the counts of the last candidate's rewrite, merged when it is kept
+
+    def candidate(x: UOp) -> UOp:
+        tried[:] = [RewriteStats()] if stats is not None else []
+        return graph_rewrite(x, SIMPLIFY, ctx=_Ctx(), stats=tried[0] if tried else None)
+
+    def keep(kind: str) -> None:  # an accepted candidate is already at the rewrite's fixed point: not rewritten again
         if stats is not None:
-            stats.fired["split-ranges"] += 1
+            stats.merge(tried[0])
+            stats.fired[kind] += 1
+    g = graph_rewrite(g, SIMPLIFY, ctx=_Ctx(), stats=stats)
+    while (m := _split_once(g, candidate)) is not None:
+        g = m
+        keep("split-ranges")
     if merge_ranges:
-        while (m := _merge_once(g, lambda x: graph_rewrite(x, SIMPLIFY, ctx=_Ctx()))) is not None:
-            g = rewrite(m)  # counted once, on the accepted result
-            if stats is not None:
-                stats.fired["merge-ranges"] += 1
+        while (m := _merge_once(g, candidate)) is not None:
+            g = m
+            keep("merge-ranges")
     return g
 
 
