@@ -24,7 +24,7 @@ It runs on every kernel body (a region whose root is kernel.def, at any depth) a
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -332,8 +332,9 @@ def _pairs(closers: list[UOp]) -> list[tuple[UOp, UOp]]:
     return list(out)
 
 
-def _cost(g: UOp) -> tuple[int, int]:
-    nodes = g.toposort()
+def _cost(g: UOp, nodes: Collection[UOp] | None = None) -> tuple[int, int]:
+    """(divisions and remainders, nodes) of g; `nodes`: its toposort when the caller has it."""
+    nodes = g.toposort() if nodes is None else nodes
     return sum(1 for u in nodes if u.op is core.IDIV or u.op is core.MOD), len(nodes)
 
 
@@ -373,7 +374,7 @@ def _merge_pair(g: UOp, nodes: list[UOp], r0: UOp, r1: UOp) -> UOp | None:
 
 def _merge_once(g: UOp, rewrite: Callable[[UOp], UOp]) -> UOp | None:
     nodes = list(g.toposort())
-    before = _cost(g)
+    before = _cost(g, nodes)
     for r0, r1 in _pairs(_closers(nodes)):
         cand = _merge_pair(g, nodes, r0, r1)
         if cand is None:
@@ -414,7 +415,7 @@ def _split_once(g: UOp, rewrite: Callable[[UOp], UOp]) -> UOp | None:
     (b dividing its extent: a reshape of a 3x3 window into 9 taps, channels blocked by 16) becomes two ranges when
     that leaves fewer divisions (then r // b is r0 and r % b is r1); the first such split, or None."""
     nodes = list(g.toposort())
-    before = _cost(g)
+    before = _cost(g, nodes)
     tried: set[tuple[UOp, int]] = set()
     for u in nodes:
         if u.op is not core.IDIV and u.op is not core.MOD:

@@ -289,8 +289,9 @@ def _symbolic_scalar(u: UOp) -> bool:
                                     x.op in _ELEMENTWISE) for x in u.toposort())
 
 
-def _kernel_name(node: UOp, ast: UOp, shape: tuple[int, ...]) -> str:
-    kind = "r" if any(x.op is kernel.REDUCE for x in ast.toposort()) else "E"
+def _kernel_name(node: UOp, nodes: dict[UOp, None], shape: tuple[int, ...]) -> str:
+    """E (elementwise), r (a reduction) or copy, then the output's dims; `nodes`: the kernel's toposort."""
+    kind = "r" if any(x.op is kernel.REDUCE for x in nodes) else "E"
     if node.op is tensor.COPY:
         kind = "copy"
     dims = (str(d) if type(d) is int else re.sub(r"\W+", "_", render(d)).strip("_") for d in shape)
@@ -513,8 +514,9 @@ class _Plan:
         rngs = [r for r in idx if r.op is kernel.RANGE]
         body = UOp(kernel.END, dtypes.void, (store, *rngs)) if rngs else store
         ast = UOp(kernel.DEF, dtypes.void, (body,), "k")
-        name = _kernel_name(node, ast, tuple(d for d in shape if d != 1))
-        names = sorted({x.attrs.name for x in ast.toposort() if x.op is kernel.VAR})
+        nodes = ast.toposort()
+        name = _kernel_name(node, nodes, tuple(d for d in shape if d != 1))
+        names = sorted({x.attrs.name for x in nodes if x.op is kernel.VAR})
         k = Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, gated=b.gated,
                    ranges=tuple(rngs), vars=tuple(self.var_operands[n] for n in names))
         if not b.stubbed and len(self.materialized) == made:  # else this build is discarded
@@ -676,9 +678,10 @@ def _gated_work(deps: frozenset[UOp], t: UOp) -> int:
 
 def _reads_other_element(k: Kernel) -> bool:
     """Does an in-place assign kernel read its target buffer anywhere but the element it writes?"""
-    store = next(x for x in k.ast.toposort() if x.op is kernel.STORE)
+    nodes = k.ast.toposort()
+    store = next(x for x in nodes if x.op is kernel.STORE)
     dst = store.operands.ptr
-    for x in k.ast.toposort():
+    for x in nodes:
         if x.op is not kernel.LOAD:
             continue
         at = x.operands.ptr
