@@ -25,7 +25,6 @@ from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.ir.dtype import dtypes
 from uopir.ir.pattern_compiler import PatternMatcher
-from uopir.ir.rewrite import graph_rewrite
 from uopir.ir.uop import UOp
 from uopir.ir.upat import UPat
 from uopir.passes.device.common import in_kernels, resolve_target
@@ -69,9 +68,23 @@ CONTRACT = PatternMatcher([(UPat(D.ACCSTORE, name="u"), _accstore, "sum-multiply
 
 
 def contract_kernel(k: UOp, min_chains: int = MIN_CHAINS, stats: object = None) -> UOp:
-    """k with its sums' multiply-adds fused, when at least `min_chains` accumulators have one (else k)."""
-    chains = {u.src[0] for u in k.toposort() if u.op is D.ACCSTORE and _accstore(u) is not None}
-    return graph_rewrite(k, CONTRACT, stats=stats) if chains and len(chains) >= min_chains else k
+    """k with its sums' multiply-adds fused, when at least `min_chains` accumulators have one (else k). Each update
+    is fused once, in one walk that both counts the chains and rebuilds k (CONTRACT, the same rule as a pattern,
+    rewrote every update a second time)."""
+    order = k.toposort()
+    fused = {u: f for u in order if u.op is D.ACCSTORE and (f := _accstore(u)) is not None}
+    if len({u.src[0] for u in fused}) < min_chains or not fused:
+        return k
+    if stats is not None:
+        stats.fired["sum-multiply-add-to-fma"] += len(fused)
+    new: dict[UOp, UOp] = {}
+    for u in order:
+        src = tuple(new[s] for s in u.src)
+        v = u if src == u.src else u.replace(src=src)
+        if u in fused:  # (an update whose operands changed fuses as the rewrite would: rebuilt first)
+            v = fused[u] if v is u else _accstore(v) or v
+        new[u] = v
+    return new[k]
 
 
 @dataclass

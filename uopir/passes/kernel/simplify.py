@@ -25,7 +25,7 @@ It runs on every kernel body (a region whose root is kernel.def, at any depth) a
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ from uopir.ir.once import FirstUse
 from uopir.ir.pattern_compiler import PatternMatcher
 from uopir.ir.pattern_compiler import Rule as PatternRule
 from uopir.ir.regions import map_regions
-from uopir.ir.rewrite import graph_rewrite
+from uopir.ir.rewrite import RewriteStats, graph_rewrite
 from uopir.ir.roles import role_op
 from uopir.ir.uop import UOp
 from uopir.ir.upat import UPat
@@ -335,8 +335,9 @@ def _pairs(closers: list[UOp]) -> list[tuple[UOp, UOp]]:
     return list(out)
 
 
-def _cost(g: UOp) -> tuple[int, int]:
-    nodes = g.toposort()
+def _cost(g: UOp, nodes: Collection[UOp] | None = None) -> tuple[int, int]:
+    """(divisions and remainders, nodes) of g; `nodes`: its toposort when the caller has it."""
+    nodes = g.toposort() if nodes is None else nodes
     return sum(1 for u in nodes if u.op is core.IDIV or u.op is core.MOD), len(nodes)
 
 
@@ -376,7 +377,7 @@ def _merge_pair(g: UOp, nodes: list[UOp], r0: UOp, r1: UOp) -> UOp | None:
 
 def _merge_once(g: UOp, rewrite: Callable[[UOp], UOp]) -> UOp | None:
     nodes = list(g.toposort())
-    before = _cost(g)
+    before = _cost(g, nodes)
     for r0, r1 in _pairs(_closers(nodes)):
         cand = _merge_pair(g, nodes, r0, r1)
         if cand is None:
@@ -417,7 +418,7 @@ def _split_once(g: UOp, rewrite: Callable[[UOp], UOp]) -> UOp | None:
     (b dividing its extent: a reshape of a 3x3 window into 9 taps, channels blocked by 16) becomes two ranges when
     that leaves fewer divisions (then r // b is r0 and r % b is r1); the first such split, or None."""
     nodes = list(g.toposort())
-    before = _cost(g)
+    before = _cost(g, nodes)
     tried: set[tuple[UOp, int]] = set()
     for u in nodes:
         if u.op is not core.IDIV and u.op is not core.MOD:
@@ -448,18 +449,24 @@ class _Ctx(FoldContext):
 
 def simplify_kernel(g: UOp, merge_ranges: bool = True, stats: Any = None) -> UOp:
     """One kernel body (a kernel.def), simplified."""
-    def rewrite(x: UOp) -> UOp:
-        return graph_rewrite(x, SIMPLIFY, ctx=_Ctx(), stats=stats)
-    g = rewrite(g)
-    while (m := _split_once(g, lambda x: graph_rewrite(x, SIMPLIFY, ctx=_Ctx()))) is not None:
-        g = rewrite(m)
+    tried: list[RewriteStats] = []  # the counts of the last candidate's rewrite, merged when it is kept
+
+    def candidate(x: UOp) -> UOp:
+        tried[:] = [RewriteStats()] if stats is not None else []
+        return graph_rewrite(x, SIMPLIFY, ctx=_Ctx(), stats=tried[0] if tried else None)
+
+    def keep(kind: str) -> None:  # an accepted candidate is already at the rewrite's fixed point: not rewritten again
         if stats is not None:
-            stats.fired["split-ranges"] += 1
+            stats.merge(tried[0])
+            stats.fired[kind] += 1
+    g = graph_rewrite(g, SIMPLIFY, ctx=_Ctx(), stats=stats)
+    while (m := _split_once(g, candidate)) is not None:
+        g = m
+        keep("split-ranges")
     if merge_ranges:
-        while (m := _merge_once(g, lambda x: graph_rewrite(x, SIMPLIFY, ctx=_Ctx()))) is not None:
-            g = rewrite(m)  # counted once, on the accepted result
-            if stats is not None:
-                stats.fired["merge-ranges"] += 1
+        while (m := _merge_once(g, candidate)) is not None:
+            g = m
+            keep("merge-ranges")
     return g
 
 

@@ -24,9 +24,10 @@ STASH_OPS = (core.EXP2, core.LOG2, core.SIN)  # the operations whose recomputati
 STASH_MAX_BYTES = 1 << 16  # one row's scratch, on the stack of each core (the backends' stack scratch limit)
 
 
-def _match(kdef: UOp, red: UOp) -> UOp | None:
+def _match(kdef: UOp, red: UOp, order: list[UOp] | None = None) -> UOp | None:
     """The output range over which the kernel's stores also compute red's operand (the reduce range swapped for
-    it), when red is an add over one reduce range of constant extent whose operand holds a transcendental."""
+    it), when red is an add over one reduce range of constant extent whose operand holds a transcendental.
+    `order`: kdef's toposort, when the caller has it (one walk for all of a kernel's reductions)."""
     if red.attrs.op != "add":
         return None
     rs = red.operands.ranges
@@ -39,9 +40,9 @@ def _match(kdef: UOp, red: UOp) -> UOp | None:
     ops = {u.op for u in v.toposort()}
     if K.AFTER in ops or not ops & set(STASH_OPS):  # (AFTER: already reads a scratch, maybe this one)
         return None
-    order = list(kdef.toposort())
+    order = list(kdef.toposort()) if order is None else order
     inside = set(order)
-    outer = row_ranges(kdef, red)
+    outer = row_ranges(kdef, red, order)
     for q in (u for u in order if u.op is K.RANGE and u.attrs.kind == "loop" and const_extent(u) == n):
         # the row the operand varies over encloses q in the store's loop nest, so one fill per row serves q's loop
         ends = [e for e in order if e.op is K.END and q in e.operands.ranges]
@@ -51,15 +52,16 @@ def _match(kdef: UOp, red: UOp) -> UOp | None:
     return None
 
 
-def row_ranges(kdef: UOp, red: UOp) -> frozenset[UOp]:
+def row_ranges(kdef: UOp, red: UOp, order: list[UOp] | None = None) -> frozenset[UOp]:
     """The ranges red's operand varies over besides red's own: those a fill of the scratch runs inside."""
-    deps = range_deps(list(kdef.toposort()), reduce_consumes=True)
+    deps = range_deps(list(kdef.toposort()) if order is None else order, reduce_consumes=True)
     return deps[red.operands.value] - set(red.operands.ranges)
 
 
 def stash_candidates(kdef: UOp) -> list[UOp]:
     """The reduce ranges `stash` applies to."""
-    return [red.operands.ranges[0] for red in kdef.toposort() if red.op is K.REDUCE and _match(kdef, red) is not None]
+    order = list(kdef.toposort())
+    return [red.operands.ranges[0] for red in order if red.op is K.REDUCE and _match(kdef, red, order) is not None]
 
 
 def stash(kdef: UOp, r: UOp) -> UOp:

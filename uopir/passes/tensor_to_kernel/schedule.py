@@ -114,6 +114,30 @@ class Kernel:
     gated: set[UOp] = field(default_factory=set, repr=False)  # rendered reductions read under a pad's validity gate
     ranges: tuple[UOp, ...] = ()  # the output ranges, outermost first
     vars: tuple[UOp, ...] = ()  # the tensor.bind / tensor.var operands that give the kernel's kernel.vars
+    memo: dict = field(default_factory=dict, repr=False, compare=False)  # the review's findings, shared by the builds
+    # that reuse this rendering (_Rendered)
+
+
+@dataclass(eq=False)
+class _Rendered:
+    """One kernel as a build rendered it, for the next builds to reuse while no node it rendered has been
+    materialized (or made a temp assign) since: the plan grows by one decision per build, so most kernels of a
+    build are the previous build's. Buffers are kept by what they hold (a fresh buffer's id moves when a node
+    before it gets one): None for the kernel's own output, a tensor node for another kernel's (plan.storage), else an
+    input buffer."""
+
+    name: str
+    ast: UOp
+    sources: tuple[UOp | None, ...]
+    node: UOp
+    reads: set[UOp]
+    origin: dict[UOp, UOp]
+    gated: set[UOp]
+    ranges: tuple[UOp, ...]
+    vars: tuple[UOp, ...]
+    visited: frozenset[UOp]  # every tensor node the rendering looked at
+    reduces: tuple[tuple, ...]  # (reduction, index, gate) in rendering order: rendered_once's calls, to replay
+    memo: dict = field(default_factory=dict)
 
 
 # ---- rendering one kernel ------------------------------------------------------------------------------------------
@@ -131,6 +155,8 @@ class _Builder:
         self.gated: set[UOp] = set()  # rendered reductions read under a gate
         self.axis = itertools.count()
         self.kernel_no = 0  # which kernel of the build this is
+        self.reduces: list[tuple] = []  # (reduction, index, gate) rendered, in order
+        self.stubbed = False  # a reduction was found rendered elsewhere already: this rendering is not kept
 
     def ptr(self, buf: UOp) -> UOp:
         if buf not in self.params:
@@ -226,8 +252,10 @@ class _Builder:
             return [(u.operands.x, sidx, g)], pad
         if op is tensor.REDUCE:
             if not self.plan.rendered_once(u, (self.kernel_no, idx, gate)):
+                self.stubbed = True
                 v = self.load(UOp(tensor.BUFFER, u.dtype, (), (0, "", u.shape), "stub"), idx, gate)
                 return [], lambda _: v  # this build is discarded: do not render the reduction again
+            self.reduces.append((u, idx, gate))
             rop, axes = u.attrs.op, u.attrs.axes
             src_shape = u.operands.x.shape
             ranges = [UOp(kernel.RANGE, dtypes.index, (kernel_index(src_shape[a]),), (next(self.axis), "reduce"))
@@ -264,8 +292,9 @@ def _symbolic_scalar(u: UOp) -> bool:
                                     x.op in _ELEMENTWISE) for x in u.toposort())
 
 
-def _kernel_name(node: UOp, ast: UOp, shape: tuple[int, ...]) -> str:
-    kind = "r" if any(x.op is kernel.REDUCE for x in ast.toposort()) else "E"
+def _kernel_name(node: UOp, nodes: dict[UOp, None], shape: tuple[int, ...]) -> str:
+    """E (elementwise), r (a reduction) or copy, then the output's dims; `nodes`: the kernel's toposort."""
+    kind = "r" if any(x.op is kernel.REDUCE for x in nodes) else "E"
     if node.op is tensor.COPY:
         kind = "copy"
     dims = (str(d) if type(d) is int else re.sub(r"\W+", "_", render(d)).strip("_") for d in shape)
@@ -292,6 +321,9 @@ class _Plan:
         self.consumers: dict[UOp, list[UOp]] | None = None  # node -> the nodes that read it (made when first needed)
         self.pos: dict[UOp, int] = {}  # node -> its place in self.order
         self.kernel_no = 0
+        self.renders: dict[tuple, _Rendered] = {}  # (node, value, target, own) of a _kernel call -> its rendering
+        self.fresh: dict[UOp, UOp] = {}  # buffer made by this build -> the node it holds
+        self.seen: tuple[int, frozenset[UOp]] = (0, frozenset())  # materialized count, temp assigns at the last build
         ids = [u.attrs.id for u in self.order if u.op is tensor.BUFFER]
         self.first_id = max(ids, default=-1) + 1
         self.devices: dict[UOp, str | None] = {}
@@ -352,18 +384,26 @@ class _Plan:
         self.reduce_at, self.twice = {}, {}
         self.kernel_no = 0
         self.cut = False
+        self.fresh = {}
+        self._forget_changed()
         ids = itertools.count(self.first_id)
         kernels: list[Kernel] = []
         names: dict[str, int] = {}
+        named: dict[UOp, UOp] = {}  # a kernel body -> the named kernel.def of its first kernel
         for m in self.order:
             if m not in self.materialized:
                 continue
             for k in self._kernels_for(m, ids):
                 c = names.get(k.name, 0)
                 names[k.name] = c + 1
-                if c:
-                    k.name = f"{k.name}n{c}"
-                    k.ast = k.ast.replace(arg=k.name)
+                if (same := named.get(k.ast)) is not None:  # one body, one name: later passes lower it and the
+                    k.name, k.ast = same.arg, same  # backend compiles it once (ResNet's repeated blocks, a ViT's
+                else:  # layers), and each call launches it on its own buffers
+                    body = k.ast
+                    if c:
+                        k.name = f"{k.name}n{c}"
+                        k.ast = k.ast.replace(arg=k.name)
+                    named[body] = k.ast
                 kernels.append(k)
         if self.twice:
             for t in self.twice:
@@ -374,6 +414,14 @@ class _Plan:
                     "" if top is t else ", through the elementwise chain above it")
             return None
         return None if self.cut else kernels
+
+    def _forget_changed(self) -> None:
+        """Drop the renderings that looked at a node materialized or made a temp assign since the last build."""
+        n, temps = self.seen
+        changed = set(itertools.islice(self.materialized, n, None)) | (self.temp_assigns - temps)
+        self.seen = (len(self.materialized), frozenset(self.temp_assigns))
+        if changed:
+            self.renders = {key: r for key, r in self.renders.items() if r.visited.isdisjoint(changed)}
 
     def _chain_top(self, r: UOp) -> UOp:
         """What to materialize for reduction r (read twice, or recomputed where it is read): the topmost node of the
@@ -425,13 +473,32 @@ class _Plan:
 
     def _new_buffer(self, u: UOp, ids: itertools.count) -> UOp:
         dev = self.devices.get(u) or self.default_device
-        return UOp(tensor.BUFFER, u.dtype, (), (next(ids), dev, storage_shape(u.shape)))
+        buf = UOp(tensor.BUFFER, u.dtype, (), (next(ids), dev, storage_shape(u.shape)))
+        self.fresh[buf] = u
+        return buf
+
+    def _reuse(self, r: _Rendered, dbuf: UOp) -> Kernel | None:
+        """The kernel of an earlier build's rendering, as this build would render it; None when one of its
+        reductions is already rendered elsewhere in this build (rendering would find it twice)."""
+        at, no = self.reduce_at, self.kernel_no
+        if any(at.get(u, w) != w for u, idx, gate in r.reduces for w in ((no, idx, gate),)):
+            return None
+        for u, idx, gate in r.reduces:
+            at.setdefault(u, (no, idx, gate))
+        bufs = [dbuf if s is None else s if s.op is tensor.BUFFER else self.storage[s][0] for s in r.sources]
+        return Kernel(r.name, r.ast, bufs, r.node, dbuf, r.reads, origin=r.origin, gated=r.gated, ranges=r.ranges,
+                      vars=r.vars, memo=r.memo)
 
     def _kernel(self, node: UOp, value: UOp | None, dst: UOp, target: UOp | None, own: UOp | None) -> Kernel:
         """Store `value` (a tensor expression of node's shape, or node itself when own is node) into dst, through
         the assign target view `target` when given."""
-        b = _Builder(self, own if own is not None else node)
         self.kernel_no += 1
+        key = (node, value, target, own)
+        if (r := self.renders.get(key)) is not None and \
+                (k := self._reuse(r, dst if target is None else base_buffer(target))) is not None:
+            return k
+        made = len(self.materialized)
+        b = _Builder(self, own if own is not None else node)
         b.kernel_no = self.kernel_no
         shape = node.shape
         assert shape is not None
@@ -450,11 +517,17 @@ class _Plan:
         rngs = [r for r in idx if r.op is kernel.RANGE]
         body = UOp(kernel.END, dtypes.void, (store, *rngs)) if rngs else store
         ast = UOp(kernel.DEF, dtypes.void, (body,), "k")
-        name = _kernel_name(node, ast, tuple(d for d in shape if d != 1))
-        names = sorted({x.attrs.name for x in ast.toposort() if x.op is kernel.VAR})
-        return Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, gated=b.gated,
-                      ranges=tuple(rngs),
-                      vars=tuple(self.var_operands[n] for n in names))
+        nodes = ast.toposort()
+        name = _kernel_name(node, nodes, tuple(d for d in shape if d != 1))
+        names = sorted({x.attrs.name for x in nodes if x.op is kernel.VAR})
+        k = Kernel(name, ast.replace(arg=name), b.buffers, node, dbuf, b.reads, origin=b.origin, gated=b.gated,
+                   ranges=tuple(rngs), vars=tuple(self.var_operands[n] for n in names))
+        if not b.stubbed and len(self.materialized) == made:  # else this build is discarded
+            sources = tuple(None if x is dbuf else self.fresh.get(x, x) for x in b.buffers)
+            visited = frozenset([node, *(mk[0] for mk in b.memo)])
+            self.renders[key] = _Rendered(k.name, k.ast, sources, node, b.reads, b.origin, b.gated, k.ranges, k.vars,
+                                          visited, tuple(b.reduces), k.memo)
+        return k
 
     def _kernels_for(self, m: UOp, ids: itertools.count) -> list[Kernel]:
         if m.op is not tensor.ASSIGN:
@@ -479,14 +552,20 @@ class _Plan:
         `rendered_once`); True when the plan changed."""
         for want_reduce in (True, False):
             for k in kernels:
-                bad = _first_recomputed(k, want_reduce)
+                if want_reduce not in k.memo:
+                    k.memo[want_reduce] = _first_recomputed(k, want_reduce)
+                bad = k.memo[want_reduce]
                 if bad is not None:
                     top = self._chain_top(bad) if want_reduce else bad
                     self.materialized[bad if top in self.materialized else top] = \
                         "recomputed inside a loop its value does not depend on"
                     return True
         for k in kernels:
-            if k.node.op is tensor.ASSIGN and k.node not in self.temp_assigns and _reads_other_element(k):
+            if k.node.op is not tensor.ASSIGN or k.node in self.temp_assigns:
+                continue
+            if "other" not in k.memo:
+                k.memo["other"] = _reads_other_element(k)
+            if k.memo["other"]:
                 self.temp_assigns.add(k.node)
                 return True
         return False
@@ -602,9 +681,10 @@ def _gated_work(deps: frozenset[UOp], t: UOp) -> int:
 
 def _reads_other_element(k: Kernel) -> bool:
     """Does an in-place assign kernel read its target buffer anywhere but the element it writes?"""
-    store = next(x for x in k.ast.toposort() if x.op is kernel.STORE)
+    nodes = k.ast.toposort()
+    store = next(x for x in nodes if x.op is kernel.STORE)
     dst = store.operands.ptr
-    for x in k.ast.toposort():
+    for x in nodes:
         if x.op is not kernel.LOAD:
             continue
         at = x.operands.ptr
