@@ -23,6 +23,7 @@ import numpy as np
 
 from uopir.dialects import tensor as T
 from uopir.frontend import dtype_promotion as P
+from uopir.frontend.conv_transpose import conv_transpose_phases
 from uopir.frontend.indexing import pick
 from uopir.frontend.shape_ops import TensorArgError, patches
 from uopir.frontend.shapes import broadcast_shape, norm_axis
@@ -404,6 +405,8 @@ class NNOps:
         if any(o < 0 or (o >= s and o >= d) for o, s, d in zip(op, st, dl, strict=True)):
             raise TensorArgError(f"conv_transpose2d output_padding {op} must be smaller than stride {st} or dilation "
                                  f"{dl}")
+        if any(s > 1 for s in st) and all(d == 1 for d in dl):  # one conv over the phases, no zero-stuffing
+            return conv_transpose_phases(self, weight, bias, groups, st, pads, op)
         n = self.shape[0]
         x = self
         if any(s > 1 for s in st):
