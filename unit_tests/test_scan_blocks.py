@@ -1,0 +1,34 @@
+"""A running sum or product along a long axis is computed in blocks (Reduction._blocked_scan): its kernels do
+O(n * SCAN_BLOCK) work, not the masked triangle's O(n**2), and give numpy's values, -0.0 and infinities included."""
+from __future__ import annotations
+
+import numpy as np
+
+from uopir import Tensor
+from uopir.backends.estimates import estimate
+from uopir.frontend.reduction import SCAN_BLOCK
+
+
+def test_long_cumsum_is_blocked() -> None:
+    rows, n = 2, 16 * SCAN_BLOCK
+    x = Tensor(np.ones((rows, n), np.float32))
+    flops = sum(estimate(p.program).flops for p in x.cumsum(1).programs())
+    assert flops < 8 * rows * n * SCAN_BLOCK  # the triangle: ~3 * rows * n * n = 48 * rows * n * SCAN_BLOCK
+
+
+def test_blocked_values_match_numpy() -> None:
+    rng = np.random.default_rng(0)
+    n = 3 * SCAN_BLOCK + 5  # a partial last block
+    x = rng.standard_normal((3, n)).astype(np.float32)
+    np.testing.assert_allclose(Tensor(x).cumsum(1).numpy(), np.cumsum(x, 1), rtol=1e-5, atol=1e-5)
+    p = (1 + 0.01 * x).astype(np.float32)
+    np.testing.assert_allclose(Tensor(p.T).cumprod(0).numpy(), np.cumprod(p.T, 0), rtol=1e-5)
+    k = rng.integers(-9, 9, (2, n)).astype(np.int32)
+    assert np.array_equal(Tensor(k).cumsum(1).numpy(), np.cumsum(k, 1, dtype=np.int64))
+    z = np.full((2, n), -0.0, np.float32)
+    z[0, 2 * SCAN_BLOCK + 1] = 0.0  # -0.0 up to here, +0.0 after it
+    z[1, SCAN_BLOCK + 3], z[1, SCAN_BLOCK + 9] = np.inf, -np.inf
+    with np.errstate(invalid="ignore"):
+        want = np.cumsum(z, 1)
+    got = Tensor(z).cumsum(1).numpy()
+    assert np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(want))
