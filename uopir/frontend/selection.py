@@ -79,9 +79,49 @@ def sorted_first(x: Tensor, d: int, descending: bool, count: int) -> tuple[Tenso
     if n <= 1:  # nothing to order (topk may still keep 0 of 1)
         keep = tuple((0, s) for s in t.shape[:-1]) + ((0, count),)
         vals, idx = t.shrink(keep), t.zeros_like(dtype=P.DEFAULT_INT).shrink(keep)
+    elif (block := _topk_block(n, count)) is not None:
+        vals, idx = _first_of_blocks(t, descending, count, block)
     else:
         vals, idx = _permute_last(t, _ranks(t, descending), count)
     return vals.transpose(d, -1), idx.transpose(d, -1)
+
+
+def _topk_block(n: int, count: int) -> int | None:
+    """The block length for a topk of `count` of n in blocks (_first_of_blocks), or None where the one rank sort
+    of n**2 comparisons costs less than twice n * block + (blocks * count)**2: the block near the cube root of
+    2 n count**2 that minimizes the sum, a power of two above count (64x1000 k=5: 32, 17x fewer comparisons)."""
+    if not isinstance(n, int) or count >= n // 4:
+        return None
+    block = 1 << max(1, round((2 * n * count * count) ** (1 / 3)).bit_length() - 1)
+    while block <= count:
+        block *= 2
+    work = n * block + (-(-n // block) * count) ** 2
+    return block if 2 * work < n * n else None
+
+
+def _first_of_blocks(t: Tensor, descending: bool, count: int, block: int) -> tuple[Tensor, Tensor]:
+    """The first `count` along the last axis in stable order: each block's own first `count` (a rank sort of
+    `block`), then a rank sort of those candidates, block after block, so a tie keeps the earlier block's element
+    first, which is the earlier index. The padding at the end sorts after every element (ascending: NaN, the
+    largest value; descending: the lowest value), and equal ones before it come first, so it is never picked."""
+    n = t.shape[-1]
+    nb = -(-n // block)
+    d = t.dtype
+    if d.is_float:
+        fill = float("-inf") if descending else float("nan")
+    elif d.is_bool:
+        fill = not descending
+    else:
+        fill = d.min if descending else d.max
+    tp = t.pad([(0, 0)] * (t.ndim - 1) + [(0, nb * block - n)], value=fill) if nb * block != n else t
+    tb = tp.reshape(t.shape[:-1] + (nb, block))
+    bv, bi = _permute_last(tb, _ranks(tb, descending), count)  # (..., nb, count)
+    bi = bi + _arange(t, nb, (nb, 1)) * block
+    cv, ci = bv.flatten(-2), bi.flatten(-2)
+    onehot = _ranks(cv, descending).unsqueeze(-2) == _arange(t, count, (count, 1))  # [..., r, candidate]
+    shape = onehot.shape
+    axis = (onehot.ndim - 1,)
+    return pick(cv.unsqueeze(-2).expand(shape), onehot, axis), pick(ci.unsqueeze(-2).expand(shape), onehot, axis)
 
 
 def running_extreme(x: Tensor, a: int, largest: bool) -> tuple[Tensor, Tensor]:
