@@ -196,7 +196,7 @@ def _ceil_pads(sp: Sequence[int], k: tuple[int, ...], st: tuple[int, ...], dl: t
             for i, kk, s, d, (b, a) in zip(sp, k, st, dl, pads, strict=True)]
 
 
-def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
+def take_host(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
     """x indexed along ax by the host indices idx (in range): a one-hot pick, exact for every dtype."""
     n, m = int(x.shape[ax]), len(idx)
     if m == 0 or n == 0 or any(s == 0 for s in x.shape):
@@ -451,7 +451,7 @@ class NNOps:
             if not linear:
                 scale = acc(i) / acc(o) if o else acc(0)
                 src = np.floor((dst + acc(0.5)) * scale if mode == "nearest-exact" else dst * scale)
-                out = _take(out, ax, np.minimum(src.astype(np.int64), i - 1))
+                out = take_host(out, ax, np.minimum(src.astype(np.int64), i - 1))
                 continue
             if align_corners:
                 src = dst * (acc(i - 1) / acc(o - 1) if o > 1 else acc(0))
@@ -460,7 +460,7 @@ class NNOps:
             lo = np.minimum(np.floor(src).astype(np.int64), max(i - 1, 0))
             hi = np.minimum(lo + 1, max(i - 1, 0))
             lam = np.clip(src - lo, 0, 1).astype(acc)
-            a, b = _take(out, ax, lo), _take(out, ax, hi)
+            a, b = take_host(out, ax, lo), take_host(out, ax, hi)
             shape = [1] * self.ndim
             shape[ax] = o
             if out.dtype == dtypes.uint8:
