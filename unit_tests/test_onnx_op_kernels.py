@@ -29,3 +29,33 @@ def test_resize_nearest_2x_is_a_repeat(attrs: dict) -> None:
     y = m.run_graph({"x": x})["y"]
     assert sum(estimate(p.program).flops for p in y.programs()) == 0  # no one-hot gather (a sum over the source)
     assert np.array_equal(y.numpy(), x.repeat(2, axis=2).repeat(2, axis=3))
+
+
+def test_steady_calls_read_the_feeds_in_place() -> None:
+    """The native replay reads a caller's contiguous feed in place (no launch of an Add writes an input), and
+    feeds it cannot read so (a strided view, an unaligned array, one array fed twice) are copied first: the values
+    stay right and an input returned as an output is still a copy."""
+    from uopir.backends import available
+    from uopir.backends.cpu.graph import native
+    if "c" not in available() or native() is None:
+        pytest.skip("needs the c backend and its native launch graph")
+    f = TensorProto.FLOAT
+    g = helper.make_graph([helper.make_node("Add", ["x", "z"], ["y"]), helper.make_node("Identity", ["x"], ["xi"])],
+                          "a", [helper.make_tensor_value_info(n, f, [4, 8]) for n in ("x", "z")],
+                          [helper.make_tensor_value_info(n, f, [4, 8]) for n in ("y", "xi")])
+    model = from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), device="c")
+    rng = np.random.default_rng(2)
+    x, z = rng.standard_normal((2, 4, 8)).astype(np.float32)
+    for _ in range(3):
+        out = model.run(x=x, z=z)
+    jit = next(iter(model._plans.values()))
+    assert jit._graph.writes_inputs is False
+    wide = rng.standard_normal((4, 16)).astype(np.float32)
+    raw = np.zeros(4 * 32 + 1, np.uint8)
+    odd = raw[1:].view(np.float32).reshape(4, 8)  # not 4-byte aligned
+    odd[:] = z
+    for a, b in ((x, z), (wide[:, ::2], z), (x, odd), (x, x)):
+        out = model.run(x=a, z=b)
+        np.testing.assert_array_equal(out["y"], a + b)
+        assert not np.shares_memory(out["xi"], a)
+        np.testing.assert_array_equal(out["xi"], a)
