@@ -127,6 +127,10 @@ def _batchnorm() -> Case:
 CASES: dict[str, Callable[[], Case]] = {
     "convT_2x2s2_128x32": _convt(128, 64, 32, 2, 0),          # U-Net decoder upsampling
     "convT_4x4s2_256x16": _convt(256, 128, 16, 4, 1),         # DCGAN generator
+    "conv1d_k3_audio": _unary("Conv", (1, 80, 1500), {"w": (_x(384, 80, 3) / 16).astype(np.float32), "b": _x(384)},
+                              ("w", "b"), pads=[1, 1]),  # a speech encoder's first conv over mel frames
+    "conv_dilated3x3": _unary("Conv", (1, 64, 56, 56), {"w": (_x(64, 64, 3, 3) / 24).astype(np.float32)}, ("w",),
+                              pads=[2] * 4, dilations=[2, 2]),  # DeepLab's atrous conv
     "resize_nearest": _resize("nearest"),
     "resize_linear": _resize("linear"),
     "maxpool_3x3s2": _unary("MaxPool", (1, 64, 112, 112), kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4),
@@ -158,6 +162,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "reducesum_spatial": _unary("ReduceSum", (1, 256, 28, 28), {"ax": _i64(2, 3)}, ("ax",)),
     "argmax": _unary("ArgMax", (64, 1000), axis=-1),
     "topk": _unary("TopK", (64, 1000), {"k": _i64(5)}, ("k",), ("y", "i")),
+    "topk_det": _unary("TopK", (1, 8400), {"k": _i64(100)}, ("k",), ("y", "i")),  # a detector's best 100 boxes
     "cumsum": _unary("CumSum", (64, 1024), {"ax": np.array(1, np.int64)}, ("ax",)),
     "pad_reflect": _unary("Pad", (1, 64, 64, 64), {"p": _i64(0, 0, 3, 3, 0, 0, 3, 3)}, ("p",), mode="reflect"),
     "pad_edge": _unary("Pad", (1, 64, 64, 64), {"p": _i64(0, 0, 1, 1, 0, 0, 1, 1)}, ("p",), mode="edge"),
