@@ -1,6 +1,7 @@
 """A running sum or product along a long axis is computed in blocks (Reduction._blocked_scan): its kernels do
 O(n * SCAN_BLOCK) work, not the masked triangle's O(n**2), and give numpy's values, -0.0 and infinities included.
-So is a topk of few of a long row (selection._first_by_rounds, _first_of_blocks), in the rank sort's stable order."""
+So is a topk of few of a long row (selection._first_by_rounds, _first_by_select, _first_of_blocks), in the rank
+sort's stable order."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,3 +55,23 @@ def test_topk_of_few_of_a_long_row(k: int) -> None:
     flops = sum(estimate(p.program).flops for p in Tensor(x).topk(k)[1].programs())
     full = sum(estimate(p.program).flops for p in Tensor(x).sort(descending=True)[1].programs())
     assert flops < full / 4
+
+
+def test_topk_of_many_of_a_long_row_selects_by_key_bits() -> None:
+    """topk(20) of 1100 float32 / int32: the 20th largest order key found bit by bit, the kept 20 rank-sorted
+    (selection._first_by_select); ties at the threshold keep the lowest indices, -0.0 equals +0.0 and keeps its
+    sign, NaN is the largest value."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 40, (3, 1100)).astype(np.float32)
+    x[0, ::5] = np.nan
+    x[1, :] = -0.0
+    x[1, 7::11] = 0.0
+    xi = rng.integers(-5, 5, (2, 1100)).astype(np.int32)
+    xi[0, ::3] = np.iinfo(np.int32).min
+    for a, largest in ((x, False), (xi, True)):
+        v, i = Tensor(a).topk(20, largest=largest)
+        key = np.where(np.isnan(a), np.inf, a).astype(np.float64)  # NaN sorts as the largest value
+        want = np.argsort(-key if largest else key, axis=-1, kind="stable")[:, :20]
+        assert np.array_equal(i.numpy(), want)
+        got, ref = v.numpy(), np.take_along_axis(a, want, -1)
+        assert np.array_equal(got, ref, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(ref))
