@@ -75,3 +75,6 @@ def test_topk_of_many_of_a_long_row_selects_by_key_bits() -> None:
         assert np.array_equal(i.numpy(), want)
         got, ref = v.numpy(), np.take_along_axis(a, want, -1)
         assert np.array_equal(got, ref, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(ref))
+    flops = sum(estimate(p.program).flops for p in Tensor(x).topk(20)[1].programs())
+    full = sum(estimate(p.program).flops for p in Tensor(x).sort(descending=True)[1].programs())
+    assert flops < full / 10  # the blocks (64 long, 18 x 20 candidates) take ~1/7
