@@ -5,7 +5,9 @@ nonzero, each a decomposition into broadcasting comparisons, masked reductions a
   ((..., n, n) booleans), the rank of element i is the number of elements that go before it (smaller, or equal and
   earlier: a stable order), and output position r picks the element whose rank is r. O(n^2) work per row but one
   fused kernel for the ranks and one for the gather, where a bitonic network needs log^2 n dependent stages; it is
-  exact for every dtype (values move bit for bit through `pick`) and needs no padding value.
+  exact for every dtype (values move bit for bit through `pick`) and needs no padding value. A topk of few of a long
+  row skips the full sort (same order): one pick per round for k <= TOPK_ROUNDS_MAX, a radix select over order keys
+  for more of a float32/int32 row of >= TOPK_SELECT_MIN, else each block's first k and then those candidates.
 - Order: NaN sorts after +inf ascending and first descending (torch), NaNs equal to each other; -0.0 and +0.0 are
   equal (they keep their input order). Ties keep input order in both directions (torch's stable=True).
 - Indices are int32 (tinygrad's default int; torch gives int64).
