@@ -147,6 +147,8 @@ CASES: dict[str, Callable[[], Case]] = {
     "transpose_nhwc": _unary("Transpose", (1, 64, 56, 56), perm=[0, 2, 3, 1]),
     "matmul_batched": _nodes(lambda: [_h("MatMul", ["x", "z"], ["y"])],
                              lambda: {"x": _x(12, 128, 64), "z": _x(12, 64, 128)}, {}),
+    "matmul_qkT": _nodes(lambda: [_h("Transpose", ["z"], ["zt"], perm=[0, 1, 3, 2]), _h("MatMul", ["x", "zt"], ["y"])],
+                         lambda: {"x": _x(1, 12, 128, 64), "z": _x(1, 12, 128, 64)}, {}),  # attention's q @ k^T
     "einsum_qk": _nodes(lambda: [_h("Einsum", ["x", "z"], ["y"], equation="bhqd,bhkd->bhqk")],
                         lambda: {"x": _x(1, 12, 128, 64), "z": _x(1, 12, 128, 64)}, {}),
     "gemm_bias": _unary("Gemm", (128, 768), {"w": (_x(3072, 768) / 28).astype(np.float32), "b": _x(3072)},
