@@ -51,7 +51,8 @@ class FastPlan:
         arrays = []
         for name, _alloc, _dtype, shape, reshape in self.inputs:
             a = feeds[name]
-            arrays.append(np.ascontiguousarray(a.reshape(shape) if reshape else a))  # a view where it is contiguous
+            v = a.reshape(shape) if reshape else a
+            arrays.append(v if v.flags.c_contiguous else np.array(v, order="C"))  # the feed itself where it can be
         return self.jit.replay_arrays(arrays, borrowed=True)
 
 
