@@ -216,22 +216,41 @@ def rel_err(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     return err
 
 
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return v
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", default="llvm,c")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--inner", type=int, default=10)
+    ap.add_argument("--rounds", type=_positive, default=3)
+    ap.add_argument("--inner", type=_positive, default=10)
     ap.add_argument("--only", default="", help="comma-separated case names (default: all)")
     a = ap.parse_args()
     names = [n for n in a.only.split(",") if n] or list(CASES)
     bad = [n for n in names if n not in CASES]
     if bad:
         ap.error(f"unknown case(s) {', '.join(bad)}; known: {', '.join(CASES)}")
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError as e:
+        ap.error(f"needs onnx and onnxruntime (the project's test extra): {e}")
+    from uopir.backends import available
+    devices = [d for d in a.devices.split(",") if d]
+    if not devices or any(d not in available() for d in devices):
+        ap.error(f"--devices {a.devices!r}: each must be one of the available devices {', '.join(available())}")
     summary: list[tuple[float, str, str]] = []
     for name in names:
         m, feeds = CASES[name]()
         impls = {"ort": ort_call(m, feeds)}
-        for d in a.devices.split(","):
+        for d in devices:
             impls[d] = uopir_call(m, feeds, d)
         want = impls["ort"]()
         errs = {k: rel_err(f(), want) for k, f in impls.items()}
