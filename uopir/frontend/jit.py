@@ -96,6 +96,7 @@ class _NativeReplay:
     fresh: list[tuple[int, Any, Any, tuple[int, ...]]]  # (made index, allocator, dtype, shape) allocated per replay
     fixed: list[tuple[int, int]]  # the captured buffers' memory, merged disjoint ranges in address order
     carriers: bool = False  # a buffer made per replay is bfloat16 (its host array a carrier, not its values)
+    writes_inputs: bool = True  # a launch may write an input buffer (then a caller's array is never bound as one)
 
     def hits_fixed(self, span: tuple[int, int]) -> bool:
         """Whether [start, end) overlaps a captured buffer (an input bound to a parameter: aliasing to re-check)."""
@@ -264,7 +265,7 @@ class TinyJit(Generic[Ret]):
         return [(inputs[s.index] if s.kind == "in" else made[s.index] if s.kind == "made" else s.buf,
                  s.kind == "made") for _, s, _ in self._ret_flat]
 
-    def replay_arrays(self, arrays: list[np.ndarray]) -> list[np.ndarray] | None:
+    def replay_arrays(self, arrays: list[np.ndarray], borrowed: bool = False) -> list[np.ndarray] | None:
         """The native replay on host arrays the caller made for this call (one per captured input, C-contiguous, of
         its shape and element type; nothing else references them): each returned Tensor's values as a numpy array
         of this call's own (a captured buffer, or an array returned twice, is copied). The replay's result buffers
@@ -272,10 +273,21 @@ class TinyJit(Generic[Ret]):
         arrays are fresh, so none overlaps another or a captured buffer. None when the capture has no native graph
         yet (built by a replay through `replay_buffers`), draws random numbers, returns bfloat16 (a carrier array,
         not its values) or runs under UOPIR_DEBUG >= 2 (a kernel-timed replay). uopir.onnx's steady calls of numpy
-        feeds come here (uopir.onnx.replay)."""
+        feeds come here (uopir.onnx.replay).
+
+        `borrowed`: the arrays are the caller's own (C-contiguous views of its feeds), which the kernels then read
+        in place, saving a copy of every input per call (a memory-bound op on a 3 MB input: ~40% of its time),
+        unless a launch may write an input, two of them overlap, one overlaps a captured buffer or one is not
+        aligned to its element type: then each is copied first, as before. An input returned as a result is then
+        always a copy."""
         g = self._graph
         if not isinstance(g, _NativeReplay) or self.randoms or g.carriers or R.debug_level() >= 2:
             return None
+        if borrowed:
+            spans = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes]
+            if g.writes_inputs or overlaps(spans) or any(g.hits_fixed(sp) for sp in spans) or \
+                    not all(a.flags.c_contiguous and a.flags.aligned for a in arrays):
+                arrays, borrowed = [np.array(a, order="C") for a in arrays], False
         made: dict[int, np.ndarray] = {}
         with self._graph_lock:
             graph = g.graph
@@ -290,7 +302,8 @@ class TinyJit(Generic[Ret]):
         handed: set[int] = set()
         for _, s, _ in self._ret_flat:
             a = arrays[s.index] if s.kind == "in" else made[s.index] if s.kind == "made" else None
-            out.append(s.buf.numpy() if a is None else a.copy() if id(a) in handed else a)
+            out.append(s.buf.numpy() if a is None else a.copy() if id(a) in handed or (borrowed and s.kind == "in")
+                       else a)
             handed.add(id(a))
         return out
 
@@ -581,8 +594,10 @@ class TinyJit(Generic[Ret]):
         if once:  # run once now, on the captured constants; replays reuse what they wrote
             LaunchGraph(once, keep).run()
             R.STATS.kernels += len(once)
+        writes_inputs = any(w is None or any(isinstance(a, tuple) and a[0] == "in" for a in w)
+                            for _, _, w, _ in entries)
         return _NativeReplay(LaunchGraph(launches, keep), sorted(per_replay), fresh, _merge(fixed),
-                             any(dt is dtypes.bfloat16 for _, _, dt, _ in fresh))
+                             any(dt is dtypes.bfloat16 for _, _, dt, _ in fresh), writes_inputs)
 
     def _constant_addresses(self) -> set[int]:
         """The host addresses of the constant tensors' buffers (those realized as plain host buffers)."""

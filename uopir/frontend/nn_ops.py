@@ -23,6 +23,7 @@ import numpy as np
 
 from uopir.dialects import tensor as T
 from uopir.frontend import dtype_promotion as P
+from uopir.frontend.conv_transpose import conv_transpose_phases
 from uopir.frontend.indexing import pick
 from uopir.frontend.shape_ops import TensorArgError, patches
 from uopir.frontend.shapes import broadcast_shape, norm_axis
@@ -195,7 +196,7 @@ def _ceil_pads(sp: Sequence[int], k: tuple[int, ...], st: tuple[int, ...], dl: t
             for i, kk, s, d, (b, a) in zip(sp, k, st, dl, pads, strict=True)]
 
 
-def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
+def take_host(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
     """x indexed along ax by the host indices idx (in range): a one-hot pick (folded into one load per element),
     exact for every dtype."""
     n, m = int(x.shape[ax]), len(idx)
@@ -408,6 +409,8 @@ class NNOps:
         if any(o < 0 or (o >= s and o >= d) for o, s, d in zip(op, st, dl, strict=True)):
             raise TensorArgError(f"conv_transpose2d output_padding {op} must be smaller than stride {st} or dilation "
                                  f"{dl}")
+        if any(s > 1 for s in st) and all(d == 1 for d in dl):  # one conv over the phases, no zero-stuffing
+            return conv_transpose_phases(self, weight, bias, groups, st, pads, op)
         n = self.shape[0]
         x = self
         if any(s > 1 for s in st):
@@ -452,7 +455,7 @@ class NNOps:
             if not linear:
                 scale = acc(i) / acc(o) if o else acc(0)
                 src = np.floor((dst + acc(0.5)) * scale if mode == "nearest-exact" else dst * scale)
-                out = _take(out, ax, np.minimum(src.astype(np.int64), i - 1))
+                out = take_host(out, ax, np.minimum(src.astype(np.int64), i - 1))
                 continue
             if align_corners:
                 src = dst * (acc(i - 1) / acc(o - 1) if o > 1 else acc(0))
@@ -461,7 +464,7 @@ class NNOps:
             lo = np.minimum(np.floor(src).astype(np.int64), max(i - 1, 0))
             hi = np.minimum(lo + 1, max(i - 1, 0))
             lam = np.clip(src - lo, 0, 1).astype(acc)
-            a, b = _take(out, ax, lo), _take(out, ax, hi)
+            a, b = take_host(out, ax, lo), take_host(out, ax, hi)
             shape = [1] * self.ndim
             shape[ax] = o
             if out.dtype == dtypes.uint8:

@@ -20,6 +20,9 @@ from uopir.ir.uop import UOp
 if TYPE_CHECKING:
     from uopir.frontend.tensor import DTypeLike, Scalar, Tensor
 
+# a running sum/product along an axis longer than twice this is computed in blocks of this many (_blocked_scan)
+SCAN_BLOCK = 32
+
 
 class Reduction:
     """Tensor's reductions."""
@@ -157,21 +160,40 @@ class Reduction:
             return self.sum() if combine == "add" else self.prod()
         x = self.transpose(a, -1)
         n = x.shape[-1]
+        if isinstance(n, int) and n > 2 * SCAN_BLOCK:
+            return x._blocked_scan(fill, combine).transpose(a, -1)
         rows = type(self).arange(n, device=self.device).reshape(n, 1)
         cols = type(self).arange(n, device=self.device).reshape(1, n)
         tri = x.unsqueeze(-2).expand(x.shape[:-1] + (n, n))
         upto = cols <= rows
         vals = upto.where(tri, fill)
         out = vals.sum(-1) if combine == "add" else vals.prod(-1)
-        if combine == "add" and x.dtype.is_float:
+        if combine == "add" and x.dtype.is_float and not (isinstance(n, int) and n == 0):
             # a running sum is -0.0 exactly while every element so far is -0.0 (numpy's add.accumulate); the
-            # masked sum starts from +0.0 and would say +0.0
-            negzero = (tri == 0) & (tri.reciprocal() < 0)
-            out = upto.where(negzero, True).all(-1).where(-0.0, out)
+            # masked sum starts from +0.0 and would say +0.0. Where the first element that is not -0.0 is, per row
+            # (a reduction of n, not of the n x n triangle: on c that triangle cost 10x the sum itself)
+            negzero = (x == 0) & (x.reciprocal() < 0)
+            first = negzero.where(n, cols.reshape(n)).min(-1, keepdim=True)
+            out = (cols.reshape(n) < first).where(-0.0, out)
         return out.transpose(a, -1)
 
+    def _blocked_scan(self, fill: Scalar, combine: str) -> Tensor:
+        """The running sum/product along the last axis in blocks of SCAN_BLOCK: each block's own scan (a triangle of
+        SCAN_BLOCK**2, not n**2: 1024 elements 32x less work), combined with the scan of the block totals before it
+        (the same, recursively). The first block combines with -0.0 (add) or 1 (mul), which leave every value as it
+        is, -0.0 and NaN included."""
+        n = self.shape[-1]
+        nb = -(-n // SCAN_BLOCK)
+        x = self.pad([(0, 0)] * (self.ndim - 1) + [(0, nb * SCAN_BLOCK - n)], value=fill)
+        inner = x.reshape(x.shape[:-1] + (nb, SCAN_BLOCK))._cumulative(-1, fill, combine)
+        totals = inner[..., :-1, -1]  # each block's total, but the last block's (no block after it needs it)
+        before = totals._cumulative(-1, fill, combine).pad([(0, 0)] * (self.ndim - 1) + [(1, 0)],
+                                                             value=-0.0 if combine == "add" else 1)
+        out = inner + before.unsqueeze(-1) if combine == "add" else inner * before.unsqueeze(-1)
+        return out.reshape(out.shape[:-2] + (nb * SCAN_BLOCK,))[..., :n]
+
     def cumsum(self, axis: int = 0) -> Tensor:
-        """Running sum along an axis (accumulating like sum); built as a masked triangle sum."""
+        """Running sum along an axis (accumulating like sum); built as a masked triangle sum (in blocks when long)."""
         return self._cumulative(axis, 0, "add")
 
     def cumprod(self, axis: int = 0) -> Tensor:

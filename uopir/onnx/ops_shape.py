@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from uopir.frontend.indexing import pick
+from uopir.frontend.nn_ops import take_host
 from uopir.frontend.shapes import broadcast_shape
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
@@ -805,7 +806,8 @@ def _resize(node: Node, x: Tensor, scales: list[float] | None, sizes: list[int] 
         rr = (roi[k], roi[k + len(axes)]) if roi is not None and len(roi) == 2 * len(axes) else None
         m = _resize_matrix(node, n_in, n_out, sc, rr)
         if mode == "nearest" and (m.sum(axis=1) == 1).all() and ((m == 0) | (m == 1)).all():
-            out = take(out, a, m.argmax(axis=1))
+            # an integer upscale (each source repeated) or a strided pick is movement only: no one-hot gather
+            out = take_host(out, a, m.argmax(axis=1))
             continue
         w = Tensor(m.T.astype(np.float64 if compute == dtypes.float64 else np.float32), device=x.device)
         y = out.cast(compute).transpose(a, -1) if a != out.ndim - 1 else out.cast(compute)

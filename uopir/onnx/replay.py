@@ -45,14 +45,15 @@ class FastPlan:
         return [(b, own or id(b) in ins) for b, own in self.jit.replay_buffers(bufs)]
 
     def run_arrays(self, feeds: Mapping[str, Any]) -> list[np.ndarray] | None:
-        """The outputs as numpy arrays of this call's own, through `TinyJit.replay_arrays` (each feed copied into a
-        new array, the results made as arrays: no Buffer per input or output), or None when the plan cannot take
-        that way (see there)."""
+        """The outputs as numpy arrays of this call's own, through `TinyJit.replay_arrays` (each feed read in place
+        where it can be, else copied into a new array; the results made as arrays: no Buffer per input or output),
+        or None when the plan cannot take that way (see there)."""
         arrays = []
         for name, _alloc, _dtype, shape, reshape in self.inputs:
             a = feeds[name]
-            arrays.append(np.array(a.reshape(shape) if reshape else a, order="C"))  # a copy
-        return self.jit.replay_arrays(arrays)
+            v = a.reshape(shape) if reshape else a
+            arrays.append(v if v.flags.c_contiguous else np.array(v, order="C"))  # the feed itself where it can be
+        return self.jit.replay_arrays(arrays, borrowed=True)
 
 
 def signature(feeds: Mapping[str, Any]) -> tuple | None:

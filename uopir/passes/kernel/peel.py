@@ -52,7 +52,9 @@ from uopir.passes.target import check_target_option, target
 
 __all__ = ["peel_kernel", "PEEL_MAX_SEGMENTS", "PEEL_MAX_PARTS"]
 
-PEEL_MAX_SEGMENTS = 4  # the most loops one range is cut into (a pad's 3; a concat of up to 4 sources)
+# the most loops one range is cut into (a zero pad's 3; an edge or reflect pad's 5: its pieces' gates cut at the
+# border and one in from it; a concat of up to 5 sources)
+PEEL_MAX_SEGMENTS = 5
 PEEL_MAX_PARTS = 9  # the most copies of one body (a pool's or a padded window's 3 rows x 3 columns)
 
 
