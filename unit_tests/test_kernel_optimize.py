@@ -42,6 +42,7 @@ register_target(RICH, replace=True)
 # a host-like target whose float sums may keep partial results in lanes (as host_cpu's: c, llvm)
 ACC = CPU.derive(name="test-acc", max_vector_bytes=64, max_upcast=256, threads=2, reassociate_float_reductions=True)
 register_target(ACC, replace=True)
+HOST = CPU.derive(name="test-host", max_vector_bytes=64, threads=2, reassociate_float_reductions=True)  # host_cpu's
 
 
 # ---- running a lowering against the interpreter ----------------------------------------------------------------------
@@ -598,7 +599,8 @@ def test_a_row_no_vector_divides_gets_a_vector_body_and_a_tail() -> None:
 
 
 @pytest.mark.parametrize("opt", [Opt("upcast", 0, 16), Opt("unroll", 2, 4), Opt("global", 1), Opt("outer", 0),
-                                 Opt("pack", 3), Opt("local", 0, 8), Opt("group", 1, 32), Opt("tail", 2, 16)])
+                                 Opt("pack", 3), Opt("local", 0, 8), Opt("group", 1, 32), Opt("tail", 2, 16),
+                                 Opt("regroup", 2)])
 def test_opt_text_round_trips(opt: Opt) -> None:
     assert Opt.parse(str(opt)) == opt
 
@@ -646,3 +648,48 @@ def test_a_short_softmax_row_keeps_one_vector_of_partial_results() -> None:
     opts = heuristic_opts(k, ACC)
     assert Opt("upcast", mx.src[-1].arg[0], 16) in opts and Opt("upcast", sm.src[-1].arg[0], 16) in opts
     assert heuristic_opts(_one_kernel(_whole(8, 16).sum(-1), "tensor-to-kernel"), ACC)[:1] != [Opt("upcast", 1, 16)]
+
+
+def _se_projection(cin: int, blocks: int, hw: int) -> UOp:
+    """A 1x1 conv's kernel after a squeeze-excite block: out[b][o][p] = sum_c x[c][p] * s[c] * w[b][c][o] (weights
+    in blocks of 16 output channels, as nn_ops lays them out), p over a hw x hw plane."""
+    p, text = hw * hw, []
+    for i, line in enumerate([
+            "kernel.param {idx = 0} : ptr<f32, global>", f"core.const {blocks} : index", "kernel.range %1 {axis = 0}"
+            " : index", f"core.const {16 * p} : index", "core.mul %2, %3 : index", "core.const 16 : index",
+            "kernel.range %5 {axis = 2} : index", f"core.const {p} : index", "core.mul %6, %7 : index",
+            "core.add %4, %8 : index", "kernel.range %7 {axis = 1} : index", "core.add %9, %10 : index",
+            "kernel.index %0, %11 : ptr<f32, global>", "kernel.param {idx = 1} : ptr<f32, global>",
+            f"core.const {cin} : index", "kernel.range %14 {axis = 3, kind = reduce} : index",
+            "core.mul %15, %7 : index", "core.add %16, %10 : index", "kernel.index %13, %17 : ptr<f32, global>",
+            "kernel.load %18 : f32", "kernel.param {idx = 2} : ptr<f32, global>",
+            "kernel.index %20, %15 : ptr<f32, global>", "kernel.load %21 : f32", "core.mul %19, %22 : f32",
+            "kernel.param {idx = 3} : ptr<f32, global>", f"core.const {16 * cin} : index", "core.mul %2, %25 : index",
+            "core.mul %15, %5 : index", "core.add %26, %27 : index", "core.add %28, %6 : index",
+            "kernel.index %24, %29 : ptr<f32, global>", "kernel.load %30 : f32", "core.mul %23, %31 : f32",
+            "kernel.reduce %32, %15 {op = add} : f32", "kernel.store %12, %33", "kernel.end %34, %2, %6, %10"]):
+        text.append(f"%{i} = {line}")
+    return parse_ir("\n".join(text) + '\nkernel.def %35 {name = "r_se"}\n')
+
+
+def test_a_squeeze_excite_scale_is_multiplied_into_the_weight_vector_first() -> None:
+    """`regroup` (kernel/regroup.py): under a channel tile (the weights' 16 output channels the vector) the
+    per-channel scale multiplies the weight vector, x * (w * s), so the input stays a broadcast read from memory; a
+    host target asks for it, the generic cpu (sums in order, compared bit for bit) does not. Same values to
+    rounding; a second regroup finds nothing to do."""
+    k = _se_projection(16, 2, 7)
+    assert heuristic_opts(k, HOST)[0] == Opt("regroup", 2)
+    assert all(o.kind != "regroup" for o in heuristic_opts(k, CPU))
+    new = apply_opt(k, Opt("regroup", 2))
+    prod = next(u for u in new.toposort() if u.op is kernel.REDUCE).src[0]
+    params = [[p.arg for p in f.toposort() if p.op is kernel.PARAM] for f in (prod.src[0], *prod.src[1].src)]
+    assert params == [[1], [3], [2]]  # x * (w * s)
+    rng = np.random.default_rng(0)
+    x, s, w = (rng.standard_normal(n).astype(np.float32) for n in (16 * 49, 16, 2 * 16 * 16))
+    want = np.einsum("cp,c,bco->bop", x.reshape(16, 49), s, w.reshape(2, 16, 16)).reshape(-1)
+    for kd in (k, apply_opts(k, heuristic_opts(k, HOST))):
+        out = np.full(2 * 16 * 49, 7, np.float32)
+        run_kernel(kd, [out, x, s, w])
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(OptError, match="no sum of a product"):
+        apply_opt(new, Opt("regroup", 2))

@@ -60,6 +60,8 @@
      shared by a work-group's threads).
   7. stash (kernel/stash.py): on a cpu, when the opts above make the one row range global and the output computes a
      row sum's operand again (softmax's exp), `stash` first, the same opts, then the fill loop upcast.
+  8. regroup (kernel/regroup.py): on a cpu that may reorder float sums, a channel tile whose sum multiplies a factor
+     of the reduction step alone (a squeeze-excite scale of the input) multiplies it into the weight vector first.
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
@@ -86,6 +88,7 @@ from uopir.passes.kernel.opts import (
     range_of,
 )
 from uopir.passes.kernel.pointwise import pack_pays, pointwise_blocks
+from uopir.passes.kernel.regroup import regroup_products
 from uopir.passes.kernel.stash import stash_candidates
 from uopir.passes.kernel.stash_choice import stash_opts
 from uopir.passes.kernel.tail import TAIL_OPS
@@ -277,6 +280,8 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
     opts: list[Opt] = [Opt("upcast", r.attrs.axis, f)
                        for r, f in sorted(upcast.items(), key=lambda rf: (rf[0] is last, rf[0].attrs.axis))]
     opts += [Opt("unroll", r.attrs.axis, f) for r, f in unroll.items()]
+    if last is not None and t.kind == "cpu" and t.reassociate_float_reductions and regroup_products(kdef, last):
+        opts.insert(0, Opt("regroup", last.attrs.axis))  # a squeeze-excite scale into the weights (regroup.py)
     # loop order: a wide tile's contiguous range outermost (only when another output range is tiled too)
     # of a peeled kernel, the interior's loops (the border segments run on every core, beside its share)
     loops = [r for r in k.out if upcast.get(r) != const_extent(r) and r in interior]

@@ -23,6 +23,7 @@ from uopir.ir.dtype import dtypes
 from uopir.ir.uop import UOp
 from uopir.passes.kernel.facts import KernelFacts, address_of
 from uopir.passes.kernel.indexmath import const_extent, linear_coeffs, range_deps
+from uopir.passes.kernel.regroup import regroup
 from uopir.passes.kernel.stash import stash
 from uopir.passes.kernel.tail import split_tail
 
@@ -43,10 +44,11 @@ class OptError(ValueError):
 @dataclass(frozen=True)
 class Opt:
     """One transformation of a kernel: `upcast`/`unroll` axis `axis` by `factor`, mark it `global`, make it the
-    `outer`most loop of every kernel.end that has it, `pack` the panel each of its (global) iterations reads, or
-    cut it into a body that `factor` divides and a `tail` (uopir.passes.kernel.tail)."""
+    `outer`most loop of every kernel.end that has it, `pack` the panel each of its (global) iterations reads,
+    cut it into a body that `factor` divides and a `tail` (uopir.passes.kernel.tail), `stash` a row's operand
+    (uopir.passes.kernel.stash), or `regroup` its sums' products along it (uopir.passes.kernel.regroup)."""
 
-    kind: Literal["upcast", "unroll", "global", "outer", "pack", "local", "group", "tail", "stash"]
+    kind: Literal["upcast", "unroll", "global", "outer", "pack", "local", "group", "tail", "stash", "regroup"]
     axis: int
     factor: int = 0
 
@@ -57,7 +59,7 @@ class Opt:
     def parse(cls, text: str) -> Opt:
         """The opt `str(opt)` printed ("upcast 0 by 16", "global 1"): how a tuning cache or a log names one."""
         words = text.split()
-        kinds = BY_KINDS + ("global", "outer", "pack", "stash")
+        kinds = BY_KINDS + ("global", "outer", "pack", "stash", "regroup")
         split = len(words) == 4 and words[2] == "by"
         if not words or words[0] not in kinds or len(words) != (4 if words[0] in BY_KINDS else 2):
             raise OptError(f"not an opt: {text!r} (expected e.g. 'upcast 0 by 16' or 'global 1')")
@@ -118,9 +120,9 @@ def apply_opt(kdef: UOp, opt: Opt) -> UOp:
                                 for u in kdef.toposort() if u.op is K.END and r in u.operands.ranges})
     if opt.kind == "pack":
         return _pack(kdef, r)
-    if opt.kind == "stash":
+    if opt.kind in ("stash", "regroup"):
         try:
-            return stash(kdef, r)
+            return (stash if opt.kind == "stash" else regroup)(kdef, r)
         except ValueError as e:
             raise OptError(str(e)) from None
     if opt.kind in THREAD_KINDS:
