@@ -547,6 +547,31 @@ def test_softmax_stashes_each_exp_once_and_computes_the_same_bits() -> None:
     np.testing.assert_allclose(outs[0], e / e.sum(-1, keepdims=True), rtol=3e-5, atol=1e-30)
 
 
+def test_softmax_over_rows_no_vector_divides_stashes_its_exp_body_and_tail() -> None:
+    """A ViT's attention rows of 197: the sum and the output are cut into a body of 192 and a tail of 5, and the
+    fill loop gets the same tail, so each element's exp is computed once (the fill's body and its tail: 2 exp2 ops,
+    not the sum's and the output's 4), with the same bits as the schedule without the stash (rows of -inf, +inf,
+    huge values) and numpy's softmax to rounding."""
+    x = np.random.default_rng(7).standard_normal((16, 197)).astype(np.float32) * 20
+    x[1] = -np.inf
+    x[2, ::3] = -np.inf
+    x[3, 196], x[4, 1], x[4, 195] = np.inf, 3e38, -3e38
+    k = _one_kernel(Tensor(x).softmax(-1), "tensor-to-kernel")
+    o = heuristic_opts(k, ACC)
+    assert o[:2] == [Opt("stash", 3), Opt("tail", 4, 16)] and Opt("upcast", 5, 32) in o
+    stashed, plain = apply_opts(k, o), apply_opts(k, heuristic_opts(k, ACC, stash=False))
+    assert [sum(u.op is core.EXP2 for u in s.toposort()) for s in (stashed, plain)] == [2, 4]
+    outs = []
+    for kd in (stashed, plain):
+        out = np.full(x.size, 7, np.float32)
+        run_kernel(kd, [out, x.reshape(-1)])
+        outs.append(out.reshape(x.shape))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(outs[0], e / e.sum(-1, keepdims=True), rtol=3e-5, atol=1e-30)
+
+
 def test_a_matrix_vector_product_vectorizes_the_reduction_or_a_longer_output_run() -> None:
     """Batch 1: with the weight laid out [N, K] no output range is a vector (each lane another weight row), so the
     reduction is (2 vectors of partial sums beside 4 rows sharing each vector of x; a dot-product tile); laid out
