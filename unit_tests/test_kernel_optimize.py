@@ -30,7 +30,7 @@ from uopir.passes.kernel.expand import expand_kernel
 from uopir.passes.kernel.indexmath import const_extent
 from uopir.passes.kernel.optimize import Opt, OptError, apply_opt, apply_opts, heuristic_opts
 from uopir.passes.manager import PassManager
-from uopir.passes.target import CPU, register_target
+from uopir.passes.target import CPU, Target, register_target
 
 # A target whose small vectors and factors make every opt a real split on the small shapes of random programs.
 TINY = CPU.derive(name="test-tiny", max_vector_bytes=8, upcast_sizes=(2,), unroll_sizes=(2,), max_upcast=8, threads=2)
@@ -376,6 +376,28 @@ def test_a_host_target_keeps_a_small_matmul_on_one_core() -> None:
     assert any(o.kind == "global" for o in heuristic_opts(k, host.derive(parallel_min_work=CPU.parallel_min_work)))
     big = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((_f32(80, 64) @ w).uop)))[0]
     assert any(o.kind == "global" for o in heuristic_opts(big, host))
+
+
+def test_a_target_splits_by_what_a_kernel_does_per_iteration() -> None:
+    """`parallel_min_work_by_kind`: with rows for elementwise kernels (a load and a store per iteration) from 2^17
+    iterations and depthwise windows from 2^18, the host's target splits those from there, where a register-tiled
+    1x1 conv of as many iterations (each a vector FMA: "reduce") stays on one core below its 2^19; the host's own
+    table splits none of them; a row of another kind is refused."""
+    from uopir.backends.cpu.runtime import host_target
+    plain = host_target("c").derive(threads=2)
+    host = plain.derive(parallel_min_work_by_kind=(("elementwise", 1 << 17), ("window", 1 << 18)))
+
+    def split(t: Tensor, target: Target = host) -> bool:
+        return any(o.kind == "global" for o in heuristic_opts(_one_kernel(t, "tensor-to-kernel,kernel-simplify"),
+                                                              target))
+    assert split(_f32(64, 2048) * 2.0) and not split(_f32(64, 1024) * 2.0)  # 2^17 / 2^16
+    assert split(_f32(1, 32, 34, 34).conv2d(_f32(32, 1, 3, 3), groups=32))  # 294,912
+    assert not split(_f32(1, 32, 18, 34).conv2d(_f32(32, 1, 3, 3), groups=32))  # 147,456
+    assert not split(_f32(1, 64, 8, 8).conv2d(_f32(64, 64, 1, 1)))  # a 1x1 conv: 2^18 ("reduce")
+    assert not split(_f32(64, 2048) * 2.0, plain) and not split(_f32(1, 32, 34, 34).conv2d(_f32(32, 1, 3, 3),
+                                                                                             groups=32), plain)
+    with pytest.raises(ValueError, match="parallel_min_work_by_kind row .'pointwise', 1.: the kind must be one of"):
+        host.derive(parallel_min_work_by_kind=(("pointwise", 1),))
 
 
 def test_noopt_environment_turns_the_heuristic_off(monkeypatch: pytest.MonkeyPatch) -> None:

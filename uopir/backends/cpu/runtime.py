@@ -43,6 +43,12 @@ THREADS_ENV = env.THREADS.name
 # machine busy with other processes its share may wait a whole time slice (an LSTM's 20x64 ->
 # 256 input projection, 4 us on one core, took ~30 us of the median call split in two on a loaded 2-core machine)
 HOST_PARALLEL_MIN_WORK = 1 << 19
+# ... by what a kernel does per iteration (Target.parallel_min_work_by_kind): a dot-product tile from 2^18, as every
+# cpu target. bench/parallel_threshold.py, quiet, hot pool (issue 26's last stop): an elementwise kernel's two cores
+# win from 2^16 iterations (7.6 -> 6.5 us), a depthwise window's from 2^18 (9.7 -> 8.2), a 1x1 conv's from 2^19-2^20;
+# at load 8-15 two cores won nothing below 2^19 (both ways equal) and the models could not confirm rows for them
+# (("elementwise", 1 << 17), ("window", 1 << 18)): measure them quietly on every model before adding them
+HOST_PARALLEL_MIN_WORK_BY_KIND: tuple[tuple[str, int], ...] = (("dot", 1 << 18),)
 
 
 def host_target(name: str) -> Target:
@@ -52,7 +58,8 @@ def host_target(name: str) -> Target:
     t = host_cpu(name)
     regs = 16 if t.max_vector_bytes >= 64 else 8
     return t.derive(max_upcast=max(t.max_upcast, regs * t.vector_width(dtypes.float32)),
-                    parallel_min_work=max(t.parallel_min_work, HOST_PARALLEL_MIN_WORK))
+                    parallel_min_work=max(t.parallel_min_work, HOST_PARALLEL_MIN_WORK),
+                    parallel_min_work_by_kind=HOST_PARALLEL_MIN_WORK_BY_KIND)
 
 
 def threads(device: str) -> int:
