@@ -382,7 +382,7 @@ def test_a_target_splits_by_what_a_kernel_does_per_iteration() -> None:
     """`parallel_min_work_by_kind`: with rows for elementwise kernels (a load and a store per iteration) from 2^17
     iterations and depthwise windows from 2^18, the host's target splits those from there, where a register-tiled
     1x1 conv of as many iterations (each a vector FMA: "reduce") stays on one core below its 2^19; the host's own
-    table splits none of them; a row of another kind is refused."""
+    table has the elementwise row, not the window one; a row of another kind is refused."""
     from uopir.backends.cpu.runtime import host_target
     plain = host_target("c").derive(threads=2)
     host = plain.derive(parallel_min_work_by_kind=(("elementwise", 1 << 17), ("window", 1 << 18)))
@@ -394,8 +394,8 @@ def test_a_target_splits_by_what_a_kernel_does_per_iteration() -> None:
     assert split(_f32(1, 32, 34, 34).conv2d(_f32(32, 1, 3, 3), groups=32))  # 294,912
     assert not split(_f32(1, 32, 18, 34).conv2d(_f32(32, 1, 3, 3), groups=32))  # 147,456
     assert not split(_f32(1, 64, 8, 8).conv2d(_f32(64, 64, 1, 1)))  # a 1x1 conv: 2^18 ("reduce")
-    assert not split(_f32(64, 2048) * 2.0, plain) and not split(_f32(1, 32, 34, 34).conv2d(_f32(32, 1, 3, 3),
-                                                                                             groups=32), plain)
+    assert split(_f32(64, 2048) * 2.0, plain) and not split(_f32(64, 1024) * 2.0, plain)
+    assert not split(_f32(1, 32, 34, 34).conv2d(_f32(32, 1, 3, 3), groups=32), plain)
     with pytest.raises(ValueError, match="parallel_min_work_by_kind row .'pointwise', 1.: the kind must be one of"):
         host.derive(parallel_min_work_by_kind=(("pointwise", 1),))
 
