@@ -1,7 +1,7 @@
-"""Where splitting a host kernel across cores starts to pay (issue 26; Target.parallel_min_work, the host default
-uopir.backends.cpu.runtime.HOST_PARALLEL_MIN_WORK): microseconds per kernel of a TinyJit replay of a chain of
-identical kernels, each kind at work sizes 2^14..2^20 iterations (output elements times reduce extent, as
-kernel-optimize counts them), compiled never split and always split (two child processes per round, their
+"""Where splitting a host kernel across cores starts to pay (issue 26; Target.parallel_min_work and its rows by
+kind, the host's uopir.backends.cpu.runtime.HOST_PARALLEL_MIN_WORK[_BY_KIND]): microseconds per kernel of a TinyJit
+replay of a chain of identical kernels, each kind at work sizes 2^14..2^20 iterations (output elements times reduce
+extent, as kernel-optimize counts them), compiled never split and always split (two child processes per round, their
 thresholds forced, interleaved; the best of --rounds rounds).
 
 Kinds: elementwise (x * 1.0001 + y over n floats), pointwise (a 1x1 conv, 64 -> 64 channels over n / 4096 pixels:
@@ -27,11 +27,11 @@ CHILD = r"""
 import json, sys, time
 import numpy as np
 import uopir.backends.cpu.runtime as rt
-import uopir.passes.kernel.heuristic as heur
 device, kind, threshold = sys.argv[1], sys.argv[2], int(sys.argv[3])
 host_cpu = rt.host_cpu
-rt.host_cpu = lambda name: host_cpu(name).derive(parallel_min_work=threshold)  # below the Target default too
-rt.HOST_PARALLEL_MIN_WORK = heur.DOT_PARALLEL_MIN_WORK = threshold
+rt.HOST_PARALLEL_MIN_WORK = threshold  # (below the Target default too; every kind alike)
+rt.HOST_PARALLEL_MIN_WORK_BY_KIND = ()
+rt.host_cpu = lambda name: host_cpu(name).derive(parallel_min_work=threshold, parallel_min_work_by_kind=())
 from uopir import Tensor, TinyJit
 CHAIN = 8
 out = {}

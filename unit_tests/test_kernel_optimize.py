@@ -30,7 +30,7 @@ from uopir.passes.kernel.expand import expand_kernel
 from uopir.passes.kernel.indexmath import const_extent
 from uopir.passes.kernel.optimize import Opt, OptError, apply_opt, apply_opts, heuristic_opts
 from uopir.passes.manager import PassManager
-from uopir.passes.target import CPU, register_target
+from uopir.passes.target import CPU, Target, register_target
 
 # A target whose small vectors and factors make every opt a real split on the small shapes of random programs.
 TINY = CPU.derive(name="test-tiny", max_vector_bytes=8, upcast_sizes=(2,), unroll_sizes=(2,), max_upcast=8, threads=2)
@@ -379,6 +379,28 @@ def test_a_host_target_keeps_a_small_matmul_on_one_core() -> None:
     assert any(o.kind == "global" for o in heuristic_opts(big, host))
 
 
+def test_a_target_splits_by_what_a_kernel_does_per_iteration() -> None:
+    """`parallel_min_work_by_kind`: with rows for elementwise kernels (a load and a store per iteration) from 2^17
+    iterations and depthwise windows from 2^18, the host's target splits those from there, where a register-tiled
+    1x1 conv of as many iterations (each a vector FMA: "reduce") stays on one core below its 2^19; the host's own
+    table has the elementwise row, not the window one; a row of another kind is refused."""
+    from uopir.backends.cpu.runtime import host_target
+    plain = host_target("c").derive(threads=2)
+    host = plain.derive(parallel_min_work_by_kind=(("elementwise", 1 << 17), ("window", 1 << 18)))
+
+    def split(t: Tensor, target: Target = host) -> bool:
+        return any(o.kind == "global" for o in heuristic_opts(_one_kernel(t, "tensor-to-kernel,kernel-simplify"),
+                                                              target))
+    assert split(_f32(64, 2048) * 2.0) and not split(_f32(64, 1024) * 2.0)  # 2^17 / 2^16
+    assert split(_f32(1, 32, 34, 34).conv2d(_f32(32, 1, 3, 3), groups=32))  # 294,912
+    assert not split(_f32(1, 32, 18, 34).conv2d(_f32(32, 1, 3, 3), groups=32))  # 147,456
+    assert not split(_f32(1, 64, 8, 8).conv2d(_f32(64, 64, 1, 1)))  # a 1x1 conv: 2^18 ("reduce")
+    assert split(_f32(64, 2048) * 2.0, plain) and not split(_f32(64, 1024) * 2.0, plain)
+    assert not split(_f32(1, 32, 34, 34).conv2d(_f32(32, 1, 3, 3), groups=32), plain)
+    with pytest.raises(ValueError, match="parallel_min_work_by_kind row .'pointwise', 1.: the kind must be one of"):
+        host.derive(parallel_min_work_by_kind=(("pointwise", 1),))
+
+
 def test_noopt_environment_turns_the_heuristic_off(monkeypatch: pytest.MonkeyPatch) -> None:
     x, w = _f32(8, 32), _f32(32, 16)
     base = PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop))
@@ -545,6 +567,31 @@ def test_softmax_stashes_each_exp_once_and_computes_the_same_bits() -> None:
     with np.errstate(invalid="ignore", over="ignore"):
         e = np.exp(x - x.max(-1, keepdims=True))
     # (exp(d) to rounding times |d|: arguments reach -150 here)
+    np.testing.assert_allclose(outs[0], e / e.sum(-1, keepdims=True), rtol=3e-5, atol=1e-30)
+
+
+def test_softmax_over_rows_no_vector_divides_stashes_its_exp_body_and_tail() -> None:
+    """A ViT's attention rows of 197: the sum and the output are cut into a body of 192 and a tail of 5, and the
+    fill loop gets the same tail, so each element's exp is computed once (the fill's body and its tail: 2 exp2 ops,
+    not the sum's and the output's 4), with the same bits as the schedule without the stash (rows of -inf, +inf,
+    huge values) and numpy's softmax to rounding."""
+    x = np.random.default_rng(7).standard_normal((16, 197)).astype(np.float32) * 20
+    x[1] = -np.inf
+    x[2, ::3] = -np.inf
+    x[3, 196], x[4, 1], x[4, 195] = np.inf, 3e38, -3e38
+    k = _one_kernel(Tensor(x).softmax(-1), "tensor-to-kernel")
+    o = heuristic_opts(k, ACC)
+    assert o[:2] == [Opt("stash", 3), Opt("tail", 4, 16)] and Opt("upcast", 5, 32) in o
+    stashed, plain = apply_opts(k, o), apply_opts(k, heuristic_opts(k, ACC, stash=False))
+    assert [sum(u.op is core.EXP2 for u in s.toposort()) for s in (stashed, plain)] == [2, 4]
+    outs = []
+    for kd in (stashed, plain):
+        out = np.full(x.size, 7, np.float32)
+        run_kernel(kd, [out, x.reshape(-1)])
+        outs.append(out.reshape(x.shape))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.exp(x - x.max(-1, keepdims=True))
     np.testing.assert_allclose(outs[0], e / e.sum(-1, keepdims=True), rtol=3e-5, atol=1e-30)
 
 

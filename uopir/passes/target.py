@@ -26,9 +26,13 @@ from uopir.ir.registration import Sites
 from uopir.passes.errors import did_you_mean
 
 __all__ = ["Target", "UnknownTargetError", "target", "targets", "check_target_option", "register_target", "host_cpu",
-           "read_cpuinfo", "CPU", "GPU", "ALL_DTYPES"]
+           "read_cpuinfo", "CPU", "GPU", "ALL_DTYPES", "PARALLEL_KINDS"]
 
 TargetKind = Literal["cpu", "gpu"]
+# what a cpu kernel does per iteration, as kernel-optimize tells it (Target.parallel_min_work_by_kind): no reduction
+# (each iteration loads and stores its element), a depthwise conv's or a pool's window tile, a dot-product tile, any
+# other reduction (a register-tiled matmul or conv, a row reduction)
+PARALLEL_KINDS = ("elementwise", "window", "dot", "reduce")
 
 ALL_DTYPES: frozenset[DType] = frozenset((
     dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16, dtypes.uint32,
@@ -60,6 +64,10 @@ class Target:
     warp_size: int = 1
     threads: int = 1  # cpu: cores an outer loop may be split across
     parallel_min_work: int = 1 << 15  # cpu: iterations below which a kernel stays on one core (kernel-optimize)
+    # cpu: rows (kind, iterations) where a kind of kernel (PARALLEL_KINDS; kernel-optimize names a kernel's) splits
+    # from another count than parallel_min_work: an iteration of an elementwise kernel (a load and a store) takes
+    # longer than one of a register-tiled dot product, so it pays for waking a second core from fewer iterations
+    parallel_min_work_by_kind: tuple[tuple[str, int], ...] = (("dot", 1 << 18),)
     upcast_sizes: tuple[int, ...] = (4, 2)  # preferred upcast factors for register tiling, best first
     unroll_sizes: tuple[int, ...] = (4, 2)  # preferred unroll factors for small reduction loops, best first
     max_upcast: int = 32  # register budget: the product of all upcast factors of one kernel
@@ -87,6 +95,10 @@ class Target:
         for d, n in self.vector_widths:
             if n < 1:
                 raise ValueError(f"target {self.name!r}: vector width of {d} must be >= 1, got {n}")
+        for k, n in self.parallel_min_work_by_kind:
+            if k not in PARALLEL_KINDS or n < 0:
+                raise ValueError(f"target {self.name!r}: parallel_min_work_by_kind row ({k!r}, {n}): the kind must be "
+                                 f"one of {', '.join(PARALLEL_KINDS)} and the iterations >= 0")
 
     def vector_width(self, dtype: DType) -> int:
         """How many lanes of `dtype` one vector holds (1: no vectors of it)."""
@@ -97,6 +109,11 @@ class Target:
         if self.max_vector_bytes <= 0 or d.itemsize <= 0 or d not in self.dtypes:
             return 1
         return max(1, self.max_vector_bytes // d.itemsize)
+
+    def parallel_work(self, kind: str) -> int:
+        """The iterations from which a cpu kernel of `kind` (PARALLEL_KINDS) is split across cores: its row of
+        parallel_min_work_by_kind, else parallel_min_work."""
+        return next((n for k, n in self.parallel_min_work_by_kind if k == kind), self.parallel_min_work)
 
     def supports(self, dtype: DType) -> bool:
         return dtype.scalar in self.dtypes

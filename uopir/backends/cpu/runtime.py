@@ -43,6 +43,14 @@ THREADS_ENV = env.THREADS.name
 # machine busy with other processes its share may wait a whole time slice (an LSTM's 20x64 ->
 # 256 input projection, 4 us on one core, took ~30 us of the median call split in two on a loaded 2-core machine)
 HOST_PARALLEL_MIN_WORK = 1 << 19
+# ... by what a kernel does per iteration (Target.parallel_min_work_by_kind). bench/parallel_threshold.py, quiet, hot
+# pool (issue 26's last stop): an elementwise kernel's two cores win from 2^16 iterations (7.6 -> 6.5 us; 2^18 30.8 ->
+# 20.5), a depthwise window's from 2^18 (9.7 -> 8.2), a 1x1 conv's from 2^19-2^20; at load 8-15 one core and two
+# were equal below 2^19 (no loss). Elementwise from 2^17 (ViT's six GELUs of 197 x 1536: ViT 15.36 -> 14.53 ms, best
+# of 6 interleaved rounds at load 2-7); a window row from 2^18 is not kept: MobileNetV3's two 5x5/2 depthwise convs
+# split, it measured 0.81 -> 0.87 ms (EfficientNet 5.28 -> 5.10) in the same rounds. A dot-product tile from 2^18 as
+# every cpu target.
+HOST_PARALLEL_MIN_WORK_BY_KIND: tuple[tuple[str, int], ...] = (("elementwise", 1 << 17), ("dot", 1 << 18))
 
 
 def host_target(name: str) -> Target:
@@ -52,7 +60,8 @@ def host_target(name: str) -> Target:
     t = host_cpu(name)
     regs = 16 if t.max_vector_bytes >= 64 else 8
     return t.derive(max_upcast=max(t.max_upcast, regs * t.vector_width(dtypes.float32)),
-                    parallel_min_work=max(t.parallel_min_work, HOST_PARALLEL_MIN_WORK))
+                    parallel_min_work=max(t.parallel_min_work, HOST_PARALLEL_MIN_WORK),
+                    parallel_min_work_by_kind=HOST_PARALLEL_MIN_WORK_BY_KIND)
 
 
 def threads(device: str) -> int:

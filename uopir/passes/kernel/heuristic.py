@@ -43,8 +43,9 @@
      unrolls, then the upcasts, shrink to smaller divisors until it does not: a long fused chain of gathers under a
      reduction, or a kernel that runs a few hundred iterations, gains nothing from a full unroll but compile time;
   4. threads: on a cpu target with threads > 1, the outermost output range with at least `threads` iterations
-     (else the longest) becomes `global` when the kernel does at least `parallel_min_work` iterations (a dot-product
-     tile, all vectors at memory speed, DOT_PARALLEL_MIN_WORK: a 1152 -> 48 SE conv runs in 12 us on one core); on a
+     (else the longest) becomes `global` when the kernel does at least `parallel_work(kind)` iterations: the
+     target's row for what the kernel does per iteration (no reduction: "elementwise"; a window tile; a dot-product
+     tile, all vectors at memory speed: a 1152 -> 48 SE conv runs in 12 us on one core; else "reduce"); on a
      gpu target every output range does; on a one-thread cpu a wide tile's outer range becomes global when it can
      pack (5.);
   5. pack: when that global range is a wide tile's `outer` contiguous range, each input read under the reduction
@@ -109,7 +110,6 @@ CHANNEL_TILE_ROWS = 16  # the most lanes of broadcast inputs beside a channel ve
 WIDE_TILE_VECTORS = 16  # accumulator vectors from which a register tile is two vectors wide (e.g. 8 rows x 2)
 DOT_VECTORS = 2  # vectors of partial sums along a dot product's reduction (times DOT_ROWS rows: accumulators)
 DOT_ROWS = 4  # output rows of a dot-product tile (each reuses the vector of x loaded for the others)
-DOT_PARALLEL_MIN_WORK = 1 << 18  # a dot-product tile reads below 1 MiB faster than a second core wakes for it
 DOT_MIN_LANES = 4  # a dot product's reduction this few lanes wide is no vector worth its fold
 DOT_MIN_STEPS = 2  # ... and steps of a short one beside rows (an SE conv's 48 -> 1152: 3 steps of 16 lanes)
 TAIL_MIN_VECTORS = 2  # a ragged row this many vectors long or more gets a vector body and a scalar tail
@@ -296,7 +296,8 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
     # 4. threads
     if t.kind == "gpu":
         opts += [Opt(kind, axis, f) for kind, axis, f in gpu_thread_opts(apply_opts(kdef, opts), t)]  # type: ignore[arg-type]
-    elif t.threads > 1 and loops and k.work() >= (t.parallel_min_work if dot is None else DOT_PARALLEL_MIN_WORK):
+    elif t.threads > 1 and loops and k.work() >= t.parallel_work(
+            "dot" if dot is not None else "window" if window is not None else "reduce" if k.reduces else "elementwise"):
         def outer(r: UOp) -> int:
             return (const_extent(r) or t.threads) // upcast.get(r, 1)
         r = next((r for r in loops if outer(r) >= t.threads), max(loops, key=outer))

@@ -7,8 +7,8 @@ operand once per element, in a fill loop (a fresh `loop` range of the same exten
 [row][n], and both the reduction and the output read it back through `kernel.after`. The fill's end closes the fill
 range only, so each row iteration reads the row it filled: exact under any order of the rows. On a cpu,
 `private_rows` (kernel-to-device) then cuts the scratch to one row per core. The heuristic stashes only where the
-row range is the global one (`stash_opts`); a kernel too small to split across cores, or whose row needs a tail,
-keeps the exp twice.
+row range is the global one (`stash_opts`; a row no vector divides, a ViT's 197, gets the fill cut into the same
+body and tail as the sum); a kernel too small to split across cores keeps the exp twice.
 """
 from __future__ import annotations
 

@@ -11,28 +11,33 @@ from uopir.passes.target import Target
 
 
 def stash_opts(kdef: UOp, base: list[Opt], t: Target) -> list[Opt]:
-    """`stash` of each candidate, then `base` (the heuristic's opts for kdef as it is, naming only its own axes, which
-    stash keeps), then the fill loops' vectors: as many lanes as the widest upcast in base has (the independent exp
-    chains the sum's partial accumulators had), at least one vector. base alone when it names an axis stash would
-    take."""
+    """`stash` of the candidate, then (where base cuts the sum's row into a vector body and a tail: a ViT's rows of
+    197) a `tail` of the fill loop by the same vector, then `base` (the heuristic's opts for kdef as it is; the axes
+    its opts make are renumbered past the ones stash and the fill's tail make: each opt numbers a new range one past
+    the kernel's last), then the fill loop's (or its body's) vectors: as many lanes as the widest upcast in base has
+    (the independent exp chains the sum's partial accumulators had), at least one vector. base alone where the one
+    row range is not the global one."""
     first = 1 + max(u.attrs.axis for u in kdef.toposort() if u.op is K.RANGE)
     cands = stash_candidates(kdef)[:1]  # (one: a second would be matched on the kernel the first makes)
-    if any(o.axis >= first for o in base) or not cands:
+    if not cands:
         return base
-    reds = {u.operands.ranges[0]: u for u in kdef.toposort() if u.op is K.REDUCE and len(u.operands.ranges) == 1}
-    rows = {q for r in cands for q in row_ranges(kdef, reds[r])}
+    (r,) = cands
+    red = next(u for u in kdef.toposort() if u.op is K.REDUCE and u.operands.ranges == (r,))
+    rows = row_ranges(kdef, red)
     glob = [o.axis for o in base if o.kind == "global"]
     if len(rows) != 1 or glob != [next(iter(rows)).attrs.axis]:
         # one row range, the global one: each core fills its scratch once per row it runs, in order (device-linearize
         # nests the fill in the global range only; a kernel too small to split across cores keeps the exp twice)
         return base
-    vw = max(1, t.vector_width(next(u.dtype for u in kdef.toposort() if u.op is K.REDUCE
-                                    and u.operands.ranges == (cands[0],))))
+    n = const_extent(r) or 1
+    tail = next((o.factor for o in base if o.kind == "tail" and o.axis == r.attrs.axis), 0)
+    shift = 3 if tail else 1  # the fill (axis first), and its tail's body and rest (first + 1, first + 2)
+    moved = [Opt(o.kind, o.axis + shift if o.axis >= first else o.axis, o.factor) for o in base]
+    vw = max(1, t.vector_width(red.dtype))
     lanes = max([vw] + [o.factor for o in base if o.kind == "upcast"])
-    out = [Opt("stash", r.attrs.axis) for r in cands] + base
-    for i, r in enumerate(cands):
-        n = const_extent(r) or 1
-        f = max((d for d in range(1, min(n, lanes) + 1) if n % d == 0), default=1)
-        if f >= 2:
-            out.append(Opt("upcast", first + i, f))
+    body = n - n % tail if tail else n
+    f = max((d for d in range(1, min(body, lanes) + 1) if body % d == 0), default=1)
+    out = [Opt("stash", r.attrs.axis)] + ([Opt("tail", first, tail)] if tail else []) + moved
+    if f >= 2:
+        out.append(Opt("upcast", first + 1 if tail else first, f))
     return out
