@@ -29,6 +29,7 @@ from device_programs import (
     shared_backend,
     store,
 )
+from fuzz_lowered import on_c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_device_lowering import _run, _WideGen
@@ -261,26 +262,9 @@ def test_pooled_allocator_reuses_only_memory_nobody_holds() -> None:
 def _on_c(backend: CBackend, root: UOp, bufs: dict[int, np.ndarray]) -> tuple[list[np.ndarray], UOp]:
     """The outputs of tensor-level root lowered by `default{target=c}` (kernel-optimize and kernel-expand included)
     and run kernel by kernel on the C backend; and the lowered schedule."""
-    from uopir.backends.python import evaluate
-    from uopir.dialects import tensor as T
     from uopir.passes.manager import PassManager
     lowered = PassManager.parse("default{target=c}").run(root)
-    order = lowered.toposort()
-    host = {k: v.copy() for k, v in bufs.items()}
-    for u in order:
-        if u.op is T.BUFFER and u.arg[0] not in host:
-            host[u.arg[0]] = np.full(u.arg[2], 7, np_dtype(u.dtype))  # garbage: every element must be written
-    # an output that reads no call's result (a buffer as it was before the schedule) is read before the calls run
-    outs = list(lowered.src) if lowered.op is C.SINK else [lowered]
-    before = {i: np.asarray(evaluate(UOp.sink(o), host)[0]).copy() for i, o in enumerate(outs)
-              if not any(u.op is T.AFTER for u in o.toposort())}
-    for u in order:
-        if u.op is T.CALL:
-            run(backend, u.arg[0], [host[x.arg[0]] for x in u.src if x.op is T.BUFFER])
-    # the calls have run: the other outputs are read from the buffers as they are now
-    done = {u: u.src[0] for u in order if u.op is T.AFTER}
-    after = evaluate(UOp.sink(*outs).substitute(done) if done else UOp.sink(*outs), host)
-    return [before[i] if i in before else np.asarray(a) for i, a in enumerate(after)], lowered
+    return on_c(backend, lowered, bufs), lowered
 
 
 def _same(got: list[np.ndarray], want: list, cls: str, root: UOp | None = None,

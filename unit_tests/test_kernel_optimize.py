@@ -545,6 +545,17 @@ def test_softmax_gets_partial_accumulators_for_its_max_and_its_sum() -> None:
     assert sorted(str(u.dtype) for u in red) == ["f32", "f32", "vector<64xf32>", "vector<64xf32>"]
 
 
+def _same_softmax_bits(x: np.ndarray, stashed: UOp, plain: UOp) -> np.ndarray:
+    """The stashed softmax kernel's output over x, after asserting the plain schedule gives the same bits."""
+    outs = []
+    for kd in (stashed, plain):
+        out = np.full(x.size, 7, np.float32)
+        run_kernel(kd, [out, x.reshape(-1)])
+        outs.append(out.reshape(x.shape))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    return outs[0]
+
+
 def test_softmax_stashes_each_exp_once_and_computes_the_same_bits() -> None:
     """`stash`: the sum's exp(x - max) is stored into a one-row scratch by a fill loop and read back by the sum and the
     output, one exp per element instead of two; the sums keep their order, so the values are the same bits as the
@@ -558,16 +569,11 @@ def test_softmax_stashes_each_exp_once_and_computes_the_same_bits() -> None:
     plain = apply_opts(k, heuristic_opts(k, ACC, stash=False))
     assert [sum(u.op is core.EXP2 for u in s.toposort()) for s in (stashed, plain)] == [1, 2]
     assert heuristic_opts(k, CPU) == heuristic_opts(k, CPU, stash=False)  # one core: no global range to fill under
-    outs = []
-    for kd in (stashed, plain):
-        out = np.full(x.size, 7, np.float32)
-        run_kernel(kd, [out, x.reshape(-1)])
-        outs.append(out.reshape(x.shape))
-    np.testing.assert_array_equal(outs[0], outs[1])
+    out = _same_softmax_bits(x, stashed, plain)
     with np.errstate(invalid="ignore", over="ignore"):
         e = np.exp(x - x.max(-1, keepdims=True))
     # (exp(d) to rounding times |d|: arguments reach -150 here)
-    np.testing.assert_allclose(outs[0], e / e.sum(-1, keepdims=True), rtol=3e-5, atol=1e-30)
+    np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=3e-5, atol=1e-30)
 
 
 def test_softmax_over_rows_no_vector_divides_stashes_its_exp_body_and_tail() -> None:
@@ -584,15 +590,10 @@ def test_softmax_over_rows_no_vector_divides_stashes_its_exp_body_and_tail() -> 
     assert o[:2] == [Opt("stash", 3), Opt("tail", 4, 16)] and Opt("upcast", 5, 32) in o
     stashed, plain = apply_opts(k, o), apply_opts(k, heuristic_opts(k, ACC, stash=False))
     assert [sum(u.op is core.EXP2 for u in s.toposort()) for s in (stashed, plain)] == [2, 4]
-    outs = []
-    for kd in (stashed, plain):
-        out = np.full(x.size, 7, np.float32)
-        run_kernel(kd, [out, x.reshape(-1)])
-        outs.append(out.reshape(x.shape))
-    np.testing.assert_array_equal(outs[0], outs[1])
+    out = _same_softmax_bits(x, stashed, plain)
     with np.errstate(invalid="ignore", over="ignore"):
         e = np.exp(x - x.max(-1, keepdims=True))
-    np.testing.assert_allclose(outs[0], e / e.sum(-1, keepdims=True), rtol=3e-5, atol=1e-30)
+    np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=3e-5, atol=1e-30)
 
 
 def test_a_matrix_vector_product_vectorizes_the_reduction_or_a_longer_output_run() -> None:
