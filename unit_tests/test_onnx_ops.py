@@ -300,6 +300,18 @@ def test_a_gemm_with_many_rows_reads_b_from_a_transposed_copy(rows: int, kernels
     assert STATS.kernels - before == kernels
 
 
+def test_a_scaled_k_transpose_is_read_from_a_copy_only_where_its_columns_fill_vectors() -> None:
+    """torch's attention export multiplies k^T by a scalar before the MatMul: B is copied as a plain k^T is, unless
+    N is ragged (ViT's 197 tokens keep the dot-product tile); a product of two tensors is no scaled permute."""
+    from uopir.frontend.tensor import Tensor
+    from uopir.onnx.ops_nn import _transposed_rows
+    q, s = Tensor(f32(2, 20, 8)), Tensor(np.float32(0.5))
+    assert _transposed_rows(q, Tensor(f32(2, 32, 8)).permute(0, 2, 1) * s)
+    assert not _transposed_rows(q, Tensor(f32(2, 20, 8)).permute(0, 2, 1) * s)
+    assert _transposed_rows(q, Tensor(f32(2, 20, 8)).permute(0, 2, 1))
+    assert not _transposed_rows(q, Tensor(f32(2, 32, 8)).permute(0, 2, 1) * Tensor(f32(2, 8, 32)))
+
+
 @pytest.mark.parametrize("eq, kernels", [("bhqd,bhkd->bhqk", 2), ("bhqd,bhkd->bhkq", 1)])
 def test_an_einsum_of_rows_by_rows_reads_b_from_a_transposed_copy(eq: str, kernels: int) -> None:
     """Attention's scores as an Einsum ('bhqd,bhkd->bhqk') run as MatMul does q @ k^T: k copied to (d, k) first (two
