@@ -265,6 +265,16 @@ def test_a_transposed_read_is_not_vector_upcast() -> None:
     assert all(kind == "loop" for _, kind in kinds(k).values())
 
 
+def test_a_transposing_copy_on_wide_vectors_gets_a_square_tile_of_both_ranges() -> None:
+    """attention's k^T copied (heads, d, t): 8 x 8 lanes of the stored range and of the range read contiguously,
+    no loop reordered; the result still matches the reference bit for bit."""
+    t = _f32(3, 24, 16).permute(0, 2, 1)
+    k = _one_kernel(t.contiguous(), "tensor-to-kernel,kernel-optimize{target=test-wide}")
+    assert sorted(v for v in kinds(k).values() if v[1] != "loop") == [(8, "upcast"), (8, "upcast")]
+    lowered_matches(UOp.sink(t.contiguous().uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-wide},"
+                                                           "kernel-expand"))
+
+
 def test_small_reductions_are_unrolled_fully_and_long_ones_by_a_factor() -> None:
     k = _one_kernel(_f32(5, 3).sum(1), "tensor-to-kernel,kernel-optimize")
     assert sorted(kinds(k).values()) == [(3, "unroll"), (5, "loop")]

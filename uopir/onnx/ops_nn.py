@@ -13,11 +13,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from uopir.dialects import core
 from uopir.dialects import tensor as T
 from uopir.frontend.nn_ops import ceil_window_end
 from uopir.frontend.shape_ops import patches
 from uopir.frontend.tensor import Tensor
 from uopir.ir.dtype import dtypes
+from uopir.ir.uop import UOp
 from uopir.onnx.ops_shape import axis_of, opt, req, scalar
 from uopir.onnx.registry import Node, const_ints, onnx_op
 
@@ -453,8 +455,19 @@ def _transposed_rows(a: Tensor, b: Tensor) -> bool:
     and A has at least GEMM_COPY_MIN_ROWS rows: B is then read from a (K, N) copy, as Gemm's transB (a pass over B
     for a tile of rows x column vectors: 12 heads of 128 x 64 @ 64 x 128, 213 -> ~120 us)."""
     u = b.uop
-    return (a.ndim >= 2 and b.ndim >= 2 and a.shape[-2] >= GEMM_COPY_MIN_ROWS and u.op is T.PERMUTE
-            and u.arg[-1] != b.ndim - 1)
+    return a.ndim >= 2 and b.ndim >= 2 and a.shape[-2] >= GEMM_COPY_MIN_ROWS and (
+        _columns_permuted(u, b.ndim) if u.op is T.PERMUTE else
+        b.shape[-1] % GEMM_COPY_SCALED_COLUMNS == 0 and _columns_permuted(u, b.ndim))
+
+
+def _columns_permuted(u: UOp, nd: int) -> bool:
+    """u is a permute that moves its source's last axis away, or such a permute times broadcast factors (torch's
+    scaled_dot_product_attention export scales k^T by sqrt(1/sqrt(d)): TransformerEncoder 2.5 -> 1.9 ms, BERT-tiny
+    0.75 -> 0.67). Not of N = 197 (ViT): the copied B's tile over 197 columns ran 1.9 ms where the dot tile runs 0.6."""
+    if u.op is T.PERMUTE:
+        return u.arg[-1] != nd - 1
+    return u.op is core.MUL and any(_columns_permuted(s, nd) for s in u.src) and \
+        all(s.op is T.EXPAND or _columns_permuted(s, nd) for s in u.src)
 
 
 @onnx_op("MatMulInteger", since=10)
@@ -473,6 +486,7 @@ def matmul_integer(node: Node, inputs: list) -> Tensor:
 # then takes rows x column vectors (a ViT's 197-token projections: 63 -> ~190 GFLOP/s); with fewer (a batch-1
 # classifier head) its dot-product tile reads the (N, K) rows directly, and a copy would cost more than it saves
 GEMM_COPY_MIN_ROWS = 16
+GEMM_COPY_SCALED_COLUMNS = 16  # ... and, for a scaled k^T, N a multiple of this (a vector of f32 on AVX-512)
 
 
 @onnx_op("Gemm")
@@ -501,7 +515,23 @@ def einsum(node: Node, inputs: list) -> Tensor:
         letters = eq.replace("...", "").replace(",", "")
         eq += "->" + ("..." if "..." in eq else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     ts = [t for t in inputs if t is not None]
+    if len(ts) == 2 and _rows_by_rows(eq, ts[0], ts[1]):  # q @ k^T written as an einsum: MatMul's (K, N) copy of B
+        b = ts[1].transpose(-1, -2)
+        return ts[0] @ (b.contiguous() if _transposed_rows(ts[0], b) else b)
     return Tensor.einsum(eq, *ts)
+
+
+def _rows_by_rows(eq: str, a: Tensor, b: Tensor) -> bool:
+    """`eq` is 'Pik,Pjk->Pij' (P the same batch letters, each dim of a and b the same size): rows of a times rows of
+    b, attention's scores (BERT-style 'bhqd,bhkd->bhqk'), which MatMul runs from a copy of B (214 -> ~125 us)."""
+    lhs, _, out = eq.partition("->")
+    terms = lhs.split(",")
+    if "." in eq or len(terms) != 2 or len(set(lhs.replace(",", ""))) != len(terms[0]) + 1:
+        return False
+    x, y = terms
+    n = len(x)
+    return (n >= 2 and len(y) == n == a.ndim == b.ndim and x[:-2] == y[:-2] == out[:-2] and x[-1] == y[-1]
+            and out[-2:] == x[-2] + y[-2] and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-1])
 
 
 @onnx_op("Det", since=11)

@@ -25,6 +25,8 @@
      whole up to ROW_TILE_VECTORS vectors) by the largest power of two that divides it and fits the vector width and
      `max_upcast`; when that is less than a vector, by the divisor up to ROW_TILE_VECTORS vectors whose lanes fill
      their vectors best (a 14x14 plane: 28 lanes, 7/8 of two vectors, not 4; a row of 7 whole, not scalar);
+     a copy with no such range, stored contiguously along one range and read contiguously along another (a
+     transpose), gets a square tile of both instead (kernel/transpose.py);
   3. reductions: on a cpu target, the innermost range of each reduction that depends on no upcast output range
      (a full sum, a row sum, softmax's max and sum beside its vector of outputs) and along which every load under it
      reads consecutive elements gets partial accumulators: `upcast` of the reduce range by ACC_VECTORS vectors of
@@ -93,6 +95,7 @@ from uopir.passes.kernel.regroup import regroup_products
 from uopir.passes.kernel.stash import stash_candidates
 from uopir.passes.kernel.stash_choice import stash_opts
 from uopir.passes.kernel.tail import TAIL_OPS
+from uopir.passes.kernel.transpose import transpose_tile
 from uopir.passes.kernel.window import window_tile
 from uopir.passes.target import Target
 
@@ -223,7 +226,11 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
             lanes = lanes // upcast[r] * f
             upcast[r] = f
             vector_range[r] = vw
-    # 2. a vector upcast of the contiguous output range
+    # 2. a vector upcast of the contiguous output range (a copy read with a stride there: a square transpose tile)
+    if not upcast and (tt := transpose_tile(k, vw)) is not None:
+        upcast.update(tt)
+        for f in tt.values():
+            lanes *= f
     if not upcast and vw >= 2:  # the innermost such range; of a peeled kernel's segments, the interior's
         for r in sorted(reversed(k.out), key=lambda r: -k.stored(r)):
             n = const_extent(r)
@@ -282,10 +289,12 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
     opts += [Opt("unroll", r.attrs.axis, f) for r, f in unroll.items()]
     if last is not None and t.kind == "cpu" and t.reassociate_float_reductions and regroup_products(kdef, last):
         opts.insert(0, Opt("regroup", last.attrs.axis))  # a squeeze-excite scale into the weights (regroup.py)
-    # loop order: a wide tile's contiguous range outermost (only when another output range is tiled too)
+    # loop order: a wide tile's contiguous range outermost (only when another output range is tiled too; not a
+    # transpose tile, which reads no panel again)
     # of a peeled kernel, the interior's loops (the border segments run on every core, beside its share)
     loops = [r for r in k.out if upcast.get(r) != const_extent(r) and r in interior]
-    if wide and len([r for r in upcast if r in interior]) == 2 and len(loops) >= 2 and channels is None:
+    if wide and k.reduces and len([r for r in upcast if r in interior]) == 2 and len(loops) >= 2 \
+            and channels is None:
         first = next((r for r in loops if k.contiguous(r, reduced_only=True) and r in upcast), None)
         # not when a reduction of this loop nest does not vary along it (a row's mean beside a tile of columns):
         # every block of columns would compute it again
