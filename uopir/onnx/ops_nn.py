@@ -452,18 +452,18 @@ def matmul(node: Node, inputs: list) -> Tensor:
 
 def _transposed_rows(a: Tensor, b: Tensor) -> bool:
     """B is a Transpose whose last axis (N) is not its source's last (attention's q @ k^T: B = k permuted (.., d, t)),
-    and A has at least GEMM_COPY_MIN_ROWS rows: B is then read from a (K, N) copy, as Gemm's transB (a pass over B
-    for a tile of rows x column vectors: 12 heads of 128 x 64 @ 64 x 128, 213 -> ~120 us)."""
-    u = b.uop
-    return a.ndim >= 2 and b.ndim >= 2 and a.shape[-2] >= GEMM_COPY_MIN_ROWS and (
-        _columns_permuted(u, b.ndim) if u.op is T.PERMUTE else
-        b.shape[-1] % GEMM_COPY_SCALED_COLUMNS == 0 and _columns_permuted(u, b.ndim))
+    A has at least GEMM_COPY_MIN_ROWS rows and N fills whole vectors (GEMM_COPY_COLUMNS): B is then read from a
+    (K, N) copy, as Gemm's transB (a pass over B for a tile of rows x column vectors: 12 heads of 128 x 64 @ 64 x 128,
+    213 -> ~120 us). A ragged N keeps the dot-product tile over B's rows: the copied B's register tile over 197
+    columns (ViT) ran 1.9 ms where the dot tile runs 0.25, over 50 columns 129 us against 60 (6 and 12 heads, llvm)."""
+    return a.ndim >= 2 and b.ndim >= 2 and a.shape[-2] >= GEMM_COPY_MIN_ROWS and \
+        b.shape[-1] % GEMM_COPY_COLUMNS == 0 and _columns_permuted(b.uop, b.ndim)
 
 
 def _columns_permuted(u: UOp, nd: int) -> bool:
     """u is a permute that moves its source's last axis away, or such a permute times broadcast factors (torch's
     scaled_dot_product_attention export scales k^T by sqrt(1/sqrt(d)): TransformerEncoder 2.5 -> 1.9 ms, BERT-tiny
-    0.75 -> 0.67). Not of N = 197 (ViT): the copied B's tile over 197 columns ran 1.9 ms where the dot tile runs 0.6."""
+    0.75 -> 0.67)."""
     if u.op is T.PERMUTE:
         return u.arg[-1] != nd - 1
     return u.op is core.MUL and any(_columns_permuted(s, nd) for s in u.src) and \
@@ -486,7 +486,7 @@ def matmul_integer(node: Node, inputs: list) -> Tensor:
 # then takes rows x column vectors (a ViT's 197-token projections: 63 -> ~190 GFLOP/s); with fewer (a batch-1
 # classifier head) its dot-product tile reads the (N, K) rows directly, and a copy would cost more than it saves
 GEMM_COPY_MIN_ROWS = 16
-GEMM_COPY_SCALED_COLUMNS = 16  # ... and, for a scaled k^T, N a multiple of this (a vector of f32 on AVX-512)
+GEMM_COPY_COLUMNS = 16  # ... and, for an attention k^T, N a multiple of this (a vector of f32 on AVX-512)
 
 
 @onnx_op("Gemm")
