@@ -11,8 +11,11 @@ from collections.abc import Callable
 os.environ.setdefault("UOPIR_C_TIERED", "0")
 
 
-def best(fn: Callable[[], object], repeat: int = 5) -> float:
-    """The fastest of `repeat` timed calls of fn (seconds), after one untimed warm-up call."""
+def best(fn: Callable[[], object], repeat: int = 5, settle: float = 0.0) -> float:
+    """The fastest of `repeat` timed calls of fn (seconds), after a pause of `settle` seconds (the impl timed before
+    may have left its thread pool spinning on a core) and one untimed warm-up call."""
+    if settle:
+        time.sleep(settle)
     fn()
     ts = []
     for _ in range(repeat):

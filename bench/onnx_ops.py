@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("UOPIR_C_TIERED", "0")  # time c's own binary, not the LLVM tier it runs while that compiles
+from _timing import best  # noqa: E402  (bench/ is the script's folder; it also times c's own binary, not its LLVM tier)
 
 SETTLE_S = 0.05
 OPSET = 17
@@ -195,17 +194,6 @@ def ort_call(m: object, feeds: dict[str, np.ndarray]) -> Callable[[], list[np.nd
     return lambda: sess.run(None, feeds)
 
 
-def best(call: Callable[[], object], inner: int) -> float:
-    time.sleep(SETTLE_S)
-    call()
-    t_best = float("inf")
-    for _ in range(inner):
-        t = time.perf_counter()
-        call()
-        t_best = min(t_best, time.perf_counter() - t)
-    return t_best
-
-
 def rel_err(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     err = 0.0
     for g, w in zip(got, want, strict=True):
@@ -257,7 +245,7 @@ def main() -> None:
         times = dict.fromkeys(impls, float("inf"))
         for _ in range(a.rounds):
             for k, f in impls.items():
-                times[k] = min(times[k], best(f, a.inner))
+                times[k] = min(times[k], best(f, a.inner, settle=SETTLE_S))
         for k, t in times.items():
             print(f"onnx_ops op={name} impl={k} us={t * 1e6:.1f} ratio={t / times['ort']:.2f} "
                   f"max_rel_err={errs[k]:.1e}", flush=True)
