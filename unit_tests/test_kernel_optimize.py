@@ -25,7 +25,7 @@ from uopir.ir.printer import print_ir
 from uopir.ir.regions import map_regions
 from uopir.ir.uop import UOp
 from uopir.ir.verify import verify
-from uopir.passes.kernel import heuristic, opts
+from uopir.passes.kernel import codesize, opts
 from uopir.passes.kernel.expand import expand_kernel
 from uopir.passes.kernel.indexmath import const_extent
 from uopir.passes.kernel.optimize import Opt, OptError, apply_opt, apply_opts, heuristic_opts
@@ -302,12 +302,12 @@ def test_a_long_body_is_unrolled_only_as_far_as_the_code_size_budget_allows(monk
     assert sorted(kinds(_one_kernel(_many_gathers_sum(1024), opt)).values()) == \
         [(2, "reduce"), (4, "upcast"), (8, "unroll"), (256, "loop")]
     n_ops = len(_one_kernel(_many_gathers_sum(1024), expand).toposort())
-    assert n_ops <= heuristic.EXPAND_MAX_OPS
+    assert n_ops <= codesize.EXPAND_MAX_OPS
     # a kernel of 8 x 16 iterations gets a budget of its own size: no unroll at all
     small = [(2, "loop"), (4, "upcast"), (16, "reduce")]
     assert sorted(kinds(_one_kernel(_many_gathers_sum(8), opt)).values()) == small
-    monkeypatch.setattr(heuristic, "EXPAND_MAX_OPS", 1 << 30)  # without the budgets: the full unroll
-    monkeypatch.setattr(heuristic, "EXPAND_SMALL_OPS", 1 << 30)
+    monkeypatch.setattr(codesize, "EXPAND_MAX_OPS", 1 << 30)  # without the budgets: the full unroll
+    monkeypatch.setattr(codesize, "EXPAND_SMALL_OPS", 1 << 30)
     assert sorted(kinds(_one_kernel(_many_gathers_sum(1024), opt)).values()) == \
         [(4, "upcast"), (16, "unroll"), (256, "loop")]
     assert len(_one_kernel(_many_gathers_sum(1024), expand).toposort()) > 1.8 * n_ops

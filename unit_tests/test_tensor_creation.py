@@ -331,6 +331,34 @@ def test_arange_beyond_int32_is_int64():
     assert Tensor.arange(5).dtype is dtypes.int32
 
 
+def test_arange_and_where_across_int64s_end_are_uint64_never_a_float():
+    # int64 beside uint64 joins in float16 in the promotion lattice: this arange was [inf inf inf]
+    t = Tensor.arange(2**63 - 2, 2**63 + 1)
+    assert t.dtype is dtypes.uint64 and t.tolist() == [2**63 - 2, 2**63 - 1, 2**63]
+    with pytest.raises(OverflowError, match=r"arange\(-1, .* do not fit one integer dtype"):
+        Tensor.arange(-1, 2**64, 2**63 + 1)  # -1 and 2**63
+    t = Tensor([True, False]).where(2**63 - 1, 2**63)  # the same join of two weak scalars
+    assert t.dtype is dtypes.uint64 and t.tolist() == [2**63 - 1, 2**63]
+
+
+def test_arange_counts_huge_int_steps_exactly():
+    # (stop - start) / step in floats rounds 2.0000000000000000017 to 2, 1.0000000000000000002 to 1: values lost
+    assert Tensor.arange(5, -(2**63) - 3, -(2**62)).tolist() == [5, 5 - 2**62, 5 - 2**63]
+    assert Tensor.arange(0, 2**62 + 1, 2**62).tolist() == [0, 2**62]  # numpy gives [0]
+
+
+def test_int_linspace_is_exact_and_refuses_ends_outside_its_dtype():
+    assert Tensor.linspace(2**60, 2**60 + 4, 5, dtype=dtypes.int64).tolist() == [2**60 + i for i in range(5)]
+    assert Tensor.linspace(-(2**60) - 4, -(2**60), 3, dtype=dtypes.int64).tolist() == [-(2**60) - 4 + 2 * i
+                                                                                         for i in range(3)]
+    assert Tensor.linspace(-10, 0, 4, dtype=dtypes.int64).tolist() == [-10, -6, -3, 0]  # truncated, as numpy's cast
+    with pytest.raises(OverflowError, match="300 is out of bounds"):
+        Tensor.linspace(0, 300, 3, dtype=dtypes.int8)  # numpy's cast wraps: [0, -106, 44]
+    with pytest.raises(OverflowError, match="out of bounds for dtypes.int64"):
+        Tensor.linspace(0, 2**63 + 10, 3, dtype=dtypes.int64)
+    check(Tensor.linspace(0, 2**65, 2), np.array([0, 2.0**65], np.float32))  # was numpy's object-array TypeError
+
+
 def test_ragged_data_keeps_its_message():
     with pytest.raises(ValueError, match="ragged or non-numeric"):
         Tensor([[1], [2, 3]])

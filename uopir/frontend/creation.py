@@ -66,6 +66,24 @@ def _draw(w: Tensor, u: Tensor, num_samples: int, replacement: bool) -> Tensor:
     return idx.reshape(idx.shape[1:]) if w.ndim == 1 else idx
 
 
+def _int_linspace(start: float, stop: float, steps: int, d: DType) -> np.ndarray:
+    """linspace's values in the int dtype d, each truncated toward zero as numpy's cast does: OverflowError when an
+    end lies outside d (numpy's cast would wrap it: 300 in int8 is 44); exact for int ends beyond 2**53, where a
+    float64 step would round them (2**60 .. 2**60 + 4 in 5 steps: five equal values)."""
+    lo, hi = min(start, stop), max(start, stop)
+    if not d.min <= lo <= hi <= d.max:
+        raise OverflowError(f"linspace({start}, {stop}, {steps}): {lo if lo < d.min else hi} is out of bounds for "
+                            f"{d!r} (range [{d.min}, {d.max}])")
+    if type(start) is int and type(stop) is int and max(abs(start), abs(stop)) > 2**53:
+        den = max(steps - 1, 1)
+        vals = []
+        for i in range(steps):
+            num = start * den + (stop - start) * i  # the value times den; // floors, the cast truncates
+            vals.append(num // den if num >= 0 else -(-num // den))
+        return np.array(vals, P.to_np(d))
+    return np.linspace(float(start), float(stop), steps)
+
+
 class Creation:
     """Tensor's factories (static: `Tensor.zeros(2, 3)`) and `*_like` constructors."""
 
@@ -126,10 +144,14 @@ class Creation:
                             "the Variable instead: cls.arange(max)[:n])")
         if step == 0:
             raise ValueError("arange step must not be zero")
-        n = max(0, math.ceil((stop - start) / step))
         ints = all(isinstance(v, int) for v in (start, stop, step))
-        d = P.to_dtype(dtype) or (P.promote_scalars(start, start + (n - 1) * step) if ints and n else
-                                  P.DEFAULT_INT if ints else P.DEFAULT_FLOAT)
+        # ceil((stop - start) / step): exact for ints (a float quotient of ints near 2**62 rounds a step away)
+        n = max(0, -((start - stop) // step) if ints else math.ceil((stop - start) / step))
+        try:
+            d = P.to_dtype(dtype) or (P.promote_scalars(start, start + (n - 1) * step) if ints and n else
+                                      P.DEFAULT_INT if ints else P.DEFAULT_FLOAT)
+        except OverflowError as e:
+            raise OverflowError(f"arange({start}, {stop}, {step}): {e}") from None
         if ints and n:
             P.check_fits(int(start), d)
             P.check_fits(int(start + (n - 1) * step), d)
@@ -148,7 +170,9 @@ class Creation:
         d = P.to_dtype(dtype) or P.DEFAULT_FLOAT
         if d.is_bool:
             raise ArgumentError("linspace with dtype bool is not supported (tinygrad)")
-        return cls(np.linspace(start, stop, steps), dtype=d, device=device)
+        if d.is_int and steps:
+            return cls(_int_linspace(start, stop, steps, d), dtype=d, device=device)
+        return cls(np.linspace(float(start), float(stop), steps), dtype=d, device=device)
 
     @classmethod
     @_creation

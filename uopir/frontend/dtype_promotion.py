@@ -165,11 +165,21 @@ def scalar_dtype(v: Scalar) -> DType:
 
 def promote_scalars(*vs: Scalar) -> DType:
     """The dtype of an expression of weak scalars only: float if any is a float, else int if any is an int (wide
-    enough for every one of them)."""
+    enough for every one of them: uint64 for ints that need int64 and uint64 at once, OverflowError where one is
+    negative)."""
     if any(type(v) is float for v in vs):
         return dtypes.default_float
-    ints = [int_dtype(v) for v in vs if type(v) is int]  # type: ignore[arg-type]
-    return promote(*ints) if ints else dtypes.bool
+    ints = [v for v in vs if type(v) is int]
+    if not ints:
+        return dtypes.bool
+    d = promote(*(int_dtype(v) for v in ints))  # type: ignore[arg-type]
+    if d.is_int:
+        return d
+    # int64 beside uint64: the lattice joins them in a float (float16), which holds none of them; as Tensor(list)
+    lo, hi = min(ints), max(ints)  # type: ignore[type-var]
+    if lo >= 0:
+        return dtypes.uint64
+    raise OverflowError(f"Python integers {lo} and {hi} do not fit one integer dtype (int64 or uint64)")
 
 
 def float_of(d: DType) -> DType:

@@ -1,5 +1,5 @@
 """kernel-optimize's register tile of a dense convolution with a window over a small plane (the heuristic's step 1,
-after `_channel_tile`): two blocks of output channels beside the pixels.
+after `channel_tile`): two blocks of output channels beside the pixels.
 
 The channel tile of a window conv makes one block of 16 output channels the vector and upcasts the pixels of a row
 beside it (at most CHANNEL_TILE_ROWS; the largest divisor of the row): each step of the reduction loads one weight

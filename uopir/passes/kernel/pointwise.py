@@ -2,7 +2,7 @@
 heuristic's step 1), and when a panel is worth packing (step 5).
 
 A 1x1 conv whose weights nn_ops copied in blocks of output channels (nn_ops.CHANNEL_BLOCK, the block innermost) is a
-small GEMM: output [Cout][HW] = W[Cout][Cin] x X[Cin][HW]. The heuristic's channel tile (`_channel_tile`) makes one
+small GEMM: output [Cout][HW] = W[Cout][Cin] x X[Cin][HW]. The heuristic's channel tile (`channel_tile`) makes one
 block of channels the vector and upcasts the pixels beside it: each step of the reduction over Cin loads one weight
 vector and broadcasts one input per pixel. Over a 7x7 plane that is 7 pixels, 7 accumulators: a tile too small to
 hide the add latency, and each broadcast feeds one multiply. Here the block range beside it is upcast as well, by
