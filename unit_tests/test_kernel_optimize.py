@@ -205,6 +205,20 @@ def test_rows_no_power_of_two_divides_get_the_tile_anyway_their_last_lanes_clamp
                                                            and u.arg == (2, "reduce")))
 
 
+def test_ragged_columns_of_a_register_tile_get_a_vector_body_and_a_scalar_tail() -> None:
+    """37 columns (attention's 197 tokens, k^T copied to (d, tokens)): `tail` cuts them into 32 and 5 (coltail.py),
+    the body takes the 8 x 32 tile and the tail (axis 4) stays a loop beside the 8 rows; bit-identical through
+    expand. Before, neither column range was upcast (a scalar column per tile)."""
+    x, w = _f32(40, 8), _f32(8, 37)
+    k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
+    assert heuristic_opts(k, RICH) == [Opt("tail", 1, 16), Opt("upcast", 0, 8), Opt("upcast", 3, 32),
+                                       Opt("unroll", 2, 4), Opt("global", 0)]
+    lowered_matches(UOp.sink((x @ w).uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
+    # a row of 24 columns (under two vectors) keeps its scalar tile: no tail
+    k24 = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ _f32(8, 24)).uop)))[0]
+    assert not any(o.kind == "tail" for o in heuristic_opts(k24, RICH))
+
+
 def test_pack_copies_each_global_iteration_s_panel_and_reads_it_after_the_copy() -> None:
     """pack: B's panel of one column block ([k][32 columns], row-major) is copied to a kernel.local before the
     row blocks read it through kernel.after; the whole lowering (to the device program, run by the python backend)

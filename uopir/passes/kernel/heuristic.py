@@ -74,6 +74,7 @@ from collections.abc import Callable
 
 from uopir.dialects import kernel as K
 from uopir.ir.uop import UOp
+from uopir.passes.kernel.coltail import column_tail, column_tail_axis
 from uopir.passes.kernel.convtile import conv_blocks
 from uopir.passes.kernel.expand import LOAD_STRIDE
 from uopir.passes.kernel.facts import KernelFacts, fullest_divisor, pow2_divisor
@@ -131,9 +132,9 @@ def leave_alone(kdef: UOp) -> bool:
 
 
 
-def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
+def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int] = frozenset()) -> list[Opt]:
     """The opts the heuristic picks for one kernel on target t (the module docstring says how; stash=False: without
-    the `stash` opt)."""
+    the `stash` opt; `skip`: axes no register tile upcasts, a column tail's)."""
     if leave_alone(kdef):
         return []
     if stash and t.kind == "cpu" and stash_candidates(kdef):  # a row's exp once into scratch (stash.py)
@@ -144,7 +145,8 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
     vw = t.vector_width(k.out_dtype())
     tails = _tail_opts(k, t, vw, budget)
     if tails:  # 0. a row no vector divides: a vector body and a tail, then the opts of the kernel that makes
-        return tails + heuristic_opts(apply_opts(kdef, tails), t)
+        cols = frozenset([column_tail_axis(kdef)]) if tails == [column_tail(k, vw)] else frozenset()
+        return tails + heuristic_opts(apply_opts(kdef, tails), t, skip=cols)
     wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
     vector_range: dict[UOp, int] = {}  # an upcast whose lanes stay whole vectors (code size counts vectors)
@@ -200,7 +202,7 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
         seg_lanes = 1
         for seg in segments:
             lanes = 1
-            cands = [r for r in seg if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0]
+            cands = [r for r in seg if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0 and r.attrs.axis not in skip]
             vec = next((r for r in cands if vw >= 2 and k.contiguous(r, reduced_only=True)), None)
             cands.sort(key=lambda r: (-k.reuse(r), not k.contiguous(r, reduced_only=True), -k.vector_reuse(r, vec),
                                       -k.out.index(r)))
@@ -334,9 +336,11 @@ def _tail_opts(k: KernelFacts, t: Target, vw: int, budget: int) -> list[Opt]:
     unpeeled kernel, stored and read contiguously, that no reduction varies along, when no divisor up to
     ROW_TILE_VECTORS vectors fills half its vectors; and the innermost range of each reduction read contiguously
     (a float add or mul only where the target reassociates), unless the kernel takes a dot-product tile. The tail
-    is the n % vw iterations left."""
+    is the n % vw iterations left. A register tile's ragged columns (kernel/coltail.py) get a tail by vw alone."""
     if t.kind != "cpu" or vw < 2 or len(k.segments()) != 1 or _dot_tile(k, t, vw, budget) is not None:
         return []  # (a dot-product tile fills its vectors with rows: a 7x7 global pool's 49)
+    if (col := column_tail(k, vw)) is not None:
+        return [col]  # a register tile's ragged columns (kernel/coltail.py)
     opts: list[Opt] = []
     r = k.out[-1] if k.out else None
     n = const_extent(r) if r is not None else None
