@@ -16,8 +16,9 @@ from uopir.ir.uop import UOp
 from uopir.passes.kernel.facts import KernelFacts, pow2_divisor
 from uopir.passes.kernel.indexmath import const_extent
 from uopir.passes.kernel.opts import Opt
+from uopir.passes.kernel.transpose import TRANSPOSE_TILE
 
-__all__ = ["column_tail", "column_tail_axis", "COLUMN_TAIL_MIN_VECTORS"]
+__all__ = ["column_tail", "column_tail_axis", "copy_tail", "COLUMN_TAIL_MIN_VECTORS"]
 
 COLUMN_TAIL_MIN_VECTORS = 2  # columns at least this many vectors long get a vector body (50 tokens: 3 of 16)
 
@@ -46,3 +47,22 @@ def column_tail_axis(kdef: UOp) -> int:
     """The axis the tail range gets when a `tail` opt is applied to kdef (split_tail numbers body, then tail, after
     the kernel's largest axis)."""
     return 2 + max(u.attrs.axis for u in kdef.toposort() if u.op is K.RANGE)
+
+
+def copy_tail(k: KernelFacts) -> Opt | None:
+    """`tail` by TRANSPOSE_TILE of a transposing copy's stored range s when the tile does not divide it (k^T copied
+    to (d, 197) before the tile above): no reduction, s the innermost output range, stored with stride 1 and read with
+    another stride by loads that read contiguously along another output range the tile divides (a head's d). The body
+    takes kernel/transpose.py's square tile, the tail's columns a loop beside it. None otherwise."""
+    f = TRANSPOSE_TILE
+    s = k.out[-1] if k.out else None
+    n = const_extent(s) if s is not None else None
+    if s is None or n is None or k.reduces or not k.stores or n <= f or n % f == 0 or s.attrs.kind != "loop":
+        return None
+    if not all(k.coeff(m, s) == 1 for m in k.stores):
+        return None
+    strided = [x for x in k.loads if (k.coeff(x, s) or 0) not in (0, 1)]
+    if strided and any(r is not s and (const_extent(r) or 0) % f == 0 and all(k.coeff(x, r) == 1 for x in strided)
+                       for r in k.out):
+        return Opt("tail", s.attrs.axis, f)
+    return None

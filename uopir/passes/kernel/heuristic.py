@@ -74,7 +74,7 @@ from collections.abc import Callable
 
 from uopir.dialects import kernel as K
 from uopir.ir.uop import UOp
-from uopir.passes.kernel.coltail import column_tail, column_tail_axis
+from uopir.passes.kernel.coltail import column_tail, column_tail_axis, copy_tail
 from uopir.passes.kernel.convtile import conv_blocks
 from uopir.passes.kernel.expand import LOAD_STRIDE
 from uopir.passes.kernel.facts import KernelFacts, fullest_divisor, pow2_divisor
@@ -96,7 +96,7 @@ from uopir.passes.kernel.regroup import regroup_products
 from uopir.passes.kernel.stash import stash_candidates
 from uopir.passes.kernel.stash_choice import stash_opts
 from uopir.passes.kernel.tail import TAIL_OPS
-from uopir.passes.kernel.transpose import transpose_tile
+from uopir.passes.kernel.transpose import TRANSPOSE_TILE, transpose_tile
 from uopir.passes.kernel.window import window_tile
 from uopir.passes.target import Target
 
@@ -132,9 +132,11 @@ def leave_alone(kdef: UOp) -> bool:
 
 
 
-def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int] = frozenset()) -> list[Opt]:
+def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int] = frozenset(),
+                   work: int | None = None) -> list[Opt]:
     """The opts the heuristic picks for one kernel on target t (the module docstring says how; stash=False: without
-    the `stash` opt; `skip`: axes no register tile upcasts, a column tail's)."""
+    the `stash` opt; `skip`: axes no register tile upcasts, a column tail's; `work`: the iterations of the kernel
+    before a tail cut it, which decide the threads: KernelFacts.work multiplies the body's and the tail's ranges)."""
     if leave_alone(kdef):
         return []
     if stash and t.kind == "cpu" and stash_candidates(kdef):  # a row's exp once into scratch (stash.py)
@@ -146,7 +148,7 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int
     tails = _tail_opts(k, t, vw, budget)
     if tails:  # 0. a row no vector divides: a vector body and a tail, then the opts of the kernel that makes
         cols = frozenset([column_tail_axis(kdef)]) if tails == [column_tail(k, vw)] else frozenset()
-        return tails + heuristic_opts(apply_opts(kdef, tails), t, skip=cols)
+        return tails + heuristic_opts(apply_opts(kdef, tails), t, skip=cols, work=k.work())
     wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
     vector_range: dict[UOp, int] = {}  # an upcast whose lanes stay whole vectors (code size counts vectors)
@@ -307,7 +309,7 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int
     # 4. threads
     if t.kind == "gpu":
         opts += [Opt(kind, axis, f) for kind, axis, f in gpu_thread_opts(apply_opts(kdef, opts), t)]  # type: ignore[arg-type]
-    elif t.threads > 1 and loops and k.work() >= t.parallel_work(
+    elif t.threads > 1 and loops and (k.work() if work is None else work) >= t.parallel_work(
             "dot" if dot is not None else "window" if window is not None else "reduce" if k.reduces else "elementwise"):
         def outer(r: UOp) -> int:
             return (const_extent(r) or t.threads) // upcast.get(r, 1)
@@ -339,8 +341,8 @@ def _tail_opts(k: KernelFacts, t: Target, vw: int, budget: int) -> list[Opt]:
     is the n % vw iterations left. A register tile's ragged columns (kernel/coltail.py) get a tail by vw alone."""
     if t.kind != "cpu" or vw < 2 or len(k.segments()) != 1 or _dot_tile(k, t, vw, budget) is not None:
         return []  # (a dot-product tile fills its vectors with rows: a 7x7 global pool's 49)
-    if (col := column_tail(k, vw)) is not None:
-        return [col]  # a register tile's ragged columns (kernel/coltail.py)
+    if (col := column_tail(k, vw) or (copy_tail(k) if vw >= TRANSPOSE_TILE else None)) is not None:
+        return [col]  # a register tile's ragged columns, a transposing copy's (kernel/coltail.py)
     opts: list[Opt] = []
     r = k.out[-1] if k.out else None
     n = const_extent(r) if r is not None else None
