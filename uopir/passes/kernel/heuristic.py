@@ -135,8 +135,9 @@ def leave_alone(kdef: UOp) -> bool:
 def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int] = frozenset(),
                    work: int | None = None) -> list[Opt]:
     """The opts the heuristic picks for one kernel on target t (the module docstring says how; stash=False: without
-    the `stash` opt; `skip`: axes no register tile upcasts, a column tail's; `work`: the iterations of the kernel
-    before a tail cut it, which decide the threads: KernelFacts.work multiplies the body's and the tail's ranges)."""
+    the `stash` opt; `skip`: a column tail's axes, upcast whole, never a register tile's candidates; `work`: the
+    iterations of the kernel before a tail cut it, which decide the threads: KernelFacts.work multiplies the body's
+    and the tail's ranges)."""
     if leave_alone(kdef):
         return []
     if stash and t.kind == "cpu" and stash_candidates(kdef):  # a row's exp once into scratch (stash.py)
@@ -216,6 +217,9 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int
                 if f >= 2:
                     upcast[r] = f
                     lanes *= f
+            for r in seg:  # a column tail: one short vector beside the rows (its lanes not live with the body's)
+                if r.attrs.axis in skip and (const_extent(r) or 0) >= 2:
+                    upcast[r] = const_extent(r) or 1
             seg_lanes = max(seg_lanes, lanes)
         lanes = seg_lanes
         if len(segments) == 1 and len(upcast) == 1 and len(cands) == 1 and k.reduces \
