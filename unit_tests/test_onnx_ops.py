@@ -311,7 +311,7 @@ def test_a_k_transpose_is_read_from_a_copy_only_where_its_columns_fill_vectors()
     assert not _transposed_rows(q, Tensor(f32(2, 20, 8)).permute(0, 2, 1) * s)
     assert _transposed_rows(q, Tensor(f32(2, 32, 8)).permute(0, 2, 1))
     assert not _transposed_rows(q, Tensor(f32(2, 20, 8)).permute(0, 2, 1))
-    assert _transposed_rows(q, Tensor(f32(2, 101, 8)).permute(0, 2, 1) * s)  # long ragged: a column tail
+    assert _transposed_rows(q, Tensor(f32(2, 37, 8)).permute(0, 2, 1) * s)  # two vectors and more: a column tail
     assert not _transposed_rows(q, Tensor(f32(2, 32, 8)).permute(0, 2, 1) * Tensor(f32(2, 8, 32)))
 
 
