@@ -342,7 +342,8 @@ def _tail_opts(k: KernelFacts, t: Target, vw: int, budget: int) -> list[Opt]:
     unpeeled kernel, stored and read contiguously, that no reduction varies along, when no divisor up to
     ROW_TILE_VECTORS vectors fills half its vectors; and the innermost range of each reduction read contiguously
     (a float add or mul only where the target reassociates), unless the kernel takes a dot-product tile. The tail
-    is the n % vw iterations left. A register tile's ragged columns (kernel/coltail.py) get a tail by vw alone."""
+    is the n % vw iterations left. A register tile's ragged columns (kernel/coltail.py) get a tail by vw alone, a
+    transposing copy's ragged stored range one by the transpose tile."""
     if t.kind != "cpu" or vw < 2 or len(k.segments()) != 1 or _dot_tile(k, t, vw, budget) is not None:
         return []  # (a dot-product tile fills its vectors with rows: a 7x7 global pool's 49)
     if (col := column_tail(k, vw) or (copy_tail(k) if vw >= TRANSPOSE_TILE else None)) is not None:
