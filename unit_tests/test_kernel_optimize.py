@@ -220,6 +220,16 @@ def test_ragged_columns_of_a_register_tile_get_a_vector_body_and_a_scalar_tail()
     assert not any(o.kind == "tail" for o in heuristic_opts(k24, RICH))
 
 
+def test_fewer_ragged_rows_take_smaller_row_blocks() -> None:
+    """50 rows (a ViT-B/32's tokens) beside one vector of columns: 7 blocks of 8 rows, the last lanes clamped, where
+    the 16 rows the budget holds would need 64 rows to run 4 blocks and the rows fell back to 2 (50's power of two):
+    12 heads of q @ k^T over 50 tokens, 38 -> 31 us on one core."""
+    x, w = _f32(50, 8), _f32(8, 16)
+    k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
+    assert heuristic_opts(k, RICH) == [Opt("upcast", 0, 8), Opt("upcast", 1, 16), Opt("unroll", 2, 8)]
+    lowered_matches(UOp.sink((x @ w).uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
+
+
 def test_pack_copies_each_global_iteration_s_panel_and_reads_it_after_the_copy() -> None:
     """pack: B's panel of one column block ([k][32 columns], row-major) is copied to a kernel.local before the
     row blocks read it through kernel.after; the whole lowering (to the device program, run by the python backend)

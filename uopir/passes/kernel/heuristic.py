@@ -119,6 +119,7 @@ DOT_MIN_STEPS = 2  # ... and steps of a short one beside rows (an SE conv's 48 -
 TAIL_MIN_VECTORS = 2  # a ragged row this many vectors long or more gets a vector body and a scalar tail
 RAGGED_BELOW = 4  # a register tile's row range whose largest power-of-two divisor is below this (197 tokens: 1) ...
 RAGGED_MIN_STEPS = 4  # ... is upcast by the tile's rows anyway, its last lanes clamped, when it runs this many tiles
+# (of as many rows as the budget holds, or the largest power of two of them that still runs that many: 50 by 8)
 
 
 def leave_alone(kdef: UOp) -> bool:
@@ -167,6 +168,8 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int
         if wide:
             f = pow2_divisor(n, cap)
             g = 1 << (cap.bit_length() - 1)  # the rows a tile holds; ragged when no such power of two divides n
+            while g > RAGGED_BELOW and n < RAGGED_MIN_STEPS * g:
+                g //= 2  # fewer rows a block for fewer rows (50 tokens: 7 blocks of 8, not 2-row tiles)
             if ragged and f < RAGGED_BELOW <= g and n >= RAGGED_MIN_STEPS * g and ragged_ok(kdef, r):
                 return g
             return f
