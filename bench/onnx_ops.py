@@ -150,6 +150,14 @@ CASES: dict[str, Callable[[], Case]] = {
                          lambda: {"x": _x(1, 12, 128, 64), "z": _x(1, 12, 128, 64)}, {}),  # attention's q @ k^T
     "einsum_qk": _nodes(lambda: [_h("Einsum", ["x", "z"], ["y"], equation="bhqd,bhkd->bhqk")],
                         lambda: {"x": _x(1, 12, 128, 64), "z": _x(1, 12, 128, 64)}, {}),
+    "matmul_qkT_vit": _nodes(lambda: [_h("Transpose", ["z"], ["zt"], perm=[0, 1, 3, 2]),
+                                      _h("MatMul", ["x", "zt"], ["y"])],
+                             lambda: {"x": _x(1, 6, 197, 64), "z": _x(1, 6, 197, 64)}, {}),  # ViT: 197 tokens
+    "matmul_qkT_50": _nodes(lambda: [_h("Transpose", ["z"], ["zt"], perm=[0, 1, 3, 2]),
+                                     _h("MatMul", ["x", "zt"], ["y"])],
+                            lambda: {"x": _x(1, 12, 50, 64), "z": _x(1, 12, 50, 64)}, {}),
+    "matmul_pv_vit": _nodes(lambda: [_h("MatMul", ["x", "z"], ["y"])],
+                            lambda: {"x": _x(1, 6, 197, 197), "z": _x(1, 6, 197, 64)}, {}),  # ViT: scores @ v
     "gemm_bias": _unary("Gemm", (128, 768), {"w": (_x(3072, 768) / 28).astype(np.float32), "b": _x(3072)},
                         ("w", "b"), transB=1),
     "layernorm": _unary("LayerNormalization", (1, 128, 768), {"g": _x(768), "b": _x(768)}, ("g", "b"), axis=-1),

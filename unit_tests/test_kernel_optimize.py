@@ -205,6 +205,31 @@ def test_rows_no_power_of_two_divides_get_the_tile_anyway_their_last_lanes_clamp
                                                            and u.arg == (2, "reduce")))
 
 
+def test_ragged_columns_of_a_register_tile_get_a_vector_body_and_a_scalar_tail() -> None:
+    """37 columns (attention's 197 tokens, k^T copied to (d, tokens)): `tail` cuts them into 32 and 5 (coltail.py),
+    the body takes the 8 x 32 tile and the tail (axis 4) one vector of 5 beside the 8 rows; bit-identical through
+    expand. Before, neither column range was upcast (a scalar column per tile)."""
+    x, w = _f32(40, 8), _f32(8, 37)
+    k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
+    # (no thread split: the kernel's 40 x 37 x 8 iterations, counted before the cut, are too few)
+    assert heuristic_opts(k, RICH) == [Opt("tail", 1, 16), Opt("upcast", 0, 8), Opt("upcast", 3, 32),
+                                       Opt("upcast", 4, 5), Opt("unroll", 2, 4)]
+    lowered_matches(UOp.sink((x @ w).uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
+    # a row of 24 columns (under two vectors) keeps its scalar tile: no tail
+    k24 = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ _f32(8, 24)).uop)))[0]
+    assert not any(o.kind == "tail" for o in heuristic_opts(k24, RICH))
+
+
+def test_fewer_ragged_rows_take_smaller_row_blocks() -> None:
+    """50 rows (a ViT-B/32's tokens) beside one vector of columns: 7 blocks of 8 rows, the last lanes clamped, where
+    the 16 rows the budget holds would need 64 rows to run 4 blocks and the rows fell back to 2 (50's power of two):
+    12 heads of q @ k^T over 50 tokens, 38 -> 31 us on one core."""
+    x, w = _f32(50, 8), _f32(8, 16)
+    k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
+    assert heuristic_opts(k, RICH) == [Opt("upcast", 0, 8), Opt("upcast", 1, 16), Opt("unroll", 2, 8)]
+    lowered_matches(UOp.sink((x @ w).uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
+
+
 def test_pack_copies_each_global_iteration_s_panel_and_reads_it_after_the_copy() -> None:
     """pack: B's panel of one column block ([k][32 columns], row-major) is copied to a kernel.local before the
     row blocks read it through kernel.after; the whole lowering (to the device program, run by the python backend)
@@ -273,6 +298,16 @@ def test_a_transposing_copy_on_wide_vectors_gets_a_square_tile_of_both_ranges() 
     assert sorted(v for v in kinds(k).values() if v[1] != "loop") == [(8, "upcast"), (8, "upcast")]
     lowered_matches(UOp.sink(t.contiguous().uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-wide},"
                                                            "kernel-expand"))
+
+
+def test_a_transposing_copy_whose_stored_range_the_tile_does_not_divide_gets_a_tail() -> None:
+    """k^T copied to (d, 197) (ViT's tokens): the stored range (21 here) is cut into a body of 16 that takes the 8 x 8
+    tile and a tail of 5 (coltail.copy_tail), where before the whole copy was a scalar load and store per element;
+    bit-identical through expand."""
+    t = _f32(21, 16).transpose(0, 1).contiguous() + 1
+    k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink(t.uop)))[0]
+    assert heuristic_opts(k, RICH) == [Opt("tail", 1, 8), Opt("upcast", 0, 8), Opt("upcast", 2, 8)]
+    lowered_matches(UOp.sink(t.uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
 
 
 def test_small_reductions_are_unrolled_fully_and_long_ones_by_a_factor() -> None:

@@ -61,11 +61,12 @@ def test_steady_calls_read_the_feeds_in_place() -> None:
         np.testing.assert_array_equal(out["xi"], a)
 
 
-@pytest.mark.parametrize("rows,t,kernels", [(32, 32, 2), (4, 32, 1), (32, 24, 1)])
+@pytest.mark.parametrize("rows,t,kernels", [(32, 32, 2), (4, 32, 1), (32, 24, 1), (32, 37, 2)])
 def test_matmul_by_a_transpose_reads_a_copy(rows: int, t: int, kernels: int) -> None:
-    """q @ Transpose(k) (BERT's attention scores) with >= 16 rows of q and t a multiple of 16: k^T is copied to (d, t)
-    first, a kernel of its own, so the matmul reads B's rows as vectors (12 heads of 128 x 64: 213 -> ~140 us); with
-    fewer rows, or a ragged t (ViT's 197 tokens: the copy's tile ran 7x slower), the matmul reads k as it is."""
+    """q @ Transpose(k) (BERT's attention scores) with >= 16 rows of q and t a multiple of 16 or at least 32 (ViT's
+    197 tokens: whole vectors of columns and a short one): k^T is copied to (d, t) first, a kernel of its own, so
+    the matmul reads B's rows as vectors (12 heads of 128 x 64: 213 -> ~140 us; 6 of 197 x 64 on one core: ~300 ->
+    147 us); with fewer rows, or a ragged t under two vectors, the matmul reads k as it is."""
     f = TensorProto.FLOAT
     g = helper.make_graph([helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
                            helper.make_node("MatMul", ["q", "kt"], ["y"])], "qk",

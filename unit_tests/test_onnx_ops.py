@@ -302,8 +302,8 @@ def test_a_gemm_with_many_rows_reads_b_from_a_transposed_copy(rows: int, kernels
 
 def test_a_k_transpose_is_read_from_a_copy_only_where_its_columns_fill_vectors() -> None:
     """q @ k^T reads k^T from a (K, N) copy, plain or scaled by a scalar (torch's attention export), unless N is
-    ragged (ViT's 197 tokens keep the dot-product tile: the copy's tile ran 7x slower); a product of two tensors is no
-    scaled permute."""
+    short and ragged (20 tokens keep the dot-product tile; ViT's 197 get whole vectors of columns and a tail); a
+    product of two tensors is no scaled permute."""
     from uopir.frontend.tensor import Tensor
     from uopir.onnx.ops_nn import _transposed_rows
     q, s = Tensor(f32(2, 20, 8)), Tensor(np.float32(0.5))
@@ -311,6 +311,7 @@ def test_a_k_transpose_is_read_from_a_copy_only_where_its_columns_fill_vectors()
     assert not _transposed_rows(q, Tensor(f32(2, 20, 8)).permute(0, 2, 1) * s)
     assert _transposed_rows(q, Tensor(f32(2, 32, 8)).permute(0, 2, 1))
     assert not _transposed_rows(q, Tensor(f32(2, 20, 8)).permute(0, 2, 1))
+    assert _transposed_rows(q, Tensor(f32(2, 37, 8)).permute(0, 2, 1) * s)  # two vectors and more: a column tail
     assert not _transposed_rows(q, Tensor(f32(2, 32, 8)).permute(0, 2, 1) * Tensor(f32(2, 8, 32)))
 
 

@@ -452,12 +452,16 @@ def matmul(node: Node, inputs: list) -> Tensor:
 
 def _transposed_rows(a: Tensor, b: Tensor) -> bool:
     """B is a Transpose whose last axis (N) is not its source's last (attention's q @ k^T: B = k permuted (.., d, t)),
-    A has at least GEMM_COPY_MIN_ROWS rows and N fills whole vectors (GEMM_COPY_COLUMNS): B is then read from a
-    (K, N) copy, as Gemm's transB (a pass over B for a tile of rows x column vectors: 12 heads of 128 x 64 @ 64 x 128,
-    213 -> ~120 us). A ragged N keeps the dot-product tile over B's rows: the copied B's register tile over 197
-    columns (ViT) ran 1.9 ms where the dot tile runs 0.25, over 50 columns 129 us against 60 (6 and 12 heads, llvm)."""
+    A has at least GEMM_COPY_MIN_ROWS rows and N fills whole vectors (GEMM_COPY_COLUMNS) or is long
+    (GEMM_COPY_RAGGED_MIN): B is then read from a (K, N) copy, as Gemm's transB (a pass over B for a tile of rows x
+    column vectors: 12 heads of 128 x 64 @ 64 x 128, 213 -> ~120 us). Over a ragged N of at least two vectors the
+    tile takes whole vectors of columns and one short vector of the rest (kernel-optimize's column tail); one core,
+    llvm, copy + tile against the dot-product tile over k's rows: ViT's 6 heads of 197 tokens 12 + 135 us against
+    ~300; 12 heads of 101, 11 + 82 against 12 + 84 (both copied); of 77, 9 + 74-86 against 104-106; of 50, 7 + 37
+    against 46-48 (load ~12). Under two vectors (24 tokens) the copy's tile would be scalar columns."""
+    n = b.shape[-1] if b.ndim >= 2 else 0
     return a.ndim >= 2 and b.ndim >= 2 and a.shape[-2] >= GEMM_COPY_MIN_ROWS and \
-        b.shape[-1] % GEMM_COPY_COLUMNS == 0 and _columns_permuted(b.uop, b.ndim)
+        (n % GEMM_COPY_COLUMNS == 0 or n >= GEMM_COPY_RAGGED_MIN) and _columns_permuted(b.uop, b.ndim)
 
 
 def _columns_permuted(u: UOp, nd: int) -> bool:
@@ -487,6 +491,7 @@ def matmul_integer(node: Node, inputs: list) -> Tensor:
 # classifier head) its dot-product tile reads the (N, K) rows directly, and a copy would cost more than it saves
 GEMM_COPY_MIN_ROWS = 16
 GEMM_COPY_COLUMNS = 16  # ... and, for an attention k^T, N a multiple of this (a vector of f32 on AVX-512)
+GEMM_COPY_RAGGED_MIN = 32  # ... or at least this long (two vectors: kernel-optimize's column tail takes it)
 
 
 @onnx_op("Gemm")

@@ -79,6 +79,7 @@ from uopir.ir.uop import UOp
 from uopir.passes.kernel.accumulate import accumulators
 from uopir.passes.kernel.channeltile import channel_tile
 from uopir.passes.kernel.codesize import code_budget, fit_code_size
+from uopir.passes.kernel.coltail import column_tail, column_tail_axis
 from uopir.passes.kernel.convtile import conv_blocks
 from uopir.passes.kernel.cpu_threads import cpu_thread_opts
 from uopir.passes.kernel.dot import dot_tile
@@ -113,9 +114,12 @@ def leave_alone(kdef: UOp) -> bool:
         (u.op is K.RANGE and u.attrs.kind in SPLIT_KINDS + THREAD_KINDS) or u.dtype.count > 1 for u in order)
 
 
-def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
+def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int] = frozenset(),
+                   work: int | None = None) -> list[Opt]:
     """The opts the heuristic picks for one kernel on target t (the module docstring says how; stash=False: without
-    the `stash` opt)."""
+    the `stash` opt; `skip`: a column tail's axes, upcast whole, never a register tile's candidates; `work`: the
+    iterations of the kernel before a tail cut it, which decide the threads: KernelFacts.work multiplies the body's
+    and the tail's ranges)."""
     if leave_alone(kdef):
         return []
     if stash and t.kind == "cpu" and stash_candidates(kdef):  # a row's exp once into scratch (stash.py)
@@ -126,7 +130,8 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
     vw = t.vector_width(k.out_dtype())
     tails = tail_opts(k, t, vw, budget)
     if tails:  # 0. a row no vector divides: a vector body and a tail, then the opts of the kernel that makes
-        return tails + heuristic_opts(apply_opts(kdef, tails), t)
+        cols = frozenset([column_tail_axis(kdef)]) if tails == [column_tail(k, vw)] else frozenset()
+        return tails + heuristic_opts(apply_opts(kdef, tails), t, skip=cols, work=k.work())
     wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
     vector_range: dict[UOp, int] = {}  # an upcast whose lanes stay whole vectors (code size counts vectors)
@@ -159,7 +164,7 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
             upcast[cb[0]] = cb[1]
             lanes *= cb[1]
     elif k.reduces:  # a matmul-like tile, each loop nest its own (regtile.py)
-        upcast, vector_range, lanes = register_tile(k, t, vw, budget, wide)
+        upcast, vector_range, lanes = register_tile(k, t, vw, budget, wide, skip)
     # 2. a vector upcast of the contiguous output range (a copy read with a stride there: a square transpose tile)
     if not upcast and (tt := transpose_tile(k, vw)) is not None:
         upcast.update(tt)
@@ -204,5 +209,5 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
     else:
         kind = "dot" if dot is not None else "window" if window is not None else "reduce" if k.reduces \
             else "elementwise"
-        opts += cpu_thread_opts(k, t, opts, loops, upcast, kind)
+        opts += cpu_thread_opts(k, t, opts, loops, upcast, kind, work)
     return opts

@@ -14,6 +14,7 @@ __all__ = ["fit_upcast", "register_tile", "RAGGED_BELOW", "RAGGED_MIN_STEPS"]
 
 RAGGED_BELOW = 4  # a register tile's row range whose largest power-of-two divisor is below this (197 tokens: 1) ...
 RAGGED_MIN_STEPS = 4  # ... is upcast by the tile's rows anyway, its last lanes clamped, when it runs this many tiles
+# (of as many rows as the budget holds, or the largest power of two of them that still runs that many: 50 by 8)
 
 
 def fit_upcast(k: KernelFacts, t: Target, vw: int, wide: bool, r: UOp, cap: int, ragged: bool = False) -> int:
@@ -31,13 +32,15 @@ def fit_upcast(k: KernelFacts, t: Target, vw: int, wide: bool, r: UOp, cap: int,
     if wide:
         f = pow2_divisor(n, cap)
         g = 1 << (cap.bit_length() - 1)  # the rows a tile holds; ragged when no such power of two divides n
+        while g > RAGGED_BELOW and n < RAGGED_MIN_STEPS * g:
+            g //= 2  # fewer rows a block for fewer rows (50 tokens: 7 blocks of 8, not 2-row tiles)
         if ragged and f < RAGGED_BELOW <= g and n >= RAGGED_MIN_STEPS * g and ragged_ok(k.kdef, r):
             return g
         return f
     return next((f for f in t.upcast_sizes if 2 <= f <= cap and n % f == 0), 1)
 
 
-def register_tile(k: KernelFacts, t: Target, vw: int, budget: int, wide: bool
+def register_tile(k: KernelFacts, t: Target, vw: int, budget: int, wide: bool, skip: frozenset[int] = frozenset()
                   ) -> tuple[dict[UOp, int], dict[UOp, int], int]:
     """(upcast, vector ranges, lanes) of a kernel with a reduction: in each loop nest (a peeled kernel's segments
     run one after the other, their registers not live together) at most two output ranges along which some input
@@ -46,7 +49,8 @@ def register_tile(k: KernelFacts, t: Target, vw: int, budget: int, wide: bool
     the broadcast weight), each by `fit_upcast` within what the budget leaves; lanes: the most of any nest. A lone
     vector range that every reduction varies along (a matrix-vector product with the weight [K, N]) gets up to
     ROW_TILE_VECTORS vectors in half vectors, independent chains through a longer run of each weight row; its lanes
-    count in vectors (the vector ranges: {range: vector width}) for the code-size budget."""
+    count in vectors (the vector ranges: {range: vector width}) for the code-size budget. `skip`: a column tail's
+    axes (kernel/coltail.py), never candidates, each upcast whole: one short vector beside the rows."""
     upcast: dict[UOp, int] = {}
     vector_range: dict[UOp, int] = {}
     segments = k.segments()
@@ -54,7 +58,7 @@ def register_tile(k: KernelFacts, t: Target, vw: int, budget: int, wide: bool
     cands: list[UOp] = []
     for seg in segments:
         lanes = 1
-        cands = [r for r in seg if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0]
+        cands = [r for r in seg if (const_extent(r) or 0) >= 2 and k.reuse(r) > 0 and r.attrs.axis not in skip]
         vec = next((r for r in cands if vw >= 2 and k.contiguous(r, reduced_only=True)), None)
         cands.sort(key=lambda r: (-k.reuse(r), not k.contiguous(r, reduced_only=True), -k.vector_reuse(r, vec),
                                   -k.out.index(r)))
@@ -66,6 +70,9 @@ def register_tile(k: KernelFacts, t: Target, vw: int, budget: int, wide: bool
             if f >= 2:
                 upcast[r] = f
                 lanes *= f
+        for r in seg:  # a column tail: one short vector beside the rows (its lanes not live with the body's)
+            if r.attrs.axis in skip and (const_extent(r) or 0) >= 2:
+                upcast[r] = const_extent(r) or 1
         seg_lanes = max(seg_lanes, lanes)
     lanes = seg_lanes
     if len(segments) == 1 and len(upcast) == 1 and len(cands) == 1 and k.reduces \

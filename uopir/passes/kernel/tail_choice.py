@@ -3,12 +3,14 @@ row no vector divides (a ViT's 197 tokens) is cut into a vector body and a scala
 chosen, instead of running all of it scalar."""
 from __future__ import annotations
 
+from uopir.passes.kernel.coltail import column_tail, copy_tail
 from uopir.passes.kernel.dot import dot_tile
 from uopir.passes.kernel.facts import KernelFacts, fullest_divisor, pow2_divisor
 from uopir.passes.kernel.indexmath import const_extent
 from uopir.passes.kernel.opts import Opt
 from uopir.passes.kernel.rowtile import ROW_TILE_VECTORS
 from uopir.passes.kernel.tail import TAIL_OPS
+from uopir.passes.kernel.transpose import TRANSPOSE_TILE
 from uopir.passes.target import Target
 
 __all__ = ["tail_opts", "ragged", "TAIL_MIN_VECTORS"]
@@ -28,9 +30,12 @@ def tail_opts(k: KernelFacts, t: Target, vw: int, budget: int) -> list[Opt]:
     unpeeled kernel, stored and read contiguously, that no reduction varies along, when no divisor up to
     ROW_TILE_VECTORS vectors fills half its vectors; and the innermost range of each reduction read contiguously
     (a float add or mul only where the target reassociates), unless the kernel takes a dot-product tile. The tail
-    is the n % vw iterations left."""
+    is the n % vw iterations left. A register tile's ragged columns (kernel/coltail.py) get a tail by vw alone, a
+    transposing copy's ragged stored range one by the transpose tile."""
     if t.kind != "cpu" or vw < 2 or len(k.segments()) != 1 or dot_tile(k, t, vw, budget) is not None:
         return []  # (a dot-product tile fills its vectors with rows: a 7x7 global pool's 49)
+    if (col := column_tail(k, vw) or (copy_tail(k) if vw >= TRANSPOSE_TILE else None)) is not None:
+        return [col]  # a register tile's ragged columns, a transposing copy's (kernel/coltail.py)
     opts: list[Opt] = []
     r = k.out[-1] if k.out else None
     n = const_extent(r) if r is not None else None

@@ -28,7 +28,8 @@ def transpose_tile(k: KernelFacts, vw: int) -> dict[UOp, int] | None:
         return None
     if any(k.contiguous(r, (1, LOAD_STRIDE)) for r in k.out):
         return None  # rule 2's vector upcast applies
-    s = next((r for r in reversed(k.out) if all(k.coeff(m, r) == 1 for m in k.stores)), None)
+    s = next((r for r in reversed(k.out) if all(k.coeff(m, r) == 1 for m in k.stores if r in k.deps[m])
+              and any(r in k.deps[m] for m in k.stores)), None)  # (a tail's body: the stores along s)
     if s is None or (const_extent(s) or 0) % f:
         return None
     strided = [x for x in k.loads if (k.coeff(x, s) or 0) not in (0, 1)]
