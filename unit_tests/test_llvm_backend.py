@@ -446,3 +446,20 @@ def test_vit_rows_of_197_match_numpy() -> None:
     cls, conv, pos, h, w = (Tensor(v, device="llvm") for v in a)
     got = ((cls.cat(conv.T, dim=0) + pos) + h @ w).numpy()
     np.testing.assert_allclose(got, np.concatenate([a[0], a[1].T]) + a[2] + a[3] @ a[4], rtol=1e-5, atol=1e-4)
+
+
+def test_strided_depthwise_on_small_planes_matches_numpy() -> None:
+    """A depthwise 5x5/2 conv into a 7x7 plane from its padded copy (each window row's taps picked from one span of
+    17: kernel-expand's row_taps, masked picks on AVX-512) and into a 4x4 plane from an odd 7x7 input, against numpy
+    in float64."""
+    from uopir import Tensor
+    rng = np.random.default_rng(7)
+    for c, hw in ((64, 14), (8, 7)):
+        x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+        w = rng.standard_normal((c, 1, 5, 5)).astype(np.float32)
+        got = Tensor(x, device="llvm").conv2d(Tensor(w, device="llvm"), groups=c, stride=2, padding=2).numpy()
+        xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (2, 2), (2, 2)))
+        n = (hw - 1) // 2 + 1
+        want = sum(xp[:, :, dy:dy + 2 * n:2, dx:dx + 2 * n:2] * w[None, :, 0, dy, dx, None, None]
+                   for dy in range(5) for dx in range(5))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
