@@ -393,6 +393,29 @@ def test_a_row_whose_lanes_are_broadcast_stays_a_plain_load(backend: LLVMBackend
     np.testing.assert_array_equal(got, xs * 3)
 
 
+def test_a_row_read_through_a_stride_2_pick_is_one_masked_load(backend: LLVMBackend) -> None:
+    """A row of 13 read through a gep of every other lane (a depthwise 5x5/2 conv's tap: 7 outputs) is one masked
+    16-lane load on AVX-512 and one shuffle, not 8 + 4 + 1 plain pieces joined by shuffles (672 x 14x14 5x5/2: 39-40
+    -> 33-36 us, two cores); a gep of one lane (the test above) or of repeated lanes (two columns broadcast over
+    blocks of 8 channels: a 1x1 conv's) keeps the plain load."""
+    out, x = param(0, dtypes.float32), param(1, dtypes.float32)
+    v = UOp(K.LOAD, dtypes.float32.vec(13), (UOp(K.INDEX, x.dtype, (x, idx(1))),))
+    b = UOp(C.GEP, dtypes.float32.vec(7), (v,), tuple(range(0, 13, 2)))
+    m = UOp(C.MUL, dtypes.float32.vec(7), (b, b))
+    st = UOp(K.STORE, dtypes.void, (UOp(K.INDEX, out.dtype, (out, idx(0))), m))
+    prog = program("pick13", v, b, m, st)
+    wide = LLVMRenderer(wide_vectors=True).render(prog)
+    assert "@llvm.masked.load.v16f32.p0" in wide and "load <13 x float>" not in wide
+    assert "masked" not in LLVMRenderer().render(prog)
+    xs = np.arange(14, dtype=np.float32)  # the row ends the buffer: the masked load reads nothing past it
+    got = np.zeros(7, np.float32)
+    run(backend, prog, [got, xs])
+    np.testing.assert_array_equal(got, xs[1::2] ** 2)
+    pairs = UOp(C.GEP, dtypes.float32.vec(16), (v,), (0,) * 8 + (1,) * 8)
+    st2 = UOp(K.STORE, dtypes.void, (UOp(K.INDEX, out.dtype, (out, idx(0))), pairs))
+    assert "masked" not in LLVMRenderer(wide_vectors=True).render(program("pairs", v, pairs, st2))
+
+
 def test_a_scalar_repeated_by_a_gep_is_a_splat(backend: LLVMBackend) -> None:
     """gep(x, (0, 0, 0, 0)) of a one-lane x (device-devectorize's broadcast of a 1-lane part: a row of 7 cut 4+2+1
     on a target without masked vectors) is x in every lane, not the scalar itself (LLVM rejected the module)."""
@@ -423,3 +446,20 @@ def test_vit_rows_of_197_match_numpy() -> None:
     cls, conv, pos, h, w = (Tensor(v, device="llvm") for v in a)
     got = ((cls.cat(conv.T, dim=0) + pos) + h @ w).numpy()
     np.testing.assert_allclose(got, np.concatenate([a[0], a[1].T]) + a[2] + a[3] @ a[4], rtol=1e-5, atol=1e-4)
+
+
+def test_strided_depthwise_on_small_planes_matches_numpy() -> None:
+    """A depthwise 5x5/2 conv into a 7x7 plane from its padded copy (each window row's taps picked from one span of
+    17: kernel-expand's row_taps, masked picks on AVX-512) and into a 4x4 plane from an odd 7x7 input, against numpy
+    in float64."""
+    from uopir import Tensor
+    rng = np.random.default_rng(7)
+    for c, hw in ((64, 14), (8, 7)):
+        x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+        w = rng.standard_normal((c, 1, 5, 5)).astype(np.float32)
+        got = Tensor(x, device="llvm").conv2d(Tensor(w, device="llvm"), groups=c, stride=2, padding=2).numpy()
+        xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (2, 2), (2, 2)))
+        n = (hw - 1) // 2 + 1
+        want = sum(xp[:, :, dy:dy + 2 * n:2, dx:dx + 2 * n:2] * w[None, :, 0, dy, dx, None, None]
+                   for dy in range(5) for dx in range(5))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

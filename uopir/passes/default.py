@@ -47,7 +47,7 @@ def default_pipeline(options: DefaultOptions) -> list[str]:
     """The pass list of `default{target=…}` (with per-kernel, the kernel and device passes inside `kernel(...)`)."""
     t = f"{{target={options.target}}}"
     simplify = ["kernel-simplify", f"kernel-peel{t}"] if resolve("kernel-simplify") else []
-    per_kernel = [*simplify, f"kernel-optimize{t}", "kernel-expand", f"kernel-to-device{t}",
+    per_kernel = [*simplify, f"kernel-optimize{t}", f"kernel-expand{t}", f"kernel-to-device{t}",
                   f"device-transcendental{t}", f"device-decompose{t}",
                   f"device-devectorize{t}", f"device-contract{t}", "device-linearize"]
     front = ["canonicalize", *(["lower-dialects"] if LOWERINGS else []), f"tensor-split-reduce{t}", "tensor-to-kernel"]

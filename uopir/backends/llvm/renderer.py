@@ -344,13 +344,15 @@ def _head_mask(n: int, m: int) -> str:
 
 
 def _lanes_read_apart(program: UOp) -> set[UOp]:
-    """The values whose lanes the program reads one at a time (a core.gep of them, or of their cast): such a load
-    stays plain, since LLVM reads each lane of a plain load as a broadcast from memory but must load a masked one
-    whole and shuffle every lane out of it (a dense conv's 14-column input row, each column broadcast against a
-    channel vector: 256 x 14x14 3x3 1.0 -> 1.8 ms, one core)."""
+    """The values whose lanes the program reads one at a time (a core.gep of them, or of their cast, that takes one
+    lane or repeats lanes): such a load stays plain, since LLVM reads each lane of a plain load as a broadcast from
+    memory but must load a masked one whole and shuffle every lane out of it (a dense conv's 14-column input row,
+    each column broadcast against a channel vector: 256 x 14x14 3x3 1.0 -> 1.8 ms, one core). A gep of distinct
+    lanes is one shuffle of either load: a strided depthwise conv's tap (every other lane of a row of 13) reads one
+    masked load, where the plain load is 8 + 4 + 1 pieces joined by shuffles."""
     apart: set[UOp] = set()
     for g in program.toposort():
-        if g.op is C.GEP:
+        if g.op is C.GEP and (len(g.attrs.idx) == 1 or len(set(g.attrs.idx)) < len(g.attrs.idx)):
             x = g.operands.x
             while x.op in (C.CAST, C.BITCAST):
                 x = x.operands.x
