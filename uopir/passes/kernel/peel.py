@@ -21,8 +21,9 @@ and is left alone (the frontend copies a conv's padding out instead); at most PE
 `core.where` whose condition, a gated load whose gate, is constant on the segment), so a concat of many sources
 (a `cat` of 33 pieces: each element picked through a chain of 33 gated loads and wheres) is cut into up to
 PEEL_MAX_PIECES segments, each copying its own source alone, while their bodies together stay within
-PEEL_MAX_SEGMENTS copies of the whole: one loop per piece instead of one loop that evaluates every piece's gates
-per element (and that LLVM's vectorizers turned into 100 KB of gathers in 5 s).
+PEEL_MAX_SEGMENTS copies of the whole and one fewer than the segments (the cut must shrink them): one loop per
+piece instead of one loop that evaluates every piece's gates per element (and that LLVM's vectorizers turned into
+100 KB of gathers in 5 s).
 
 A reduction gated the same way along one of its own ranges (a conv or a pool over a channel concat fused into it:
 SqueezeNet's classifier reads the last Fire module's two expand outputs, `ci < 256` picks the source) is cut
@@ -62,7 +63,8 @@ __all__ = ["peel_kernel", "PEEL_MAX_SEGMENTS", "PEEL_MAX_PARTS", "PEEL_MAX_PIECE
 PEEL_MAX_SEGMENTS = 5
 PEEL_MAX_PARTS = 9  # the most copies of one body (a pool's or a padded window's 3 rows x 3 columns)
 # ... and the most segments of a range whose segments keep a part of the body each (a concat of many sources: each
-# segment its own source), as long as their bodies together are no more than PEEL_MAX_SEGMENTS copies of it
+# segment its own source), as long as their bodies together are no more than PEEL_MAX_SEGMENTS copies of it (and
+# fewer than one per segment)
 PEEL_MAX_PIECES = 64
 
 
@@ -253,7 +255,7 @@ def _peel_end(e: UOp, next_axis: list[int], room: int = PEEL_MAX_PARTS, cut: lis
             part = UOp(K.END, e.dtype, (body.substitute({x: at, **fresh}), r, *inner), e.arg)
             # (a piece simplified alone: the kernel's simplify tries each split of a range on the whole kernel)
             parts.append(_simplify_part(part, next_axis) if pieces else part)
-        if pieces and copied > most * len(value.toposort()):
+        if pieces and copied > min(most, len(segs) - 1) * len(value.toposort()):
             next_axis[0] = first_axis  # the segments would not fold to parts of the body: not this range
             continue
         if cut is not None:
