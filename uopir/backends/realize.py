@@ -386,8 +386,9 @@ def _run(backend: Backend, plan: Plan, inputs: list[Buffer], var_vals: dict[str,
     temps = plan.temps
     bufs: list[Buffer | None] = [*inputs, *[alloc.alloc(d, s) for d, s in temps]] if temps else [*inputs]
     out = _copy(alloc, inputs[plan.result]) if plan.copy_result == "entry" else None
-    dbg = debug_level()
-    launch, sync = backend.runtime.launch, backend.runtime.synchronize
+    dbg = env.DEBUG.get()
+    runtime = backend.runtime
+    launch, sync = runtime.launch, runtime.synchronize
     for st in plan.steps:
         args = [bufs[i] for i in st.args]
         if dbg >= 2:
@@ -456,7 +457,7 @@ def _copy(alloc: Allocator, buf: Buffer) -> Buffer:
 
 def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
     """The executable schedule of a cache key on `backend`: from the schedule cache, else lowered (and cached)."""
-    on = schedule_cache_enabled()
+    on = env.SCHEDULE_CACHE.get()
     ck = (key, backend.pipeline, env.NOOPT.raw(), env.BEAM.raw())  # the env vars change the lowering
     with _LOCK:
         cache = _cache(backend)
