@@ -264,7 +264,7 @@ def cache_key(root: UOp) -> tuple[UOp, list[UOp], dict[str, int], bool]:
                 var_vals[var.attrs.name] = int(const_value(val))
                 new[u] = var  # the key holds the variable, not its value
                 continue
-        nsrc = tuple([new[s] for s in src])
+        nsrc = tuple(map(new.__getitem__, src))
         new[u] = u if nsrc == src else UOp(op, u.dtype, nsrc, u.arg, u.tag)  # == compares UOps by identity
     return new[root], inputs, var_vals, symbolic
 
@@ -383,8 +383,9 @@ def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> Plan:
 
 def _run(backend: Backend, plan: Plan, inputs: list[Buffer], var_vals: dict[str, int]) -> Buffer:
     alloc = backend.allocator
-    temps = plan.temps
-    bufs: list[Buffer | None] = [*inputs, *[alloc.alloc(d, s) for d, s in temps]] if temps else [*inputs]
+    bufs: list[Buffer | None] = [*inputs]
+    for d, s in plan.temps:
+        bufs.append(alloc.alloc(d, s))
     out = _copy(alloc, inputs[plan.result]) if plan.copy_result == "entry" else None
     dbg = env.DEBUG.get()
     runtime = backend.runtime

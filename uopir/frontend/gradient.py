@@ -319,7 +319,7 @@ def track(t: Any, on: bool) -> None:
 
 def any_tracked() -> bool:
     """Is a tensor with requires_grad=True alive? Then realize keeps the graphs it replaces, for a later backward."""
-    return bool(_TRACKED)
+    return bool(_TRACKED.data)
 
 
 def tracked() -> list[Any]:

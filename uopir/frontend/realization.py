@@ -136,7 +136,7 @@ class Realization:
         `others`, or when this tensor is an assign, all of them are realized as one program (see `realize_all`)."""
         u = self.uop
         op = u.op
-        if others or op is T.ASSIGN or (PENDING and op is not T.BUFFER):
+        if others or op is T.ASSIGN or (PENDING.data and op is not T.BUFFER):
             type(self).realize_all(self, *others)
             return self
         if UOp in map(type, u.shape):  # a symbolic dim (V.is_sym), found without a Python call per dim

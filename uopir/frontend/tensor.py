@@ -170,7 +170,7 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
         t = object.__new__(Tensor)
         t.uop, t.device = u, device if device is not None else self.device
         t.grad, t._requires_grad = None, None
-        if u.dtype.is_float:
+        if u.dtype.kind == "float":  # (is_float, without its property call: every eager op passes here)
             G.live(t, True)
         LAZY[id(t)] = t
         return t
@@ -188,8 +188,9 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
 
     def _op(self, op: OpDef, *srcs: Tensor | Scalar, dtype: DType | None = None, arg: Any = None) -> Tensor:
         """Apply one op; the operands already agree on shape and dtype, Python scalars become shapeless consts."""
-        cd = self.dtype
-        us = (self.uop,) + tuple(s.uop if isinstance(s, Tensor) else scalar_const(cd, s) for s in srcs)
+        u = self.uop
+        cd = u.dtype
+        us = (u, *[s.uop if isinstance(s, Tensor) else scalar_const(cd, s) for s in srcs])
         return self._new(UOp(op, dtype if dtype is not None else cd, us, arg))
 
     def _mv(self, op: OpDef, arg: Any) -> Tensor:
@@ -390,6 +391,14 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
     def _broadcasted(self, y: Any, reverse: bool = False, dtype: DType | None = None
                      ) -> tuple[Tensor | Scalar, Tensor | Scalar]:
         """Both operands at their common dtype and shape (a Python scalar stays a scalar), in call order."""
+        ty = type(y)
+        if ty is float or ty is int or ty is bool:  # a weak Python scalar (`x + 1.0`: the eager path, kept short)
+            sd = self.uop.dtype
+            d = dtype or P.promote_scalar(sd, y)
+            if ty is int and d.is_int and not d.min <= y <= d.max:
+                y = P.wrap_int(y, d)  # tinygrad: the scalar becomes a constant of the tensor's dtype (numpy 2 raises)
+            a = self if d is sd else self.cast(d)
+            return (y, a) if reverse else (a, y)
         y = self._to_tensor(y)
         if isinstance(y, Tensor):
             d = dtype or P.promote(self.dtype, y.dtype)

@@ -133,7 +133,8 @@ class PooledHostAllocator(HostAllocator):
         if got is None:
             return super().alloc(dtype, shape)
         arr, host = got
-        arr.shape = shape  # in place: a reshape would be a view, never pooled again
+        if arr.shape != shape:
+            arr.shape = shape  # in place: a reshape would be a view, never pooled again
         buf = Buffer(self, dtype, shape, arr, True)
         buf.host = host
         return buf
@@ -152,14 +153,19 @@ class PooledHostAllocator(HostAllocator):
             return
         key = (handle.dtype, handle.size)
         with self._lock:
-            self._pool.setdefault(key, []).append((handle, host))
-            self._pool.move_to_end(key)
+            pool = self._pool
+            free = pool.get(key)
+            if free is None:
+                free = pool[key] = []
+            else:
+                pool.move_to_end(key)
+            free.append((handle, host))
             self.held += handle.nbytes
             while self.held > self.budget:
-                key, arrs = next(iter(self._pool.items()))
+                key, arrs = next(iter(pool.items()))
                 self.held -= arrs.pop(0)[0].nbytes
                 if not arrs:
-                    del self._pool[key]
+                    del pool[key]
 
 
 def bind(sig: KernelSignature, fn: Any) -> Any:
