@@ -59,7 +59,8 @@ class WeakById:
         return default if o is None else o
 
     def values(self) -> list[Any]:
-        """The live objects (a list: a collection while the caller walks it cannot change it)."""
+        """The live objects (a list: a collection while the caller walks it cannot change it). The table is copied
+        first by one C call that makes no objects the collector tracks, so no removal runs during the copy."""
         return [o for r in list(self.data.values()) if (o := r()) is not None]
 
     def __contains__(self, key: int) -> bool:
@@ -67,7 +68,8 @@ class WeakById:
         return r is not None and r() is not None
 
     def __iter__(self) -> Iterator[int]:
-        return iter([k for k, r in list(self.data.items()) if r() is not None])
+        data = self.data
+        return iter([k for k in list(data) if (r := data.get(k)) is not None and r() is not None])
 
     def __len__(self) -> int:
         return len(self.data)
