@@ -528,7 +528,7 @@ def realize(backend: Backend, root: UOp) -> Buffer:
     bufs = _input_buffers(inputs)
     p = plan(backend, key, len(inputs))
     out = _run(backend, p, bufs, var_vals)
-    stack = getattr(_CAPTURING, "stack", None)
+    stack = _CAPTURING.__dict__.get("stack")  # (getattr would raise and catch on a thread that never captured)
     if stack:
         stack[-1].append(Launch(backend, p, bufs, dict(var_vals), out))
     return out
