@@ -121,3 +121,56 @@ def test_argkey_keeps_a_nested_int_tuple() -> None:
     assert _argkey(arg) is arg  # no rebuild per UOp of a shape arg
     assert _argkey((1, (2, 0.5))) == (1, (2, _argkey(0.5)))  # a float inside is still keyed bit-exactly
     assert _argkey((1, (0.0,))) != _argkey((1, (-0.0,)))
+
+
+def test_scalar_consts_are_remembered_by_value_and_dtype() -> None:
+    # `x + 1.0` in a loop takes its const from a table (no new node per op); equal keys that normalize to different
+    # consts (0.0 and -0.0) and NaN are never taken from it, and a dtype of its own gets a const of its own
+    from uopir.dialects.core import const_value
+    from uopir.frontend.tensor import scalar_const
+
+    f32, i32 = R.dtypes.float32, R.dtypes.int32
+    assert scalar_const(f32, 1.5) is scalar_const(f32, 1.5)
+    assert const_value(scalar_const(f32, 1)) == 1.0 and scalar_const(f32, 1) is scalar_const(f32, 1.0)  # one node
+    assert scalar_const(i32, 1.0).dtype is i32 and scalar_const(i32, True) is scalar_const(i32, 1)
+    assert scalar_const(f32, 0) is scalar_const(f32, 0)  # an int zero is kept: -0.0 and 0.0 must not find it
+    assert np.signbit(const_value(scalar_const(f32, 0.0))) != np.signbit(const_value(scalar_const(f32, -0.0)))
+    assert np.signbit(const_value(scalar_const(f32, -0.0))) and not np.signbit(const_value(scalar_const(f32, 0.0)))
+    assert np.isnan(const_value(scalar_const(f32, float("nan"))))
+    x = Tensor(np.array([0.0, -0.0, 2.0], np.float32), device="python")
+    np.testing.assert_array_equal(np.signbit((x * 0.0).numpy()), [False, True, False])
+    np.testing.assert_array_equal(np.signbit((x * -0.0).numpy()), [True, False, True])
+    np.testing.assert_array_equal((Tensor(np.array([7], np.int32), device="python") // 2).numpy(), [3])
+
+
+def test_weak_ids_drop_dead_entries_and_keep_a_reused_id() -> None:
+    from uopir.frontend.weak_ids import WeakById
+
+    class Obj:
+        pass
+
+    table = WeakById()
+    a, b = Obj(), Obj()
+    table[id(a)], table[id(b)] = a, b
+    assert table.values() == [a, b] and id(a) in table and len(table) == 2 and table
+    assert table.pop(id(a)) is a and table.pop(id(a), "gone") == "gone"
+    old = id(b)
+    table[old] = b
+    del b  # its callback removes its entry
+    assert len(table) == 0 and not table and table.get(old) is None
+    c = Obj()
+    table[id(c)] = c
+    dead = Obj()
+    table[1] = dead
+    table[1] = c  # a newer object under the same key: the dead one's callback must leave it alone
+    del dead
+    assert table.get(1) is c and sorted(table) == sorted({1, id(c)})
+
+
+def test_overlap_of_two_spans() -> None:
+    from uopir.backends.cpu.runtime import overlaps
+
+    assert not overlaps([(0, 16), (16, 32)]) and not overlaps([(16, 32), (0, 16)])  # adjacent
+    assert overlaps([(0, 16), (8, 24)]) and overlaps([(8, 24), (0, 16)]) and overlaps([(0, 32), (8, 16)])
+    assert overlaps([(8, 16), (0, 32)]) and overlaps([(0, 16), (0, 16)])
+    assert overlaps([(0, 4), (8, 12), (2, 9)]) and not overlaps([(0, 4), (8, 12), (4, 8)])

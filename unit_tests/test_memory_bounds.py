@@ -33,8 +33,10 @@ SMALL_CACHE = 8  # the caches' bound in the RSS child: its warm-up fills them, s
 # RSS growth bounds per program (KB) once the caches are full. Before the fix: python 5, llvm 85, c 50; after it about
 # 0.5, 3-5 (llvmlite leaks ~1.5 KB per compile: a PassBuilder's instrumentation callbacks are never freed; the rest is
 # allocator fragmentation in the compile threads) and 1-3 (ctypes' per-library function class, a cycle, waits for the
-# collector). python runs more programs: one new 256 KB arena of Python objects must not decide it
-BOUNDS = [("python", 400, 2.0), ("llvm", 200, 12.0), ("c", 96, 12.0)]
+# collector). python runs more programs: one new 256 KB arena of Python objects must not decide it. c compiles each
+# program with the C compiler (most of this file's time): 48 of them still show a leak of the old 50 KB (2.4 MB),
+# and a 256 KB step of the allocator is 5 KB of the 12 allowed
+BOUNDS = [("python", 400, 2.0), ("llvm", 200, 12.0), ("c", 48, 12.0)]
 
 # realizes `warmup` then `n` distinct programs (a constant changes each kernel's text), checks each value, and prints
 # the RSS growth (kB) over the n as JSON. Free memory the allocator keeps is handed back first (glibc's malloc_trim),

@@ -264,7 +264,7 @@ def cache_key(root: UOp) -> tuple[UOp, list[UOp], dict[str, int], bool]:
                 var_vals[var.attrs.name] = int(const_value(val))
                 new[u] = var  # the key holds the variable, not its value
                 continue
-        nsrc = tuple([new[s] for s in src])
+        nsrc = tuple(map(new.__getitem__, src))
         new[u] = u if nsrc == src else UOp(op, u.dtype, nsrc, u.arg, u.tag)  # == compares UOps by identity
     return new[root], inputs, var_vals, symbolic
 
@@ -383,11 +383,13 @@ def _plan(backend: Backend, cache: _Cache, key: UOp, n_inputs: int) -> Plan:
 
 def _run(backend: Backend, plan: Plan, inputs: list[Buffer], var_vals: dict[str, int]) -> Buffer:
     alloc = backend.allocator
-    temps = plan.temps
-    bufs: list[Buffer | None] = [*inputs, *[alloc.alloc(d, s) for d, s in temps]] if temps else [*inputs]
+    bufs: list[Buffer | None] = [*inputs]
+    for d, s in plan.temps:
+        bufs.append(alloc.alloc(d, s))
     out = _copy(alloc, inputs[plan.result]) if plan.copy_result == "entry" else None
-    dbg = debug_level()
-    launch, sync = backend.runtime.launch, backend.runtime.synchronize
+    dbg = env.DEBUG.get()
+    runtime = backend.runtime
+    launch, sync = runtime.launch, runtime.synchronize
     for st in plan.steps:
         args = [bufs[i] for i in st.args]
         if dbg >= 2:
@@ -456,7 +458,7 @@ def _copy(alloc: Allocator, buf: Buffer) -> Buffer:
 
 def plan(backend: Backend, key: UOp, n_inputs: int) -> Plan:
     """The executable schedule of a cache key on `backend`: from the schedule cache, else lowered (and cached)."""
-    on = schedule_cache_enabled()
+    on = env.SCHEDULE_CACHE.get()
     ck = (key, backend.pipeline, env.NOOPT.raw(), env.BEAM.raw())  # the env vars change the lowering
     with _LOCK:
         cache = _cache(backend)
@@ -526,7 +528,7 @@ def realize(backend: Backend, root: UOp) -> Buffer:
     bufs = _input_buffers(inputs)
     p = plan(backend, key, len(inputs))
     out = _run(backend, p, bufs, var_vals)
-    stack = getattr(_CAPTURING, "stack", None)
+    stack = _CAPTURING.__dict__.get("stack")  # (getattr would raise and catch on a thread that never captured)
     if stack:
         stack[-1].append(Launch(backend, p, bufs, dict(var_vals), out))
     return out

@@ -29,7 +29,7 @@ class Elementwise:
 
     def add(self, y: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(y, reverse)
-        return self._apply(C.OR if self._first(a, b).dtype.is_bool else C.ADD, a, b)
+        return self._apply(C.OR if self._first(a, b).uop.dtype.is_bool else C.ADD, a, b)
 
     def sub(self, y: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(y, reverse)
@@ -39,7 +39,7 @@ class Elementwise:
 
     def mul(self, y: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(y, reverse)
-        return self._apply(C.AND if self._first(a, b).dtype.is_bool else C.MUL, a, b)
+        return self._apply(C.AND if self._first(a, b).uop.dtype.is_bool else C.MUL, a, b)
 
     def div(self, y: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
         """True division; ints and bools divide in the default float (float32). rounding_mode: trunc|floor."""

@@ -16,7 +16,6 @@ cumsum...) is differentiated through its decomposition. `tensor.detach` stops th
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +23,7 @@ import numpy as np
 
 from uopir.dialects import core as C
 from uopir.dialects import tensor as T
+from uopir.frontend.weak_ids import WeakById
 from uopir.ir.dtype import dtypes
 from uopir.ir.pattern_compiler import PatternMatcher
 from uopir.ir.symbolic import sadd, ssub
@@ -306,7 +306,7 @@ GRADIENT_RULES = PatternMatcher([
 
 
 # ---- the tensors that want a gradient (what backward() fills) -------------------------------------------------------
-_TRACKED: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_TRACKED = WeakById()
 
 
 def track(t: Any, on: bool) -> None:
@@ -319,14 +319,14 @@ def track(t: Any, on: bool) -> None:
 
 def any_tracked() -> bool:
     """Is a tensor with requires_grad=True alive? Then realize keeps the graphs it replaces, for a later backward."""
-    return bool(_TRACKED)
+    return bool(_TRACKED.data)
 
 
 def tracked() -> list[Any]:
     return list(_TRACKED.values())
 
 
-_LIVE: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_LIVE = WeakById()
 
 
 def live(t: Any, on: bool) -> None:

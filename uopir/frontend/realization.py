@@ -7,7 +7,6 @@ computed with it or pointed at a copy of those contents (`old_readers`).
 """
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,6 +19,7 @@ from uopir.frontend import gradient as G
 from uopir.frontend import variable as V
 from uopir.frontend.schedule import ScheduleItem, schedule
 from uopir.frontend.shapes import broadcast_shape
+from uopir.frontend.weak_ids import WeakById
 from uopir.ir.dtype import dtypes
 from uopir.ir.symbolic import smax, sprod, ssub, sym_infer
 from uopir.ir.uop import UOp
@@ -37,13 +37,13 @@ RANDOM_SOURCES: list[list[tuple[Any, Any, tuple[int, ...]]]] = []
 
 # Every live unrealized tensor (weakly: a dead one drops out by itself), by id (== builds a Tensor). When an assign
 # is realized, the ones that read its target's old contents keep that value (see `_old_readers`).
-LAZY: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+LAZY: WeakById = WeakById()
 # A reader of at most this many elements (a loss) is computed with the assign; a larger one (a gradient) reads a
 # snapshot of the old contents instead, so a program that does not need it does not grow.
 SMALL_READER = 1
 # The live tensors whose graph is a pending assign of a buffer (weakly, by id): a realize whose graph contains one
 # also realizes that tensor, so it points at its written buffer and the assign is not run a second time.
-PENDING: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+PENDING: WeakById = WeakById()
 
 
 def _view_base(u: UOp, through_assign: bool = True) -> UOp:
@@ -136,7 +136,7 @@ class Realization:
         `others`, or when this tensor is an assign, all of them are realized as one program (see `realize_all`)."""
         u = self.uop
         op = u.op
-        if others or op is T.ASSIGN or (PENDING and op is not T.BUFFER):
+        if others or op is T.ASSIGN or (PENDING.data and op is not T.BUFFER):
             type(self).realize_all(self, *others)
             return self
         if UOp in map(type, u.shape):  # a symbolic dim (V.is_sym), found without a Python call per dim

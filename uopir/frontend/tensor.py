@@ -76,6 +76,32 @@ _SYM_MOVEMENT = (T.RESHAPE, T.EXPAND, T.PAD, T.SHRINK)  # the movement ops that 
 
 
 # ---- the Tensor -----------------------------------------------------------------------------------------------------
+# The shapeless consts of the Python scalars ops were last applied with, by (dtype, value, type): `x + 1.0` in a loop
+# finds its const here instead of normalizing the value and hash-consing a new node each time (~1.5 us of an eager
+# op). Equal values of one type normalize to the same const of a dtype, except the float zeros (0.0 == -0.0, two
+# consts) and NaN (never equal): those are not kept (the type in the key keeps -0.0 from finding an int 0's entry).
+# Emptied past _SCALAR_CONSTS_MAX entries; the nodes it holds are a few bytes each.
+_SCALAR_CONSTS: dict[tuple[DType, Any, type], UOp] = {}
+_SCALAR_CONSTS_MAX = 256
+
+
+def scalar_const(dtype: DType, value: Scalar) -> UOp:
+    """The shapeless core.const of `value` as `dtype` (C.const, remembered for the next op with the same scalar)."""
+    t = type(value)
+    if t is not float and t is not int and t is not bool:  # (a numpy scalar, say: not kept)
+        return C.const(dtype, value)
+    key = (dtype, value, t)
+    u = _SCALAR_CONSTS.get(key)
+    if u is not None:
+        return u
+    u = C.const(dtype, value)
+    if t is not float or (value and value == value):  # a float neither zero nor NaN
+        if len(_SCALAR_CONSTS) >= _SCALAR_CONSTS_MAX:
+            _SCALAR_CONSTS.clear()
+        _SCALAR_CONSTS[key] = u
+    return u
+
+
 class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, ShapeOps, Reduction, Indexing, Selection,
              Scatter, NNOps, Realization):
     """A lazy n-d array. `.uop` is its tensor-dialect graph; `.device` the device it lives on."""
@@ -144,7 +170,7 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
         t = object.__new__(Tensor)
         t.uop, t.device = u, device if device is not None else self.device
         t.grad, t._requires_grad = None, None
-        if u.dtype.is_float:
+        if u.dtype.kind == "float":  # (is_float, without its property call: every eager op passes here)
             G.live(t, True)
         LAZY[id(t)] = t
         return t
@@ -162,8 +188,9 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
 
     def _op(self, op: OpDef, *srcs: Tensor | Scalar, dtype: DType | None = None, arg: Any = None) -> Tensor:
         """Apply one op; the operands already agree on shape and dtype, Python scalars become shapeless consts."""
-        cd = self.dtype
-        us = (self.uop,) + tuple(s.uop if isinstance(s, Tensor) else C.const(cd, s) for s in srcs)
+        u = self.uop
+        cd = u.dtype
+        us = (u, *[s.uop if isinstance(s, Tensor) else scalar_const(cd, s) for s in srcs])
         return self._new(UOp(op, dtype if dtype is not None else cd, us, arg))
 
     def _mv(self, op: OpDef, arg: Any) -> Tensor:
@@ -364,6 +391,14 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
     def _broadcasted(self, y: Any, reverse: bool = False, dtype: DType | None = None
                      ) -> tuple[Tensor | Scalar, Tensor | Scalar]:
         """Both operands at their common dtype and shape (a Python scalar stays a scalar), in call order."""
+        ty = type(y)
+        if ty is float or ty is int or ty is bool:  # a weak Python scalar (`x + 1.0`: the eager path, kept short)
+            sd = self.uop.dtype
+            d = dtype or P.promote_scalar(sd, y)
+            if ty is int and d.is_int and not d.min <= y <= d.max:
+                y = P.wrap_int(y, d)  # tinygrad: the scalar becomes a constant of the tensor's dtype (numpy 2 raises)
+            a = self if d is sd else self.cast(d)
+            return (y, a) if reverse else (a, y)
         y = self._to_tensor(y)
         if isinstance(y, Tensor):
             d = dtype or P.promote(self.dtype, y.dtype)
@@ -390,7 +425,7 @@ class Tensor(Creation, Casts, Elementwise, MathOps, Activations, Movement, Shape
         if isinstance(a, Tensor):
             return a._op(op, b, dtype=out)
         t: Tensor = b  # type: ignore[assignment]
-        return t._new(UOp(op, out or t.dtype, (C.const(t.dtype, a), t.uop)))
+        return t._new(UOp(op, out or t.dtype, (scalar_const(t.dtype, a), t.uop)))
 
     def _broadcast_pair(self, y: Any) -> tuple[Tensor, Tensor]:
         a, b = self._broadcasted(y)

@@ -34,13 +34,6 @@ if not (isinstance(_DATA, dict) and os.environ.encodekey("A") == b"A"):  # type:
     _DATA = None  # another platform's layout: read os.environ itself
 
 
-def _read(name: str, key: bytes) -> str | None:
-    if _DATA is None:
-        return os.environ.get(name)
-    v = _DATA.get(key)
-    return None if v is None else os.fsdecode(v)
-
-
 @dataclass(frozen=True, eq=False)
 class EnvVar(Generic[T]):
     """One environment variable: `parse` turns its text (stripped, never empty) into a value, or raises ValueError
@@ -61,10 +54,13 @@ class EnvVar(Generic[T]):
 
     def source(self) -> tuple[str, str] | None:
         """(the name it was read from, its text stripped), or None when neither name is set to a non-empty value."""
-        for n, k in self._keys:
-            v = _read(n, k)
-            if v is not None and v.strip():
-                return n, v.strip()
+        data = _DATA
+        for n, k in self._keys:  # one dict read per name: the realize path reads a few variables per call
+            v = data.get(k) if data is not None else os.environ.get(n)
+            if v:
+                v = (os.fsdecode(v) if data is not None else v).strip()
+                if v:
+                    return n, v
         return None
 
     def raw(self) -> str:
