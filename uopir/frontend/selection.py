@@ -120,7 +120,9 @@ def _first_by_rounds(t: Tensor, descending: bool, count: int) -> tuple[Tensor, T
             free = (j != p) if free is None else free & (j != p)
         avail = free if nan is None else (nan.logical_not() if free is None else free & nan.logical_not())
         masked = k if avail is None else avail.where(k, fill)
-        m = masked.max(-1, keepdim=True) if descending else masked.min(-1, keepdim=True)
+        # realized alone: fused with the index's reduction below, the max ran as one scalar chain (64x1000 on llvm:
+        # 325-509 us per round -> 16)
+        m = (masked.max(-1, keepdim=True) if descending else masked.min(-1, keepdim=True)).contiguous()
         hit = k == m if avail is None else avail & (k == m)
         i = hit.where(j, n).min(-1, keepdim=True)
         if nan is not None:
