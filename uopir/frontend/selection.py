@@ -124,10 +124,13 @@ def _first_by_rounds(t: Tensor, descending: bool, count: int) -> tuple[Tensor, T
         # 325-509 us per round -> 16)
         m = (masked.max(-1, keepdim=True) if descending else masked.min(-1, keepdim=True)).contiguous()
         hit = k == m if avail is None else avail & (k == m)
-        i = hit.where(j, n).min(-1, keepdim=True)
-        if nan is not None:
-            i_nan = (nan if free is None else free & nan).where(j, n).min(-1, keepdim=True)
-            i = (i_nan < n).where(i_nan, i) if descending else (i < n).where(i, i_nan)
+        if nan is None:
+            i = hit.where(j, n).min(-1, keepdim=True)
+        else:  # the first free NaN and the first hit in one reduction: the one that goes first keyed j, the other j + n
+            free_nan = nan if free is None else free & nan
+            first, then = (free_nan, hit) if descending else (hit, free_nan)
+            i = first.where(j, then.where(j + n, 2 * n)).min(-1, keepdim=True)
+            i = (i < n).where(i, (i < 2 * n).where(i - n, n))
         picked.append(i)
     idx = picked[0].cat(*picked[1:], dim=-1) if count > 1 else picked[0]
     onehot = idx.unsqueeze(-1) == j  # [..., r, i]
