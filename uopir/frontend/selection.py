@@ -166,9 +166,19 @@ def _first_by_select(t: Tensor, descending: bool, count: int) -> tuple[Tensor, T
     sel = above | (ties & (ties.cumsum(-1) <= need))  # exactly count per row
     ki = _kept_positions(sel, count)
     kv = _gather_last(t, ki)
-    vals, order = _permute_last(kv, _ranks(kv, descending), count)
+    vals, order = _permute_last(kv, _key_ranks(_gather_last(key, ki)), count)
     oh = order.unsqueeze(-1) == _arange(t, count, (count,))  # [..., r, s]: the r-th is kept element s
     return vals, pick(ki.unsqueeze(-2).expand(oh.shape), oh, (oh.ndim - 1,))
+
+
+def _key_ranks(keys: Tensor) -> Tensor:
+    """The stable rank (int32) of each element along the last axis by its order key (_order_key: the first element
+    has the largest key; equal keys, as -0.0 and +0.0 or two NaNs, keep index order): one unsigned compare per pair
+    where _ranks on the values also tests for NaN."""
+    n = keys.shape[-1]
+    ki, kj = keys.unsqueeze(-1), keys.unsqueeze(-2)  # [..., i, j]: element i against element j
+    earlier = _arange(keys, n, (1, n)) < _arange(keys, n, (n, 1))  # j < i
+    return ((kj > ki) | ((kj == ki) & earlier)).sum(-1, dtype=P.DEFAULT_INT)
 
 
 def _kept_positions(sel: Tensor, count: int) -> Tensor:
