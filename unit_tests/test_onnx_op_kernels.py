@@ -79,3 +79,36 @@ def test_matmul_by_a_transpose_reads_a_copy(rows: int, t: int, kernels: int) -> 
     y = m.run_graph({"q": q, "k": k})["y"]
     assert len(y.programs()) == kernels
     np.testing.assert_allclose(y.numpy(), q @ k.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+
+
+def _gelu_model(divisor: str) -> onnx.ModelProto:
+    """erf(x / s): s a scalar initializer ("init") or a Constant node ("node")."""
+    nodes = [helper.make_node("Div", ["x", "s"], ["q"]), helper.make_node("Erf", ["q"], ["y"])]
+    s = numpy_helper.from_array(np.array(np.sqrt(2), np.float32), "s")
+    inits = [s] if divisor == "init" else []
+    if divisor == "node":
+        nodes.insert(0, helper.make_node("Constant", [], ["s"], value=s))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("divisor", ["init", "node"])
+def test_scalar_constants_are_literals_in_a_plan(divisor: str) -> None:
+    """A one-element float initializer no feed overrides, and a one-element float Constant, are constants in a
+    captured plan: GELU's erf(x / sqrt 2) then multiplies by 1 / sqrt 2 (one division per element: erf's own).
+    Feeding the initializer captures another plan that divides by the fed value."""
+    from math import erf
+
+    from uopir.ir.printer import print_ir
+    x = np.random.default_rng(3).standard_normal((4, 8)).astype(np.float32)
+    model = from_onnx(_gelu_model(divisor), device="python")
+    for _ in range(2):
+        y = model.run(x=x)["y"]
+    np.testing.assert_allclose(y, np.vectorize(erf)(x / np.float32(np.sqrt(2))), rtol=0, atol=5e-7)
+    jit = next(j for j in model._plans.values() if j is not None)
+    ir = " ".join(print_ir(ps.program.program) for st in jit.steps for ps in st.launch.plan.steps)
+    assert ir.count("core.fdiv") + ir.count("core.recip") == 1
+    if divisor == "init":
+        y2 = model.run(x=x, s=np.array(2, np.float32))["y"]
+        np.testing.assert_allclose(y2, np.vectorize(erf)(x / 2), rtol=0, atol=5e-7)

@@ -9,6 +9,7 @@ import pytest
 from tensor_testing import check, rnd
 
 from uopir import Tensor, dtypes
+from uopir.ir.printer import print_ir
 
 EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1e-4, -1e-4, 1e-30, 0.9999, -0.9999, 2.0, -2.0, 300.0, -300.0, 1e20, -1e20,
          math.inf, -math.inf, math.nan]
@@ -153,3 +154,20 @@ def test_cos_near_its_zeros_and_tan_gradient():
     x = np.float32([1e1, 1e3, 1e5, 1e6, -1e6, 4.712222, 0.3])
     t = Tensor(x)
     check(t.cos().sum().gradient(t)[0], -np.sin(x.astype(np.float64)), rtol=0, atol=1e-6)
+
+
+def test_erf_of_a_quotient_by_a_constant_multiplies() -> None:
+    """erf(x / c) for a constant c (GELU's x / sqrt 2, a Python scalar or a one-element constant tensor) takes its
+    argument as x * (1 / c): one division per element fewer, erf as close to math.erf as with the exact quotient
+    (float32 arithmetic on the 1.5e-7 polynomial: ~4.7e-7 both ways); x / c itself, read by another output, is still
+    the correctly rounded quotient."""
+    x = np.concatenate([rnd((256,), "float32", -6, 6), _edges("float32")])
+    c = np.float32(math.sqrt(2))
+    want = np.array([math.erf(float(v) / float(c)) if not math.isnan(v) else math.nan for v in x])
+    for div in (c, Tensor.full((1,), float(c), dtype=dtypes.float32)):
+        q = Tensor(x) / div
+        e = q.erf()
+        ir = " ".join(print_ir(p.program) for p in e.programs())
+        assert ir.count("core.fdiv") + ir.count("core.recip") == 1  # erf's own 1 / (1 + p|x|), not x / c
+        np.testing.assert_allclose(e.numpy(), want, rtol=0, atol=5e-7)
+        assert np.array_equal(q.numpy(), x / c, equal_nan=True)

@@ -20,8 +20,10 @@ from uopir.ir.uop import UOp
 if TYPE_CHECKING:
     from uopir.frontend.tensor import DTypeLike, Scalar, Tensor
 
-# a running sum/product along an axis longer than twice this is computed in blocks of this many (_blocked_scan)
-SCAN_BLOCK = 32
+# a running sum/product along an axis longer than twice this is computed in blocks of this many (_blocked_scan):
+# kernel-optimize unrolls a block's 16 terms whole, so the triangle's mask is a constant vector (a block of 32, unrolled
+# by 4, compared j <= i lane by lane: 64x1024 on c 605 -> 12 us for the block scans)
+SCAN_BLOCK = 16
 
 
 class Reduction:
@@ -179,7 +181,7 @@ class Reduction:
 
     def _blocked_scan(self, fill: Scalar, combine: str) -> Tensor:
         """The running sum/product along the last axis in blocks of SCAN_BLOCK: each block's own scan (a triangle of
-        SCAN_BLOCK**2, not n**2: 1024 elements 32x less work), combined with the scan of the block totals before it
+        SCAN_BLOCK**2, not n**2: 1024 elements 64x less work), combined with the scan of the block totals before it
         (the same, recursively). The first block combines with -0.0 (add) or 1 (mul), which leave every value as it
         is, -0.0 and NaN included."""
         n = self.shape[-1]

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 TOPK_ROUNDS_MAX = 8
 # a topk of more of a float32 or int32 row at least this long selects by its order keys' bits (_first_by_select)
 TOPK_SELECT_MIN = 1024
+# a selection's kept positions are counted per block of this many (_kept_positions)
+COMPACT_BLOCK = 16
 
 
 def _arange(x: Tensor, n: int, shape: tuple[int, ...]) -> Tensor:
@@ -118,12 +120,17 @@ def _first_by_rounds(t: Tensor, descending: bool, count: int) -> tuple[Tensor, T
             free = (j != p) if free is None else free & (j != p)
         avail = free if nan is None else (nan.logical_not() if free is None else free & nan.logical_not())
         masked = k if avail is None else avail.where(k, fill)
-        m = masked.max(-1, keepdim=True) if descending else masked.min(-1, keepdim=True)
+        # realized alone: fused with the index's reduction below, the max ran as one scalar chain (64x1000 on llvm:
+        # 325-509 us per round -> 16)
+        m = (masked.max(-1, keepdim=True) if descending else masked.min(-1, keepdim=True)).contiguous()
         hit = k == m if avail is None else avail & (k == m)
-        i = hit.where(j, n).min(-1, keepdim=True)
-        if nan is not None:
-            i_nan = (nan if free is None else free & nan).where(j, n).min(-1, keepdim=True)
-            i = (i_nan < n).where(i_nan, i) if descending else (i < n).where(i, i_nan)
+        if nan is None:
+            i = hit.where(j, n).min(-1, keepdim=True)
+        else:  # the first free NaN and the first hit in one reduction: the one that goes first keyed j, the other j + n
+            free_nan = nan if free is None else free & nan
+            first, then = (free_nan, hit) if descending else (hit, free_nan)
+            i = first.where(j, then.where(j + n, 2 * n)).min(-1, keepdim=True)
+            i = (i < n).where(i, (i < 2 * n).where(i - n, n))
         picked.append(i)
     idx = picked[0].cat(*picked[1:], dim=-1) if count > 1 else picked[0]
     onehot = idx.unsqueeze(-1) == j  # [..., r, i]
@@ -145,27 +152,64 @@ def _order_key(t: Tensor, descending: bool) -> Tensor:
 
 def _first_by_select(t: Tensor, descending: bool, count: int) -> tuple[Tensor, Tensor]:
     """The first `count` along the last axis in stable order by a radix select: the count-th largest order key
-    found one bit per round (32 counts of n), the elements above it and the first ties at it picked in index order
-    (two running sums), and only those `count` rank-sorted (a TopK of 100 of 8400: ~1.2M comparisons where the
-    blocks take ~7M)."""
+    found one bit per round (32 counts of n), the elements above it and the first ties at it kept in index order
+    (two running sums; their positions by _kept_positions, their values a gather), and only those `count`
+    rank-sorted (a TopK of 100 of 8400: ~1.2M comparisons where the blocks take ~7M)."""
     n = t.shape[-1]
-    key = _order_key(t, descending)
+    key = _order_key(t, descending).contiguous()  # read by 32 rounds and the ties' running count
     prefix = key[..., :1] & 0  # (..., 1) uint32 zeros
     for b in range(31, -1, -1):
         cand = prefix | (1 << b)
-        prefix = ((key >= cand).sum(-1, keepdim=True) >= count).where(cand, prefix)
+        # at least count keys >= cand: at most n - count below it (one compare per key; int32 lanes, not int64)
+        prefix = ((key < cand).sum(-1, keepdim=True, dtype=P.DEFAULT_INT) <= n - count).where(cand, prefix)
     above = key > prefix
     ties = key == prefix
-    need = count - above.sum(-1, keepdim=True)
+    need = count - above.sum(-1, keepdim=True, dtype=P.DEFAULT_INT)
     sel = above | (ties & (ties.cumsum(-1) <= need))  # exactly count per row
-    pos = sel.cumsum(-1) - 1
-    onehot = sel.unsqueeze(-2) & (pos.unsqueeze(-2) == _arange(t, count, (count, 1)))  # [..., r, i]: i is r-th kept
-    axis = (onehot.ndim - 1,)
-    kv = pick(t.unsqueeze(-2).expand(onehot.shape), onehot, axis)
-    ki = pick(_arange(t, n, (n,)).expand(onehot.shape), onehot, axis)
-    vals, order = _permute_last(kv, _ranks(kv, descending), count)
+    ki = _kept_positions(sel, count)
+    kv = _gather_last(t, ki)
+    vals, order = _permute_last(kv, _key_ranks(_gather_last(key, ki)), count)
     oh = order.unsqueeze(-1) == _arange(t, count, (count,))  # [..., r, s]: the r-th is kept element s
     return vals, pick(ki.unsqueeze(-2).expand(oh.shape), oh, (oh.ndim - 1,))
+
+
+def _key_ranks(keys: Tensor) -> Tensor:
+    """The stable rank (int32) of each element along the last axis by its order key (_order_key: the first element
+    has the largest key; equal keys, as -0.0 and +0.0 or two NaNs, keep index order): one unsigned compare per pair
+    where _ranks on the values also tests for NaN."""
+    n = keys.shape[-1]
+    ki, kj = keys.unsqueeze(-1), keys.unsqueeze(-2)  # [..., i, j]: element i against element j
+    earlier = _arange(keys, n, (1, n)) < _arange(keys, n, (n, 1))  # j < i
+    return ((kj > ki) | ((kj == ki) & earlier)).sum(-1, dtype=P.DEFAULT_INT)
+
+
+def _kept_positions(sel: Tensor, count: int) -> Tensor:
+    """The positions (int32, ascending) of the `count` set elements of each row of the bool `sel` (exactly `count`
+    set per row): the r-th kept is at the number of positions whose running count of kept elements is at most r.
+    Counted per block of COMPACT_BLOCK (the blocks whose last running count is at most r, then the elements of the
+    next block, read as a gather), not per element: a TopK of 100 of 8400 counts 100 x (525 + 16), where a one-hot
+    pick of each kept element compares 100 x 8400 per output."""
+    n = sel.shape[-1]
+    nb = -(-n // COMPACT_BLOCK)
+    run = sel.cast(P.DEFAULT_INT).cumsum(-1).cast(P.DEFAULT_INT)
+    if nb * COMPACT_BLOCK != n:  # the padding's count is past every r
+        run = run.pad([(0, 0)] * (run.ndim - 1) + [(0, nb * COMPACT_BLOCK - n)], value=count)
+    blocks = run.reshape(run.shape[:-1] + (nb, COMPACT_BLOCK))
+    past = _arange(sel, count, (count, 1)) + 1  # r + 1: `run < r + 1` is one compare where `run <= r` is two
+    ends = blocks[..., -1].contiguous()  # each block's last running count, read as vectors
+    whole = (ends.unsqueeze(-2) < past).sum(-1, dtype=P.DEFAULT_INT)  # (..., count): the blocks before the r-th
+    part = _gather_last(blocks.transpose(-1, -2), whole.unsqueeze(-2).expand(blocks.shape[:-2] + (COMPACT_BLOCK,
+                                                                                                  count)))
+    inside = (part < past.reshape(1, count)).sum(-2, dtype=P.DEFAULT_INT)  # (..., count)
+    return whole * COMPACT_BLOCK + inside
+
+
+def _gather_last(x: Tensor, idx: Tensor) -> Tensor:
+    """x at the int32 positions idx along the last axis (idx of x's leading shape and any last length): a one-hot
+    pick that kernel-simplify's fold-one-hot turns into a load at the index."""
+    n = x.shape[-1]
+    onehot = idx.unsqueeze(-1) == _arange(x, n, (n,))  # [..., r, i]
+    return pick(x.unsqueeze(-2).expand(onehot.shape), onehot, (onehot.ndim - 1,))
 
 
 def _topk_block(n: int, count: int) -> int | None:

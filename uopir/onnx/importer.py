@@ -69,6 +69,16 @@ def to_tensor(value: Any, dtype: DType | None = None, device: str | None = None)
     return Tensor(np.require(arr, requirements="C"), dtype=dtype, device=device)
 
 
+def _scalar_const(t: Any) -> Any:
+    """A one-element float32/float64 initializer no feed overrides as a constant tensor of its value, within a captured
+    plan (its key says which initializers are overridden): kernels take the value as a literal instead of a
+    buffer read, and ops see it (erf(x / sqrt 2) as x * (1 / sqrt 2), GELU's one division fewer)."""
+    from uopir.frontend.tensor import Tensor
+    if not isinstance(t, Tensor) or t.numel() != 1 or t.dtype not in (dtypes.float32, dtypes.float64):
+        return t
+    return Tensor.full(t.shape, float(t.numpy().reshape(-1)[0]), dtype=t.dtype, device=t.device)
+
+
 def _tensor_values(tp: Any, where: str) -> np.ndarray:
     """A TensorProto's values, read by onnx. Data still in an external file is refused: onnx.load(path) has read the
     files beside a model loaded from its path, and any other model would read them relative to the current folder.
@@ -501,7 +511,8 @@ class OnnxModel:
         from uopir.frontend import device as D
         from uopir.frontend.jit import JitError, TinyJit
 
-        base = {k: v for k, v in env.items() if k not in names}
+        base = {k: _scalar_const(v) if k in self.initializers and k not in self._lowp_inits else v
+                for k, v in env.items() if k not in names}
 
         def graph(*ts: Tensor) -> dict[str, Tensor]:
             return self._build({**base, **dict(zip(names, ts, strict=True))})

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from uopir.ir.dtype import dtypes
+from uopir.ir.dtype import DType, dtypes
 from uopir.onnx.importer import lowp_dtype, to_tensor
 from uopir.onnx.lowp import LowpType, cast_to, lowp_of_np, to_storage
 from uopir.onnx.ops_shape import req
@@ -49,9 +49,9 @@ def constant(node: Node, inputs: list) -> Tensor:
         if lt is not None:  # float8/float4/int4/int2: held in the storage dtype
             node.lowp_out[0] = lt
             return to_tensor(to_storage(arr, lt), lt.storage, node.device)
-        return to_tensor(arr, _np_to_dtype(node, arr), node.device)
+        return _scalar_or_tensor(arr, _np_to_dtype(node, arr), node.device)
     if node.has("value_float"):
-        return to_tensor(np.array(node.attr("value_float"), np.float32), None, node.device)
+        return _scalar_or_tensor(np.array(node.attr("value_float"), np.float32), dtypes.float32, node.device)
     if node.has("value_floats"):
         return to_tensor(np.array(node.attr("value_floats"), np.float32), None, node.device)
     if node.has("value_int"):
@@ -59,6 +59,15 @@ def constant(node: Node, inputs: list) -> Tensor:
     if node.has("value_ints"):
         return to_tensor(np.array(node.attr("value_ints"), np.int64), None, node.device)
     raise node.error("Constant has no value attribute")
+
+
+def _scalar_or_tensor(arr: np.ndarray, d: DType, device: str) -> Tensor:
+    """A one-element float32/float64 Constant as a constant tensor (its value a literal in the kernels that read it,
+    seen by ops: erf(x / sqrt 2) multiplies), any other as a buffer of its values."""
+    if arr.size == 1 and d in (dtypes.float32, dtypes.float64):
+        from uopir.frontend.tensor import Tensor
+        return Tensor.full(arr.shape, float(arr.reshape(-1)[0]), dtype=d, device=device)
+    return to_tensor(arr, d, device)
 
 
 def _np_to_dtype(node: Node, arr):  # noqa: ANN001, ANN202

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from uopir.dialects import core as C
+from uopir.dialects import tensor as T
 from uopir.frontend.indexing import pick
 from uopir.frontend.nn_ops import take_host
 from uopir.frontend.shapes import broadcast_shape
@@ -41,6 +43,11 @@ def scalar(node: Node, t: Tensor | None, what: str, default: float | int | bool 
         return default
     if t.numel() != 1:
         raise node.error(f"input '{what}' must hold one value, got shape {t.shape}")
+    u = t.uop
+    while u.op in (T.RESHAPE, T.EXPAND):  # a constant (a scalar initializer in a plan): its value, with no kernel run
+        u = u.src[0]
+    if u.op is C.CONST and u.dtype.count == 1:
+        return np.array(C.const_value(u), np_dtype(t.dtype)).item()
     return t.reshape(()).item()
 
 

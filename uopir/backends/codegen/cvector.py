@@ -15,7 +15,8 @@ whole vectors, so that kernels built of integer bit tricks (device-transcendenta
   unsigned by the lane type. Integer division and remainder stay lane by lane (their zero and MIN/-1 rules); a
   float reciprocal is one vector division `1.0f / v` (a sigmoid's 16 scalar divisions were most of its cost).
 - casts: int -> int (wraps), int -> f32/f64 and f32 <-> f64 by `__builtin_convertvector` (C's conversion: exactly
-  the scalar cast), float/int -> bool as `x != 0`; float -> int (saturating) stays lane by lane. Bitcasts between
+  the scalar cast), float/int -> bool as `x != 0`, a mask -> int/float as `-m` (converted to another width);
+  float -> int (saturating) stays lane by lane. Bitcasts between
   vector types of the same size are `(T)v`, which moves no bits.
 """
 from __future__ import annotations
@@ -180,6 +181,9 @@ def vector_cast(em: CEmitter, u: UOp, escapes: bool) -> bool:
     """A vector cast as vector code where C's conversion is the semantics' (see the module docstring)."""
     x = u.operands.x
     s, d, n = x.dtype.scalar, u.dtype.scalar, u.dtype.count
+    if s is dtypes.bool and n > 1 and d is not dtypes.bool and _ok(em, u.dtype) and \
+            (not d.is_float or d in (dtypes.float32, dtypes.float64)):
+        return _mask_cast(em, u, em.lanes(x), escapes)
     if n < 2 or not _ok(em, x.dtype):
         return False
     src = em.lanes(x)
@@ -192,6 +196,20 @@ def vector_cast(em: CEmitter, u: UOp, escapes: bool) -> bool:
         return False
     t = em.vtype(u.dtype)
     _set(em, u, [(t, a if em.vtype(x.dtype) == t else f"__builtin_convertvector({a}, {t})")], n, escapes, False)
+    return True
+
+
+def _mask_cast(em: CEmitter, u: UOp, src: Lanes, escapes: bool) -> bool:
+    """A bool vector held whole in one mask (-1 where true) cast to numbers: the mask negated (1 / 0) in its own
+    type, converted when another (a count of compares summed as i32x16, not 16 lane-by-lane casts); False when the
+    lanes are not one mask (left to the lane-by-lane rows)."""
+    n = u.dtype.count
+    name = _mask_name(em, src, range(n))
+    if name is None:
+        return False
+    t = em.vtype(u.dtype)
+    mt = em.vec_types[name]
+    _set(em, u, [(t, f"-{name}" if mt == t else f"__builtin_convertvector(-{name}, {t})")], n, escapes, False)
     return True
 
 

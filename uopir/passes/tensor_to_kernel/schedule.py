@@ -7,17 +7,17 @@ What is materialized (gets a buffer and a kernel): `tensor.contiguous`, `tensor.
 `tensor.assign` (into its target), the root sink's tensor results; then, found by building the kernels and looking at
 them (`_Plan.review`), a reduction that would otherwise be computed twice (read by two kernels, or at two indices in
 one) or recomputed (its value does not depend on exactly the outermost loops around it, so it could not be hoisted:
-`m.sum(0)` expanded along the rows of an output, or read at an index that the loops around it reach more than twice
-per element: a max-pool gradient reads each pooled value once per pixel of its window), and, for the first reason, an
-elementwise value that is expensive (exp2, log2, sin, sqrt, recip, fdiv) or heavy (`HEAVY_LOADS` loads under it: a
-conv weight gradient reads the pooling gradient once per kernel tap) and no larger than its loops. A reduction is
-stored with the elementwise chain above it (views and elementwise ops of its size, `_Plan._chain_top`) when every
-reader reaches it through that chain: a conv stores swish(conv + bias) once for a squeeze-excite's pool and scale, an
-SE conv its sigmoid gate, a project conv its bias and residual add, where the bare conv was stored and each reader (or
-a kernel of its own) added the rest. Size budget: a kernel whose body renders more than `MAX_KERNEL_OPS` tensor nodes
-(a 20,000-op elementwise chain) is cut: every `MAX_KERNEL_OPS // 2` nodes in rendering order, an elementwise node no
-larger than the kernel's output is materialized, so no kernel is huge (a C compiler's time grows faster than linearly
-with the size of a function) and each piece is an ordinary kernel.
+`m.sum(0)` expanded along the rows of an output, or read at an index that the loops around it reach more than twice per
+element: a max-pool gradient reads each pooled value once per pixel of its window), and, for the first reason, an
+elementwise value that is expensive (exp2, log2, sin, sqrt, recip, fdiv) or heavy (`HEAVY_LOADS` loads under it: a conv
+weight gradient reads the pooling gradient once per kernel tap; or `HEAVY_OPS` ALU ops: GELU's erf tail under a matmul)
+and no larger than its loops. A reduction is stored with the elementwise chain above it (views and elementwise ops of
+its size, `_Plan._chain_top`) when every reader reaches it through that chain: a conv stores swish(conv + bias) once for
+a squeeze-excite's pool and scale, an SE conv its sigmoid gate, a project conv its bias and residual add, where the bare
+conv was stored and each reader (or a kernel of its own) added the rest. Size budget: a kernel whose body renders more
+than `MAX_KERNEL_OPS` tensor nodes (a 20,000-op elementwise chain) is cut: every `MAX_KERNEL_OPS // 2` nodes in
+rendering order, an elementwise node no larger than the kernel's output is materialized, so no kernel is huge (a C
+compiler's time grows faster than linearly with the size of a function) and each piece is an ordinary kernel.
 Everything else fuses into the kernel that reads it: elementwise chains, the producers of a reduction, and a reduction
 into its consumer when each of its values is computed once per the loops around it (`(x @ w + b).relu()`, softmax and
 layernorm rows are one kernel each).
@@ -72,6 +72,9 @@ from uopir.passes.tensor_to_kernel.indexing import (
 MAX_KERNEL_OPS = 2000  # tensor nodes rendered into one kernel before the scheduler cuts it (see the size budget)
 EXPENSIVE = frozenset((core.EXP2, core.LOG2, core.SIN, core.SQRT, core.RECIP, core.FDIV))
 HEAVY_LOADS = 4  # an elementwise value reading this many loads is worth a buffer rather than recomputing it in a loop
+# ... or computing this many ALU ops: GELU's erf tail (sign, polynomial, products: ~21) under a matmul over its output
+# was recomputed once per output column (BERT-tiny's MLP matmul 0.07 -> 0.66 ms) once its constants were literals
+HEAVY_OPS = 16
 # a reduction read under a gate (a pad's, a concat's) or varying along an enclosing reduction's loop is rendered there
 # only while its work in that kernel stays below this: beyond, it gets a buffer of its own (a concat of convs, or a
 # conv under a global pool, would otherwise run as a gated or nested kernel: no vectors, every branch's loops run)
@@ -80,6 +83,7 @@ _ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
 CHAIN_MAX = 32  # nodes of the elementwise chain above a twice-read reduction looked at for what to materialize
 _CHAIN_VIEWS = frozenset((tensor.RESHAPE, tensor.DETACH))
 _HEAVY = frozenset(range(HEAVY_LOADS))  # stands for HEAVY_LOADS or more distinct loads
+_HEAVY_OPS = frozenset(range(HEAVY_OPS))  # ... HEAVY_OPS or more distinct ALU ops
 _VIEWS = frozenset((tensor.RESHAPE, tensor.PERMUTE, tensor.SHRINK, tensor.FLIP))
 _MOVEMENT = frozenset(tensor.MOVEMENT_OPS)
 
@@ -616,12 +620,18 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
         return None
     free = _free_ranges(k.ast)
     loads: dict[UOp, int] = {}
+    alus: dict[UOp, int] = {}
     if not want_reduce:  # the distinct loads under each node, counted up to HEAVY_LOADS (a value used twice, as a
         under: dict[UOp, frozenset] = {}  # clip's compare and select use it, is one load: a hard-sigmoid gate reads 2)
+        ops: dict[UOp, frozenset] = {}  # ... and its distinct ALU ops on data, up to HEAVY_OPS
         for x in k.ast.toposort():
             got = frozenset((x,)) if x.op is kernel.LOAD else frozenset().union(*(under[s] for s in x.src))
             under[x] = got if len(got) < HEAVY_LOADS else _HEAVY
             loads[x] = len(under[x])
+            mine = frozenset((x,)) if x.op in _ELEMENTWISE and x.dtype is not dtypes.index else frozenset()
+            got = mine.union(*(ops[s] for s in x.src))
+            ops[x] = got if len(got) < HEAVY_OPS else _HEAVY_OPS
+            alus[x] = len(ops[x])
     seen: set[tuple[UOp, tuple[UOp, ...]]] = set()
     stack: list[tuple[UOp, tuple[UOp, ...]]] = [(k.ast, k.ranges)]
     while stack:
@@ -641,7 +651,8 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
                         _gated_work(deps, t) > GATED_REDUCE_MAX_WORK:
                     return t  # varies along an enclosing reduction's loop (a conv under a global pool): no tile fits
             elif deps != frozenset(loops[:len(deps)]) and (t.op in EXPENSIVE or (
-                    loads[u] >= HEAVY_LOADS and math.prod(storage_shape(t.shape)) <= _runs(deps))):
+                    (loads[u] >= HEAVY_LOADS or alus[u] >= HEAVY_OPS) and
+                    math.prod(storage_shape(t.shape)) <= _runs(deps))):
                 return t
         if u.op is kernel.REDUCE:
             inner = loops[:len(deps)] + tuple(u.operands.ranges)
