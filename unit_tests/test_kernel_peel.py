@@ -150,3 +150,26 @@ def test_reductions_cut_at_a_concat_match_numpy(device: str) -> None:
     got = x.conv2d(Tensor(w, device=device)).numpy()
     np.testing.assert_allclose(got, np.einsum("nchw,oc->nohw", e, w[:, :, 0, 0]), rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(x.max(axis=1).numpy(), e.max(axis=1))
+
+
+def test_alike_concat_halves_share_one_split_loop() -> None:
+    # two equal sources: two loop nests of one extent, each vectorized and global (kernel/siblings.py), where the pad
+    # rule vectorized one and split only the other across the cores
+    from uopir.passes.kernel.heuristic import heuristic_opts
+    from uopir.passes.kernel.opts import Opt
+    from uopir.passes.target import CPU
+    x = Tensor(np.zeros((1, 4, 128, 128), np.float32), device="python")
+    k = peel_kernel(_kernel(x.cat(x + 1.0, dim=1)))
+    ranges = [r for r in k.toposort() if r.op is K.RANGE]
+    opts = heuristic_opts(k, CPU.derive(threads=2))
+    assert opts == [Opt("upcast", ranges[0].attrs.axis, 4), Opt("upcast", ranges[1].attrs.axis, 4),
+                    Opt("global", ranges[0].attrs.axis), Opt("global", ranges[1].attrs.axis)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_alike_concat_halves_match_numpy(device: str) -> None:
+    # 2 x 65536 elements: split across the cores by one shared global id (kernel_to_device._siblings)
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((1, 4, 128, 128)).astype(np.float32) for _ in range(2))
+    got = Tensor(a, device=device).cat(Tensor(b, device=device), dim=1).numpy()
+    np.testing.assert_array_equal(got, np.concatenate([a, b], axis=1))

@@ -65,6 +65,7 @@
      row sum's operand again (softmax's exp), `stash` first, the same opts, then the fill loop upcast.
   8. regroup (kernel/regroup.py): on a cpu that may reorder float sums, a channel tile whose sum multiplies a factor
      of the reduction step alone (a squeeze-excite scale of the input) multiplies it into the weight vector first.
+A peeled copy whose loop nests are alike (a concat of equal sources) gets the opts of kernel/siblings.py instead.
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
@@ -92,6 +93,7 @@ from uopir.passes.kernel.opts import (
 )
 from uopir.passes.kernel.pointwise import pack_pays, pointwise_blocks
 from uopir.passes.kernel.regroup import regroup_products
+from uopir.passes.kernel.siblings import sibling_opts
 from uopir.passes.kernel.stash import stash_candidates
 from uopir.passes.kernel.stash_choice import stash_opts
 from uopir.passes.kernel.tail import TAIL_OPS
@@ -142,6 +144,8 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
     budget = max(1, t.max_upcast)
     lanes = 1
     vw = t.vector_width(k.out_dtype())
+    if (alike := sibling_opts(k, t, vw, budget)) is not None:  # a concat's nests alike (kernel/siblings.py)
+        return alike
     tails = _tail_opts(k, t, vw, budget)
     if tails:  # 0. a row no vector divides: a vector body and a tail, then the opts of the kernel that makes
         return tails + heuristic_opts(apply_opts(kdef, tails), t)
