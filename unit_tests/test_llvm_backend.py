@@ -424,19 +424,3 @@ def test_vit_rows_of_197_match_numpy() -> None:
     got = ((cls.cat(conv.T, dim=0) + pos) + h @ w).numpy()
     np.testing.assert_allclose(got, np.concatenate([a[0], a[1].T]) + a[2] + a[3] @ a[4], rtol=1e-5, atol=1e-4)
 
-
-@pytest.mark.parametrize(("d", "width"), [(dtypes.float32, 2), (dtypes.float32, 8), (dtypes.float32, 13),
-                                          (dtypes.float64, 2), (dtypes.float64, 8)])
-def test_float_max_vectors_match_semantics(d, width: int) -> None:
-    """core.max of float vectors (vrangeps and a masked add on an AVX-512DQ host, lanes padded to a register: 13 to
-    16) on every pair of edge values: NaN either side wins, +0.0 above -0.0, bit for bit (any NaN equals any NaN)."""
-    from device_programs import pairs, vec
-
-    from uopir.dialects.semantics import alu, values_equal
-    a, b = pairs(d)
-    n = a.size - a.size % width
-    a, b = a[:n].copy(), b[:n].copy()
-    prog = elementwise("max_edges", n, [d, d], [(d, lambda x, y: UOp(C.MAX, vec(d, width), (x, y)))], width)
-    got = np.zeros(n, a.dtype)
-    run(shared_backend("llvm"), prog, [got, a, b])
-    assert values_equal(got, alu("core.max", d, [a, b]))
