@@ -173,3 +173,24 @@ def test_alike_concat_halves_match_numpy(device: str) -> None:
     a, b = (rng.standard_normal((1, 4, 128, 128)).astype(np.float32) for _ in range(2))
     got = Tensor(a, device=device).cat(Tensor(b, device=device), dim=1).numpy()
     np.testing.assert_array_equal(got, np.concatenate([a, b], axis=1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_pool_over_alike_concat_halves_tiles_both(device: str) -> None:
+    # SqueezeNet's max pool over a Fire module's two expands: two alike nests, each with its row upcast whole and its
+    # taps unrolled (the pad rule tiled the first and left the second's strided row scalar); values as numpy's
+    from uopir.passes.kernel.heuristic import heuristic_opts
+    from uopir.passes.target import CPU
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((1, 4, 11, 11)).astype(np.float32) for _ in range(2))
+    x, z = (Tensor(v, device="python") for v in (a, b))
+    k = peel_kernel(_kernel(x.relu().cat(z.relu(), dim=1).max_pool2d(kernel_size=(3, 3), stride=2)))
+    opts = heuristic_opts(k, CPU.derive(max_vector_bytes=64))
+    ups = [o for o in opts if o.kind == "upcast"]
+    assert len(ups) == 2 and {o.factor for o in ups} == {5}  # each nest's row of 5 outputs, whole
+    assert len([o for o in opts if o.kind == "unroll"]) == 2
+    got = Tensor(a, device=device).relu().cat(Tensor(b, device=device).relu(), dim=1).max_pool2d(
+        kernel_size=(3, 3), stride=2).numpy()
+    e = np.maximum(np.concatenate([a, b], 1), 0)
+    want = np.max([e[:, :, i:i + 9:2, j:j + 9:2] for i in range(3) for j in range(3)], axis=0)
+    np.testing.assert_array_equal(got, want)

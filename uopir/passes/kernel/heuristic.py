@@ -65,7 +65,7 @@
      row sum's operand again (softmax's exp), `stash` first, the same opts, then the fill loop upcast.
   8. regroup (kernel/regroup.py): on a cpu that may reorder float sums, a channel tile whose sum multiplies a factor
      of the reduction step alone (a squeeze-excite scale of the input) multiplies it into the weight vector first.
-A peeled copy whose loop nests are alike (a concat of equal sources) gets the opts of kernel/siblings.py instead.
+A peeled kernel whose loop nests are alike (a concat of equal sources) gets the opts of kernel/siblings.py instead.
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
@@ -138,14 +138,14 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True) -> list[Opt]:
     the `stash` opt)."""
     if leave_alone(kdef):
         return []
+    if (alike := sibling_opts(kdef, t, heuristic_opts)) is not None:  # a concat's nests alike (kernel/siblings.py)
+        return alike
     if stash and t.kind == "cpu" and stash_candidates(kdef):  # a row's exp once into scratch (stash.py)
         return stash_opts(kdef, heuristic_opts(kdef, t, stash=False), t)
     k = KernelFacts(kdef)
     budget = max(1, t.max_upcast)
     lanes = 1
     vw = t.vector_width(k.out_dtype())
-    if (alike := sibling_opts(k, t, vw, budget)) is not None:  # a concat's nests alike (kernel/siblings.py)
-        return alike
     tails = _tail_opts(k, t, vw, budget)
     if tails:  # 0. a row no vector divides: a vector body and a tail, then the opts of the kernel that makes
         return tails + heuristic_opts(apply_opts(kdef, tails), t)

@@ -1,49 +1,57 @@
-"""kernel-optimize's schedule of a peeled copy whose segments are alike (the heuristic asks `sibling_opts` first).
+"""kernel-optimize's schedule of a peeled kernel whose loop nests are alike (the heuristic asks `sibling_opts` first).
 
-kernel-peel cuts a concat of two equal sources (ONNX Concat of two [1, 64, 56, 56] inputs along channels) into two
-loop nests of the same extents, one per source. The heuristic's steps 2 and 4 treat a peeled kernel as a pad: the
-interior (the nest that stores the most) is vectorized, the border segments run whole on every core beside its share.
-With two halves alike that vectorized one half and split the other across the cores as scalars, so every core copied
-the whole first half. Here every nest gets the same opts instead: its innermost contiguous range upcast by the
-largest power of two up to the vector width, and its outermost range `global`. On a cpu kernel-to-device gives
-sibling global ranges of one extent one global id (uopir.passes.kernel_to_device), so the cores split one loop that
-copies a vector of each source per iteration.
+kernel-peel cuts a kernel that reads a concat of equal sources into one loop nest per source, of the same extents:
+ONNX Concat of two [1, 64, 56, 56] inputs (two copies), or SqueezeNet's max pools, which read the two expand convs
+of a Fire module through the concat's gates (two pools over 64 channels each). The heuristic's steps 2 and 4 treat
+a peeled kernel as a pad: the interior (the nest that stores the most; here the first of equals) gets the register
+tile, the border segments run whole on every core beside its share. With nests alike that tiled one nest and split
+the other across the cores untiled (a pool's strided row as scalars), so every core also ran the whole first nest.
+Here the heuristic picks the opts of the first nest alone (on the target with its split thresholds divided by the
+number of nests: the kernel's work is all of theirs) and every nest gets them, range for range. On a cpu
+kernel-to-device gives sibling global ranges of one extent one global id (uopir.passes.kernel_to_device), so the
+cores split one loop that runs every nest's body.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from uopir.dialects import core
+from uopir.dialects import kernel as K
 from uopir.ir.uop import UOp
-from uopir.passes.kernel.facts import KernelFacts, pow2_divisor
 from uopir.passes.kernel.indexmath import const_extent
 from uopir.passes.kernel.opts import Opt
 from uopir.passes.target import Target
 
-__all__ = ["sibling_opts"]
+__all__ = ["sibling_opts", "SIBLING_KINDS"]
+
+SIBLING_KINDS = ("upcast", "unroll", "global", "outer")  # the opts copied to every nest (others: the heuristic's own)
 
 
-def _extents(seg: list[UOp]) -> tuple[int | None, ...]:
-    return tuple(const_extent(r) for r in seg)
+def _ranges(nest: UOp) -> list[UOp]:
+    return [u for u in nest.toposort() if u.op is K.RANGE]
 
 
-def sibling_opts(k: KernelFacts, t: Target, vw: int, budget: int) -> list[Opt] | None:
-    """The opts of a cpu kernel with no reduction cut into two or more loop nests of the same extents, each storing
-    contiguously along its innermost range: that range upcast by the largest power of two dividing it up to the
-    vector width (within `budget`), and, when the kernel is worth splitting (`parallel_work("elementwise")`), its
-    outermost range global in every nest. None for any other kernel (the heuristic's own steps)."""
-    segs = k.segments()
-    if t.kind != "cpu" or k.reduces or len(segs) < 2 or len({_extents(s) for s in segs}) != 1 \
-            or None in _extents(segs[0]) or any(r.attrs.kind != "loop" for s in segs for r in s):
+def sibling_opts(kdef: UOp, t: Target, heuristic: Callable[[UOp, Target], list[Opt]]) -> list[Opt] | None:
+    """The opts of a cpu kernel whose body is two or more loop nests side by side (a `core.group` of `kernel.end`s)
+    with the same ranges (extents and kinds, in order): `heuristic`'s opts for the first nest alone, each given to
+    every nest on its range in the same place, in the heuristic's order. None for any other kernel, or when the
+    first nest's opts include a kind other than SIBLING_KINDS (the heuristic's own steps)."""
+    body = kdef.src[0] if kdef.src else None
+    if t.kind != "cpu" or body is None or body.op is not core.GROUP or len(body.src) < 2 or \
+            any(n.op is not K.END for n in body.src):
         return None
-    upcast: dict[UOp, int] = {}
-    for seg in segs:
-        r = seg[-1]
-        f = pow2_divisor(const_extent(r) or 1, min(vw, budget)) if vw >= 2 and k.contiguous(r) else 1
-        if f >= 2:
-            upcast[r] = f
-    if upcast and len(upcast) != len(segs):
-        return None  # (nests alike in extents but not in how they store: the heuristic's own steps)
-    opts = [Opt("upcast", r.attrs.axis, f) for r, f in sorted(upcast.items(), key=lambda rf: rf[0].attrs.axis)]
-    outer = [s[0] for s in segs]
-    if t.threads > 1 and k.work() >= t.parallel_work("elementwise") and \
-            (const_extent(outer[0]) or 1) // upcast.get(outer[0], 1) >= t.threads:
-        opts += [Opt("global", r.attrs.axis) for r in sorted(outer, key=lambda r: r.attrs.axis)]
-    return opts
+    nests = [_ranges(n) for n in body.src]
+    shape = [(const_extent(r), r.attrs.kind) for r in nests[0]]
+    if not shape or any(e is None for e, _ in shape) or any(len(rs) != len(shape) or len(set(rs) & set(nests[0]))
+                                                           for rs in nests[1:]):
+        return None
+    if any([(const_extent(r), r.attrs.kind) for r in rs] != shape for rs in nests[1:]):
+        return None
+    n = len(nests)
+    alone = t.derive(parallel_min_work=max(1, t.parallel_min_work // n), parallel_min_work_by_kind=tuple(
+        (kind, max(1, w // n)) for kind, w in t.parallel_min_work_by_kind))
+    first = heuristic(kdef.replace(src=(body.src[0],)), alone)
+    place = {r.attrs.axis: i for i, r in enumerate(nests[0])}
+    if any(o.kind not in SIBLING_KINDS or o.axis not in place for o in first):
+        return None
+    return [Opt(o.kind, rs[place[o.axis]].attrs.axis, o.factor) for o in first for rs in nests]
