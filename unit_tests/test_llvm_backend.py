@@ -423,4 +423,3 @@ def test_vit_rows_of_197_match_numpy() -> None:
     cls, conv, pos, h, w = (Tensor(v, device="llvm") for v in a)
     got = ((cls.cat(conv.T, dim=0) + pos) + h @ w).numpy()
     np.testing.assert_allclose(got, np.concatenate([a[0], a[1].T]) + a[2] + a[3] @ a[4], rtol=1e-5, atol=1e-4)
-
