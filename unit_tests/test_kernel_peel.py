@@ -194,3 +194,34 @@ def test_a_pool_over_alike_concat_halves_tiles_both(device: str) -> None:
     e = np.maximum(np.concatenate([a, b], 1), 0)
     want = np.max([e[:, :, i:i + 9:2, j:j + 9:2] for i in range(3) for j in range(3)], axis=0)
     np.testing.assert_array_equal(got, want)
+
+
+def test_alike_nests_that_read_what_they_store_keep_the_heuristic() -> None:
+    # the second nest reads the buffer the first writes: the nests may not interleave under one split loop
+    from uopir.ir.parser import parse_ir
+    from uopir.passes.kernel.heuristic import heuristic_opts
+    from uopir.passes.kernel.siblings import sibling_opts
+    from uopir.passes.target import CPU
+    text = """
+%0 = kernel.param {idx = 0} : ptr<f32, global>
+%1 = core.const 65536 : index
+%2 = kernel.range %1 {axis = 0} : index
+%3 = kernel.index %0, %2 : ptr<f32, global>
+%4 = kernel.param {idx = 1} : ptr<f32, global>
+%5 = kernel.index %4, %2 : ptr<f32, global>
+%6 = kernel.load %5 : f32
+%7 = kernel.store %3, %6
+%8 = kernel.end %7, %2
+%9 = kernel.range %1 {axis = 1} : index
+%10 = core.add %9, %1 : index
+%11 = kernel.index %0, %10 : ptr<f32, global>
+%12 = kernel.index SRC, %9 : ptr<f32, global>
+%13 = kernel.load %12 : f32
+%14 = kernel.store %11, %13
+%15 = kernel.end %14, %9
+%16 = core.group %8, %15
+kernel.def %16 {name = "nests"}
+"""
+    t = CPU.derive(threads=2)
+    assert sibling_opts(parse_ir(text.replace("SRC", "%4")), t, heuristic_opts) is not None
+    assert sibling_opts(parse_ir(text.replace("SRC", "%0")), t, heuristic_opts) is None

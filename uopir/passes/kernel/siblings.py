@@ -22,9 +22,19 @@ from uopir.passes.kernel.indexmath import const_extent
 from uopir.passes.kernel.opts import Opt
 from uopir.passes.target import Target
 
-__all__ = ["sibling_opts", "SIBLING_KINDS"]
+__all__ = ["sibling_opts", "SIBLING_KINDS", "reads_its_stores"]
 
 SIBLING_KINDS = ("upcast", "unroll", "global", "outer")  # the opts copied to every nest (others: the heuristic's own)
+
+
+def reads_its_stores(order: list[UOp]) -> bool:
+    """Some load of the kernel (its nodes `order`) reads a buffer the kernel stores to: its loop nests may not
+    interleave (one id for several nests would reorder a store before a load of another nest)."""
+    def buf(u: UOp) -> UOp | None:
+        p = u.operands.ptr
+        return p.operands.ptr if p.op is K.INDEX else None
+    stored = {buf(u) for u in order if u.op is K.STORE} - {None}
+    return any(u.op is K.LOAD and buf(u) in stored for u in order)
 
 
 def _ranges(nest: UOp) -> list[UOp]:
@@ -33,9 +43,10 @@ def _ranges(nest: UOp) -> list[UOp]:
 
 def sibling_opts(kdef: UOp, t: Target, heuristic: Callable[[UOp, Target], list[Opt]]) -> list[Opt] | None:
     """The opts of a cpu kernel whose body is two or more loop nests side by side (a `core.group` of `kernel.end`s)
-    with the same ranges (extents and kinds, in order): `heuristic`'s opts for the first nest alone, each given to
-    every nest on its range in the same place, in the heuristic's order. None for any other kernel, or when the
-    first nest's opts include a kind other than SIBLING_KINDS (the heuristic's own steps)."""
+    with the same ranges (extents and kinds, in order), none reading a buffer the kernel stores to: `heuristic`'s
+    opts for the first nest alone, each given to every nest on its range in the same place, in the heuristic's
+    order. None for any other kernel, or when the first nest's opts include a kind other than SIBLING_KINDS (the
+    heuristic's own steps)."""
     body = kdef.src[0] if kdef.src else None
     if t.kind != "cpu" or body is None or body.op is not core.GROUP or len(body.src) < 2 or \
             any(n.op is not K.END for n in body.src):
@@ -45,7 +56,8 @@ def sibling_opts(kdef: UOp, t: Target, heuristic: Callable[[UOp, Target], list[O
     if not shape or any(e is None for e, _ in shape) or any(len(rs) != len(shape) or len(set(rs) & set(nests[0]))
                                                            for rs in nests[1:]):
         return None
-    if any([(const_extent(r), r.attrs.kind) for r in rs] != shape for rs in nests[1:]):
+    if any([(const_extent(r), r.attrs.kind) for r in rs] != shape for rs in nests[1:]) or \
+            reads_its_stores(list(kdef.toposort())):
         return None
     n = len(nests)
     alone = t.derive(parallel_min_work=max(1, t.parallel_min_work // n), parallel_min_work_by_kind=tuple(

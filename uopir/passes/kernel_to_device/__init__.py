@@ -47,6 +47,7 @@ from uopir.ir.valuerange import vmax
 from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.device.devectorize import gep
 from uopir.passes.kernel.indexmath import const_extent, range_deps
+from uopir.passes.kernel.siblings import reads_its_stores
 from uopir.passes.kernel.stash import private_rows
 from uopir.passes.kernel_to_device.lanes import pick_lanes
 from uopir.passes.manager import PassContext
@@ -291,9 +292,7 @@ def _siblings(glob: list[UOp], order: list[UOp]) -> bool:
             body = u.operands.value.toposort()
             if len(inner) > 1 or any(r in body for r in glob if r not in inner):
                 return False
-    stored = {u.operands.ptr.operands.ptr for u in order if u.op is K.STORE and u.operands.ptr.op is K.INDEX}
-    return not any(u.op is K.LOAD and u.operands.ptr.op is K.INDEX and u.operands.ptr.operands.ptr in stored
-                   for u in order)
+    return not reads_its_stores(order)
 
 
 def _gate_shared_stores(kdef: UOp, specials: dict[UOp, UOp]) -> UOp:
