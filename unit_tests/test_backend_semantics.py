@@ -65,3 +65,23 @@ def test_int64_to_bf16_rounds_once(backend: Backend) -> None:
         C.CAST, dtypes.bfloat16, (v,)))]), [got, x])
     assert values_equal(got, cast_array(x, dtypes.int64, dtypes.bfloat16))
     assert got[0] == np.float32(2.0**53 + 2**46)
+
+
+@pytest.mark.parametrize(("device", "d", "width"), [on_device(dev, d, w, id=f"{d.name}-x{w}") for dev, ws in
+                                                    (("c", ((dtypes.float32, 8), (dtypes.float64, 2))),
+                                                     ("llvm", ((dtypes.float32, 2), (dtypes.float32, 13),
+                                                               (dtypes.float64, 8)))) for d, w in ws])
+def test_float_max_vectors_match_semantics(backend: Backend, d: DType, width: int) -> None:
+    """core.max of float vectors at the widths the alu table skips (on an AVX-512DQ host vrangeps and a masked add,
+    in registers of 4, 8 or 16 floats; llvm pads 13 lanes to 16) on every pair of edge values: NaN either side wins,
+    +0.0 above -0.0, bit for bit (any NaN equals any NaN)."""
+    from device_programs import pairs, vec
+
+    from uopir.dialects.semantics import alu
+    a, b = pairs(d)
+    n = a.size - a.size % width
+    a, b = a[:n].copy(), b[:n].copy()
+    prog = elementwise("max_edges", n, [d, d], [(d, lambda x, y: UOp(C.MAX, vec(d, width), (x, y)))], width)
+    got = np.zeros(n, a.dtype)
+    run(backend, prog, [got, a, b])
+    assert values_equal(got, alu("core.max", d, [a, b]))

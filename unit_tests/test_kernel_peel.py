@@ -150,3 +150,78 @@ def test_reductions_cut_at_a_concat_match_numpy(device: str) -> None:
     got = x.conv2d(Tensor(w, device=device)).numpy()
     np.testing.assert_allclose(got, np.einsum("nchw,oc->nohw", e, w[:, :, 0, 0]), rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(x.max(axis=1).numpy(), e.max(axis=1))
+
+
+def test_alike_concat_halves_share_one_split_loop() -> None:
+    # two equal sources: two loop nests of one extent, each vectorized and global (kernel/siblings.py), where the pad
+    # rule vectorized one and split only the other across the cores
+    from uopir.passes.kernel.heuristic import heuristic_opts
+    from uopir.passes.kernel.opts import Opt
+    from uopir.passes.target import CPU
+    x = Tensor(np.zeros((1, 4, 128, 128), np.float32), device="python")
+    k = peel_kernel(_kernel(x.cat(x + 1.0, dim=1)))
+    ranges = [r for r in k.toposort() if r.op is K.RANGE]
+    opts = heuristic_opts(k, CPU.derive(threads=2))
+    assert opts == [Opt("upcast", ranges[0].attrs.axis, 4), Opt("upcast", ranges[1].attrs.axis, 4),
+                    Opt("global", ranges[0].attrs.axis), Opt("global", ranges[1].attrs.axis)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_alike_concat_halves_match_numpy(device: str) -> None:
+    # 2 x 65536 elements: split across the cores by one shared global id (kernel_to_device._siblings)
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((1, 4, 128, 128)).astype(np.float32) for _ in range(2))
+    got = Tensor(a, device=device).cat(Tensor(b, device=device), dim=1).numpy()
+    np.testing.assert_array_equal(got, np.concatenate([a, b], axis=1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_pool_over_alike_concat_halves_tiles_both(device: str) -> None:
+    # SqueezeNet's max pool over a Fire module's two expands: two alike nests, each with its row upcast whole and its
+    # taps unrolled (the pad rule tiled the first and left the second's strided row scalar); values as numpy's
+    from uopir.passes.kernel.heuristic import heuristic_opts
+    from uopir.passes.target import CPU
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((1, 4, 11, 11)).astype(np.float32) for _ in range(2))
+    x, z = (Tensor(v, device="python") for v in (a, b))
+    k = peel_kernel(_kernel(x.relu().cat(z.relu(), dim=1).max_pool2d(kernel_size=(3, 3), stride=2)))
+    opts = heuristic_opts(k, CPU.derive(max_vector_bytes=64))
+    ups = [o for o in opts if o.kind == "upcast"]
+    assert len(ups) == 2 and {o.factor for o in ups} == {5}  # each nest's row of 5 outputs, whole
+    assert len([o for o in opts if o.kind == "unroll"]) == 2
+    got = Tensor(a, device=device).relu().cat(Tensor(b, device=device).relu(), dim=1).max_pool2d(
+        kernel_size=(3, 3), stride=2).numpy()
+    e = np.maximum(np.concatenate([a, b], 1), 0)
+    want = np.max([e[:, :, i:i + 9:2, j:j + 9:2] for i in range(3) for j in range(3)], axis=0)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_alike_nests_that_read_what_they_store_keep_the_heuristic() -> None:
+    # the second nest reads the buffer the first writes: the nests may not interleave under one split loop
+    from uopir.ir.parser import parse_ir
+    from uopir.passes.kernel.heuristic import heuristic_opts
+    from uopir.passes.kernel.siblings import sibling_opts
+    from uopir.passes.target import CPU
+    text = """
+%0 = kernel.param {idx = 0} : ptr<f32, global>
+%1 = core.const 65536 : index
+%2 = kernel.range %1 {axis = 0} : index
+%3 = kernel.index %0, %2 : ptr<f32, global>
+%4 = kernel.param {idx = 1} : ptr<f32, global>
+%5 = kernel.index %4, %2 : ptr<f32, global>
+%6 = kernel.load %5 : f32
+%7 = kernel.store %3, %6
+%8 = kernel.end %7, %2
+%9 = kernel.range %1 {axis = 1} : index
+%10 = core.add %9, %1 : index
+%11 = kernel.index %0, %10 : ptr<f32, global>
+%12 = kernel.index SRC, %9 : ptr<f32, global>
+%13 = kernel.load %12 : f32
+%14 = kernel.store %11, %13
+%15 = kernel.end %14, %9
+%16 = core.group %8, %15
+kernel.def %16 {name = "nests"}
+"""
+    t = CPU.derive(threads=2)
+    assert sibling_opts(parse_ir(text.replace("SRC", "%4")), t, heuristic_opts) is not None
+    assert sibling_opts(parse_ir(text.replace("SRC", "%0")), t, heuristic_opts) is None

@@ -16,7 +16,8 @@ semantics fixes (NaN and inf inputs, -0.0, sequential reductions, unfused mulacc
 
 - integer add/sub/mul/neg/shl wrap (no nsw/nuw); `sdiv`/`srem` by 0 or MIN/-1 are undefined, so the divisor is
   replaced by 1 there and the result selected (x/0 = x%0 = 0, MIN/-1 = MIN, MIN%-1 = 0); shift amounts are masked
-  to the width; `max` is `llvm.smax`/`umax` on ints and `llvm.maximum` on floats (NaN wins, +0.0 above -0.0);
+  to the width; `max` is `llvm.smax`/`umax` on ints and `llvm.maximum` on floats (NaN wins, +0.0 above -0.0),
+  on an AVX-512DQ host `vrangeps` and a masked add for float vectors of up to one register (3 instructions);
 - float -> int casts are `llvm.fptosi.sat`/`fptoui.sat` (truncate, saturate, NaN -> 0; from f16 through float:
   LLVM 22's AVX512-FP16 lowering of f16 -> i16 sends NaN to MIN); to bool `!= 0` (`une`);
 - f16 is LLVM's `half` (each op rounded to half; LLVM computes it in float where the cpu has no half arithmetic,
@@ -746,6 +747,34 @@ class _Walk(Writer):
             return f.ins(f"bitcast {di} {bits} to {vec(scalar_type(d), dn)}")
         return bits
 
+    def range_max(self, t: str, n: int, a: str, b: str) -> str | None:
+        """The semantics' float max of a vector on an AVX-512DQ host in 3 instructions, where llvm.maximum takes 6 in
+        a dependent chain: `vrangeps` with imm 5 (the larger, its own sign: +0.0 above -0.0, a quiet NaN loses), then
+        where either lane is NaN their sum (a NaN, NaN's operand first, as np.maximum's) by a masked add. A max pool's
+        9 taps per output spend most of their time here. Lanes are padded to the next register width (a row of 13 to
+        16). None elsewhere (another host, a scalar, f16/bf16, more than one register)."""
+        feats = set((self.r.features or "").split(","))
+        ew = {"float": 32, "double": 64}.get(t)
+        if ew is None or n < 2 or "+avx512dq" not in feats or "+avx512vl" not in feats:
+            return None
+        w = next((w for w in (128, 256, 512) if n * ew <= w), None)
+        if w is None:
+            return None
+        f, wn = self.f, w // ew
+        ty, wty = vec(t, n), vec(t, wn)
+        if wn != n:
+            idx = ", ".join(f"i32 {i}" for i in range(n)) + "".join(", i32 poison" for _ in range(wn - n))
+            a, b = (f.ins(f"shufflevector {ty} {x}, {ty} poison, <{wn} x i32> <{idx}>") for x in (a, b))
+        mask = [("i8" if wn <= 8 else "i16" if wn == 16 else "i32", "-1")]
+        name = f"llvm.x86.avx512.mask.range.{'ps' if ew == 32 else 'pd'}.{w}"
+        r = f.call(name, wty, [(wty, a), (wty, b), ("i32", "5"), (wty, "zeroinitializer"), *mask,
+                               *([("i32", "4")] if w == 512 else [])])
+        nan = f.ins(f"fcmp uno {wty} {a}, {b}")
+        r = f.ins(f"select <{wn} x i1> {nan}, {wty} {f.ins(f'fadd {wty} {a}, {b}')}, {wty} {r}")
+        if wn != n:
+            r = f.ins(f"shufflevector {wty} {r}, {wty} poison, <{n} x i32> <{', '.join(f'i32 {i}' for i in range(n))}>")
+        return r
+
     def alu(self, u: UOp) -> str:
         f, m = self.f, self.m
         name = u.op.name
@@ -780,7 +809,8 @@ class _Walk(Writer):
             if name in _FLOAT_BIN:
                 r = f.ins(f"{_FLOAT_BIN[name]} {ty} {args[0]}, {args[1]}")
             elif name == "core.max":
-                r = f.call(f"llvm.maximum.{mangle(t, n)}", ty, [(ty, args[0]), (ty, args[1])])
+                r = self.range_max(t, n, args[0], args[1]) or \
+                    f.call(f"llvm.maximum.{mangle(t, n)}", ty, [(ty, args[0]), (ty, args[1])])
             elif name == "core.neg":
                 r = f.ins(f"fneg {ty} {args[0]}")
             elif name == "core.recip":

@@ -69,6 +69,7 @@ codesize (3.), loop_order, cpu_threads, gpu_threads (4.-6.), stash_choice (7.), 
      row sum's operand again (softmax's exp), `stash` first, the same opts, then the fill loop upcast.
   8. regroup (kernel/regroup.py): on a cpu that may reorder float sums, a channel tile whose sum multiplies a factor
      of the reduction step alone (a squeeze-excite scale of the input) multiplies it into the weight vector first.
+A peeled kernel whose loop nests are alike (a concat of equal sources) gets the opts of kernel/siblings.py instead.
 A kernel that already has upcast/unroll ranges or vectors is left alone (the pass is idempotent). `UOPIR_NOOPT=1`
 in the environment makes `heuristic` behave like `none` (tinygrad's NOOPT).
 """
@@ -91,6 +92,7 @@ from uopir.passes.kernel.pointwise import pointwise_blocks
 from uopir.passes.kernel.regroup import regroup_products
 from uopir.passes.kernel.regtile import fit_upcast, register_tile
 from uopir.passes.kernel.rowtile import ROW_TILE_VECTORS, row_upcast
+from uopir.passes.kernel.siblings import sibling_opts
 from uopir.passes.kernel.stash import stash_candidates
 from uopir.passes.kernel.stash_choice import stash_opts
 from uopir.passes.kernel.tail_choice import tail_opts
@@ -122,6 +124,8 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int
     and the tail's ranges)."""
     if leave_alone(kdef):
         return []
+    if (alike := sibling_opts(kdef, t, heuristic_opts)) is not None:  # a concat's nests alike (kernel/siblings.py)
+        return alike
     if stash and t.kind == "cpu" and stash_candidates(kdef):  # a row's exp once into scratch (stash.py)
         return stash_opts(kdef, heuristic_opts(kdef, t, stash=False), t)
     k = KernelFacts(kdef)

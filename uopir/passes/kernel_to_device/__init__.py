@@ -15,7 +15,9 @@
 - Every other `kernel.range` becomes a `device.loop`, or a hardware id `device.special` where the target's launch
   limits allow: global ranges `global_id` (`group_id` when the kernel has local ranges), local ranges `local_id`,
   the innermost range on dim 0. On a cpu kernel-optimize marks at most one range global, the one its backend
-  splits across the cores; on a gpu every output range.
+  splits across the cores, or one per loop nest of a peeled copy whose nests are alike (kernel/siblings.py): global
+  ranges of one extent side by side share one id, one loop over the ids that runs every nest's body (only where no
+  load reads a buffer the kernel stores to: the nests' iterations interleave); on a gpu every output range.
 - A reduction over a `group` range that became a local id (a gpu with local memory) is shared by the work-group's
   threads: each reduces its part, stores it to `kernel.local` at its id, and a tree of barrier-separated steps
   combines the parts (`_lower_group_reduce`); a store that varies over no local id is gated to local id 0.
@@ -45,6 +47,7 @@ from uopir.ir.valuerange import vmax
 from uopir.passes.device.common import in_kernels, resolve_target
 from uopir.passes.device.devectorize import gep
 from uopir.passes.kernel.indexmath import const_extent, range_deps
+from uopir.passes.kernel.siblings import reads_its_stores
 from uopir.passes.kernel.stash import private_rows
 from uopir.passes.kernel_to_device.lanes import pick_lanes
 from uopir.passes.manager import PassContext
@@ -266,12 +269,30 @@ def _hardware_ids(kdef: UOp, t: Target) -> dict[UOp, UOp]:
                 threads *= n
                 dims += 1
     kind = "group_id" if out else "global_id"
+    if t.kind == "cpu" and _siblings(glob, order):  # alike loop nests of a peeled copy: one id splits them all
+        shared = UOp(D.SPECIAL, dtypes.index, (glob[0].operands.end,), (kind, 0))
+        return {**out, **dict.fromkeys(glob, shared)}
     for dim, r in enumerate(reversed(glob[-3:])):
         n = _size(r)
         if n is None or n > t.max_global_dims[dim]:
             break
         out[r] = UOp(D.SPECIAL, dtypes.index, (r.operands.end,), (kind, dim))
     return out
+
+
+def _siblings(glob: list[UOp], order: list[UOp]) -> bool:
+    """Two or more global ranges of one constant extent, none inside another's loop (each the outermost range of its
+    own loop nest: kernel/siblings.py marks a peeled copy's alike nests so), in a kernel that loads from no buffer
+    it stores to (each nest's iterations then interleave with the others')."""
+    if len(glob) < 2 or glob[0].operands.end.op is not C.CONST or any(r.operands.end is not glob[0].operands.end
+                                                                     for r in glob):
+        return False
+    for u in order:
+        if u.op is K.END and (inner := set(u.operands.ranges) & set(glob)):
+            body = u.operands.value.toposort()
+            if len(inner) > 1 or any(r in body for r in glob if r not in inner):
+                return False
+    return not reads_its_stores(order)
 
 
 def _gate_shared_stores(kdef: UOp, specials: dict[UOp, UOp]) -> UOp:
