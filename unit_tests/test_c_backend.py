@@ -258,6 +258,35 @@ def test_pooled_allocator_reuses_only_memory_nobody_holds() -> None:
     assert other.handle.dtype == np.int32 and other.handle.shape == (3,)
 
 
+def test_large_host_buffers_start_on_a_cache_line() -> None:
+    """numpy puts a large array 16 bytes past a page start: every 64-byte vector load would span two cache lines.
+    A Tensor's copy of it, a kernel's output and pooled memory start on 64 bytes; pooled memory whose byte block a
+    view still holds is never handed out again."""
+    from uopir.backends.buffers import buffer_of
+    from uopir.backends.c.runtime import PooledHostAllocator
+    from uopir.backends.interface import ALIGN_MIN_BYTES
+    from uopir.frontend.tensor import Tensor
+
+    n = ALIGN_MIN_BYTES // 4 + 3
+    x = np.arange(n, dtype=np.float32)
+    t = Tensor(x, device="c")
+    y = (t + 1).realize()
+    for h in (buffer_of(t.uop).handle, buffer_of(y.uop).handle):
+        assert h.ctypes.data % 64 == 0 and h.shape == (n,)
+    np.testing.assert_array_equal(y.numpy(), x + 1)
+    al = PooledHostAllocator("c", budget=1 << 20)
+    b = al.alloc(dtypes.float32, (n,))
+    addr = b.handle.ctypes.data
+    assert addr % 64 == 0
+    del b
+    b = al.alloc(dtypes.float32, (n,))
+    assert b.handle.ctypes.data == addr  # reused
+    view = b.handle.base[64:]  # the byte block behind it, held elsewhere
+    del b
+    assert al.held == 0 and al.alloc(dtypes.float32, (n,)).handle.ctypes.data != addr
+    del view
+
+
 # ---- the full optimized pipeline: tensor programs through default{target=c} ------------------------------------------
 def _on_c(backend: CBackend, root: UOp, bufs: dict[int, np.ndarray]) -> tuple[list[np.ndarray], UOp]:
     """The outputs of tensor-level root lowered by `default{target=c}` (kernel-optimize and kernel-expand included)

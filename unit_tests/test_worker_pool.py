@@ -38,6 +38,12 @@ void busy(int64_t ns) {
   clock_gettime(CLOCK_MONOTONIC, &a);
   do clock_gettime(CLOCK_MONOTONIC, &b); while ((b.tv_sec - a.tv_sec) * 1000000000LL + b.tv_nsec - a.tv_nsec < ns);
 }
+/* a parallel kernel's share that runs `ns` nanoseconds, then counts[core_id] += 1 */
+void slow_share(int64_t counts, int64_t ns, int64_t core_id, int64_t core_count) {
+  (void)core_count;
+  busy(ns);
+  atomic_fetch_add((_Atomic int64_t *)(intptr_t)counts + core_id, 1);
+}
 /* share 1 aborts */
 void abort_share(int64_t core_id, int64_t core_count) {
   (void)core_count;
@@ -49,7 +55,7 @@ void abort_share(int64_t core_id, int64_t core_count) {
 @pytest.fixture(scope="module")
 def pool() -> tuple[object, object]:
     native = G.native()
-    for name in ("uopir_set_spin", "uopir_set_hot_spin"):
+    for name in ("uopir_set_spin", "uopir_set_hot_spin", "uopir_set_linger"):
         getattr(native, name).argtypes = [ctypes.c_int64]
         getattr(native, name).restype = ctypes.c_int64
     native.uopir_pool_state.argtypes = [ctypes.c_void_p]
@@ -62,9 +68,14 @@ def _addr(lib: object, name: str) -> int:
 
 
 def _state(native: object) -> tuple[int, int, int]:
-    out = np.zeros(3, np.int64)
+    return _state4(native)[:3]
+
+
+def _state4(native: object) -> tuple[int, int, int, int]:
+    """(workers made, workers asleep, graphs keeping the pool hot, the linger after the last job in ns)."""
+    out = np.zeros(4, np.int64)
     native.uopir_pool_state(out.ctypes.data)
-    return int(out[0]), int(out[1]), int(out[2])
+    return int(out[0]), int(out[1]), int(out[2]), int(out[3])
 
 
 class _Graph:
@@ -112,6 +123,49 @@ def test_a_graph_runs_each_share_once_and_leaves_the_pool_asleep(pool, hot_spin_
         assert hot == 0 and workers >= 1 and asleep == workers, (workers, asleep, hot)  # an idle pool burns no core
     finally:
         native.uopir_set_hot_spin(old)
+
+
+def test_workers_linger_after_a_long_job_for_half_its_time_then_sleep(pool) -> None:
+    """After a parallel job, waiting workers spin for half its time (at most the linger limit) before they sleep: the
+    next kernel of a caller that runs long ones back to back finds them awake. The linger is bounded (the pool ends
+    asleep), 0 turns it off, and a short job leaves a short one."""
+    native, lib = pool
+    old = native.uopir_set_linger(10_000_000_000)
+    try:
+        counts = np.zeros(2, np.int64)
+        args = np.array([counts.ctypes.data, 2_000_000], np.int64)  # each share runs 2 ms
+        assert native.uopir_parallel(_addr(lib, "slow_share"), args.ctypes.data, 2, 2) == 0
+        np.testing.assert_array_equal(counts, 1)
+        assert 1_000_000 <= _state4(native)[3] < 10_000_000_000  # half the job (>= 2 ms), not the limit
+        assert native.uopir_set_linger(300_000) == 10_000_000_000
+        assert native.uopir_parallel(_addr(lib, "slow_share"), args.ctypes.data, 2, 2) == 0
+        assert _state4(native)[3] == 300_000  # capped
+        workers, asleep, _ = _wait_asleep(native)
+        assert asleep == workers  # the linger ends
+        native.uopir_set_linger(0)
+        assert native.uopir_parallel(_addr(lib, "slow_share"), args.ctypes.data, 2, 2) == 0
+        assert _state4(native)[3] == 0
+        np.testing.assert_array_equal(counts, 3)
+    finally:
+        native.uopir_set_linger(old)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="one cpu (or no affinity): nothing to steer")
+def test_workers_are_kept_off_the_submitting_threads_cpu(pool) -> None:
+    """The scheduler wakes a worker on the waker's cpu when none is idle; there it can only run after the caller's own
+    share, and finds none left. So the submitter keeps the workers off its cpu: after a job, every worker may run on
+    every cpu the process may but one."""
+    native, lib = pool
+    counts = np.zeros(2, np.int64)
+    args = np.array([counts.ctypes.data], np.int64)
+    assert native.uopir_parallel(_addr(lib, "share"), args.ctypes.data, 1, 2) == 0
+    np.testing.assert_array_equal(counts, 1)
+    allowed = os.sched_getaffinity(0)
+    masks = [os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task")]
+    steered = [m for m in masks if m != allowed]
+    assert len(steered) == _state(native)[0] >= 1  # the workers, none else
+    assert all(len(m) == len(allowed) - 1 and m < allowed for m in steered)
 
 
 def test_a_graph_that_stops_at_a_bad_entry_releases_the_pool(pool) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from uopir.backends.interface import ALIGN_MIN_BYTES, aligned_empty
 from uopir.dialects.semantics import bf16_round
 from uopir.ir.dtype import DType, dtypes
 
@@ -205,10 +206,17 @@ def sum_result(d: DType) -> DType:
 
 
 def host_array(data: object, d: DType) -> np.ndarray:
-    """`data` as a contiguous numpy array holding dtype d (bfloat16 rounded, carried in float32)."""
+    """`data` as a contiguous numpy array holding dtype d (bfloat16 rounded, carried in float32); a large array of
+    d's host type is copied to a cache-line aligned start (aligned_empty: a kernel's vector loads then never span two
+    lines)."""
     if d is dtypes.bfloat16:  # round once, from float64, as a cast from float64 would (not through float32)
         return bf16_round(np.array(data, dtype=np.float64)).copy(order="C")
-    return np.array(data, dtype=to_np(d), copy=True, order="C")
+    want = to_np(d)
+    if type(data) is np.ndarray and data.dtype == want and data.nbytes >= ALIGN_MIN_BYTES:
+        out = aligned_empty(data.shape, want)
+        np.copyto(out, data)
+        return out
+    return np.array(data, dtype=want, copy=True, order="C")
 
 
 def infer_dtype(arr: np.ndarray) -> DType:

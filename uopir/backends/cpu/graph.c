@@ -23,6 +23,9 @@
  * at each check, and a worker that finds it lost its core while spinning (a machine with more runnable threads than
  * cores) sleeps at once: its spin would take time from them, the caller included. One job runs at a time (two Python threads launching at once take turns on `submit`). After fork
  * the child has no workers: they are made again on its first job. */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_getcpu, sched_setaffinity */
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -36,6 +39,16 @@ static _Atomic int64_t spin_ns = 5000;  /* how long a waiting thread spins befor
 /* the same while a graph with parallel kernels runs (uopir_set_hot_spin): the serial kernels between two of its
  * parallel ones take up to a few hundred microseconds; a longer gap sleeps, and the next parallel entry nudges */
 static _Atomic int64_t hot_spin_ns = 300000;
+/* After a parallel job of D ns, waiting workers spin up to min(D / 2, linger_max_ns) (uopir_set_linger) before they
+ * sleep, whatever spin_ns says (unless it is 0: sleep at once): a caller that runs long parallel kernels back to back
+ * (an eager loop, a TinyJit replay of a one-kernel graph, with ~10-20 us of Python between two) finds its workers
+ * awake instead of paying a wake-up, which on a 2-core VM often outlasted half the kernel, so that the calling thread
+ * ran both shares itself: a 16M f32 sum read one core's 45-48 GB/s and a 4096x1024 softmax swung 21-44 GB/s between
+ * runs. The spin costs at most half the job's own time per job, and yields like any spin past YIELD_AFTER_NS (a
+ * worker that kept its core through the linger instead was preempted inside its next share at load 9: the caller
+ * then waited a time slice for it, median sum 38 -> 12 GB/s). */
+static _Atomic int64_t linger_max_ns = 500000;
+static _Atomic int64_t linger_ns;  /* the current linger: set by the submitter after each job */
 #define YIELD_AFTER_NS 10000 /* a worker spinning longer yields its core at each check (a busy machine's threads) */
 #define CONTENDED_NS 50000   /* a gap this long between two spin checks: the worker lost its core; it sleeps */
 
@@ -53,6 +66,12 @@ int64_t uopir_set_spin(int64_t ns) { return atomic_exchange(&spin_ns, ns); }
 
 /* How long waiting threads spin while a graph with parallel kernels runs; returns the old value. */
 int64_t uopir_set_hot_spin(int64_t ns) { return atomic_exchange(&hot_spin_ns, ns); }
+
+/* The most a worker lingers (spins) after a long parallel job, in nanoseconds (0: no linger); returns the old value. */
+int64_t uopir_set_linger(int64_t ns) {
+  atomic_store(&linger_ns, 0);
+  return atomic_exchange(&linger_max_ns, ns);
+}
 
 static int uopir_call(void *fn, const int64_t *a, int n) {
   switch (n) {
@@ -134,6 +153,27 @@ static _Atomic int hot;               /* graphs with parallel kernels running no
 static _Atomic uint64_t nudge;        /* bumped (under mu) to wake sleeping workers ahead of a job */
 static _Atomic int sleepers;          /* workers asleep on `wake` (a hint: a nudge is skipped when none are) */
 static uint64_t start_generation[UOPIR_MAX_WORKERS];  /* the generation a worker was made in: its first job is next */
+static pthread_t worker_threads[UOPIR_MAX_WORKERS];
+static int steered_cpu = -1;  /* the cpu the workers were last kept off (under submit) */
+
+/* Keep the workers off the cpu the submitting thread runs on (the rest of the cpus it may run on): a worker the
+ * scheduler woke there (it picks the waker's cpu when none is idle, and a worker goes back to the cpu it last ran on)
+ * can only run once the submitter's own share is done, and then finds no share left, so that the kernel ran on one
+ * core. Measured at load 9 on 2 cores, a 1 ms sum in 2 shares back to back: the worker ran a share in 35 of 120
+ * calls, in 26 of them on the caller's cpu after the caller's share. A system call per worker only when the
+ * submitter's cpu changes; Linux only, and nothing when the thread may run on one cpu only. */
+static void steer_workers(void) {
+#ifdef __linux__
+  int cpu = sched_getcpu();
+  if (cpu < 0 || cpu == steered_cpu) return;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2 || !CPU_ISSET(cpu, &allowed))
+    return;
+  CPU_CLR(cpu, &allowed);
+  for (int i = 0; i < nworkers; i++) pthread_setaffinity_np(worker_threads[i], sizeof allowed, &allowed);
+  steered_cpu = cpu;
+#endif
+}
 
 static void run_share(void *fn, const int64_t *args, int nargs, int id, int cores) {
   int64_t a[UOPIR_MAX_ARGS];
@@ -166,10 +206,18 @@ static void run_claimed(uint32_t tag, int wake_submitter) {
   }
 }
 
-/* How long a waiting thread spins before it sleeps: longer while a graph with parallel kernels runs. */
+/* The linger after the last job (0 when the pool is told to sleep at once: spin_ns 0). */
+static int64_t lingering(void) {
+  return atomic_load_explicit(&spin_ns, memory_order_relaxed) > 0 ? atomic_load_explicit(&linger_ns, memory_order_relaxed)
+                                                                  : 0;
+}
+
+/* How long a waiting thread spins before it sleeps: longer while a graph with parallel kernels runs, or lingering. */
 static int64_t spin_limit(void) {
-  return atomic_load_explicit(&hot, memory_order_relaxed) ? atomic_load_explicit(&hot_spin_ns, memory_order_relaxed)
-                                                          : atomic_load_explicit(&spin_ns, memory_order_relaxed);
+  int64_t limit = atomic_load_explicit(&hot, memory_order_relaxed) ? atomic_load_explicit(&hot_spin_ns, memory_order_relaxed)
+                                                                   : atomic_load_explicit(&spin_ns, memory_order_relaxed);
+  int64_t linger = lingering();
+  return linger > limit ? linger : limit;
 }
 
 static void *worker(void *arg) {
@@ -209,11 +257,13 @@ static void *worker(void *arg) {
   return 0;
 }
 
-/* The pool's state, for tests and the profiler: out = workers made, workers asleep, graphs keeping the pool hot. */
+/* The pool's state, for tests and the profiler: out = workers made, workers asleep, graphs keeping the pool hot,
+ * the current linger (ns). */
 void uopir_pool_state(int64_t *out) {
   out[0] = nworkers;
   out[1] = atomic_load(&sleepers);
   out[2] = atomic_load(&hot);
+  out[3] = atomic_load(&linger_ns);
 }
 
 /* Wake sleeping workers to spin: a parallel kernel comes next. */
@@ -231,6 +281,7 @@ static void after_fork_child(void) {
   pthread_cond_init(&wake, 0);
   pthread_cond_init(&done, 0);
   nworkers = 0;
+  steered_cpu = -1;
   atomic_store(&hot, 0);
   atomic_store(&sleepers, 0);
 }
@@ -251,7 +302,8 @@ static int grow(int want) {
     int rc = pthread_create(&t, &attr, worker, (void *)(intptr_t)nworkers);
     pthread_attr_destroy(&attr);
     if (rc != 0) break;
-    nworkers++;
+    worker_threads[nworkers++] = t;
+    steered_cpu = -1;  /* the new worker may run anywhere yet */
   }
   return nworkers;
 }
@@ -276,12 +328,14 @@ int uopir_parallel(void *fn, const int64_t *args, int nargs, int cores) {
   atomic_store_explicit(&job.nargs, nargs, memory_order_relaxed);
   atomic_store_explicit(&job.cores, cores, memory_order_relaxed);
   atomic_store_explicit(&finished, 0, memory_order_relaxed);
+  steer_workers();
   pthread_mutex_lock(&mu);
   uint64_t gen = atomic_load_explicit(&generation, memory_order_relaxed) + 1;
   atomic_store_explicit(&claim, (uint64_t)(uint32_t)gen << 32, memory_order_release);  /* the job's fields first */
   atomic_store_explicit(&generation, gen, memory_order_release);
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&mu);
+  int64_t started = now_ns();
   run_claimed((uint32_t)gen, 0);
   int64_t t0 = now_ns();
   int spins = 0;
@@ -293,6 +347,8 @@ int uopir_parallel(void *fn, const int64_t *args, int nargs, int cores) {
       pthread_mutex_unlock(&mu);
     }
   }
+  int64_t linger = (now_ns() - started) / 2, most = atomic_load_explicit(&linger_max_ns, memory_order_relaxed);
+  atomic_store_explicit(&linger_ns, linger < most ? linger : most, memory_order_relaxed);
   pthread_mutex_unlock(&submit);
   return 0;
 }

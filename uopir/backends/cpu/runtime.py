@@ -27,7 +27,7 @@ import numpy as np
 
 from uopir.backends.codegen.program import KernelSignature
 from uopir.backends.cpu import graph as _graph
-from uopir.backends.interface import Buffer, HostAllocator, LaunchBuffers, Program, Runtime
+from uopir.backends.interface import Buffer, HostAllocator, LaunchBuffers, Program, Runtime, aligned_empty
 from uopir.dialects.semantics import np_dtype
 from uopir.ir import env
 from uopir.ir.dtype import DType, dtypes
@@ -142,14 +142,17 @@ class PooledHostAllocator(HostAllocator):
     def _alloc(self, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
         want, got = self._take(dtype, shape)
         if got is None:
-            return np.empty(shape, want)
+            return aligned_empty(shape, want)
         got[0].shape = shape
         return got[0]
 
     def _free(self, handle: np.ndarray, host: Any = None) -> None:
         # the references a free array has here: the dying Buffer's slot (Buffer.__del__ runs before slots are
         # cleared), this call's parameter and getrefcount's own; more: someone else has it
-        if sys.getrefcount(handle) > 3 or handle.base is not None or not 0 < handle.nbytes <= self.budget:
+        if sys.getrefcount(handle) > 3 or not 0 < handle.nbytes <= self.budget:
+            return
+        base = handle.base  # an aligned array's byte block (aligned_empty): any other view of the memory holds it too
+        if base is not None and (type(base) is not np.ndarray or base.base is not None or sys.getrefcount(base) > 3):
             return
         key = (handle.dtype, handle.size)
         with self._lock:
