@@ -644,3 +644,25 @@ def test_transcendentals_do_not_depend_on_the_array_layout(name: str) -> None:
     np.testing.assert_array_equal(alu(name, dtypes.float32, [x[::-1]])[::-1], want)
     np.testing.assert_array_equal(alu(name, dtypes.float32, [x[:1][::-1]]), want[:1])
     np.testing.assert_array_equal(alu(name, dtypes.float32, [x[::2]]), want[::2])
+
+
+def test_device_program_of_more_loops_than_numpy_axes_runs():
+    """A concatenation of 40 pieces that kernel-peel cuts into one loop per piece: the device program has more
+    vectorized loops than numpy has axes, and the reference interpreter runs them one after another on shared axes
+    (it refused with numpy's 32-dimension error before)."""
+    from uopir import Tensor
+    from uopir.backends.python.device import run_program
+    from uopir.dialects import device
+    from uopir.ir.regions import regions_of
+    from uopir.passes.manager import PassManager
+
+    pieces = [np.arange(i * 100, i * 100 + 100, dtype=np.int32) for i in range(40)]
+    out = Tensor.cat(*[Tensor(p) for p in pieces])
+    lowered = PassManager.parse("default{target=c}").run(UOp.sink(out.uop))
+    (call,) = [u for u in lowered.toposort() if u.op is tensor.CALL]
+    prog = next(r for r in regions_of(call) if r.op is device.PROGRAM)
+    assert sum(u.op is device.LOOP for u in prog.src) > 32
+    ids = sorted(s.arg[0] for s in call.src[1:])  # the pieces' buffers, numbered in the order they were made
+    bufs = [np.zeros(4000, np.int32)] + [pieces[ids.index(s.arg[0])].copy() for s in call.src[1:]]
+    run_program(prog, bufs)
+    np.testing.assert_array_equal(bufs[0], np.concatenate(pieces))

@@ -19,7 +19,7 @@ import numpy as np
 
 from uopir.backends.python import core
 from uopir.backends.python.base import HandlerTable, Value, op_error
-from uopir.backends.python.kernel import Ptr, gather, param_buffer, run_kernel, scatter
+from uopir.backends.python.kernel import MAX_AXES, Ptr, gather, param_buffer, run_kernel, scatter
 from uopir.dialects import core as C
 from uopir.dialects import device as D
 from uopir.dialects import kernel as K
@@ -38,7 +38,8 @@ class DeviceCtx:
     __slots__ = ("buffers", "var_vals", "axis", "nd", "mask", "groups", "group")
 
     def __init__(self, buffers: list[np.ndarray], var_vals: dict[str, int], axis: dict[UOp, int]):
-        self.buffers, self.var_vals, self.axis, self.nd = buffers, var_vals, axis, len(axis)
+        self.buffers, self.var_vals, self.axis = buffers, var_vals, axis
+        self.nd = 1 + max(axis.values(), default=-1)  # loops never open together may share an axis
         self.mask: np.ndarray | None = None
         self.groups, self.group = 1, np.zeros((), np.int64)  # work-groups of the launch; each thread's group number
 
@@ -248,8 +249,7 @@ def run_program(prog: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] |
     ops = prog.src
     match = _blocks(prog)
     seq = _sequential(prog, match, _aliases(prog, buffers))
-    axis = {u: i for i, u in enumerate(x for x in ops if (x.op is D.LOOP and x not in seq) or x.op is D.SPECIAL)}
-    ctx = DeviceCtx(buffers, var_vals or {}, axis)
+    ctx = DeviceCtx(buffers, var_vals or {}, _loop_axes(prog, seq))
     ctx.number_groups(ops)
     vals: dict[UOp, Value] = {}
     masks: list[np.ndarray | None] = []
@@ -288,6 +288,31 @@ def run_program(prog: UOp, buffers: list[np.ndarray], var_vals: dict[str, int] |
         except (ValueError, TypeError, IndexError) as e:
             raise op_error(u, f"the reference interpreter failed on {op.name}: {e}") from e
         pc += 1
+
+
+def _loop_axes(prog: UOp, seq: set[UOp]) -> dict[UOp, int]:
+    """The numpy axis of each vectorized loop and hardware id: one each while they fit in MAX_AXES. Beyond that (a
+    concatenation kernel-peel cut into one loop per source), a loop takes the axis after those of the loops open
+    around it, so that loops one after the other share axes while nested ones keep their order (their values never
+    outlive their loop: what one computes reaches the next through memory)."""
+    ops = prog.src
+    spread = [x for x in ops if (x.op is D.LOOP and x not in seq) or x.op is D.SPECIAL]
+    if len(spread) <= MAX_AXES:
+        return {u: i for i, u in enumerate(spread)}
+    axis = {u: i for i, u in enumerate(x for x in ops if x.op is D.SPECIAL)}  # ids: open through the program
+    top = len(axis) - 1  # the axis of the innermost vectorized loop or id open here
+    open_tops: list[int] = []
+    for u in ops:
+        if u.op is D.LOOP:
+            open_tops.append(top)
+            if u not in seq:
+                top = axis[u] = top + 1
+        elif u.op is D.ENDLOOP:
+            top = open_tops.pop()
+    if max(axis.values(), default=-1) >= MAX_AXES:
+        raise op_error(prog, f"the python backend runs at most {MAX_AXES} nested vectorized loops at once; this "
+                             f"program nests {max(axis.values()) + 1}")
+    return axis
 
 
 def _control(u: UOp, pc: int, ops: tuple[UOp, ...], match: dict[int, int], seq: set[UOp], vals: dict[UOp, Value],
