@@ -290,30 +290,31 @@ class MathOps:
     def erf(self) -> Tensor:
         """Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7). The argument of GELU's erf(x / sqrt(2)) is taken
         as x * (1 / sqrt(2)) (_erf_argument): one vector division fewer per element."""
-        x = _erf_argument(self._float())
+        x = self._float()._erf_argument()
         t = 1.0 / (1.0 + 0.3275911 * x.abs())
         poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
         return x.sign() * (1.0 - poly * (-(x * x)).exp())
 
+    def _erf_argument(self) -> Tensor:
+        """self = x / c with a constant c as x * (1 / c), for erf alone (x / c itself keeps its division for any
+        other reader), in float32/float64: the product is within ~1 ulp (2**-23 relative in float32) of the
+        quotient, which moves erf by at most max|z erf'(z)| = 0.48 of that (5.8e-8), under the polynomial's own
+        1.5e-7. torch's GELU and onnxruntime's fused Gelu compute erf(x * M_SQRT1_2) the same way; tinygrad's every
+        division is a multiply by the reciprocal."""
+        from uopir.dialects import tensor as T
+        from uopir.ir.uop import UOp
+        q = self.uop.src[0] if self.uop.op is T.DETACH else self.uop
+        if q.op is not C.FDIV or self.dtype not in (dtypes.float32, dtypes.float64):
+            return self
+        c = q.src[1]
+        while c.op in (T.RESHAPE, T.EXPAND):  # a one-element constant tensor broadcast (an ONNX scalar Constant)
+            c = c.src[0]
+        v = C.const_value(c) if c.op is C.CONST and c.dtype.count == 1 else None
+        if not isinstance(v, float) or not math.isfinite(v) or v == 0:
+            return self
+        if self.dtype is dtypes.float32:  # the divisor's own value (a float const holds the Python float it was given)
+            v = float(np.float32(v))
+        if v == 0 or not math.isfinite(1.0 / v):
+            return self
+        return self._new(UOp(C.MUL, q.dtype, (q.src[0], C.const(q.dtype, 1.0 / v))))
 
-def _erf_argument(x: Tensor) -> Tensor:
-    """x / c with a constant c as x * (1 / c), for erf alone (x itself keeps its division for any other reader), in
-    float32/float64: the product is within ~1 ulp (2**-23 relative in float32) of the quotient, which moves erf by at
-    most max|z erf'(z)| = 0.48 of that (5.8e-8), under the polynomial's own 1.5e-7. torch's GELU and onnxruntime's
-    fused Gelu compute erf(x * M_SQRT1_2) the same way; tinygrad's every division is a multiply by the reciprocal."""
-    from uopir.dialects import tensor as T
-    from uopir.ir.uop import UOp
-    q = x.uop.src[0] if x.uop.op is T.DETACH else x.uop
-    if q.op is not C.FDIV or x.dtype not in (dtypes.float32, dtypes.float64):
-        return x
-    c = q.src[1]
-    while c.op in (T.RESHAPE, T.EXPAND):  # a one-element constant tensor broadcast (an ONNX scalar Constant)
-        c = c.src[0]
-    v = C.const_value(c) if c.op is C.CONST and c.dtype.count == 1 else None
-    if not isinstance(v, float) or not math.isfinite(v) or v == 0:
-        return x
-    if x.dtype is dtypes.float32:  # the divisor's own value (a float const holds the Python float it was given)
-        v = float(np.float32(v))
-    if v == 0 or not math.isfinite(1.0 / v):
-        return x
-    return x._new(UOp(C.MUL, q.dtype, (q.src[0], C.const(q.dtype, 1.0 / v))))
