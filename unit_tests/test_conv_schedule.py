@@ -16,6 +16,7 @@ from uopir.frontend.nn_ops import (
     IN_PLACE_WINDOW,
     PAD_COPY_MIN_REUSE,
     PAD_COPY_MIN_WORK,
+    POINTWISE_ROW_TILE_MIN,
 )
 from uopir.frontend.tensor import Tensor
 from uopir.ir.uop import UOp
@@ -127,14 +128,42 @@ def test_many_channels_in_half_blocks_are_padded_to_whole_blocks() -> None:
     rng = np.random.default_rng(4)
 
     def names(co: int) -> list[str]:
-        x = Tensor(rng.random((1, 32, 13, 13), np.float32), device="python")
+        x = Tensor(rng.random((1, 32, 11, 11), np.float32), device="python")
         w = Tensor(rng.random((co, 32, 1, 1), np.float32), device="python")
         return [it.name for it in x.conv2d(w).relu().schedule()]
 
     assert 1000 >= CHANNEL_PAD_MIN_BLOCKS * CHANNEL_BLOCK
-    assert names(1000) == ["E_63_32_16", "r_1008_13_13", "E_1000_13_13"]
-    assert names(40) == ["E_5_32_8", "r_40_13_13"]  # a few blocks of 8 stay so (see CHANNEL_PAD_MIN_BLOCKS)
-    assert 88 < CHANNEL_PAD_MIN_BLOCKS * CHANNEL_BLOCK and names(88) == ["E_11_32_8", "r_88_13_13"]
+    assert names(1000) == ["E_63_32_16", "r_1008_11_11", "E_1000_11_11"]
+    assert names(40) == ["E_5_32_8", "r_40_11_11"]  # a few blocks of 8 stay so (see CHANNEL_PAD_MIN_BLOCKS)
+    assert 88 < CHANNEL_PAD_MIN_BLOCKS * CHANNEL_BLOCK and names(88) == ["E_11_32_8", "r_88_11_11"]
+
+
+def test_a_pointwise_conv_over_a_big_ragged_plane_keeps_its_row_tile() -> None:
+    # SqueezeNet's 13x13 classifier: the weights as they are, one kernel (no block copy, no 1008-channel slice)
+    rng = np.random.default_rng(4)
+
+    def names(co: int, hw: int, k: int = 1) -> list[str]:
+        x = Tensor(rng.random((1, 32, hw, hw), np.float32), device="python")
+        w = Tensor(rng.random((co, 32, k, k), np.float32), device="python")
+        return [it.name for it in x.conv2d(w).relu().schedule()]
+
+    assert 13 * 13 >= POINTWISE_ROW_TILE_MIN > 11 * 11
+    assert names(1000, 13) == ["r_1000_13_13"]
+    assert names(32, 55) == ["r_32_55_55"]
+    assert names(32, 11) == ["E_2_32_16", "r_32_11_11"]  # a smaller odd plane: blocks of channels
+    assert names(32, 14) == ["r_32_14_14"]  # 196: 12 vectors and a column tail of 4
+    assert names(32, 16) == ["r_32_16_16"]  # whole vectors
+    assert names(32, 15, 3) == ["E_2_288_16", "r_32_13_13"]  # a 3x3 window: blocks whatever the plane
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("hw", [13, 14])
+def test_a_pointwise_conv_over_a_ragged_plane_matches_numpy(device: str, hw: int) -> None:
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 24, hw, hw)).astype(np.float32)
+    w = rng.standard_normal((40, 24, 1, 1)).astype(np.float32)
+    got = Tensor(x, device=device).conv2d(Tensor(w, device=device)).numpy()
+    np.testing.assert_allclose(got, _conv_ref(x, w, 0), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("device", DEVICES)

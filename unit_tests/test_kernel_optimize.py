@@ -220,6 +220,16 @@ def test_ragged_columns_of_a_register_tile_get_a_vector_body_and_a_scalar_tail()
     assert not any(o.kind == "tail" for o in heuristic_opts(k24, RICH))
 
 
+def test_columns_a_quarter_vector_divides_get_a_vector_body_and_a_tail() -> None:
+    """36 columns (4 x 9, as a 1x1 conv's 14x14 plane is 4 x 49): a body of 32 and a tail of 4 (coltail.py), not
+    4-lane vectors over all 36; bit-identical through expand."""
+    x, w = _f32(40, 8), _f32(8, 36)
+    k = kernels(PassManager.parse("tensor-to-kernel").run(UOp.sink((x @ w).uop)))[0]
+    assert heuristic_opts(k, RICH) == [Opt("tail", 1, 16), Opt("upcast", 0, 8), Opt("upcast", 3, 32),
+                                       Opt("upcast", 4, 4), Opt("unroll", 2, 4)]
+    lowered_matches(UOp.sink((x @ w).uop), pipeline("tensor-to-kernel,kernel-optimize{target=test-rich},kernel-expand"))
+
+
 def test_fewer_ragged_rows_take_smaller_row_blocks() -> None:
     """50 rows (a ViT-B/32's tokens) beside one vector of columns: 7 blocks of 8 rows, the last lanes clamped, where
     the 16 rows the budget holds would need 64 rows to run 4 blocks and the rows fell back to 2 (50's power of two):

@@ -65,6 +65,14 @@ CHANNEL_BLOCK = 16
 # the next kernel (MobileNetV3's 24 -> 88 1x1 over 28x28 padded to 96: 0.05 -> 0.065 ms, and a depthwise conv after
 # it that applies them per tap)
 CHANNEL_PAD_MIN_BLOCKS = 32
+# a 1x1 conv at stride 1 over a plane of at least this many pixels, no multiple of half a block, keeps its row tile
+# over the whole plane (whole vectors of pixels and a column tail: kernel/coltail.py; stores contiguous) rather than
+# blocks of channels (16 channels times a broadcast pixel each, stored to 16 planes through a transpose). One core,
+# llvm, us blocked -> row tile: SqueezeNet's 512 -> 1000 over 13x13 908 -> 778, 64 -> 256 over 13x13 44 -> 38,
+# 16 -> 64 over 55x55 76 -> 60, 256 -> 32 over 27x27 85 -> 74, 256 -> 256 over 15x15 153 -> 137; EfficientNet's
+# 80 -> 480 over 14x14 111 -> 98, 480 -> 112 116 -> 100; smaller planes lose (9x9 61 -> 68, 11x11 81 -> 101,
+# 7x7 38 -> 43)
+POINTWISE_ROW_TILE_MIN = 160
 
 
 def _copy_padding(xp: Tensor, macs: Any, depthwise_window: Sequence[int] = (), stride: Sequence[int] = (),
@@ -93,12 +101,15 @@ def _block_channels(w: Tensor, groups: int, out: tuple[Any, ...], stride: tuple[
     (blocks of 8, half a vector per broadcast input, measured no faster than the row tile: MobileNetV3's 16 -> 72
     1x1 over 56x56; a 1x1 conv's row tile reads whole unshifted rows and transposes nothing to store: EfficientNet's
     24 -> 144 over 56x56 took 125 us that way, 217 us in blocks), and enough work (PAD_COPY_MIN_WORK). The row of a
-    1x1 conv at stride 1 is its whole plane (contiguous in its input and output): 28x28 is 49 vectors."""
+    1x1 conv at stride 1 is its whole plane (contiguous in its input and output): 28x28 is 49 vectors; a plane of
+    POINTWISE_ROW_TILE_MIN pixels or more keeps the row tile too (see there)."""
     if groups != 1 or not all(isinstance(v, int) for v in (*w.shape, *out, macs)) or w.shape[0] % _block(w.shape[0]):
         return False
     row = out[-1]
     if math.prod(w.shape[2:]) == 1 and max(stride) == 1:
         row = math.prod(out)
+        if row % (CHANNEL_BLOCK // 2) and row >= POINTWISE_ROW_TILE_MIN:
+            return False
     return (row < 2 * CHANNEL_BLOCK or row % (CHANNEL_BLOCK // 2) or stride[-1] > 1
             or row % CHANNEL_BLOCK and _block(w.shape[0]) == CHANNEL_BLOCK and math.prod(w.shape[2:]) > 1) \
         and macs >= PAD_COPY_MIN_WORK
