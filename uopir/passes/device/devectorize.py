@@ -422,15 +422,16 @@ GEP_FOLDS = [
     (UPat(C.VECTORIZE, name="v"), _vectorize_of_geps, "vectorize-of-geps"),
 ]
 
-_SPLIT_ALU = frozenset(C.ELEMENTWISE_OPS)
+# device.fma is elementwise too (device-transcendental's polynomials emit it before this pass splits vectors)
+_SPLIT_ALU = frozenset((*C.ELEMENTWISE_OPS, D.FMA))
 
 DEVECTORIZE = PatternMatcher([
     (UPat(C.GEP, src=(UPat(C.VECTORIZE, name="v"),), name="g"), _gep_of_join, "gep-of-vectorize"),
     *(f for f in GEP_FOLDS if f[2] != "gep-of-vectorize"),
-    (UPat(C.GEP, src=(UPat((D.ACC, K.LOAD, *C.ELEMENTWISE_OPS), dtype=is_vector, name="x"),), name="g"),
+    (UPat(C.GEP, src=(UPat((D.ACC, K.LOAD, *_SPLIT_ALU), dtype=is_vector, name="x"),), name="g"),
      _part_of, "split-part-of-gep"),
     (UPat(C.GEP, dtype=is_vector, name="u"), _wide_gep, "split-wide-gep"),
-    (UPat(C.ELEMENTWISE_OPS, dtype=is_vector, name="u"), _elementwise, "split-elementwise"),
+    (UPat(tuple(_SPLIT_ALU), dtype=is_vector, name="u"), _elementwise, "split-elementwise"),
     (UPat(K.LOAD, dtype=is_vector, name="u"), _load, "split-load"),
     (UPat(K.STORE, name="u"), _store, "split-store"),
     (UPat(D.ACC, dtype=is_vector, name="u"), _acc, "split-accumulator"),
