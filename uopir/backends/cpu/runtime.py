@@ -34,7 +34,7 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.passes.target import Target, host_cpu, target
 
 __all__ = ["HostKernel", "HostRuntime", "PooledHostAllocator", "THREADS_ENV", "threads", "host_array", "host_info",
-           "bind", "host_target", "address", "overlaps", "SCRATCH_ADDR"]
+           "bind", "host_target", "address", "array_address", "overlaps", "SCRATCH_ADDR"]
 
 THREADS_ENV = env.THREADS.name
 
@@ -302,6 +302,18 @@ def address(fn: Any) -> int:
     if a is None:
         a = fn._uopir_address = ctypes.cast(fn, ctypes.c_void_p).value
     return a
+
+
+_BYTE = ctypes.c_char
+
+
+def array_address(a: np.ndarray) -> int:
+    """The address of a C-contiguous host array's first element: through a ctypes view of a writable array (~0.3 us;
+    `a.ctypes.data` builds a new object per read, ~1 us, which a steady ONNX call paid four times), else numpy's."""
+    try:
+        return ctypes.addressof(_BYTE.from_buffer(a))
+    except (TypeError, ValueError, BufferError):  # read-only, empty
+        return a.ctypes.data
 
 
 def overlaps(spans: list[tuple[int, int]]) -> bool:
