@@ -49,8 +49,11 @@ HOST_PARALLEL_MIN_WORK = 1 << 19
 # were equal below 2^19 (no loss). Elementwise from 2^17 (ViT's six GELUs of 197 x 1536: ViT 15.36 -> 14.53 ms, best
 # of 6 interleaved rounds at load 2-7); a window row from 2^18 is not kept: MobileNetV3's two 5x5/2 depthwise convs
 # split, it measured 0.81 -> 0.87 ms (EfficientNet 5.28 -> 5.10) in the same rounds. A dot-product tile from 2^18 as
-# every cpu target.
-HOST_PARALLEL_MIN_WORK_BY_KIND: tuple[tuple[str, int], ...] = (("elementwise", 1 << 17), ("dot", 1 << 18))
+# every cpu target. Elementwise from 2^16 once KernelFacts.work stopped counting a peeled pad as the product of its
+# segments (which had split every pad): the CNNs' pads of 65K-123K iterations ran split 13 vs 20 us (ResNet's
+# 128x30x30), 9 vs 15 (256x16x16), 15 vs 22 (EfficientNet's 480x16x16) in one round at load 11 (--profile, hot
+# pool); BERT-tiny's 128 x 512 GELU, the one steady kernel 2^16 adds beside them, read 25 us both ways.
+HOST_PARALLEL_MIN_WORK_BY_KIND: tuple[tuple[str, int], ...] = (("elementwise", 1 << 16), ("dot", 1 << 18))
 
 
 def host_target(name: str) -> Target:
