@@ -450,7 +450,7 @@ def test_a_target_splits_by_what_a_kernel_does_per_iteration() -> None:
     assert split(_f32(1, 32, 34, 34).conv2d(_f32(32, 1, 3, 3), groups=32))  # 294,912
     assert not split(_f32(1, 32, 18, 34).conv2d(_f32(32, 1, 3, 3), groups=32))  # 147,456
     assert not split(_f32(1, 64, 8, 8).conv2d(_f32(64, 64, 1, 1)))  # a 1x1 conv: 2^18 ("reduce")
-    assert split(_f32(64, 2048) * 2.0, plain) and not split(_f32(64, 1024) * 2.0, plain)
+    assert split(_f32(64, 1024) * 2.0, plain) and not split(_f32(64, 512) * 2.0, plain)  # the host's 2^16
     assert not split(_f32(1, 32, 34, 34).conv2d(_f32(32, 1, 3, 3), groups=32), plain)
     with pytest.raises(ValueError, match="parallel_min_work_by_kind row .'pointwise', 1.: the kind must be one of"):
         host.derive(parallel_min_work_by_kind=(("pointwise", 1),))

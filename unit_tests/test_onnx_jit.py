@@ -192,3 +192,24 @@ def test_steady_calls_copy_feeds_and_return_fresh_buffers() -> None:
     model.reset_plans()
     assert not model._fast
     np.testing.assert_array_equal(model.run(x=np.ones(6, np.float32))["y"], w + 1)
+
+
+def test_steady_calls_read_a_read_only_feed_in_place() -> None:
+    # a steady call binds each feed's address into the native graph (runtime.array_address: a ctypes view where the
+    # array is writable, numpy's own address for a read-only or empty one); the caller's dict is read, never changed
+    from uopir.backends.cpu.runtime import array_address
+    for a in (np.arange(6, dtype=np.float32), np.zeros(0, np.float32), np.arange(8, dtype=np.int64)[::2]):
+        ro = a.copy()
+        ro.flags.writeable = False
+        assert array_address(a) == a.ctypes.data and array_address(ro) == ro.ctypes.data
+    from uopir.backends import available
+    from uopir.backends.cpu.graph import native
+    m = _model([helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])],
+               [helper.make_tensor_value_info("x", F, [2, 3])], [helper.make_tensor_value_info("y", F, [3, 2])])
+    model = from_onnx(m, device="c") if "c" in available() and native() is not None else from_onnx(m)
+    for i in range(5):
+        x = np.arange(6, dtype=np.float32).reshape(2, 3) + i
+        x.flags.writeable = False
+        feeds = {"x": x}
+        np.testing.assert_array_equal(model.run(feeds)["y"], x.T)
+        assert list(feeds) == ["x"] and feeds["x"] is x

@@ -52,7 +52,7 @@ import numpy as np
 
 from uopir.backends import realize as R
 from uopir.backends.buffers import buffer_of, buffer_op
-from uopir.backends.cpu.runtime import SCRATCH_ADDR, host_info, overlaps
+from uopir.backends.cpu.runtime import SCRATCH_ADDR, array_address, host_info, overlaps
 from uopir.dialects import tensor as T
 from uopir.dialects.semantics import np_dtype
 from uopir.frontend import dtype_promotion as P
@@ -97,6 +97,7 @@ class _NativeReplay:
     fixed: list[tuple[int, int]]  # the captured buffers' memory, merged disjoint ranges in address order
     carriers: bool = False  # a buffer made per replay is bfloat16 (its host array a carrier, not its values)
     writes_inputs: bool = True  # a launch may write an input buffer (then a caller's array is never bound as one)
+    fresh_np: list[tuple[tuple[str, int], Any, tuple[int, ...]]] | None = None  # fresh's (key, numpy dtype, shape)
 
     def hits_fixed(self, span: tuple[int, int]) -> bool:
         """Whether [start, end) overlaps a captured buffer (an input bound to a parameter: aliasing to re-check)."""
@@ -283,19 +284,23 @@ class TinyJit(Generic[Ret]):
         g = self._graph
         if not isinstance(g, _NativeReplay) or self.randoms or g.carriers or R.debug_level() >= 2:
             return None
+        addrs = [array_address(a) for a in arrays]
         if borrowed:
-            spans = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes]
+            spans = [(p, p + a.nbytes) for p, a in zip(addrs, arrays, strict=True) if a.nbytes]
             if g.writes_inputs or overlaps(spans) or any(g.hits_fixed(sp) for sp in spans) or \
                     not all(a.flags.c_contiguous and a.flags.aligned for a in arrays):
                 arrays, borrowed = [np.array(a, order="C") for a in arrays], False
+                addrs = [array_address(a) for a in arrays]
+        if g.fresh_np is None:
+            g.fresh_np = [(("made", j), np_dtype(dtype), shape) for j, _alloc, dtype, shape in g.fresh]
         made: dict[int, np.ndarray] = {}
         with self._graph_lock:
             graph = g.graph
-            for i, a in enumerate(arrays):
-                graph.bind(("in", i), a.ctypes.data)
-            for j, _alloc, dtype, shape in g.fresh:
-                arr = made[j] = np.empty(shape, np_dtype(dtype))
-                graph.bind(("made", j), arr.ctypes.data)
+            for i, p in enumerate(addrs):
+                graph.bind(("in", i), p)
+            for key, npd, shape in g.fresh_np:
+                arr = made[key[1]] = np.empty(shape, npd)
+                graph.bind(key, array_address(arr))
             graph.run()
         R.STATS.kernels += graph.kernels
         out: list[np.ndarray] = []

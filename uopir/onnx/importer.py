@@ -566,10 +566,12 @@ class OnnxModel:
     def run(self, feeds: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, np.ndarray]:
         """The outputs by name as numpy arrays, each in its ONNX type: bfloat16 and the low-precision types (float8,
         float4, int4, int2) as their ml_dtypes dtype; a sequence as a list of arrays, an empty optional as None."""
-        feeds = {**(feeds or {}), **kw}
+        feeds = feeds if not kw and type(feeds) is dict else {**(feeds or {}), **kw}  # (a steady call's own dict)
         fp = self._fast_plan(feeds) if self._fast else None
         arrays = fp.run_arrays(feeds) if fp is not None else None
         if arrays is not None:  # the plan's native replay made the outputs as numpy arrays
+            if not self.lowp_outputs:
+                return dict(zip(self.output_names, arrays, strict=True))
             return {nm: a if (lt := self.lowp_outputs.get(nm)) is None else from_storage(a, lt)
                     for nm, a in zip(self.output_names, arrays, strict=True)}
         got = fp.run(feeds) if fp is not None else None

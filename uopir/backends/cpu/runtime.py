@@ -34,7 +34,7 @@ from uopir.ir.dtype import DType, dtypes
 from uopir.passes.target import Target, host_cpu, target
 
 __all__ = ["HostKernel", "HostRuntime", "PooledHostAllocator", "THREADS_ENV", "threads", "host_array", "host_info",
-           "bind", "host_target", "address", "overlaps", "SCRATCH_ADDR"]
+           "bind", "host_target", "address", "array_address", "overlaps", "SCRATCH_ADDR"]
 
 THREADS_ENV = env.THREADS.name
 
@@ -49,8 +49,11 @@ HOST_PARALLEL_MIN_WORK = 1 << 19
 # were equal below 2^19 (no loss). Elementwise from 2^17 (ViT's six GELUs of 197 x 1536: ViT 15.36 -> 14.53 ms, best
 # of 6 interleaved rounds at load 2-7); a window row from 2^18 is not kept: MobileNetV3's two 5x5/2 depthwise convs
 # split, it measured 0.81 -> 0.87 ms (EfficientNet 5.28 -> 5.10) in the same rounds. A dot-product tile from 2^18 as
-# every cpu target.
-HOST_PARALLEL_MIN_WORK_BY_KIND: tuple[tuple[str, int], ...] = (("elementwise", 1 << 17), ("dot", 1 << 18))
+# every cpu target. Elementwise from 2^16 once KernelFacts.work stopped counting a peeled pad as the product of its
+# segments (which had split every pad): the CNNs' pads of 65K-123K iterations ran split 13 vs 20 us (ResNet's
+# 128x30x30), 9 vs 15 (256x16x16), 15 vs 22 (EfficientNet's 480x16x16) in one round at load 11 (--profile, hot
+# pool); BERT-tiny's 128 x 512 GELU, the one steady kernel 2^16 adds beside them, read 25 us both ways.
+HOST_PARALLEL_MIN_WORK_BY_KIND: tuple[tuple[str, int], ...] = (("elementwise", 1 << 16), ("dot", 1 << 18))
 
 
 def host_target(name: str) -> Target:
@@ -305,6 +308,18 @@ def address(fn: Any) -> int:
     if a is None:
         a = fn._uopir_address = ctypes.cast(fn, ctypes.c_void_p).value
     return a
+
+
+_BYTE = ctypes.c_char
+
+
+def array_address(a: np.ndarray) -> int:
+    """The address of a C-contiguous host array's first element: through a ctypes view of a writable array (~0.3 us;
+    `a.ctypes.data` builds a new object per read, ~1 us, which a steady ONNX call paid four times), else numpy's."""
+    try:
+        return ctypes.addressof(_BYTE.from_buffer(a))
+    except (TypeError, ValueError, BufferError):  # read-only, empty
+        return a.ctypes.data
 
 
 def overlaps(spans: list[tuple[int, int]]) -> bool:

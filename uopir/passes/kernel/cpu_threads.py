@@ -14,14 +14,14 @@ __all__ = ["cpu_thread_opts", "packs"]
 
 
 def cpu_thread_opts(k: KernelFacts, t: Target, opts: list[Opt], loops: list[UOp], upcast: dict[UOp, int],
-                    kind: str, work: int | None = None) -> list[Opt]:
+                    kind: str) -> list[Opt]:
     """The opts to add after `opts` on a cpu target t: with threads > 1, the first of `loops` (the output loops,
     outermost first) with at least `threads` iterations left after `upcast` (else the longest) becomes `global` when
-    the kernel does at least `t.parallel_work(kind)` iterations (`kind`: the target's row for what one iteration
-    does; `work`: the iterations before a tail cut the kernel, where KernelFacts.work would multiply the body's and
-    the tail's ranges), and `pack` follows when it is the wide tile's `outer` range and its panels fit (`packs`). On
-    one thread, an `outer` range is made global only to pack (one core runs all of it)."""
-    if t.threads > 1 and loops and (k.work() if work is None else work) >= t.parallel_work(kind):
+    the kernel does at least `t.parallel_work(kind)` iterations (KernelFacts.work: every loop nest's, a tail's body
+    and tail summed; `kind`: the target's row for what one iteration does), and `pack` follows when it is the wide
+    tile's `outer` range and its panels fit (`packs`). On one thread, an `outer` range is made global only to pack
+    (one core runs all of it)."""
+    if t.threads > 1 and loops and k.work() >= t.parallel_work(kind):
         def outer(r: UOp) -> int:
             return (const_extent(r) or t.threads) // upcast.get(r, 1)
         r = next((r for r in loops if outer(r) >= t.threads), max(loops, key=outer))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from uopir.dialects import core
 from uopir.dialects import kernel as K
 from uopir.ir.dtype import DType, dtypes
 from uopir.ir.uop import UOp
@@ -134,16 +135,28 @@ class KernelFacts:
         return total
 
     def work(self) -> int:
-        n = 1
-        for r in self.out:
-            n *= const_extent(r) or 1
-        red = 1
-        for u in self.reduces:
-            k = 1
-            for r in u.operands.ranges:
-                k *= const_extent(r) or 1
-            red = max(red, k)
-        return n * red
+        """The iterations the kernel runs: over its loop nests (kernel-peel's segments, a tail's body and tail, a
+        concat's pieces) the sum of each nest's output iterations times the reduction steps of what it stores (each
+        reduction counted once, in the first store that reads it). What the thread split and the code-size budget
+        weigh: a product over every nest's ranges would count a padded copy's border rows times its columns."""
+        seen: set[UOp] = set()
+
+        def steps(v: UOp) -> int:
+            total = 0
+            for u in v.toposort():
+                if u.op is K.REDUCE and u not in seen:
+                    seen.add(u)
+                    total += math.prod(const_extent(r) or 1 for r in u.operands.ranges)
+            return max(1, total)
+
+        def runs(u: UOp) -> int:
+            if u.op is K.END:
+                n = math.prod(const_extent(r) or 1 for r in u.operands.ranges if r.attrs.kind in ("loop", "global"))
+                return n * runs(u.operands.value)
+            if u.op is K.STORE:
+                return steps(u.operands.value)
+            return sum(runs(s) for s in u.src) if u.op is core.GROUP else 0
+        return max(1, sum(runs(s) for s in self.kdef.src))
 
 
 def pow2_divisor(n: int, cap: int) -> int:

@@ -116,12 +116,9 @@ def leave_alone(kdef: UOp) -> bool:
         (u.op is K.RANGE and u.attrs.kind in SPLIT_KINDS + THREAD_KINDS) or u.dtype.count > 1 for u in order)
 
 
-def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int] = frozenset(),
-                   work: int | None = None) -> list[Opt]:
+def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int] = frozenset()) -> list[Opt]:
     """The opts the heuristic picks for one kernel on target t (the module docstring says how; stash=False: without
-    the `stash` opt; `skip`: a column tail's axes, upcast whole, never a register tile's candidates; `work`: the
-    iterations of the kernel before a tail cut it, which decide the threads: KernelFacts.work multiplies the body's
-    and the tail's ranges)."""
+    the `stash` opt; `skip`: a column tail's axes, upcast whole, never a register tile's candidates)."""
     if leave_alone(kdef):
         return []
     if (alike := sibling_opts(kdef, t, heuristic_opts)) is not None:  # a concat's nests alike (kernel/siblings.py)
@@ -135,7 +132,7 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int
     tails = tail_opts(k, t, vw, budget)
     if tails:  # 0. a row no vector divides: a vector body and a tail, then the opts of the kernel that makes
         cols = frozenset([column_tail_axis(kdef)]) if tails == [column_tail(k, vw)] else frozenset()
-        return tails + heuristic_opts(apply_opts(kdef, tails), t, skip=cols, work=k.work())
+        return tails + heuristic_opts(apply_opts(kdef, tails), t, skip=cols)
     wide = vw >= 2 and budget // vw >= WIDE_TILE_VECTORS
     upcast: dict[UOp, int] = {}
     vector_range: dict[UOp, int] = {}  # an upcast whose lanes stay whole vectors (code size counts vectors)
@@ -213,5 +210,5 @@ def heuristic_opts(kdef: UOp, t: Target, stash: bool = True, skip: frozenset[int
     else:
         kind = "dot" if dot is not None else "window" if window is not None else "reduce" if k.reduces \
             else "elementwise"
-        opts += cpu_thread_opts(k, t, opts, loops, upcast, kind, work)
+        opts += cpu_thread_opts(k, t, opts, loops, upcast, kind)
     return opts
