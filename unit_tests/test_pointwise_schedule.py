@@ -44,23 +44,19 @@ def test_a_pointwise_conv_over_a_7x7_plane_tiles_three_channel_blocks() -> None:
     assert _opts(320, 1280, 7)[:3] == ["upcast 0 by 2", "upcast 1 by 7", "upcast 4 by 16"]
 
 
-def test_a_pointwise_conv_over_a_larger_plane_keeps_the_channel_tile() -> None:
-    # 14 pixels already fill the accumulators (2 blocks would be 28: they spill): one block, its reduction unrolled
-    assert _opts(80, 480, 14) == ["upcast 1 by 14", "upcast 4 by 16", "unroll 3 by 4", "global 0"]
-    # 11 pixels of a 55x55 plane (SqueezeNet's expand 1x1) are 11 accumulators already (POINTWISE_MIN_ACCS)
-    assert _opts(16, 64, 55)[:3] == ["upcast 1 by 11", "upcast 4 by 16", "unroll 3 by 4"]
+def test_a_pointwise_conv_over_a_plane_of_11_pixel_rows_keeps_the_channel_tile() -> None:
+    # 11x11 (121 pixels, under POINTWISE_ROW_TILE_MIN): 11 pixels are 11 accumulators already (POINTWISE_MIN_ACCS)
+    # beside the 16 channels of a block, its reduction unrolled
+    assert _opts(80, 480, 11) == ["upcast 1 by 11", "upcast 4 by 16", "unroll 3 by 4", "global 0"]
 
 
-def test_a_pointwise_conv_blocks_its_weights_unless_its_plane_is_whole_vectors() -> None:
-    # a 1x1 conv reads and writes its plane as one contiguous row: 28x28 = 49 vectors of 16, so its pixels are the
-    # vector beside 16 channels (no weight copy; one core: 40 -> 240 122 -> 94 us); 14x14 = 12.25 vectors and 7x7
-    # keep the channel blocks (the copy into blocks, then the conv; 14x14 as a pixel row took 2x as long)
-    def names(cin: int, cout: int, hw: int) -> list[str]:
-        x = Tensor(np.ones((1, cin, hw, hw), np.float32), device="python")
-        return [it.name for it in x.conv2d(Tensor(np.ones((cout, cin, 1, 1), np.float32), device="python")).schedule()]
-    assert names(40, 240, 28) == ["r_240_28_28"]
-    assert names(80, 480, 14) == ["E_30_80_16", "r_480_14_14"]
-    assert names(192, 1152, 7) == ["E_72_192_16", "r_1152_7_7"]
+def test_a_pointwise_conv_over_a_ragged_plane_of_160_pixels_or_more_takes_the_pixel_row() -> None:
+    # 14x14 = 196 and 55x55 = 3025 pixels (EfficientNet's expands, SqueezeNet's 1x1s): the plane is one contiguous
+    # row of the input and output, cut into a body of whole vectors and a column tail, 8 or 16 channels beside two
+    # vectors of pixels (no weight copy; one core: 80 -> 480 over 14x14 111 -> 98 us, 16 -> 64 over 55x55 81 -> 61)
+    assert _opts(80, 480, 14) == ["tail 1 by 16", "upcast 0 by 8", "upcast 4 by 32", "upcast 5 by 4", "unroll 3 by 4",
+                                  "global 0"]
+    assert _opts(16, 64, 55)[:4] == ["tail 1 by 16", "upcast 0 by 16", "upcast 4 by 16", "unroll 3 by 4"]
 
 
 def test_a_pointwise_projection_does_not_pack_its_input() -> None:
