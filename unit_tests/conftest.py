@@ -50,6 +50,9 @@ def _has_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for it in items:  # `make fuzz` selects the property tests (-m property) to run them with their full counts
+        if getattr(getattr(it, "obj", None), "is_hypothesis_test", False):
+            it.add_marker(pytest.mark.property)
     gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]  # a marker, not a keyword: a
     # keyword also matches a folder named gpu
     if gpu_items and not _has_gpu():

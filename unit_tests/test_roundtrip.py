@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from graphgen import BUILDERS, FLOAT_EDGES, INT_EDGES, NASTY_STRINGS, RandSource, build_graph, graphs, real_op_names
 from hypothesis import HealthCheck, given, settings
+from proptest import examples
 
 import uopir  # noqa: F401 - registers the dialects
 import uopir.dialects
@@ -60,7 +61,8 @@ def ops_in(root: UOp) -> set[str]:
 
 
 # ---- the property ---------------------------------------------------------------------------------------------------
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(200), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(graphs())
 def test_random_graphs_round_trip(g: UOp) -> None:
     verify(g)  # the generator builds valid IR only
