@@ -252,6 +252,7 @@ def test_corpus_parses_or_fails_located() -> None:
         check_text(text, "corpus.uop")
 
 
+@pytest.mark.property  # make fuzz runs its long slice (UOPIR_SLOW=1)
 def test_mutated_text_never_crashes() -> None:
     rng = random.Random(SEED)
     texts = corpus(rng)
@@ -302,6 +303,7 @@ CLI_FLAGS: tuple[tuple[str, ...], ...] = (
 )
 
 
+@pytest.mark.property  # make fuzz runs its long slice (UOPIR_SLOW=1)
 def test_cli_on_mutated_text(tmp_path: Path) -> None:
     main = _uop_opt()
     if main is None:

@@ -69,6 +69,7 @@ def test_random_graphs_round_trip(g: UOp) -> None:
     assert_roundtrip(g)
 
 
+@pytest.mark.property  # make fuzz runs its long slice (UOPIR_SLOW=1)
 def test_random_graphs_round_trip_deterministic() -> None:
     """The same property on a fixed set of bigger graphs (independent of hypothesis' database): every size from 10
     to 49 nodes, two or three graphs each (300 under UOPIR_SLOW=1)."""
