@@ -40,7 +40,9 @@ clean:
 # the standing fuzz target (unit_tests/fuzz.py): random .uop mutations through uop-opt with every pipeline, random
 # graphs through every pass against the reference interpreter, random Tensor programs against numpy, random programs
 # through the optimized lowerings compiled by C against the interpreter; failing inputs go to fuzz-failures/. CI runs
-# a short fixed-seed slice of it (unit_tests/test_fuzz_slice.py).
+# a short fixed-seed slice of it (unit_tests/test_fuzz_slice.py). Then the property tests (hypothesis) with their full
+# example counts (UOPIR_SLOW=1: `make test` draws a fifth, unit_tests/proptest.py).
 FUZZ_SECONDS ?= 300
 fuzz: $(STAMP)
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -W ignore unit_tests/fuzz.py --seconds $(FUZZ_SECONDS) --out fuzz-failures
+	@PATH="$(CURDIR)/$(BIN):$$PATH" UOPIR_SLOW=1 $(BIN)/python -m pytest -q -m property -p no:cacheprovider unit_tests

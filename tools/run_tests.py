@@ -5,8 +5,8 @@ Two pytest legs: the whole unit suite with the frontend on the reference device 
 frontend suite (FRONTEND_TESTS: the tests that run Tensor programs on the default device) again on the C backend
 (UOPIR_DEVICE=c) when a C compiler is installed, so every frontend test checks both the interpreter and compiled
 code. The compiled backends' own tests (BACKEND_TESTS) leave the first leg for a third. The three legs start
-together (pytest uses one core a process) and the first is spread over the cores by pytest-xdist (whole files per
-worker; UOPIR_TEST_WORKERS sets how many), so the cores stay busy until the last file ends. The c and backend legs
+together (pytest uses one core a process) and the first two are spread over the cores by pytest-xdist (whole files
+per worker; UOPIR_TEST_WORKERS sets how many), so the cores stay busy until the last file ends. The c and backend legs
 are buffered: their output is printed after the first leg's. UOPIR_TEST_SERIAL=1 runs the legs one after the other
 in one process each. Their counts add up (a test in both the first and the c leg counts twice). lit starts when the
 backend leg ends, in its place, and prints its output last (lit_tests/lit.cfg.py runs its tools through one fork
@@ -245,10 +245,10 @@ def xdist_workers() -> int:
 def run_pytest_legs(when_backend_ends: Callable[[], None] | None = None) -> list[Counts]:
     """Leg 1: everything but BACKEND_TESTS, the frontend on the reference device (unless UOPIR_DEVICE asks
     otherwise), spread over the cores by pytest-xdist (whole files per worker: the tests of one file may share a
-    fixture, as they always could); leg 2: the frontend suite on c; leg 3: BACKEND_TESTS. All three start at once
-    (the cores stay busy to the end: the workers take the next file when one ends), unless UOPIR_TEST_SERIAL=1.
-    `when_backend_ends` is called when leg 3, the shortest, has ended (lit starts then, in its place), only when the
-    legs run side by side. Returns the counts of (leg 1 + leg 3, leg 2)."""
+    fixture, as they always could); leg 2: the frontend suite on c, spread the same way; leg 3: BACKEND_TESTS. All
+    three start at once (the cores stay busy to the end: the workers take the next file when one ends), unless
+    UOPIR_TEST_SERIAL=1. `when_backend_ends` is called when leg 3, the shortest, has ended (lit starts then, in its
+    place), only when the legs run side by side. Returns the counts of (leg 1 + leg 3, leg 2)."""
     if not (ROOT / "unit_tests").is_dir():
         print("run_tests: no unit_tests/ directory; pytest counts 0")
         return []
@@ -265,8 +265,10 @@ def run_pytest_legs(when_backend_ends: Callable[[], None] | None = None) -> list
     skip_backend = tuple(a for f in backend for a in ("--ignore", f))
 
     def c_leg() -> PytestLeg:
+        # spread over the cores too: it is the longest leg (every frontend test compiles its kernels), and in one
+        # process it ran on alone at the end while the other core had nothing left to do
         return PytestLeg(tuple(frontend_tests()), dict(os.environ, UOPIR_DEVICE="c"), buffered=not serial,
-                         extra=("-p", "no:cacheprovider"))
+                         extra=("-p", "no:cacheprovider", *spread))
 
     def backend_leg() -> PytestLeg:
         return PytestLeg(tuple(backend), dict(os.environ), buffered=not serial, extra=("-p", "no:cacheprovider"))

@@ -49,7 +49,25 @@ def _has_gpu() -> bool:
         return False
 
 
+# The longest files (tens of seconds each) are collected first: pytest-xdist (tools/run_tests.py, --dist loadfile)
+# hands out whole files in collection order, and one of these started last would leave a single worker running it
+# alone on an otherwise idle machine. Only the order changes; each file's tests keep theirs.
+LONG_FILES = ("test_onnx_cnn_models.py", "test_search_ray.py", "test_search.py", "test_memory_bounds.py",
+              "test_onnx_conformance.py", "test_fuzz_text.py", "test_fuzz_slice.py", "test_mlir_export.py",
+              "test_compile_cache.py", "test_tensor_reduce.py", "test_tensor_nn_ops.py", "test_tensor_movement.py",
+              "test_tensor_nn.py", "test_realize_schedule.py", "test_tensor_selection.py")
+
+
+def _long_first(item: pytest.Item) -> int:
+    name = item.path.name
+    return LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_long_first)  # stable: the rest keep their order
+    for it in items:  # `make fuzz` selects the property tests (-m property) to run them with their full counts
+        if getattr(getattr(it, "obj", None), "is_hypothesis_test", False):
+            it.add_marker(pytest.mark.property)
     gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]  # a marker, not a keyword: a
     # keyword also matches a folder named gpu
     if gpu_items and not _has_gpu():

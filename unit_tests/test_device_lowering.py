@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 from test_tensor_to_kernel import _Gen, _input_arrays
 
 import uopir.backends  # noqa: F401  (registers the c target)
@@ -152,7 +153,7 @@ def _reordered_sum_close(root: UOp, want: list, got: list, bufs: dict[int, np.nd
         else values_equal(a, b) for i, (a, b) in enumerate(zip(w, g, strict=True)))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(0, 3))
 def test_device_programs_match_the_interpreter(r: random.Random, seed: int) -> None:
     check(_Gen(r).program(), seed, tensor_level=False)
@@ -169,7 +170,7 @@ class _WideGen(_Gen):
         return tuple(self.r.choice((1, 3, 8, 16, 17, 32, 48)) for _ in range(self.r.randint(1, 3)))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(0, 3))
 def test_optimized_programs_on_larger_shapes_match_the_interpreter(r: random.Random, seed: int) -> None:
     check(_WideGen(r).program(), seed, tensor_level=False, which=OPTIMIZED)

@@ -38,6 +38,7 @@ from fuzz_names import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 from uopir import Tensor
 from uopir.backends.c.compiler import CCompiler, find_cc
@@ -208,7 +209,7 @@ _NAMES = st.one_of(st.text(max_size=24), st.sampled_from(HOSTILE),
                    st.text(alphabet="\n\r\x00\"'\\*/#{}<>;@%$ \u2028\u0085ab1_", max_size=12))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names=st.lists(_NAMES, min_size=1, max_size=4), emitter=st.sampled_from(EMITTERS))
 def test_random_names_through_a_random_emitter(names: list[str], emitter: str) -> None:
     program = name_program(names[0], list(dict.fromkeys(names[1:])))

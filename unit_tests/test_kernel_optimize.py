@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 from test_tensor_to_kernel import _Gen, _input_arrays
 
 from uopir.backends.python import evaluate
@@ -91,7 +92,7 @@ def lanes_left(out: UOp) -> list[UOp]:
 
 
 # ---- the property: random programs, every target ---------------------------------------------------------------------
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(0, 3),
        st.sampled_from(["cpu", "gpu", "test-tiny", "test-wide", "test-rich"]))
 def test_heuristic_then_expand_is_bit_identical(r: random.Random, seed: int, tgt: str) -> None:
@@ -119,7 +120,7 @@ def _random_opts(kdef: UOp, r: random.Random) -> UOp:
     return kdef
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(0, 3))
 def test_random_opts_then_expand_is_bit_identical(r: random.Random, seed: int) -> None:
     pre = PassManager.parse("canonicalize,tensor-to-kernel")

@@ -33,6 +33,7 @@ from device_programs import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 from test_tensor_to_kernel import _Gen, _input_arrays
 
 from uopir.backends.cache import ENTRY_SUFFIX, USAGE_FILE, unseal
@@ -278,7 +279,7 @@ def test_frontend_programs_realize_on_llvm(case: str) -> None:
     np.testing.assert_allclose(got.astype(np.float64), ref(), rtol=tol, atol=tol)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(0, 3))
 def test_random_tensor_programs_match_the_interpreter(r: random.Random, seed: int) -> None:
     """Random tensor programs (the generator of test_tensor_to_kernel) realized on llvm: the outputs equal the

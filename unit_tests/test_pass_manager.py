@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 import uopir  # noqa: F401 - registers the dialects
 from uopir.dialects import core
@@ -278,7 +279,7 @@ def _c_div(a: int, b: int) -> tuple[int, int]:
     return q, a - b * q
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(_INT), st.integers(), st.integers(),
        st.sampled_from(["core.add", "core.sub", "core.mul", "core.max", "core.idiv", "core.mod", "core.and",
                         "core.or", "core.xor", "core.cmplt", "core.cmpeq", "core.shl", "core.shr"]))
@@ -313,7 +314,7 @@ def _op(name: str):
     return get_op(name)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(_FLT), st.floats(allow_nan=True, allow_infinity=True, width=32),
        st.floats(allow_nan=True, allow_infinity=True, width=32),
        st.sampled_from(["core.add", "core.sub", "core.mul", "core.fdiv", "core.max", "core.cmplt", "core.cmpne",

@@ -7,6 +7,7 @@ import math
 import pytest
 from graphgen import FLOAT_EDGES, RandSource, build_graph, graphs
 from hypothesis import HealthCheck, given, settings
+from proptest import examples
 
 import uopir
 from uopir.dialects import core
@@ -20,7 +21,8 @@ def rebuilt(g: UOp) -> UOp:
     return ns["root"]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(100), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(graphs())
 def test_random_graphs_rebuild_identically(g: UOp) -> None:
     assert rebuilt(g) is g

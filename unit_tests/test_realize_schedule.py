@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 from test_tensor_to_kernel import _Gen, _input_arrays
 
 from uopir.backends import get_backend
@@ -390,7 +391,7 @@ def _run_both(g: UOp) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return [want, *want_after], [got, *(x.numpy() for x in inputs)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(0, 3))
 def test_realize_matches_the_interpreter_on_random_programs(r: random.Random, seed: int) -> None:
     root = _Gen(r).program()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from graphgen import BUILDERS, FLOAT_EDGES, INT_EDGES, NASTY_STRINGS, RandSource, build_graph, graphs, real_op_names
 from hypothesis import HealthCheck, given, settings
+from proptest import FULL, examples
 
 import uopir  # noqa: F401 - registers the dialects
 import uopir.dialects
@@ -60,16 +61,19 @@ def ops_in(root: UOp) -> set[str]:
 
 
 # ---- the property ---------------------------------------------------------------------------------------------------
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(200), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(graphs())
 def test_random_graphs_round_trip(g: UOp) -> None:
     verify(g)  # the generator builds valid IR only
     assert_roundtrip(g)
 
 
+@pytest.mark.property  # make fuzz runs its long slice (UOPIR_SLOW=1)
 def test_random_graphs_round_trip_deterministic() -> None:
-    """The same property on a fixed set of bigger graphs (fast; independent of hypothesis' database)."""
-    for seed in range(300):
+    """The same property on a fixed set of bigger graphs (independent of hypothesis' database): every size from 10
+    to 49 nodes, two or three graphs each (300 under UOPIR_SLOW=1)."""
+    for seed in range(300 if FULL else 100):
         g, _ = build_graph(RandSource(seed), 10 + seed % 40)
         verify(g)
         assert_roundtrip(g)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 import uopir  # noqa: F401  (registers the dialects)
 from uopir.backends.python import evaluate
@@ -333,7 +334,7 @@ def graphs(draw):
     return root, d, shape, draw(st.integers(0, 2**16))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs())
 def test_canonicalize_preserves_semantics(case):
     root, d, shape, seed = case

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 from tensor_testing import ALL, FLOATS, SINTS, UINTS, check, rnd
 
 from uopir import Tensor, dtypes, print_ir
@@ -394,7 +395,7 @@ def _broadcastable(draw):
     return variant(), variant()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(_broadcastable(), st.sampled_from(["add", "mul", "sub", "maximum", "lt"]))
 def test_hypothesis_broadcasting(shapes, opname):
     sa, sb = shapes

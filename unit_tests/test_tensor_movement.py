@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 from tensor_testing import check, rnd
 
 from uopir import Tensor, dtypes
@@ -211,7 +212,7 @@ def test_getitem_dtypes_and_errors():
     assert Tensor(A)[Tensor(2)].shape == (5, 6)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_hypothesis_slicing(data):
     shape = data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=3))
@@ -232,7 +233,7 @@ def test_hypothesis_slicing(data):
     check(Tensor(a)[tuple(idx)], a[tuple(idx)])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
 def test_hypothesis_reshape_permute(shape, data):
     a = rnd(tuple(shape))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 from uopir.backends.python import evaluate
 from uopir.dialects import core, kernel, tensor
@@ -199,7 +200,7 @@ class _Gen:
         return a
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(0, 3))
 def test_schedule_matches_the_interpreter(r: random.Random, seed: int) -> None:
     check(_Gen(r).program(), seed)

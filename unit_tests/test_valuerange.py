@@ -7,6 +7,7 @@ import gc
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 import uopir  # noqa: F401 - registers the dialects
 from uopir.dialects import core, kernel
@@ -172,7 +173,7 @@ def _evaluate(root: UOp, env: dict[UOp, int]) -> dict[UOp, np.ndarray]:
     return vals
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.data())
 def test_evaluated_values_lie_in_the_range(data):
     draw = data.draw

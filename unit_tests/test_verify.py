@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 import uopir  # noqa: F401 - registers the dialects
 from uopir.dialects import core, kernel, tensor
@@ -215,7 +216,7 @@ def graphs(draw):
     return nodes[-1]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(graphs())
 def test_fuzz_verify_never_crashes(g):
     try:

@@ -252,8 +252,8 @@ PLUGINS = declare("UOPIR_PLUGINS", text, "", "plugins the Python API loads when 
                   "them too): modules or module:function, comma-separated; `installed` loads every installed one",
                   "module or module:function names, comma-separated, or installed")
 TEST_WORKERS: EnvVar[int | None] = declare("UOPIR_TEST_WORKERS", count, None, "pytest-xdist workers of make test's "
-                                           "python leg (default: one per core; 0: one process; tools/run_tests.py "
-                                           "reads it itself)", "an integer >= 0")
+                                           "python and c legs each (default: one per core; 0: one process; "
+                                           "tools/run_tests.py reads it itself)", "an integer >= 0")
 LIT_SERVER = declare("UOPIR_LIT_SERVER", flag, True, "the lit suite runs uop-opt, uop-run and filecheck through one "
                      "fork server (lit_tests/lit.cfg.py reads it itself; 0: a process per command)", "0 or 1")
 # Devices and compilers
