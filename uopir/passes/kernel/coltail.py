@@ -42,7 +42,7 @@ def column_tail(k: KernelFacts, vw: int) -> Opt | None:
         return None
     red = k.red_ranges()
     if any(k.coeff(x, o) == 1 for x in k.loads if k.deps[x] & red for o in k.out if o is not r):
-        return None  # a conv's weights packed in channel blocks: its channel tile (heuristic._channel_tile) instead
+        return None  # a conv's weights packed in channel blocks: its channel tile (channeltile.channel_tile) instead
     return Opt("tail", r.attrs.axis, vw)
 
 

@@ -82,8 +82,6 @@ GATED_REDUCE_MAX_WORK = 1 << 16
 _ELEMENTWISE = frozenset(core.ELEMENTWISE_OPS)
 CHAIN_MAX = 32  # nodes of the elementwise chain above a twice-read reduction looked at for what to materialize
 _CHAIN_VIEWS = frozenset((tensor.RESHAPE, tensor.DETACH))
-_HEAVY = frozenset(range(HEAVY_LOADS))  # stands for HEAVY_LOADS or more distinct loads
-_HEAVY_OPS = frozenset(range(HEAVY_OPS))  # ... HEAVY_OPS or more distinct ALU ops
 _VIEWS = frozenset((tensor.RESHAPE, tensor.PERMUTE, tensor.SHRINK, tensor.FLIP))
 _MOVEMENT = frozenset(tensor.MOVEMENT_OPS)
 
@@ -612,6 +610,22 @@ def _free_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
     return memo
 
 
+def _distinct_under(order: list[UOp], cap: int, member: Callable[[UOp], bool],
+                    below: bool = True) -> dict[UOp, int]:
+    """For each node of `order` (a toposort), how many distinct `member` nodes lie under it, counted up to `cap` (a
+    set of `cap` placeholders stands for cap or more, so no set grows past it); below=False: a member counts alone,
+    not the members under it (a load's index)."""
+    full = frozenset(range(cap))
+    under: dict[UOp, frozenset] = {}
+    for x in order:
+        if member(x):
+            got = frozenset((x,)).union(*(under[s] for s in x.src)) if below else frozenset((x,))
+        else:
+            got = frozenset().union(*(under[s] for s in x.src))
+        under[x] = got if len(got) < cap else full
+    return {x: len(v) for x, v in under.items()}
+
+
 def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
     """The first tensor node (a reduction, or an expensive elementwise value) whose value in k does not depend on
     exactly the outermost loops around it: hoisting cannot save it from being computed once per inner iteration."""
@@ -621,17 +635,12 @@ def _first_recomputed(k: Kernel, want_reduce: bool) -> UOp | None:
     free = _free_ranges(k.ast)
     loads: dict[UOp, int] = {}
     alus: dict[UOp, int] = {}
-    if not want_reduce:  # the distinct loads under each node, counted up to HEAVY_LOADS (a value used twice, as a
-        under: dict[UOp, frozenset] = {}  # clip's compare and select use it, is one load: a hard-sigmoid gate reads 2)
-        ops: dict[UOp, frozenset] = {}  # ... and its distinct ALU ops on data, up to HEAVY_OPS
-        for x in k.ast.toposort():
-            got = frozenset((x,)) if x.op is kernel.LOAD else frozenset().union(*(under[s] for s in x.src))
-            under[x] = got if len(got) < HEAVY_LOADS else _HEAVY
-            loads[x] = len(under[x])
-            mine = frozenset((x,)) if x.op in _ELEMENTWISE and x.dtype is not dtypes.index else frozenset()
-            got = mine.union(*(ops[s] for s in x.src))
-            ops[x] = got if len(got) < HEAVY_OPS else _HEAVY_OPS
-            alus[x] = len(ops[x])
+    if not want_reduce:
+        # the distinct loads under each node, up to HEAVY_LOADS (a value used twice, as a clip's compare and select
+        # use it, is one load: a hard-sigmoid gate reads 2), and its distinct ALU ops on data, up to HEAVY_OPS
+        order = k.ast.toposort()
+        loads = _distinct_under(order, HEAVY_LOADS, lambda x: x.op is kernel.LOAD, below=False)
+        alus = _distinct_under(order, HEAVY_OPS, lambda x: x.op in _ELEMENTWISE and x.dtype is not dtypes.index)
     seen: set[tuple[UOp, tuple[UOp, ...]]] = set()
     stack: list[tuple[UOp, tuple[UOp, ...]]] = [(k.ast, k.ranges)]
     while stack:
